@@ -1,0 +1,17 @@
+import uvicorn
+
+from services.gateway.app import create_app
+from shared.runtime import configure_logging
+from shared.settings import GatewaySettings
+
+if __name__ == "__main__":
+    settings = GatewaySettings()
+    configure_logging(settings.log_level)
+    # uvicorn handles SIGTERM: it stops accepting, finishes in-flight requests, then runs the lifespan exit.
+    uvicorn.run(
+        create_app(settings),
+        host=settings.http_host,
+        port=settings.http_port,
+        log_level="warning",
+        access_log=False,
+    )

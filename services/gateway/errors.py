@@ -1,0 +1,52 @@
+"""Every failure of the HTTP API leaves as the error envelope of CONTRACT.md."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from shared.errors import HTTP_STATUS, DomainError
+
+log = logging.getLogger("dossier.gateway")
+
+
+def envelope(code: str, message: str, details: dict[str, Any] | None = None, status: int | None = None) -> JSONResponse:
+    return JSONResponse(
+        {"error": {"code": code, "message": message, "details": details or {}}},
+        status_code=status or HTTP_STATUS[code],
+    )
+
+
+def _field(loc: tuple[Any, ...]) -> str:
+    parts = [str(p) for p in loc if p not in ("body", "query", "path", "header")]
+    return ".".join(parts) or (str(loc[0]) if loc else "body")
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(DomainError)
+    async def on_domain_error(_: Request, exc: DomainError) -> JSONResponse:
+        return envelope(exc.code, exc.message, exc.details)
+
+    @app.exception_handler(RequestValidationError)
+    async def on_validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = exc.errors()
+        first = errors[0] if errors else {}
+        if first.get("type") == "json_invalid":
+            return envelope("invalid", "the request body is not valid JSON", {"field": "body"})
+        field = _field(tuple(first.get("loc", ())))
+        return envelope("invalid", f"{field}: {first.get('msg', 'invalid')}", {"field": field})
+
+    @app.exception_handler(StarletteHTTPException)
+    async def on_http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = "not_found" if exc.status_code == 404 else "invalid"
+        return envelope(code, str(exc.detail), status=exc.status_code)
+
+    @app.exception_handler(Exception)
+    async def on_unexpected(_: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error in the gateway")
+        return envelope("internal", "the server failed to handle the request")

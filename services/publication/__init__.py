@@ -1,0 +1,1 @@
+"""Publication service: publications and their immutable, hashed versions."""

@@ -1,0 +1,132 @@
+"""Every SQL statement of the publication service. Methods take the connection and never commit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import asyncpg
+
+_VERSION_COLUMNS = (
+    "v.publication_id AS id, v.version, v.title, v.body, v.content_hash, v.sources, v.run_id,"
+    " v.status, v.withdrawn_reason, v.created_at, p.workspace_id"
+)
+
+
+class PublicationRepository:
+    async def insert_publication(
+        self,
+        conn: asyncpg.Connection,
+        *,
+        id: str,
+        scope: str,
+        title: str,
+        workspace_id: str | None,
+        request_key: str | None,
+    ) -> bool:
+        """False when `request_key` was already used in this scope (nothing is inserted)."""
+        inserted = await conn.fetchval(
+            "INSERT INTO publications (id, scope, title, latest_version, workspace_id, request_key)"
+            " VALUES ($1, $2, $3, 1, $4, $5) ON CONFLICT DO NOTHING RETURNING 1",
+            id,
+            scope,
+            title,
+            workspace_id,
+            request_key,
+        )
+        return inserted is not None
+
+    async def find_by_request_key(self, conn: asyncpg.Connection, *, scope: str, request_key: str) -> str | None:
+        return await conn.fetchval(
+            "SELECT id FROM publications WHERE scope = $1 AND request_key = $2", scope, request_key
+        )
+
+    async def insert_version(
+        self,
+        conn: asyncpg.Connection,
+        *,
+        id: str,
+        version: int,
+        title: str,
+        body: str,
+        content_hash: str,
+        sources: list[dict[str, Any]],
+        run_id: str | None,
+    ) -> None:
+        await conn.execute(
+            "INSERT INTO publication_versions"
+            " (publication_id, version, title, body, content_hash, sources, run_id)"
+            " VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            id,
+            version,
+            title,
+            body,
+            content_hash,
+            sources,
+            run_id,
+        )
+
+    async def lock_publication(self, conn: asyncpg.Connection, *, scope: str, id: str) -> asyncpg.Record | None:
+        return await conn.fetchrow(
+            "SELECT id, title, latest_version, workspace_id FROM publications WHERE id = $1 AND scope = $2 FOR UPDATE",
+            id,
+            scope,
+        )
+
+    async def set_latest(self, conn: asyncpg.Connection, *, id: str, version: int, title: str) -> None:
+        await conn.execute(
+            "UPDATE publications SET latest_version = $2, title = $3, updated_at = now() WHERE id = $1",
+            id,
+            version,
+            title,
+        )
+
+    async def get_publication(self, conn: asyncpg.Connection, *, scope: str, id: str) -> asyncpg.Record | None:
+        return await conn.fetchrow(
+            "SELECT id, title, latest_version FROM publications WHERE id = $1 AND scope = $2", id, scope
+        )
+
+    async def list_versions(self, conn: asyncpg.Connection, *, id: str) -> list[asyncpg.Record]:
+        return await conn.fetch(
+            "SELECT version, content_hash, status, run_id, created_at FROM publication_versions"
+            " WHERE publication_id = $1 ORDER BY version",
+            id,
+        )
+
+    async def get_version(
+        self, conn: asyncpg.Connection, *, scope: str, id: str, version: int, for_update: bool = False
+    ) -> asyncpg.Record | None:
+        return await conn.fetchrow(
+            f"SELECT {_VERSION_COLUMNS} FROM publication_versions v"
+            " JOIN publications p ON p.id = v.publication_id"
+            " WHERE v.publication_id = $1 AND v.version = $2 AND p.scope = $3"
+            + (" FOR UPDATE OF v" if for_update else ""),
+            id,
+            version,
+            scope,
+        )
+
+    async def withdraw_version(self, conn: asyncpg.Connection, *, id: str, version: int, reason: str) -> None:
+        await conn.execute(
+            "UPDATE publication_versions SET status = 'withdrawn', withdrawn_reason = $3, withdrawn_at = now()"
+            " WHERE publication_id = $1 AND version = $2",
+            id,
+            version,
+            reason,
+        )
+
+    async def check_versions(
+        self, conn: asyncpg.Connection, *, scope: str, ids: list[str], versions: list[int | None]
+    ) -> list[asyncpg.Record]:
+        """One row per requested (id, version); a null version means the latest one."""
+        return await conn.fetch(
+            "SELECT r.ord, p.id, v.version, v.title, v.content_hash, v.status, v.run_id, v.created_at,"
+            " v.body IS NOT NULL AND encode(sha256(convert_to(v.body, 'UTF8')), 'hex') = v.content_hash"
+            " AS intact"
+            " FROM unnest($2::text[], $3::int[]) WITH ORDINALITY AS r(id, version, ord)"
+            " JOIN publications p ON p.id = r.id AND p.scope = $1"
+            " JOIN publication_versions v ON v.publication_id = p.id"
+            "  AND v.version = COALESCE(r.version, p.latest_version)",
+            scope,
+            ids,
+            versions,
+        )

@@ -1,0 +1,251 @@
+"""The rules of publications: immutable hashed versions, CAS revisions, withdrawals, scoped reads."""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from typing import Any
+
+import asyncpg
+
+from services.publication.repository import PublicationRepository
+from shared.contracts import publication as c
+from shared.contracts.common import Actor, CheckReply, Eligibility, Ref
+from shared.db import Database
+from shared.errors import Conflict, Invalid, NotFound, TooLarge, Unavailable
+from shared.grants import require_ref, verify_grant
+from shared.outbox import enqueue
+from shared.settings import PublicationSettings
+
+
+def sha256_text(body: str) -> str:
+    return hashlib.sha256(body.encode("utf-8")).hexdigest()
+
+
+def new_publication_id() -> str:
+    return f"pub_{uuid.uuid4().hex}"
+
+
+def _version(row: asyncpg.Record) -> c.PublicationVersion:
+    return c.PublicationVersion(
+        id=row["id"],
+        version=row["version"],
+        title=row["title"],
+        body=row["body"],
+        content_hash=row["content_hash"],
+        sources=[Ref.model_validate(s) for s in row["sources"]],
+        run_id=row["run_id"],
+        status=row["status"],
+        created_at=row["created_at"],
+    )
+
+
+def _event(v: c.PublicationVersion, workspace_id: str | None, reason: str | None = None) -> dict[str, Any]:
+    return c.VersionEvent(
+        id=v.id,
+        version=v.version,
+        title=v.title,
+        content_hash=v.content_hash,
+        workspace_id=workspace_id,
+        run_id=v.run_id,
+        sources=v.sources,
+        created_at=v.created_at,
+        reason=reason,
+    ).model_dump(mode="json")
+
+
+class PublicationService:
+    def __init__(self, db: Database, settings: PublicationSettings, repo: PublicationRepository | None = None):
+        self._db = db
+        self._settings = settings
+        self._repo = repo or PublicationRepository()
+
+    def _check_text(self, *, title: str | None, body: str) -> None:
+        size = len(body.encode("utf-8"))
+        if size > self._settings.max_body_bytes:
+            raise TooLarge(
+                "the body is larger than the limit",
+                {"field": "body", "limit": self._settings.max_body_bytes, "size": size},
+            )
+        if not body.strip():
+            raise Invalid("the body is empty", {"field": "body"})
+        if title is not None and (len(title) > self._settings.max_title_chars or not title.strip()):
+            raise Invalid(
+                f"the title must be 1 to {self._settings.max_title_chars} characters",
+                {"field": "title", "limit": self._settings.max_title_chars},
+            )
+
+    async def commit(self, actor: Actor, req: c.CommitRequest) -> c.PublicationVersion:
+        self._check_text(title=req.title, body=req.body)
+        pub_id = new_publication_id()
+        sources = [s.model_dump() for s in req.sources]
+        content_hash = sha256_text(req.body)
+        async with self._db.transaction() as conn:
+            fresh = await self._repo.insert_publication(
+                conn,
+                id=pub_id,
+                scope=actor.scope,
+                title=req.title,
+                workspace_id=req.workspace_id,
+                request_key=req.request_key,
+            )
+            if not fresh:
+                assert req.request_key is not None
+                return await self._replay_commit(conn, actor, req, content_hash)
+            await self._repo.insert_version(
+                conn,
+                id=pub_id,
+                version=1,
+                title=req.title,
+                body=req.body,
+                content_hash=content_hash,
+                sources=sources,
+                run_id=req.run_id,
+            )
+            row = await self._repo.get_version(conn, scope=actor.scope, id=pub_id, version=1)
+            assert row is not None
+            version = _version(row)
+            await enqueue(conn, type=c.EVT_COMMITTED, scope=actor.scope, data=_event(version, req.workspace_id))
+        return version
+
+    async def _replay_commit(
+        self, conn: asyncpg.Connection, actor: Actor, req: c.CommitRequest, content_hash: str
+    ) -> c.PublicationVersion:
+        """The same request_key again: the same publication if the parameters match, else a conflict."""
+        existing_id = await self._repo.find_by_request_key(conn, scope=actor.scope, request_key=req.request_key or "")
+        row = await self._repo.get_version(conn, scope=actor.scope, id=existing_id or "", version=1)
+        if row is None:
+            raise Conflict("the request_key is in use", {"request_key": req.request_key})
+        same = (
+            row["content_hash"] == content_hash
+            and row["title"] == req.title
+            and row["run_id"] == req.run_id
+            and row["workspace_id"] == req.workspace_id
+            and row["sources"] == [s.model_dump() for s in req.sources]
+        )
+        if not same:
+            raise Conflict(
+                "the request_key was used with other parameters",
+                {"request_key": req.request_key, "id": row["id"]},
+            )
+        return _version(row)
+
+    async def get(self, actor: Actor, req: c.GetRequest) -> c.Publication:
+        async with self._db.pool.acquire() as conn:
+            pub = await self._repo.get_publication(conn, scope=actor.scope, id=req.id)
+            if pub is None:
+                raise NotFound("publication not found", {"id": req.id})
+            versions = await self._repo.list_versions(conn, id=req.id)
+        return c.Publication(
+            id=pub["id"],
+            title=pub["title"],
+            latest_version=pub["latest_version"],
+            versions=[c.VersionSummary(**dict(v)) for v in versions],
+        )
+
+    async def read(self, actor: Actor, req: c.ReadRequest, *, grant: str | None) -> c.PublicationVersion:
+        """An exact version. With a run grant, only a ref the run was admitted with; always re-checked."""
+        if grant is not None:
+            claims = verify_grant(self._settings.bus_secret, grant, scope=actor.scope)
+            require_ref(claims, Ref(kind="publication", id=req.id, version=req.version))
+        async with self._db.pool.acquire() as conn:
+            row = await self._repo.get_version(conn, scope=actor.scope, id=req.id, version=req.version)
+        if row is None:
+            raise NotFound("publication version not found", {"id": req.id, "version": req.version})
+        if row["status"] == "withdrawn":
+            raise Unavailable(
+                f"{req.id}@{req.version} was withdrawn",
+                reason="withdrawn",
+                details={"id": req.id, "version": req.version, "withdrawn_reason": row["withdrawn_reason"]},
+            )
+        if sha256_text(row["body"]) != row["content_hash"]:
+            raise Unavailable(
+                f"{req.id}@{req.version} does not match its content hash",
+                reason="failed",
+                details={"id": req.id, "version": req.version},
+            )
+        return _version(row)
+
+    async def revise(self, actor: Actor, req: c.ReviseRequest) -> c.PublicationVersion:
+        self._check_text(title=req.title, body=req.body)
+        async with self._db.transaction() as conn:
+            pub = await self._repo.lock_publication(conn, scope=actor.scope, id=req.id)
+            if pub is None:
+                raise NotFound("publication not found", {"id": req.id})
+            if pub["latest_version"] != req.expected_latest_version:
+                raise Conflict(
+                    "the publication has a newer version than expected",
+                    {"current_latest_version": pub["latest_version"]},
+                )
+            version_no = pub["latest_version"] + 1
+            title = req.title or pub["title"]
+            await self._repo.insert_version(
+                conn,
+                id=req.id,
+                version=version_no,
+                title=title,
+                body=req.body,
+                content_hash=sha256_text(req.body),
+                sources=[s.model_dump() for s in req.sources],
+                run_id=req.run_id,
+            )
+            await self._repo.set_latest(conn, id=req.id, version=version_no, title=title)
+            row = await self._repo.get_version(conn, scope=actor.scope, id=req.id, version=version_no)
+            assert row is not None
+            version = _version(row)
+            await enqueue(conn, type=c.EVT_REVISED, scope=actor.scope, data=_event(version, pub["workspace_id"]))
+        return version
+
+    async def withdraw(self, actor: Actor, req: c.WithdrawRequest) -> c.PublicationVersion:
+        async with self._db.transaction() as conn:
+            row = await self._repo.get_version(conn, scope=actor.scope, id=req.id, version=req.version, for_update=True)
+            if row is None:
+                raise NotFound("publication version not found", {"id": req.id, "version": req.version})
+            if row["status"] == "withdrawn":
+                return _version(row)
+            await self._repo.withdraw_version(conn, id=req.id, version=req.version, reason=req.reason)
+            row = await self._repo.get_version(conn, scope=actor.scope, id=req.id, version=req.version)
+            assert row is not None
+            version = _version(row)
+            await enqueue(
+                conn,
+                type=c.EVT_WITHDRAWN,
+                scope=actor.scope,
+                data=_event(version, row["workspace_id"], reason=req.reason),
+            )
+        return version
+
+    async def check(self, actor: Actor, refs: list[Ref]) -> CheckReply:
+        """Eligibility of many refs in one query: identity, exact version, hash and state."""
+        wanted = [r for r in refs if r.kind == "publication"]
+        async with self._db.pool.acquire() as conn:
+            rows = await self._repo.check_versions(
+                conn, scope=actor.scope, ids=[r.id for r in wanted], versions=[r.version for r in wanted]
+            )
+        found = {row["ord"] - 1: row for row in rows}
+        items: list[Eligibility] = []
+        for i, ref in enumerate(wanted):
+            row = found.get(i)
+            if row is None:
+                items.append(Eligibility(ref=ref, available=False, reason="not_found"))
+                continue
+            reason = None
+            if row["status"] == "withdrawn":
+                reason = "withdrawn"
+            elif not row["intact"]:
+                reason = "failed"
+            items.append(
+                Eligibility(
+                    ref=Ref(kind="publication", id=row["id"], version=row["version"]),
+                    available=reason is None,
+                    reason=reason,
+                    title=row["title"],
+                    created_at=row["created_at"],
+                    run_id=row["run_id"],
+                    content_hash=row["content_hash"],
+                )
+            )
+        for ref in refs:
+            if ref.kind != "publication":
+                items.append(Eligibility(ref=ref, available=False, reason="not_found"))
+        return CheckReply(items=items)

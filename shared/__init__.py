@@ -1,0 +1,1 @@
+"""Code shared by every Dossier service: contracts, bus, database, outbox, blobs, settings, stack."""

@@ -1,0 +1,170 @@
+"""Request/reply over NATS with one typed envelope, and JetStream helpers.
+
+Every request gets a reply: the subscriber wrapper parses the body itself (FastStream would drop the
+reply on a body it cannot validate), so a malformed payload answers `invalid`, a rule's refusal answers
+its DomainError, and anything unexpected answers `internal` without a trace.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import nats
+from faststream.nats import NatsBroker, NatsMessage
+from nats.errors import NoRespondersError
+from nats.errors import TimeoutError as NatsTimeoutError
+from nats.js import api
+from nats.js.errors import NotFoundError
+from pydantic import BaseModel, ValidationError
+
+from shared.contracts.common import (
+    EVENT_SUBJECT_PREFIX,
+    STREAM_NAME,
+    Actor,
+    BusReply,
+    BusRequest,
+    ErrorBody,
+    HealthReply,
+    Model,
+    health_subject,
+)
+from shared.errors import DomainError, Invalid, Unreachable, from_envelope
+
+log = logging.getLogger("dossier.bus")
+
+M = TypeVar("M", bound=Model)
+
+
+@dataclass(frozen=True)
+class RequestContext:
+    actor: Actor
+    grant: str | None
+    subject: str
+
+
+Handler = Callable[[RequestContext, Any], Awaitable[Any]]
+
+
+def validation_details(exc: ValidationError, prefix: str = "") -> dict[str, Any]:
+    errors = exc.errors()
+    loc = tuple(errors[0]["loc"]) if errors else ()
+    field = ".".join(str(p) for p in (prefix, *loc) if p != "")
+    return {"field": field or prefix or "body", "problem": errors[0]["msg"] if errors else "invalid"}
+
+
+def _encode(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, list):
+        return [_encode(v) for v in value]
+    return value
+
+
+def _reply_error(err: DomainError) -> bytes:
+    reply = BusReply(ok=False, error=ErrorBody(code=err.code, message=err.message, details=err.details))
+    return reply.model_dump_json().encode()
+
+
+async def dispatch(raw: bytes, subject: str, model: type[Model], handler: Handler) -> bytes:
+    """Decode, call the rule, encode. Never raises: every outcome becomes a reply."""
+    try:
+        try:
+            request = BusRequest.model_validate_json(raw)
+        except ValidationError as exc:
+            raise Invalid("the request envelope is malformed", validation_details(exc)) from exc
+        try:
+            payload = model.model_validate(request.data)
+        except ValidationError as exc:
+            raise Invalid("the request is malformed", validation_details(exc)) from exc
+        ctx = RequestContext(actor=request.actor, grant=request.grant, subject=subject)
+        result = await handler(ctx, payload)
+        return BusReply(ok=True, data=_encode(result)).model_dump_json().encode()
+    except DomainError as err:
+        return _reply_error(err)
+    except Exception:
+        log.exception("handler for %s failed", subject)
+        return _reply_error(DomainError("the service failed to handle the request", code="internal"))
+
+
+def endpoint(broker: NatsBroker, subject: str, model: type[M], *, queue: str) -> Callable[[Handler], Handler]:
+    """Register `handler(ctx, payload)` on `subject` in a queue group, behind the envelope."""
+
+    def register(handler: Handler) -> Handler:
+        async def on_message(msg: NatsMessage) -> bytes:
+            return await dispatch(msg.body, subject, model, handler)
+
+        on_message.__name__ = f"on_{subject.replace('.', '_')}"
+        broker.subscriber(subject, queue=queue)(on_message)
+        return handler
+
+    return register
+
+
+def health_endpoint(broker: NatsBroker, service: str) -> None:
+    async def on_health(msg: NatsMessage) -> bytes:
+        return BusReply(ok=True, data=HealthReply(service=service, status="ok").model_dump()).model_dump_json().encode()
+
+    broker.subscriber(health_subject(service), queue=service)(on_health)
+
+
+class BusClient:
+    """The caller side: one method, typed errors. Uses the raw nats-py connection (lowest latency)."""
+
+    def __init__(self, nc: nats.NATS, *, timeout: float = 5.0):
+        self._nc = nc
+        self._timeout = timeout
+
+    async def call(
+        self,
+        subject: str,
+        data: BaseModel | dict[str, Any] | None = None,
+        *,
+        actor: Actor,
+        grant: str | None = None,
+        timeout: float | None = None,
+    ) -> Any:
+        payload = data.model_dump(mode="json") if isinstance(data, BaseModel) else (data or {})
+        body = BusRequest(actor=actor, grant=grant, data=payload).model_dump_json().encode()
+        service = subject.split(".")[1] if subject.count(".") >= 2 else subject
+        try:
+            msg = await self._nc.request(subject, body, timeout=timeout or self._timeout)
+        except NoRespondersError as exc:
+            raise Unreachable(f"the {service} service is not answering", {"service": service}) from exc
+        except (TimeoutError, NatsTimeoutError) as exc:
+            raise Unreachable(f"the {service} service did not answer in time", {"service": service}) from exc
+        reply = BusReply.model_validate_json(msg.data)
+        if not reply.ok:
+            raise from_envelope(reply.error.model_dump() if reply.error else {})
+        return reply.data
+
+    async def ping(self, service: str, *, timeout: float = 1.0) -> bool:
+        try:
+            await self.call(health_subject(service), actor=SYSTEM_ACTOR, timeout=timeout)
+        except DomainError:
+            return False
+        return True
+
+
+SYSTEM_ACTOR = Actor(scope="system", principal="dossier")
+
+
+async def ensure_stream(nc: nats.NATS) -> None:
+    """Publishing to a stream that does not exist fails, so every service declares it at startup."""
+    js = nc.jetstream()
+    config = api.StreamConfig(
+        name=STREAM_NAME,
+        subjects=[f"{EVENT_SUBJECT_PREFIX}.>"],
+        storage=api.StorageType.FILE,
+        duplicate_window=120.0,
+    )
+    try:
+        await js.stream_info(STREAM_NAME)
+    except NotFoundError:
+        try:
+            await js.add_stream(config)
+        except Exception:
+            # Another service created it between our look and our add; that is the same outcome.
+            await js.stream_info(STREAM_NAME)

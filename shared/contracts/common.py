@@ -1,0 +1,102 @@
+"""What every bus message carries: the actor, optional run grant, the reply envelope, events, refs."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCOPE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+
+# Every service that exists answers its health subject; the gateway's /v1/health asks each of these.
+SERVICES: tuple[str, ...] = ("publication",)
+ALL_PROCESSES: tuple[str, ...] = ("gateway", *SERVICES)
+
+STREAM_NAME = "DOSSIER_EVENTS"
+EVENT_SUBJECT_PREFIX = "dossier.evt"
+
+
+def health_subject(service: str) -> str:
+    return f"dossier.{service}.health"
+
+
+def event_subject(event_type: str) -> str:
+    """`publication.committed` → `dossier.evt.publication.committed`."""
+    return f"{EVENT_SUBJECT_PREFIX}.{event_type}"
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Actor(Model):
+    scope: str = Field(pattern=SCOPE_PATTERN)
+    principal: str = Field(min_length=1, max_length=200)
+
+
+RefKind = Literal["publication", "source", "artifact", "evidence"]
+
+
+class Ref(Model):
+    kind: RefKind
+    id: str = Field(min_length=1, max_length=200)
+    version: int | None = None
+
+    def key(self) -> str:
+        return f"{self.kind}:{self.id}@{self.version if self.version is not None else 'latest'}"
+
+
+class BusRequest(Model):
+    """The envelope of every request: who asks, on whose run's authority, and the payload."""
+
+    actor: Actor
+    grant: str | None = None
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+class ErrorBody(Model):
+    code: str
+    message: str
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class BusReply(Model):
+    ok: bool
+    data: Any = None
+    error: ErrorBody | None = None
+
+
+class Event(Model):
+    """A fact that happened, as it travels on the stream. `id` is also the Nats-Msg-Id."""
+
+    id: str
+    type: str
+    scope: str
+    occurred_at: datetime
+    data: dict[str, Any]
+
+
+class HealthReply(Model):
+    service: str
+    status: Literal["ok"]
+
+
+class Eligibility(Model):
+    """One answer of a batch eligibility check (`<owner>.check`)."""
+
+    ref: Ref
+    available: bool
+    reason: str | None = None
+    title: str | None = None
+    created_at: datetime | None = None
+    run_id: str | None = None
+    content_hash: str | None = None
+
+
+class CheckRequest(Model):
+    refs: list[Ref] = Field(max_length=1000)
+
+
+class CheckReply(Model):
+    items: list[Eligibility]

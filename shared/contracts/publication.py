@@ -1,0 +1,101 @@
+"""Bus contract of the publication service."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import Field
+
+from shared.contracts.common import Model, Ref
+
+COMMIT = "dossier.publication.commit"
+GET = "dossier.publication.get"
+READ = "dossier.publication.read"
+REVISE = "dossier.publication.revise"
+WITHDRAW = "dossier.publication.withdraw"
+CHECK = "dossier.publication.check"
+
+EVT_COMMITTED = "publication.committed"
+EVT_REVISED = "publication.revised"
+EVT_WITHDRAWN = "publication.withdrawn"
+
+Id = Field(min_length=1, max_length=200)
+
+
+class CommitRequest(Model):
+    title: str = Field(min_length=1)
+    body: str
+    workspace_id: str | None = Field(default=None, max_length=200)
+    run_id: str | None = Field(default=None, max_length=200)
+    sources: list[Ref] = Field(default_factory=list, max_length=1000)
+    # Makes a retried commit (a run's retried finish) return the first publication instead of a second.
+    request_key: str | None = Field(default=None, min_length=1, max_length=200)
+
+
+class GetRequest(Model):
+    id: str = Id
+
+
+class ReadRequest(Model):
+    id: str = Id
+    version: int = Field(ge=1)
+
+
+class ReviseRequest(Model):
+    id: str = Id
+    body: str
+    title: str | None = Field(default=None, min_length=1)
+    expected_latest_version: int = Field(ge=1)
+    run_id: str | None = Field(default=None, max_length=200)
+    sources: list[Ref] = Field(default_factory=list, max_length=1000)
+
+
+class WithdrawRequest(Model):
+    id: str = Id
+    version: int = Field(ge=1)
+    reason: str = Field(min_length=1, max_length=2000)
+
+
+VersionStatus = Literal["active", "withdrawn"]
+
+
+class PublicationVersion(Model):
+    id: str
+    version: int
+    title: str
+    body: str
+    content_hash: str
+    sources: list[Ref]
+    run_id: str | None
+    status: VersionStatus
+    created_at: datetime
+
+
+class VersionSummary(Model):
+    version: int
+    content_hash: str
+    status: VersionStatus
+    run_id: str | None
+    created_at: datetime
+
+
+class Publication(Model):
+    id: str
+    title: str
+    latest_version: int
+    versions: list[VersionSummary]
+
+
+class VersionEvent(Model):
+    """Payload of `publication.committed` / `publication.revised` / `publication.withdrawn`."""
+
+    id: str
+    version: int
+    title: str
+    content_hash: str
+    workspace_id: str | None
+    run_id: str | None
+    sources: list[Ref]
+    created_at: datetime
+    reason: str | None = None

@@ -1,0 +1,104 @@
+"""PostgreSQL: a pool with JSON codecs, numbered-migration runner, and the one-transaction helper."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+
+SHARED_MIGRATIONS = Path(__file__).parent / "migrations"
+_NAME = re.compile(r"^\d{4}_[a-z0-9_]+\.sql$")
+# Any constant will do, as long as every service uses the same one for its own database.
+_MIGRATION_LOCK = 7_351_002
+
+
+async def _init_connection(conn: asyncpg.Connection) -> None:
+    for typename in ("json", "jsonb"):
+        await conn.set_type_codec(typename, encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
+
+
+def database_name(dsn: str) -> str:
+    return urlsplit(dsn).path.lstrip("/")
+
+
+async def ensure_database(dsn: str) -> None:
+    """Create the database named by `dsn` when it is missing (the server's own `postgres` db is used)."""
+    parts = urlsplit(dsn)
+    name = database_name(dsn)
+    if not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", name):
+        raise ValueError(f"refusing to create a database with the name {name!r}")
+    admin = await asyncpg.connect(urlunsplit(parts._replace(path="/postgres")))
+    try:
+        exists = await admin.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", name)
+        if not exists:
+            try:
+                await admin.execute(f'CREATE DATABASE "{name}"')
+            except asyncpg.DuplicateDatabaseError:
+                pass
+    finally:
+        await admin.close()
+
+
+def migration_files(*directories: Path) -> list[tuple[str, Path]]:
+    files: list[tuple[str, Path]] = []
+    for directory in directories:
+        for path in sorted(directory.glob("*.sql")):
+            if not _NAME.match(path.name):
+                raise ValueError(f"migration {path.name} does not follow NNNN_name.sql")
+            files.append((f"{directory.parent.name}/{path.name}", path))
+    return files
+
+
+async def migrate(pool: asyncpg.Pool, *directories: Path) -> list[str]:
+    """Apply, once and in order, the shared migrations then each directory's numbered .sql files."""
+    applied: list[str] = []
+    async with pool.acquire() as conn, conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock($1)", _MIGRATION_LOCK)
+        await conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations ("
+            " name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        done = {r["name"] for r in await conn.fetch("SELECT name FROM schema_migrations")}
+        for name, path in migration_files(SHARED_MIGRATIONS, *directories):
+            if name in done:
+                continue
+            await conn.execute(path.read_text())
+            await conn.execute("INSERT INTO schema_migrations (name) VALUES ($1)", name)
+            applied.append(name)
+    return applied
+
+
+class Database:
+    """A lazily connected pool. Rules get this object; the runtime connects and closes it."""
+
+    def __init__(self, dsn: str, *, min_size: int = 1, max_size: int = 10):
+        self.dsn = dsn
+        self._min, self._max = min_size, max_size
+        self._pool: asyncpg.Pool | None = None
+
+    @property
+    def pool(self) -> asyncpg.Pool:
+        if self._pool is None:
+            raise RuntimeError("the database is not connected")
+        return self._pool
+
+    async def connect(self, *migration_dirs: Path) -> None:
+        await ensure_database(self.dsn)
+        self._pool = await asyncpg.create_pool(self.dsn, min_size=self._min, max_size=self._max, init=_init_connection)
+        await migrate(self._pool, *migration_dirs)
+
+    async def close(self) -> None:
+        if self._pool is not None:
+            await self._pool.close()
+            self._pool = None
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[asyncpg.Connection]:
+        """One transaction per message: the change and its outbox row commit together, or neither."""
+        async with self.pool.acquire() as conn, conn.transaction():
+            yield conn

@@ -1,0 +1,81 @@
+"""Domain errors: the only way a rule says no. The bus and the gateway turn them into the envelope."""
+
+from __future__ import annotations
+
+from typing import Any
+
+# HTTP status for every error code of CONTRACT.md.
+HTTP_STATUS: dict[str, int] = {
+    "unauthenticated": 401,
+    "invalid": 422,
+    "not_found": 404,
+    "conflict": 409,
+    "unavailable": 409,
+    "too_large": 413,
+    "unsupported": 415,
+    "internal": 500,
+    "timeout": 504,
+}
+
+
+class DomainError(Exception):
+    code = "internal"
+
+    def __init__(self, message: str, details: dict[str, Any] | None = None, *, code: str | None = None):
+        super().__init__(message)
+        if code is not None:
+            self.code = code
+        if self.code not in HTTP_STATUS:
+            raise ValueError(f"unknown error code {self.code!r}")
+        self.message = message
+        self.details = details or {}
+
+    def envelope(self) -> dict[str, Any]:
+        return {"error": {"code": self.code, "message": self.message, "details": self.details}}
+
+
+class Unauthenticated(DomainError):
+    code = "unauthenticated"
+
+
+class Invalid(DomainError):
+    code = "invalid"
+
+
+class NotFound(DomainError):
+    code = "not_found"
+
+
+class Conflict(DomainError):
+    code = "conflict"
+
+
+class Unavailable(DomainError):
+    code = "unavailable"
+
+    def __init__(self, message: str, *, reason: str, details: dict[str, Any] | None = None):
+        super().__init__(message, {"reason": reason, **(details or {})})
+        self.reason = reason
+
+
+class TooLarge(DomainError):
+    code = "too_large"
+
+
+class Unsupported(DomainError):
+    code = "unsupported"
+
+
+class Timeout(DomainError):
+    code = "timeout"
+
+
+class Unreachable(Timeout):
+    """The owner service did not answer on the bus (no responder, or no reply in time)."""
+
+
+def from_envelope(error: dict[str, Any]) -> DomainError:
+    code = error.get("code", "internal")
+    if code not in HTTP_STATUS:
+        code = "internal"
+    return DomainError(error.get("message", "error"), error.get("details") or {}, code=code)

@@ -1,0 +1,42 @@
+"""Settings read from the environment (prefix DOSSIER_). Each service builds one and passes it down."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class CommonSettings(BaseSettings):
+    """What every service needs: where the bus, its database and the object store are."""
+
+    model_config = SettingsConfigDict(env_prefix="DOSSIER_", extra="ignore")
+
+    home: Path = Path(".dossier")
+    nats_url: str = "nats://127.0.0.1:4222"
+    database_url: str = ""
+    bus_secret: str = Field(default="", repr=False)
+    request_timeout: float = 5.0
+    s3_endpoint: str = "127.0.0.1:9000"
+    s3_access_key: str = Field(default="", repr=False)
+    s3_secret_key: str = Field(default="", repr=False)
+    s3_bucket: str = "dossier"
+    s3_secure: bool = False
+    # Off only in fault tests that must leave events unrelayed in the outbox.
+    outbox_relay: bool = True
+    log_level: str = "INFO"
+
+
+class GatewaySettings(CommonSettings):
+    http_host: str = "127.0.0.1"
+    http_port: int = 8080
+    admin_token: str = Field(default="", repr=False)
+    max_json_bytes: int = 2 * 1024 * 1024
+    max_upload_bytes: int = 52_428_800
+
+
+class PublicationSettings(CommonSettings):
+    max_body_bytes: int = 1024 * 1024
+    max_title_chars: int = 500
+    grant_clock_skew: float = 5.0
