@@ -53,9 +53,12 @@ class Conflict(DomainError):
 class Unavailable(DomainError):
     code = "unavailable"
 
-    def __init__(self, message: str, *, reason: str, details: dict[str, Any] | None = None):
-        super().__init__(message, {"reason": reason, **(details or {})})
-        self.reason = reason
+    def __init__(self, message: str, details: dict[str, Any] | None = None, *, reason: str | None = None):
+        merged = dict(details or {})
+        if reason is not None:
+            merged["reason"] = reason
+        super().__init__(message, merged)
+        self.reason = str(merged.get("reason", "unavailable"))
 
 
 class TooLarge(DomainError):
@@ -74,8 +77,16 @@ class Unreachable(Timeout):
     """The owner service did not answer on the bus (no responder, or no reply in time)."""
 
 
+_BY_CODE: dict[str, type[DomainError]] = {
+    cls.code: cls for cls in (Unauthenticated, Invalid, NotFound, Conflict, Unavailable, TooLarge, Unsupported, Timeout)
+}
+
+
 def from_envelope(error: dict[str, Any]) -> DomainError:
+    """Rebuild the typed error a remote service raised, so callers can catch `Conflict` and the like."""
     code = error.get("code", "internal")
-    if code not in HTTP_STATUS:
-        code = "internal"
-    return DomainError(error.get("message", "error"), error.get("details") or {}, code=code)
+    message, details = error.get("message", "error"), error.get("details") or {}
+    cls = _BY_CODE.get(code)
+    if cls is None:
+        return DomainError(message, details, code="internal")
+    return cls(message, details)

@@ -1,0 +1,79 @@
+"""`make up` itself: comes up, restarts a killed service, keeps data, and SIGTERM leaves no process."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import httpx
+
+from tests.support.stack import start_stack, stop_stack
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def children_of(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def test_stack_restarts_services_keeps_data_and_stops_cleanly(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    stack = start_stack(home)
+    try:
+        names = ["gateway", "publication", "nats", "postgres", "s3"]
+        pids = {name: stack.pid(name) for name in names}
+        assert all(alive(p) for p in pids.values())
+        token = stack.token("stack-test")
+        auth = {"Authorization": f"Bearer {token}"}
+        pub = httpx.post(
+            f"{stack.url}/v1/publications", json={"title": "kept", "body": "survives"}, headers=auth
+        ).json()
+
+        os.kill(pids["publication"], signal.SIGKILL)
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:
+            new_pid = stack.pid("publication")
+            if new_pid != pids["publication"] and alive(new_pid):
+                break
+            time.sleep(0.05)
+        else:
+            raise AssertionError("the killed service was not restarted within 2 s")
+        deadline = time.monotonic() + 30
+        while httpx.get(f"{stack.url}/v1/health").status_code != 200:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+
+        all_children = children_of(stack.proc.pid)
+        assert len(all_children) >= len(names)
+    finally:
+        stop_stack(stack.proc)
+    assert stack.proc.returncode == 0
+    left = [p for p in [*all_children, new_pid] if alive(p)]
+    assert left == [], f"processes left after SIGTERM: {left}"
+    assert not list((home / "pids").glob("*.pid"))
+
+    # A second start on the same home finds the earlier data and the same admin token.
+    again = start_stack(home)
+    try:
+        assert again.admin_token == stack.admin_token
+        r = httpx.get(f"{again.url}/v1/publications/{pub['id']}/versions/1", headers=auth)
+        assert r.status_code == 200 and r.json()["body"] == "survives"
+    finally:
+        stop_stack(again.proc)

@@ -1,0 +1,193 @@
+"""The publication service over real NATS and PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator
+
+import pytest
+
+from services.publication.app import create_app
+from shared.bus import BusClient
+from shared.contracts import publication as c
+from shared.contracts.common import Actor, Ref
+from shared.errors import Conflict, DomainError, Invalid, NotFound, TooLarge, Unauthenticated, Unavailable
+from shared.grants import GrantClaims, sign_grant
+from shared.settings import PublicationSettings
+from tests.support.infra import Infra
+from tests.support.service import running, settings_from
+
+
+@pytest.fixture
+async def publication(infra: Infra) -> AsyncIterator[PublicationSettings]:
+    settings = settings_from(infra.settings_env("publication", DOSSIER_MAX_BODY_BYTES="4096"), PublicationSettings)
+    async with running(create_app(settings)):
+        yield settings
+
+
+def actor(scope: str | None = None) -> Actor:
+    return Actor(scope=scope or f"s{uuid.uuid4().hex[:8]}", principal="alice")
+
+
+async def commit(bus: BusClient, who: Actor, body: str = "Fund X is liquid.", **extra: object) -> dict:
+    return await bus.call(c.COMMIT, {"title": "Report A", "body": body, **extra}, actor=who)
+
+
+async def test_commit_then_read_exact_version(publication: PublicationSettings, bus: BusClient) -> None:
+    who = actor()
+    sources = [{"kind": "source", "id": "src_1", "version": 2}]
+    v1 = await commit(bus, who, sources=sources, run_id="run_9")
+    assert v1["version"] == 1 and v1["status"] == "active"
+    assert v1["sources"] == sources and v1["run_id"] == "run_9"
+    import hashlib
+
+    assert v1["content_hash"] == hashlib.sha256(b"Fund X is liquid.").hexdigest()
+    read = await bus.call(c.READ, {"id": v1["id"], "version": 1}, actor=who)
+    assert read == v1
+
+
+async def test_revise_is_compare_and_swap(publication: PublicationSettings, bus: BusClient) -> None:
+    who = actor()
+    v1 = await commit(bus, who)
+    v2 = await bus.call(c.REVISE, {"id": v1["id"], "body": "v2", "expected_latest_version": 1}, actor=who)
+    assert v2["version"] == 2 and v2["title"] == "Report A"
+    with pytest.raises(Conflict) as err:
+        await bus.call(c.REVISE, {"id": v1["id"], "body": "lost", "expected_latest_version": 1}, actor=who)
+    assert err.value.details == {"current_latest_version": 2}
+    assert (await bus.call(c.READ, {"id": v1["id"], "version": 1}, actor=who))["body"] == "Fund X is liquid."
+    summary = await bus.call(c.GET, {"id": v1["id"]}, actor=who)
+    assert summary["latest_version"] == 2 and [v["version"] for v in summary["versions"]] == [1, 2]
+
+
+async def test_concurrent_revisions_exactly_one_wins(publication: PublicationSettings, bus: BusClient) -> None:
+    who = actor()
+    v1 = await commit(bus, who)
+    attempts = [
+        bus.call(c.REVISE, {"id": v1["id"], "body": f"v2-{i}", "expected_latest_version": 1}, actor=who)
+        for i in range(10)
+    ]
+    results = await asyncio.gather(*attempts, return_exceptions=True)
+    assert sum(1 for r in results if isinstance(r, dict)) == 1
+    assert all(isinstance(r, Conflict) for r in results if not isinstance(r, dict))
+
+
+async def test_withdrawn_version_is_unavailable(publication: PublicationSettings, bus: BusClient) -> None:
+    who = actor()
+    v1 = await commit(bus, who)
+    out = await bus.call(c.WITHDRAW, {"id": v1["id"], "version": 1, "reason": "wrong numbers"}, actor=who)
+    assert out["status"] == "withdrawn"
+    with pytest.raises(Unavailable) as err:
+        await bus.call(c.READ, {"id": v1["id"], "version": 1}, actor=who)
+    assert err.value.details["reason"] == "withdrawn"
+    again = await bus.call(c.WITHDRAW, {"id": v1["id"], "version": 1, "reason": "twice"}, actor=who)
+    assert again["status"] == "withdrawn"
+
+
+async def test_other_scope_sees_nothing(publication: PublicationSettings, bus: BusClient) -> None:
+    owner, stranger = actor(), actor()
+    v1 = await commit(bus, owner)
+    for subject, data in [
+        (c.GET, {"id": v1["id"]}),
+        (c.READ, {"id": v1["id"], "version": 1}),
+        (c.REVISE, {"id": v1["id"], "body": "x", "expected_latest_version": 1}),
+        (c.WITHDRAW, {"id": v1["id"], "version": 1, "reason": "x"}),
+    ]:
+        with pytest.raises(NotFound):
+            await bus.call(subject, data, actor=stranger)
+    check = await bus.call(c.CHECK, {"refs": [{"kind": "publication", "id": v1["id"], "version": 1}]}, actor=stranger)
+    assert check["items"][0]["available"] is False and check["items"][0]["reason"] == "not_found"
+
+
+async def test_grant_read_checks_signature_expiry_scope_and_ref(
+    publication: PublicationSettings, bus: BusClient
+) -> None:
+    who = actor()
+    v1 = await commit(bus, who)
+    await bus.call(c.REVISE, {"id": v1["id"], "body": "v2", "expected_latest_version": 1}, actor=who)
+    ref_v1 = Ref(kind="publication", id=v1["id"], version=1).key()
+
+    def grant(secret: str = publication.bus_secret, **kw: object) -> str:
+        values: dict[str, object] = {
+            "run_id": "run_1",
+            "scope": who.scope,
+            "refs": [ref_v1],
+            "expires_at": time.time() + 60,
+        }
+        values.update(kw)
+        return sign_grant(secret, GrantClaims.model_validate(values))
+
+    read = await bus.call(c.READ, {"id": v1["id"], "version": 1}, actor=who, grant=grant())
+    assert read["version"] == 1
+    with pytest.raises(NotFound):  # v2 exists, but this run was admitted with v1 only
+        await bus.call(c.READ, {"id": v1["id"], "version": 2}, actor=who, grant=grant())
+    with pytest.raises(Unauthenticated):
+        await bus.call(c.READ, {"id": v1["id"], "version": 1}, actor=who, grant=grant(secret="forged"))
+    with pytest.raises(Unauthenticated):
+        await bus.call(c.READ, {"id": v1["id"], "version": 1}, actor=who, grant=grant(expires_at=time.time() - 1))
+    with pytest.raises(NotFound):
+        await bus.call(c.READ, {"id": v1["id"], "version": 1}, actor=who, grant=grant(scope="elsewhere"))
+    await bus.call(c.WITHDRAW, {"id": v1["id"], "version": 1, "reason": "retracted"}, actor=who)
+    with pytest.raises(Unavailable) as err:
+        await bus.call(c.READ, {"id": v1["id"], "version": 1}, actor=who, grant=grant())
+    assert err.value.details["reason"] == "withdrawn"
+
+
+async def test_batch_check(publication: PublicationSettings, bus: BusClient) -> None:
+    who = actor()
+    a = await commit(bus, who)
+    await bus.call(c.REVISE, {"id": a["id"], "body": "a2", "expected_latest_version": 1}, actor=who)
+    b = await commit(bus, who, body="B body")
+    await bus.call(c.WITHDRAW, {"id": b["id"], "version": 1, "reason": "bad"}, actor=who)
+    refs = [
+        {"kind": "publication", "id": a["id"], "version": 1},
+        {"kind": "publication", "id": a["id"], "version": None},
+        {"kind": "publication", "id": b["id"], "version": 1},
+        {"kind": "publication", "id": "pub_missing", "version": 1},
+        {"kind": "publication", "id": a["id"], "version": 7},
+    ]
+    items = (await bus.call(c.CHECK, {"refs": refs}, actor=who))["items"]
+    got = [(i["ref"]["version"], i["available"], i["reason"]) for i in items]
+    assert got == [
+        (1, True, None),
+        (2, True, None),
+        (1, False, "withdrawn"),
+        (1, False, "not_found"),
+        (7, False, "not_found"),
+    ]
+    assert items[0]["content_hash"] == a["content_hash"] and items[1]["title"] == "Report A"
+
+
+async def test_request_key_makes_commit_idempotent(publication: PublicationSettings, bus: BusClient) -> None:
+    who = actor()
+    first = await commit(bus, who, request_key="run_1:finish", run_id="run_1")
+    again = await commit(bus, who, request_key="run_1:finish", run_id="run_1")
+    assert again == first
+    with pytest.raises(Conflict):
+        await commit(bus, who, body="other", request_key="run_1:finish", run_id="run_1")
+    racers = await asyncio.gather(*(commit(bus, who, request_key="k2") for _ in range(8)))
+    assert len({r["id"] for r in racers}) == 1
+
+
+async def test_bad_payloads_get_replies_not_timeouts(publication: PublicationSettings, bus: BusClient) -> None:
+    who = actor()
+    with pytest.raises(Invalid) as err:
+        await bus.call(c.COMMIT, {"title": "t"}, actor=who)
+    assert err.value.details["field"] == "body"
+    with pytest.raises(Invalid):
+        await bus.call(c.READ, {"id": "x", "version": 0}, actor=who)
+    with pytest.raises(TooLarge) as big:
+        await commit(bus, who, body="x" * 5000)
+    assert big.value.details["limit"] == 4096
+    with pytest.raises(Invalid):
+        await commit(bus, who, body="   ")
+    nc = bus._nc
+    raw = await nc.request(c.COMMIT, b"\xff\xfe not json", timeout=2)
+    assert b'"invalid"' in raw.data
+
+
+async def test_unreachable_service_is_a_typed_error(bus: BusClient) -> None:
+    with pytest.raises(DomainError) as err:
+        await bus.call("dossier.nobody.here", {}, actor=actor(), timeout=0.5)
+    assert err.value.code == "timeout"

@@ -1,0 +1,181 @@
+"""Transactional outbox and inbox through a real crash of the publishing process."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from pathlib import Path
+
+import asyncpg
+import nats
+import pytest
+
+from shared.bus import BusClient
+from shared.contracts import publication as c
+from shared.contracts.common import STREAM_NAME, Actor, Event, event_subject
+from shared.db import Database
+from shared.outbox import OutboxRelay, consume
+from tests.support.infra import Infra
+from tests.support.service import service_process
+
+
+async def probe_until(check, *, timeout: float = 20.0, interval: float = 0.05):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while True:
+        value = await check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met before the deadline")
+        await asyncio.sleep(interval)
+
+
+async def wait_healthy(bus: BusClient) -> None:
+    await probe_until(lambda: bus.ping("publication", timeout=0.5), timeout=30)
+
+
+async def count_received(db: Database, pub_id: str) -> int:
+    async with db.pool.acquire() as conn:
+        return int(await conn.fetchval("SELECT count(*) FROM received WHERE publication_id = $1", pub_id))
+
+
+async def test_event_committed_before_a_crash_is_delivered_once(infra: Infra, bus: BusClient, tmp_path: Path) -> None:
+    env = infra.settings_env("publication")
+    stalled = service_process("publication", env | {"DOSSIER_OUTBOX_RELAY": "false"}, tmp_path)
+    stalled.start()
+    consumer_db = Database(infra.dsn(f"consumer_{uuid.uuid4().hex[:8]}"))
+    consumer_task: asyncio.Task[None] | None = None
+    restarted = None
+    try:
+        await wait_healthy(bus)
+        who = Actor(scope=f"s{uuid.uuid4().hex[:8]}", principal="alice")
+        pub = await bus.call(
+            c.COMMIT, {"title": "A", "body": "committed, not relayed", "workspace_id": "ws_1"}, actor=who
+        )
+
+        # Committed with its outbox row, not yet relayed: then the publisher dies hard.
+        pub_db = await asyncpg.connect(env["DOSSIER_DATABASE_URL"])
+        try:
+            pending = await pub_db.fetch(
+                "SELECT id, published_at FROM outbox WHERE payload->'data'->>'id' = $1", pub["id"]
+            )
+        finally:
+            await pub_db.close()
+        assert len(pending) == 1 and pending[0]["published_at"] is None
+        stalled.proc.kill()  # type: ignore[union-attr]
+        stalled.proc.wait(10)  # type: ignore[union-attr]
+
+        await consumer_db.connect()
+        async with consumer_db.transaction() as conn:
+            await conn.execute("CREATE TABLE received (event_id text, publication_id text)")
+
+        async def record(conn: asyncpg.Connection, event: Event) -> None:
+            await conn.execute(
+                "INSERT INTO received (event_id, publication_id) VALUES ($1, $2)", event.id, event.data["id"]
+            )
+
+        nc = bus._nc
+        consumer_task = asyncio.create_task(
+            consume(
+                nc,
+                consumer_db,
+                consumer=f"test_{uuid.uuid4().hex[:8]}",
+                filter_subject=event_subject(c.EVT_COMMITTED),
+                handler=record,
+            )
+        )
+        await asyncio.sleep(0.5)
+        assert await count_received(consumer_db, pub["id"]) == 0
+
+        restarted = service_process("publication", env, tmp_path)
+        restarted.start()
+        await probe_until(lambda: count_received(consumer_db, pub["id"]), timeout=30)
+
+        # At-least-once delivery: the same event arrives again under a new message id; the inbox absorbs it.
+        js = nc.jetstream()
+        event = Event.model_validate(pending_event := await fetch_event(env, pub["id"]))
+        await js.publish(
+            event_subject(c.EVT_COMMITTED),
+            event.model_dump_json().encode(),
+            stream=STREAM_NAME,
+            headers={"Nats-Msg-Id": f"redelivery-{uuid.uuid4().hex}"},
+        )
+        await asyncio.sleep(1.5)
+        assert await count_received(consumer_db, pub["id"]) == 1
+        assert pending_event["id"] == pending[0]["id"]
+    finally:
+        if consumer_task is not None:
+            consumer_task.cancel()
+            await asyncio.gather(consumer_task, return_exceptions=True)
+        await consumer_db.close()
+        stalled.stop()
+        if restarted is not None:
+            restarted.stop()
+
+
+async def fetch_event(env: dict[str, str], pub_id: str) -> dict:
+    conn = await asyncpg.connect(env["DOSSIER_DATABASE_URL"])
+    try:
+        row = await conn.fetchrow("SELECT payload, published_at FROM outbox WHERE payload->'data'->>'id' = $1", pub_id)
+    finally:
+        await conn.close()
+    assert row is not None and row["published_at"] is not None
+    payload = row["payload"]
+    return payload if isinstance(payload, dict) else json.loads(payload)
+
+
+async def test_relay_publishing_twice_is_deduplicated_by_message_id(infra: Infra) -> None:
+    db = Database(infra.dsn(f"relay_{uuid.uuid4().hex[:8]}"))
+    await db.connect()
+    nc = await nats.connect(infra.nats_url)
+    try:
+        from shared.bus import ensure_stream
+        from shared.outbox import enqueue
+
+        await ensure_stream(nc)
+        scope = f"s{uuid.uuid4().hex[:8]}"
+        async with db.transaction() as conn:
+            event = await enqueue(conn, type="test.happened", scope=scope, data={"n": 1})
+        relay = OutboxRelay(db, nc)
+        async with db.pool.acquire() as conn:
+            row = await conn.fetchrow("SELECT seq, id, payload FROM outbox WHERE id = $1", event.id)
+        # A relay that dies between publish and marking the row publishes the same row again.
+        await relay.publish_row(row)
+        assert await relay.flush() == 1
+        assert await relay.flush() == 0
+        js = nc.jetstream()
+        sub = await js.pull_subscribe(
+            event_subject("test.happened"), durable=f"d{uuid.uuid4().hex[:8]}", stream=STREAM_NAME
+        )
+        seen: list[str] = []
+        try:
+            while True:
+                for msg in await sub.fetch(100, timeout=1.0):
+                    seen.append(Event.model_validate_json(msg.data).id)
+                    await msg.ack()
+        except (nats.errors.TimeoutError, TimeoutError):
+            pass
+        assert seen.count(event.id) == 1
+    finally:
+        await nc.close()
+        await db.close()
+
+
+@pytest.mark.parametrize("n", [3])
+async def test_enqueue_rolls_back_with_the_change(infra: Infra, n: int) -> None:
+    db = Database(infra.dsn(f"rollback_{uuid.uuid4().hex[:8]}"))
+    await db.connect()
+    try:
+        from shared.outbox import enqueue
+
+        with pytest.raises(RuntimeError):
+            async with db.transaction() as conn:
+                for i in range(n):
+                    await enqueue(conn, type="test.rolled_back", scope="s", data={"i": i})
+                raise RuntimeError("the change failed")
+        async with db.pool.acquire() as conn:
+            assert await conn.fetchval("SELECT count(*) FROM outbox") == 0
+    finally:
+        await db.close()

@@ -1,0 +1,1 @@
+"""Test support: real infrastructure processes, an in-process service runner, the whole stack."""

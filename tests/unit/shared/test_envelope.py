@@ -1,0 +1,89 @@
+"""Every request gets a reply: the envelope for malformed bodies, refusals and faults."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pydantic import Field
+
+from shared.bus import RequestContext, dispatch
+from shared.contracts.common import Actor, BusReply, BusRequest, Model
+from shared.errors import HTTP_STATUS, Conflict, DomainError, Unavailable, from_envelope
+
+
+class Echo(Model):
+    text: str = Field(min_length=1)
+
+
+async def echo(ctx: RequestContext, req: Echo) -> dict[str, str]:
+    if req.text == "conflict":
+        raise Conflict("taken", {"current_version": 3})
+    if req.text == "boom":
+        raise RuntimeError("/secret/path/of/the/server")
+    return {"text": req.text, "scope": ctx.actor.scope}
+
+
+def request(data: dict[str, object]) -> bytes:
+    return BusRequest(actor=Actor(scope="acme", principal="alice"), data=data).model_dump_json().encode()
+
+
+async def call(raw: bytes) -> BusReply:
+    return BusReply.model_validate_json(await dispatch(raw, "t.echo", Echo, echo))
+
+
+async def test_success_carries_data() -> None:
+    reply = await call(request({"text": "hi"}))
+    assert reply.ok and reply.data == {"text": "hi", "scope": "acme"}
+
+
+@pytest.mark.parametrize(
+    "raw", [b"", b"not json{", b"[]", b'{"data": {}}', b'{"actor": {"scope": "", "principal": "a"}}']
+)
+async def test_malformed_envelope_answers_invalid(raw: bytes) -> None:
+    reply = await call(raw)
+    assert not reply.ok and reply.error is not None
+    assert reply.error.code == "invalid"
+
+
+async def test_malformed_payload_names_the_field() -> None:
+    reply = await call(request({"text": ""}))
+    assert reply.error is not None and reply.error.code == "invalid"
+    assert reply.error.details["field"] == "text"
+    reply = await call(request({"text": "x", "extra": 1}))
+    assert reply.error is not None and reply.error.details["field"] == "extra"
+
+
+async def test_domain_error_travels_with_details() -> None:
+    reply = await call(request({"text": "conflict"}))
+    assert reply.error is not None
+    assert (reply.error.code, reply.error.details) == ("conflict", {"current_version": 3})
+
+
+async def test_unexpected_fault_is_internal_without_leaking() -> None:
+    reply = await call(request({"text": "boom"}))
+    assert reply.error is not None and reply.error.code == "internal"
+    assert "/secret" not in json.dumps(reply.model_dump())
+
+
+def test_error_codes_map_to_contract_statuses() -> None:
+    assert HTTP_STATUS == {
+        "unauthenticated": 401,
+        "invalid": 422,
+        "not_found": 404,
+        "conflict": 409,
+        "unavailable": 409,
+        "too_large": 413,
+        "unsupported": 415,
+        "internal": 500,
+        "timeout": 504,
+    }
+    err = Unavailable("gone", reason="withdrawn")
+    assert err.envelope() == {"error": {"code": "unavailable", "message": "gone", "details": {"reason": "withdrawn"}}}
+    with pytest.raises(ValueError):
+        DomainError("x", code="teapot")
+
+
+def test_unknown_code_from_the_wire_becomes_internal() -> None:
+    assert from_envelope({"code": "teapot", "message": "?"}).code == "internal"
+    assert from_envelope({"code": "not_found", "message": "no"}).code == "not_found"
