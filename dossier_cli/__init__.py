@@ -1,0 +1,1 @@
+"""The `dossier` command line: a thin client of the gateway's HTTP API."""

@@ -1,0 +1,3 @@
+from dossier_cli.main import main
+
+raise SystemExit(main())
