@@ -1,0 +1,166 @@
+"""Streaming multipart uploads: the byte limit is enforced while the body streams in, never after.
+
+The file part is hashed (sha256) and spooled to a bounded temporary file as it arrives; the caller then
+puts it in object storage under its content-addressed key (the key needs the hash, so the bytes are
+staged once) and sends only `{bucket, key, sha256, size}` on the bus. Small text fields are capped too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fastapi import Request
+from python_multipart.multipart import MultipartParser, parse_options_header
+
+from shared.errors import Invalid, TooLarge
+
+MAX_FIELD_BYTES = 64 * 1024
+MAX_PARTS = 16
+
+
+@dataclass
+class UploadedFile:
+    filename: str
+    content_type: str
+    path: Path
+    size: int
+    sha256: str
+
+    def discard(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+
+@dataclass
+class _Part:
+    headers: dict[str, str] = field(default_factory=dict)
+    name: str = ""
+    filename: str | None = None
+    data: bytearray = field(default_factory=bytearray)
+
+
+class _Collector:
+    def __init__(self, file_field: str, max_file_bytes: int, spool_dir: str | None):
+        self.file_field = file_field
+        self.max_file_bytes = max_file_bytes
+        self.fields: dict[str, str] = {}
+        self.upload: UploadedFile | None = None
+        self._spool_dir = spool_dir
+        self._part = _Part()
+        self._header_field = bytearray()
+        self._header_value = bytearray()
+        self._parts = 0
+        self._file: tempfile._TemporaryFileWrapper[bytes] | None = None
+        self._hash = hashlib.sha256()
+        self._size = 0
+
+    # MultipartParser callbacks -------------------------------------------------------------------
+    def on_part_begin(self) -> None:
+        self._parts += 1
+        if self._parts > MAX_PARTS:
+            raise Invalid("too many parts in the multipart body", {"field": "body", "limit": MAX_PARTS})
+        self._part = _Part()
+
+    def on_header_field(self, data: bytes, start: int, end: int) -> None:
+        self._header_field += data[start:end]
+
+    def on_header_value(self, data: bytes, start: int, end: int) -> None:
+        self._header_value += data[start:end]
+
+    def on_header_end(self) -> None:
+        self._part.headers[self._header_field.decode("latin-1").lower()] = self._header_value.decode("utf-8", "replace")
+        self._header_field.clear()
+        self._header_value.clear()
+
+    def on_headers_finished(self) -> None:
+        disposition = self._part.headers.get("content-disposition", "")
+        _, params = parse_options_header(disposition)
+        self._part.name = params.get(b"name", b"").decode("utf-8", "replace")
+        filename = params.get(b"filename")
+        self._part.filename = filename.decode("utf-8", "replace") if filename is not None else None
+        if self._part.name == self.file_field:
+            if self._file is not None:
+                raise Invalid(f"only one '{self.file_field}' part is accepted", {"field": self.file_field})
+            self._file = tempfile.NamedTemporaryFile(prefix="dossier-upload-", dir=self._spool_dir, delete=False)
+
+    def on_part_data(self, data: bytes, start: int, end: int) -> None:
+        chunk = data[start:end]
+        if self._part.name == self.file_field and self._file is not None:
+            self._size += len(chunk)
+            if self._size > self.max_file_bytes:
+                raise TooLarge(
+                    "the file is larger than the limit", {"field": self.file_field, "limit": self.max_file_bytes}
+                )
+            self._hash.update(chunk)
+            self._file.write(chunk)
+        else:
+            self._part.data += chunk
+            if len(self._part.data) > MAX_FIELD_BYTES:
+                raise TooLarge(
+                    f"the field '{self._part.name}' is too long", {"field": self._part.name, "limit": MAX_FIELD_BYTES}
+                )
+
+    def on_part_end(self) -> None:
+        if self._part.name == self.file_field and self._file is not None and self.upload is None:
+            self._file.close()
+            self.upload = UploadedFile(
+                filename=os.path.basename(self._part.filename or "upload"),
+                content_type=self._part.headers.get("content-type", "application/octet-stream"),
+                path=Path(self._file.name),
+                size=self._size,
+                sha256=self._hash.hexdigest(),
+            )
+        elif self._part.name:
+            self.fields[self._part.name] = self._part.data.decode("utf-8", "replace")
+
+    def cleanup(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            Path(self._file.name).unlink(missing_ok=True)
+
+
+async def read_multipart(
+    request: Request, *, file_field: str = "file", max_file_bytes: int, spool_dir: str | None = None
+) -> tuple[dict[str, str], UploadedFile]:
+    """Parse `multipart/form-data` from the request stream. The caller must `discard()` the upload."""
+    content_type, params = parse_options_header(request.headers.get("content-type", ""))
+    boundary = params.get(b"boundary")
+    if content_type != b"multipart/form-data" or not boundary:
+        raise Invalid("the body must be multipart/form-data", {"field": "body"})
+    collector = _Collector(file_field, max_file_bytes, spool_dir)
+    parser = MultipartParser(
+        boundary,
+        {
+            "on_part_begin": collector.on_part_begin,
+            "on_part_data": collector.on_part_data,
+            "on_part_end": collector.on_part_end,
+            "on_header_field": collector.on_header_field,
+            "on_header_value": collector.on_header_value,
+            "on_header_end": collector.on_header_end,
+            "on_headers_finished": collector.on_headers_finished,
+        },
+    )
+    try:
+        async for chunk in _chunks(request):
+            parser.write(chunk)
+        parser.finalize()
+    except (Invalid, TooLarge):
+        collector.cleanup()
+        raise
+    except Exception as exc:
+        collector.cleanup()
+        raise Invalid("the multipart body is malformed", {"field": "body"}) from exc
+    if collector.upload is None:
+        collector.cleanup()
+        raise Invalid(f"the '{file_field}' part is missing", {"field": file_field})
+    return collector.fields, collector.upload
+
+
+async def _chunks(request: Request) -> AsyncIterator[bytes]:
+    async for chunk in request.stream():
+        if chunk:
+            yield chunk
