@@ -1,0 +1,106 @@
+"""Exact-version publication read through the gateway vs a raw nats-py request/reply, in the same run.
+
+Starts its own stack in a temporary DOSSIER_HOME, measures, prints the ratios, and stops the stack.
+Run with `make bench` (or `.venv/bin/python bench/bus.py`). Never part of the test run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import nats
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench._stats import report  # noqa: E402
+from shared.bus import BusClient  # noqa: E402
+from shared.contracts import publication as c  # noqa: E402
+from shared.contracts.common import Actor  # noqa: E402
+from tests.support.stack import start_stack, stop_stack  # noqa: E402
+
+WARMUP = 200
+N = 3000
+
+
+async def measure_raw(nats_url: str) -> list[float]:
+    """The floor: one nats-py request to an in-process echo responder on the same server."""
+    nc = await nats.connect(nats_url)
+    try:
+
+        async def echo(msg: nats.aio.msg.Msg) -> None:
+            await msg.respond(msg.data)
+
+        await nc.subscribe("bench.raw.echo", cb=echo)
+        body = b'{"id":"pub_x","version":1}'
+        samples = []
+        for i in range(WARMUP + N):
+            t = time.perf_counter()
+            await nc.request("bench.raw.echo", body, timeout=5)
+            if i >= WARMUP:
+                samples.append((time.perf_counter() - t) * 1000)
+        return samples
+    finally:
+        await nc.close()
+
+
+async def measure_bus(nats_url: str, scope: str, pub_id: str) -> list[float]:
+    """The publication service on the bus, without HTTP: envelope, validation, scoped SQL read, hash check."""
+    nc = await nats.connect(nats_url)
+    try:
+        bus = BusClient(nc)
+        actor = Actor(scope=scope, principal="bench")
+        samples = []
+        for i in range(WARMUP + N):
+            t = time.perf_counter()
+            await bus.call(c.READ, {"id": pub_id, "version": 1}, actor=actor)
+            if i >= WARMUP:
+                samples.append((time.perf_counter() - t) * 1000)
+        return samples
+    finally:
+        await nc.close()
+
+
+def measure_gateway(url: str, token: str, pub_id: str) -> list[float]:
+    samples = []
+    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}) as client:
+        for i in range(WARMUP + N):
+            t = time.perf_counter()
+            r = client.get(f"/v1/publications/{pub_id}/versions/1")
+            elapsed = (time.perf_counter() - t) * 1000
+            r.raise_for_status()
+            if i >= WARMUP:
+                samples.append(elapsed)
+    return samples
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory(prefix="dossier-bench-") as tmp:
+        stack = start_stack(Path(tmp) / "home")
+        try:
+            scope = "bench"
+            token = stack.token(scope)
+            body = "Fund X can meet 30-day redemptions. " * 100
+            pub = httpx.post(
+                f"{stack.url}/v1/publications",
+                json={"title": "bench", "body": body},
+                headers={"Authorization": f"Bearer {token}"},
+            ).json()
+            nats_url = str(stack.state()["nats_url"])
+            print(f"exact-version read of a {len(body)}-char publication, {N} sequential requests each\n")
+            raw_med, raw_p99 = report("raw nats-py request/reply (echo)", asyncio.run(measure_raw(nats_url)))
+            bus_med, bus_p99 = report("publication.read over the bus", asyncio.run(measure_bus(nats_url, scope, pub["id"])))
+            gw_med, gw_p99 = report("GET /v1/publications/{id}/versions/1", measure_gateway(stack.url, token, pub["id"]))
+            print()
+            print(f"ratio bus/raw      median {bus_med / raw_med:6.2f}x   p99 {bus_p99 / raw_p99:6.2f}x")
+            print(f"ratio gateway/raw  median {gw_med / raw_med:6.2f}x   p99 {gw_p99 / raw_p99:6.2f}x")
+        finally:
+            stop_stack(stack.proc)
+
+
+if __name__ == "__main__":
+    main()

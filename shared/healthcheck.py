@@ -1,0 +1,33 @@
+"""`python -m shared.healthcheck SERVICE`: exit 0 when the service answers on the bus (container healthchecks)."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+import nats
+
+from shared.bus import BusClient
+from shared.settings import CommonSettings
+
+
+async def _ping(service: str) -> bool:
+    nc = await nats.connect(CommonSettings().nats_url, connect_timeout=2, max_reconnect_attempts=0)
+    try:
+        return await BusClient(nc).ping(service, timeout=2.0)
+    finally:
+        await nc.close()
+
+
+def main() -> int:
+    if len(sys.argv) != 2:
+        print("usage: python -m shared.healthcheck SERVICE", file=sys.stderr)
+        return 2
+    try:
+        return 0 if asyncio.run(_ping(sys.argv[1])) else 1
+    except Exception:
+        return 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
