@@ -17,11 +17,11 @@ import nats
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._stats import report  # noqa: E402
-from shared.bus import BusClient  # noqa: E402
-from shared.contracts import publication as c  # noqa: E402
-from shared.contracts.common import Actor  # noqa: E402
-from tests.support.stack import start_stack, stop_stack  # noqa: E402
+from bench._stats import report
+from shared.bus import BusClient
+from shared.contracts import publication as c
+from shared.contracts.common import Actor
+from tests.support.stack import start_stack, stop_stack
 
 WARMUP = 200
 N = 3000
@@ -93,8 +93,12 @@ def main() -> None:
             nats_url = str(stack.state()["nats_url"])
             print(f"exact-version read of a {len(body)}-char publication, {N} sequential requests each\n")
             raw_med, raw_p99 = report("raw nats-py request/reply (echo)", asyncio.run(measure_raw(nats_url)))
-            bus_med, bus_p99 = report("publication.read over the bus", asyncio.run(measure_bus(nats_url, scope, pub["id"])))
-            gw_med, gw_p99 = report("GET /v1/publications/{id}/versions/1", measure_gateway(stack.url, token, pub["id"]))
+            bus_med, bus_p99 = report(
+                "publication.read over the bus", asyncio.run(measure_bus(nats_url, scope, pub["id"]))
+            )
+            gw_med, gw_p99 = report(
+                "GET /v1/publications/{id}/versions/1", measure_gateway(stack.url, token, pub["id"])
+            )
             print()
             print(f"ratio bus/raw      median {bus_med / raw_med:6.2f}x   p99 {bus_p99 / raw_p99:6.2f}x")
             print(f"ratio gateway/raw  median {gw_med / raw_med:6.2f}x   p99 {gw_p99 / raw_p99:6.2f}x")

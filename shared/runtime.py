@@ -35,6 +35,7 @@ class ServiceRuntime:
         self.broker = NatsBroker(settings.nats_url, logger=None, graceful_timeout=10.0)
         self.db = Database(settings.database_url)
         self._background: list[BackgroundTask] = []
+        self._on_start: list[BackgroundTask] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._bus: BusClient | None = None
         health_endpoint(self.broker, name)
@@ -44,6 +45,10 @@ class ServiceRuntime:
         if self._bus is None:
             raise RuntimeError("the runtime has not started")
         return self._bus
+
+    def on_start(self, hook: BackgroundTask) -> None:
+        """Run `hook` once at start, after the database and bus are connected (e.g. ensure a bucket)."""
+        self._on_start.append(hook)
 
     def background(self, task: BackgroundTask) -> None:
         """Run `task` for the life of the process (event consumers, sweepers)."""
@@ -55,6 +60,8 @@ class ServiceRuntime:
         nc = self.broker.connection
         await ensure_stream(nc)
         self._bus = BusClient(nc, timeout=self.settings.request_timeout)
+        for hook in self._on_start:
+            await hook()
         if self.settings.outbox_relay:
             self._spawn(OutboxRelay(self.db, nc).run)
         for task in self._background:

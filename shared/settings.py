@@ -40,3 +40,23 @@ class PublicationSettings(CommonSettings):
     max_body_bytes: int = 1024 * 1024
     max_title_chars: int = 500
     grant_clock_skew: float = 5.0
+
+
+class RunhostSettings(CommonSettings):
+    model: str = "extractive"
+    openai_base_url: str = ""
+    openai_api_key: str = Field(default="", repr=False)
+    openai_model: str = ""
+    openai_backoff_seconds: float = 0.5
+    # Named steps for the `scripted:<name>` policy (tests): <scripts_dir>/<name>.json.
+    scripts_dir: Path | None = None
+    run_lease_seconds: float = 15.0
+    run_poll_seconds: float = 0.5
+    run_concurrency: int = 4
+    run_grant_seconds: float = 900.0
+    run_max_steps: int = 400
+    run_max_chars: int = 4_000_000
+    run_max_seconds: float = 1800.0
+    # Fault tests only: slows every step so a crash can land mid-run. Zero in any real deployment.
+    run_step_delay_seconds: float = 0.0
+    max_plan_bytes: int = 64 * 1024

@@ -11,7 +11,7 @@ from fastapi import FastAPI
 
 from services.gateway.errors import install_error_handlers
 from services.gateway.limits import BodyLimit
-from services.gateway.routes import admin, health, publications
+from services.gateway.routes import admin, health, publications, runs
 from services.gateway.tokens import TokenService
 from shared.bus import BusClient
 from shared.db import Database
@@ -40,7 +40,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
 
     app = FastAPI(title="Dossier", version="1", lifespan=lifespan, docs_url="/docs", redoc_url=None)
     install_error_handlers(app)
-    for module in (health, admin, publications):
+    for module in (health, admin, publications, runs):
         app.include_router(module.router)
 
     def limit_for(path: str) -> int:

@@ -1,0 +1,1 @@
+"""Runhost: admitted runs, the research loop, the consumption ledger and the run's working files."""

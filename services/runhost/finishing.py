@@ -1,0 +1,163 @@
+"""How a run ends: publish (idempotent), associate, propose the checkpoint, retain the report, record.
+
+Each step can be repeated by a worker that took the run over: the publication is committed with the
+request key `run:<run_id>`, so a retried finish never makes a second publication.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from typing import Any
+
+from pydantic import Field, ValidationError
+
+from services.runhost.memory import StaleLease
+from services.runhost.owners import Owners
+from services.runhost.report import render_report
+from services.runhost.repository import RunRepository
+from services.runhost.service import run_event
+from shared.blobs import Blobs, content_key
+from shared.contracts import publication as pub
+from shared.contracts import runhost as c
+from shared.contracts.common import Actor, Model, Ref
+from shared.db import Database
+from shared.errors import DomainError, NotFound, Unreachable
+from shared.outbox import enqueue
+
+log = logging.getLogger("dossier.runhost")
+
+
+class Proposal(Model):
+    summary: str = Field(min_length=1, max_length=20_000)
+    add_questions: list[str] = Field(default_factory=list, max_length=50)
+    resolve_questions: list[str] = Field(default_factory=list, max_length=50)
+    expected_revision: int = Field(default=0, ge=0)
+
+
+class Finisher:
+    def __init__(
+        self, *, db: Database, repo: RunRepository, owners: Owners, blobs: Blobs, run: dict[str, Any], epoch: int
+    ):
+        self.db, self.repo, self.owners, self.blobs = db, repo, owners, blobs
+        self.run, self.epoch = run, epoch
+        self.actor = Actor(scope=run["scope"], principal=f"run:{run['id']}")
+
+    async def _fenced(self, values: dict[str, Any], *, event: tuple[str, dict[str, Any]] | None = None) -> None:
+        async with self.db.transaction() as conn:
+            if not await self.repo.fenced_update(conn, run_id=self.run["id"], epoch=self.epoch, values=values):
+                raise StaleLease(self.run["id"])
+            if event is not None:
+                await enqueue(conn, type=event[0], scope=self.run["scope"], data=event[1])
+
+    async def consumed_sources(self) -> list[Ref]:
+        async with self.db.pool.acquire() as conn:
+            rows = await self.repo.included_refs(conn, run_id=self.run["id"])
+        return [Ref.model_validate(r["ref"]) for r in rows]
+
+    async def complete(self, answer: str, proposal: dict[str, Any] | None) -> None:
+        sources = await self.consumed_sources()
+        title = f"Run {self.run['id']}: {self.run['question'][:120]}"
+        request = pub.CommitRequest(
+            title=title,
+            body=answer,
+            workspace_id=self.run["workspace_id"],
+            run_id=self.run["id"],
+            sources=sources,
+            request_key=f"run:{self.run['id']}",
+        )
+        published = await self.owners.publish_answer(self.actor, request)
+        await self._fenced({"publication_id": published["id"], "publication_version": published["version"]})
+        association = await self._associate(published)
+        checkpoint = await self._propose(proposal, published, sources)
+        await self._retain_report(title, answer)
+        result = {"workspace_association": association, "checkpoint_proposal": checkpoint, "status": "completed"}
+        event = run_event(self.run, "completed", publication={"id": published["id"], "version": published["version"]})
+        await self._fenced(result | {"finished_at": _now()}, event=(c.EVT_COMPLETED, event))
+
+    async def _associate(self, published: dict[str, Any]) -> str:
+        try:
+            reply = await self.owners.associate_with_workspace(
+                self.actor,
+                workspace_id=self.run["workspace_id"],
+                kind="publication",
+                ref_id=published["id"],
+                version=published["version"],
+                run_id=self.run["id"],
+            )
+        except NotFound:
+            return "refused"
+        except DomainError as exc:
+            log.warning("run %s: association pending (%s)", self.run["id"], exc.message)
+            return "pending"
+        return "confirmed" if reply.get("association") == "confirmed" else "refused"
+
+    async def _propose(
+        self, proposal: dict[str, Any] | None, published: dict[str, Any], sources: list[Ref]
+    ) -> dict[str, Any]:
+        """An invalid or missing proposal never fails an otherwise valid run."""
+        if proposal is None:
+            return {"status": "none", "revision": None}
+        try:
+            valid = Proposal.model_validate(proposal)
+        except ValidationError:
+            return {"status": "invalid", "revision": None}
+        payload = valid.model_dump() | {
+            "workspace_id": self.run["workspace_id"],
+            "derived_from": {
+                "run_id": self.run["id"],
+                "publication": {"id": published["id"], "version": published["version"]},
+                "sources": [s.model_dump() for s in sources],
+            },
+        }
+        try:
+            reply = await self.owners.propose_checkpoint(self.actor, payload)
+        except DomainError as exc:
+            log.warning("run %s: checkpoint proposal not applied (%s)", self.run["id"], exc.message)
+            return {"status": "stale", "revision": None}
+        status = reply.get("result") if reply.get("result") in ("applied", "stale", "invalid") else "invalid"
+        return {"status": status, "revision": reply.get("revision")}
+
+    async def _retain_report(self, title: str, answer: str) -> None:
+        """The HTML report is retained as an artifact and pinned; its failure is logged, not fatal."""
+        data = render_report(title, answer, run_id=self.run["id"]).encode("utf-8")
+        digest = hashlib.sha256(data).hexdigest()
+        key = content_key(digest, prefix="artifacts")
+        try:
+            await self.blobs.put_bytes(key, data, content_type="text/html; charset=utf-8")
+            artifact = await self.owners.register_report_artifact(
+                self.actor,
+                {
+                    "bucket": self.blobs.bucket,
+                    "key": key,
+                    "sha256": digest,
+                    "size": len(data),
+                    "title": title,
+                    "media_type": "text/html",
+                },
+            )
+            await self.owners.pin_report_artifact(
+                self.actor, workspace_id=self.run["workspace_id"], artifact_id=artifact["id"]
+            )
+        except (DomainError, OSError) as exc:
+            log.warning("run %s: report artifact not retained (%s)", self.run["id"], exc)
+
+    async def cancelled(self) -> None:
+        await self._fenced(
+            {"status": "cancelled", "finished_at": _now()}, event=(c.EVT_CANCELLED, run_event(self.run, "cancelled"))
+        )
+
+    async def failed(self, error: str) -> None:
+        event = run_event(self.run, "failed", error=error)
+        await self._fenced(
+            {"status": "failed", "error": error[:2000], "finished_at": _now()}, event=(c.EVT_FAILED, event)
+        )
+
+
+def _now() -> Any:
+    from datetime import UTC, datetime
+
+    return datetime.now(UTC)
+
+
+__all__ = ["Finisher", "Unreachable"]

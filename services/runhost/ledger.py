@@ -1,0 +1,62 @@
+"""The consumption ledger of one run: listed, read, included (naming the model request), unavailable.
+
+Every row is written under the lease fence; a stale worker's row is refused and stops that worker.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from services.runhost.memory import StaleLease
+from services.runhost.repository import RunRepository
+from shared.contracts.common import Ref
+from shared.db import Database
+
+
+@dataclass(frozen=True)
+class Inclusion:
+    """Material whose text entered the model input: recorded against the next model request."""
+
+    ref: Ref
+    content_hash: str | None
+    locator: str | None
+
+
+class RunLedger:
+    def __init__(self, db: Database, repo: RunRepository, run_id: str, epoch: int):
+        self._db, self._repo = db, repo
+        self.run_id, self.epoch = run_id, epoch
+        self._listed: set[tuple[str, str | None]] = set()
+
+    async def load(self) -> None:
+        """What earlier attempts already listed, so a resumed run does not list it again."""
+        async with self._db.pool.acquire() as conn:
+            rows = await self._repo.list_ledger(conn, run_id=self.run_id)
+        self._listed = {(Ref.model_validate(r["ref"]).key(), r["locator"]) for r in rows if r["stage"] == "listed"}
+
+    async def _append(self, stage: str, ref: Ref, **fields: str | None) -> None:
+        async with self._db.transaction() as conn:
+            ok = await self._repo.append_ledger(
+                conn, run_id=self.run_id, epoch=self.epoch, stage=stage, ref=ref.model_dump(), **fields
+            )
+        if not ok:
+            raise StaleLease(self.run_id)
+
+    async def listed(self, ref: Ref, locator: str | None = None) -> None:
+        key = (ref.key(), locator)
+        if key in self._listed:
+            return
+        await self._append("listed", ref, locator=locator)
+        self._listed.add(key)
+
+    async def read(self, ref: Ref, *, content_hash: str | None, locator: str | None = None) -> None:
+        await self._append("read", ref, content_hash=content_hash, locator=locator)
+
+    async def unavailable(self, ref: Ref, *, reason: str) -> None:
+        await self._append("unavailable", ref, reason=reason)
+
+    async def included(self, inclusions: list[Inclusion], *, model_request: str) -> None:
+        for item in inclusions:
+            await self._append(
+                "included", item.ref, content_hash=item.content_hash, locator=item.locator, model_request=model_request
+            )

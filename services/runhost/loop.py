@@ -1,0 +1,200 @@
+"""The research loop of one run under one lease: model input → policy → tool → ledger, until finish.
+
+The model input holds pointers to the run's files, not bodies, and ends with plan.md as read from its
+file at this step (recitation), so a person's edit of the plan is seen at the next step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from services.runhost.ledger import Inclusion, RunLedger
+from services.runhost.memory import RunFiles, StaleLease
+from services.runhost.policies.base import TOOLS, ModelInput, Policy, RunView, ToolCall, ToolResult
+from services.runhost.repository import RunRepository
+from services.runhost.tools import ToolBox
+from shared.db import Database
+
+CONTEXT_CHARS = 60_000
+SYSTEM_PROMPT = (
+    "You are a research agent working toward a long-running goal. Earlier publications describe what was"
+    " concluded then; new evidence is dated by its source version; keep the two apart. Read only through the"
+    " tools. Your context holds pointers to your working files; read bodies back with read_file. Write one"
+    " note per source in notes/, a draft in draft.md, then call finish with a markdown answer in three parts:"
+    " 'What earlier reports concluded' (id@version and date), 'What the new evidence says' (source@version"
+    " locator), and 'Not resolved or not read'."
+)
+
+
+@dataclass
+class Limits:
+    max_steps: int
+    max_chars: int
+    max_seconds: float
+
+
+@dataclass
+class Finished:
+    answer: str
+    proposal: dict[str, Any] | None
+
+
+@dataclass
+class Stopped:
+    reason: str  # "cancelled" or "limit:<which>"
+
+
+@dataclass
+class Counters:
+    steps: int
+    chars: int
+    requests: int
+    started_at: float = field(default_factory=time.monotonic)
+
+
+def initial_plan(run: dict[str, Any]) -> str:
+    history = "\n".join(f"- publication {h['publication_id']}@{h['version']} (selected)" for h in run["history"])
+    return (
+        f"# Plan of run {run['id']}\n\n## Goal (v{run['goal_version']})\n{run['goal_text']}\n\n"
+        f"## Question\n{run['question']}\n\n## Selected history\n{history or '(none)'}\n\n"
+        "## Sources\n(to be chosen)\n\n## Next steps\n- list the catalog and search the evidence\n"
+    )
+
+
+def build_messages(view: RunView, transcript: list[ToolResult]) -> list[dict[str, Any]]:
+    files = "\n".join(f"- {path} ({size} bytes)" for path, size in sorted(view.files.items())) or "(none yet)"
+    task = (
+        f"Goal (version {view.goal_version}): {view.goal}\nQuestion: {view.question}\n"
+        f"Catalog frozen at admission: {len(view.catalog['items'])} items"
+        f" ({'complete' if view.catalog['complete'] else str(view.catalog['omitted']) + ' omitted'}); call list_catalog.\n"
+        f"Working files:\n{files}"
+    )
+    messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": task}]
+    budget = CONTEXT_CHARS
+    kept: list[list[dict[str, Any]]] = []
+    for result in reversed(transcript):
+        text = result.text if len(result.text) <= budget else f"[elided: {len(result.text)} chars; read files back]"
+        budget -= len(text)
+        call = {
+            "id": result.call_id,
+            "type": "function",
+            "function": {"name": result.tool, "arguments": json.dumps(result.arguments)},
+        }
+        kept.append(
+            [
+                {"role": "assistant", "content": None, "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": result.call_id, "content": text},
+            ]
+        )
+    for pair in reversed(kept):
+        messages.extend(pair)
+    messages.append({"role": "user", "content": f"Current plan (plan.md, recited):\n{view.plan}"})
+    return messages
+
+
+class RunLoop:
+    def __init__(
+        self,
+        *,
+        run: dict[str, Any],
+        epoch: int,
+        policy: Policy,
+        toolbox: ToolBox,
+        files: RunFiles,
+        ledger: RunLedger,
+        db: Database,
+        repo: RunRepository,
+        limits: Limits,
+        checkpoint_revision: int,
+        step_delay: float = 0.0,
+    ):
+        self.run, self.epoch, self.policy, self.toolbox = run, epoch, policy, toolbox
+        self.files, self.ledger, self.db, self.repo = files, ledger, db, repo
+        self.limits, self.checkpoint_revision, self.step_delay = limits, checkpoint_revision, step_delay
+        self.counters = Counters(steps=run["steps"], chars=run["chars_read"], requests=run["model_requests"])
+        self.transcript: list[ToolResult] = []
+        self.pending: list[Inclusion] = []
+
+    async def _bump(self, *, steps: int = 0, chars: int = 0, requests: int = 0) -> bool:
+        """Count work under the fence; returns whether a cancel was requested."""
+        async with self.db.transaction() as conn:
+            row = await self.repo.add_counters(
+                conn, run_id=self.run["id"], epoch=self.epoch, steps=steps, chars=chars, requests=requests
+            )
+        if row is None:
+            raise StaleLease(self.run["id"])
+        self.counters.steps, self.counters.chars, self.counters.requests = (
+            row["steps"],
+            row["chars_read"],
+            row["model_requests"],
+        )
+        return bool(row["cancel_requested"])
+
+    def _limit_reached(self) -> str | None:
+        if self.counters.steps >= self.limits.max_steps:
+            return "limit:steps"
+        if self.counters.chars >= self.limits.max_chars:
+            return "limit:chars"
+        if time.monotonic() - self.counters.started_at >= self.limits.max_seconds:
+            return "limit:time"
+        return None
+
+    async def run_until_done(self) -> Finished | Stopped:
+        await self.ledger.load()
+        if "plan.md" not in await self.files.listing():
+            await self.files.write("plan.md", initial_plan(self.run))
+        while True:
+            if await self._bump():
+                return Stopped("cancelled")
+            limit = self._limit_reached()
+            if limit is not None:
+                return Stopped(limit)
+            model_input = await self._model_input()
+            await self.ledger.included(self.pending, model_request=model_input.request_id)
+            self.pending = []
+            remaining = self.limits.max_seconds - (time.monotonic() - self.counters.started_at)
+            try:
+                call = await asyncio.wait_for(self.policy.next_step(model_input), timeout=max(remaining, 0.01))
+            except TimeoutError:
+                return Stopped("limit:time")
+            cancelled = await self._bump(steps=1, requests=1)
+            if cancelled:
+                return Stopped("cancelled")
+            if call.name == "finish":
+                answer = str(call.arguments.get("answer") or "").strip()
+                if answer:
+                    proposal = call.arguments.get("checkpoint_proposal")
+                    return Finished(answer, proposal if isinstance(proposal, dict) else None)
+                call = ToolCall("finish", call.arguments, call.call_id)
+                result = ToolResult(
+                    "finish", call.arguments, "error: finish needs a non-empty answer", ok=False, call_id=call.call_id
+                )
+                inclusions: list[Inclusion] = []
+            else:
+                result, inclusions = await self.toolbox.execute(call)
+            await self._bump(chars=len(result.text))
+            self.pending.extend(inclusions)
+            self.transcript.append(result)
+            if self.step_delay:
+                await asyncio.sleep(self.step_delay)
+
+    async def _model_input(self) -> ModelInput:
+        plan = await self.files.read("plan.md")
+        view = RunView(
+            run_id=self.run["id"],
+            goal_version=self.run["goal_version"],
+            goal=self.run["goal_text"],
+            question=self.run["question"],
+            catalog=self.run["catalog"],
+            history=self.run["history"],
+            files=await self.files.listing(),
+            plan=plan,
+            checkpoint_revision=self.checkpoint_revision,
+            results=self.transcript[-400:],
+        )
+        request_id = f"{self.run['id']}:r{self.counters.requests + 1}"
+        return ModelInput(request_id=request_id, messages=build_messages(view, self.transcript), tools=TOOLS, view=view)

@@ -1,0 +1,89 @@
+"""A run's working memory: files under `runs/<run_id>/` in object storage, indexed in runhost's database.
+
+plan.md (the goal, the question, the source list, the next steps), sources/<name>.txt (what was read,
+lossless), notes/<name>.md (one per source: a note means the source is done) and draft.md. The index
+row is written after the bytes and under the lease fence, so a stale worker's file never counts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Any
+
+from services.runhost.repository import RunRepository
+from shared.blobs import Blobs
+from shared.db import Database
+from shared.errors import Invalid, NotFound
+
+PATH = re.compile(r"^(plan\.md|draft\.md|sources/[A-Za-z0-9_.@-]{1,120}\.txt|notes/[A-Za-z0-9_.@-]{1,120}\.md)$")
+MAX_FILE_CHARS = 4 * 1024 * 1024
+
+
+class StaleLease(Exception):
+    """This worker's lease epoch is no longer current: another worker owns the run now."""
+
+
+def source_name(kind: str, id: str, version: int | None) -> str:
+    """A file-safe, stable name for a material: `pub_ab12@v1`, `src-report@v3-page_2`."""
+    raw = f"{id}@v{version}" if version is not None else id
+    return re.sub(r"[^A-Za-z0-9_.@-]", "_", raw)[:120]
+
+
+def validate_path(path: str) -> str:
+    if not PATH.match(path):
+        raise Invalid("not a working-file path of a run", {"field": "path", "path": path[:300]})
+    return path
+
+
+def pointer(path: str, text: str, preview_chars: int = 160) -> str:
+    """What the model sees instead of a body: `[sources/S17.txt] (13,624 chars) begins: …`."""
+    head = " ".join(text[:preview_chars].split())
+    return f"[{path}] ({len(text):,} chars) begins: {head}…"
+
+
+class RunFiles:
+    def __init__(self, blobs: Blobs, db: Database, repo: RunRepository, run_id: str, epoch: int | None):
+        self._blobs, self._db, self._repo = blobs, db, repo
+        self.run_id, self.epoch = run_id, epoch
+
+    def key(self, path: str) -> str:
+        return f"runs/{self.run_id}/{path}"
+
+    async def write(self, path: str, text: str, *, provenance: dict[str, Any] | None = None) -> int:
+        validate_path(path)
+        if len(text) > MAX_FILE_CHARS:
+            raise Invalid("the file is larger than a run's working file may be", {"limit": MAX_FILE_CHARS})
+        data = text.encode("utf-8")
+        await self._blobs.put_bytes(self.key(path), data, content_type="text/plain; charset=utf-8")
+        async with self._db.transaction() as conn:
+            recorded = await self._repo.upsert_file(
+                conn,
+                run_id=self.run_id,
+                path=path,
+                size=len(data),
+                sha256=hashlib.sha256(data).hexdigest(),
+                epoch=self.epoch,
+                provenance=provenance,
+            )
+        if not recorded:
+            raise StaleLease(self.run_id)
+        return len(text)
+
+    async def read(self, path: str) -> str:
+        validate_path(path)
+        if path not in await self.listing():
+            raise NotFound("no such file in this run", {"path": path})
+        return (await self._blobs.get_bytes(self.key(path))).decode("utf-8")
+
+    async def provenance(self, path: str) -> dict[str, Any] | None:
+        async with self._db.pool.acquire() as conn:
+            row = await self._repo.get_file(conn, run_id=self.run_id, path=path)
+        if row is None or row["ref"] is None:
+            return None
+        return {"ref": row["ref"], "content_hash": row["content_hash"], "locator": row["locator"]}
+
+    async def listing(self) -> dict[str, int]:
+        async with self._db.pool.acquire() as conn:
+            rows = await self._repo.list_files(conn, run_id=self.run_id)
+        return {r["path"]: r["size"] for r in rows}

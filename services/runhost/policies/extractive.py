@@ -1,0 +1,228 @@
+"""The default policy: deterministic, offline, extractive.
+
+It decides each step from the model input alone (plan.md, the working files, this attempt's tool
+results), so a resumed run continues where its files say it is: sources with notes are done.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from services.runhost.memory import source_name
+from services.runhost.policies.base import ModelInput, RunView, ToolCall, ToolResult
+from services.runhost.policies.text import bm25_scores, key_sentences, tokens
+
+MAX_SOURCES = 40
+READ_CHARS = 12_000
+_ENTRY = re.compile(r"^- (?P<name>\S+) :: (?P<kind>publication|evidence) (?P<target>\S+)$")
+
+
+@dataclass(frozen=True)
+class Entry:
+    name: str
+    kind: str
+    target: str  # `id@version` for a publication, the evidence id for evidence
+
+
+def _section(plan: str, title: str) -> list[str] | None:
+    match = re.search(rf"^## {re.escape(title)}\s*$(?P<body>.*?)(?=^## |\Z)", plan, re.M | re.S)
+    return None if match is None else [line.strip() for line in match["body"].strip().splitlines()]
+
+
+def parse_sources(plan: str) -> list[Entry] | None:
+    """The source list of plan.md; None while it has not been chosen yet."""
+    lines = _section(plan, "Sources")
+    entries = [Entry(**m.groupdict()) for line in lines or [] if (m := _ENTRY.match(line))]
+    return entries or None
+
+
+def query_of(view: RunView) -> str:
+    focus = " ".join(_section(view.plan, "Focus") or [])
+    return f"{view.question} {view.goal} {focus}"
+
+
+def _call(name: str, **arguments: Any) -> ToolCall:
+    return ToolCall(name, arguments, call_id=f"x-{name}")
+
+
+def _last(view: RunView, tool: str) -> ToolResult | None:
+    return next((r for r in reversed(view.results) if r.tool == tool), None)
+
+
+def choose_sources(view: RunView, hits: list[dict[str, Any]]) -> list[Entry]:
+    """The selected history first at its exact versions, then relevant catalog reports, then evidence."""
+    chosen: list[Entry] = []
+    seen: set[str] = set()
+
+    def add(entry: Entry) -> None:
+        if entry.name not in seen and len(chosen) < MAX_SOURCES:
+            seen.add(entry.name)
+            chosen.append(entry)
+
+    for h in view.history:
+        add(
+            Entry(
+                source_name("publication", h["publication_id"], h["version"]),
+                "publication",
+                f"{h['publication_id']}@{h['version']}",
+            )
+        )
+    # An explicit history selection is the user's choice of earlier conclusions: no other versions are added.
+    pubs = [] if view.history else [i for i in view.catalog["items"] if i["kind"] == "publication" and i["available"]]
+    scores = bm25_scores(query_of(view), [str(i["title"] or "") for i in pubs])
+    ranked = sorted(range(len(pubs)), key=lambda i: (-scores[i], str(pubs[i]["created_at"]), pubs[i]["id"]))
+    relevant = [pubs[i] for i in ranked if scores[i] > 0] or [pubs[i] for i in ranked[:3]]
+    for item in relevant:
+        add(
+            Entry(
+                source_name("publication", item["id"], item["version"]),
+                "publication",
+                f"{item['id']}@{item['version']}",
+            )
+        )
+    for hit in hits:
+        add(Entry(source_name("evidence", "E-" + hit["evidence_id"], None), "evidence", hit["evidence_id"]))
+    return chosen
+
+
+def plan_with_sources(plan: str, entries: list[Entry]) -> str:
+    listing = "\n".join(f"- {e.name} :: {e.kind} {e.target}" for e in entries) or "- (nothing relevant was found)"
+    steps = "- read each source, write one note per source\n- compose the answer from the notes\n"
+    plan = re.sub(r"^## Sources\s*$.*?(?=^## |\Z)", f"## Sources\n{listing}\n\n", plan, flags=re.M | re.S)
+    return re.sub(r"^## Next steps\s*$.*?(?=^## |\Z)", f"## Next steps\n{steps}", plan, flags=re.M | re.S)
+
+
+def compose_note(entry: Entry, read: ToolResult, query: str) -> str:
+    body: str = read.data["body"]
+    first, _, rest = body.partition("\n")
+    sentences = key_sentences(rest, query) or [" ".join(rest.split())[:300]]
+    coverage = f"chars {read.data['offset']}-{read.data['end']} of {read.data['total']}"
+    lines = [
+        f"# Note: {entry.name}",
+        f"kind: {entry.kind}",
+        f"target: {entry.target}",
+        f"heading: {first.lstrip('# ')}",
+        "status: read",
+        f"read: {coverage}",
+        "",
+        *[f"- {s}" for s in sentences],
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def unavailable_note(entry: Entry, result: ToolResult) -> str:
+    reason = result.data.get("reason", "unavailable")
+    return f"# Note: {entry.name}\nkind: {entry.kind}\ntarget: {entry.target}\nstatus: unavailable\nreason: {reason}\n"
+
+
+def _field(note: str, name: str) -> str:
+    match = re.search(rf"^{name}: (.*)$", note, re.M)
+    return match[1].strip() if match else ""
+
+
+def compose_answer(view: RunView, entries: list[Entry], notes: dict[str, str]) -> tuple[str, dict[str, Any]]:
+    earlier, new, unresolved = [], [], []
+    covered: set[str] = set()
+    for e in entries:
+        note = notes.get(e.name, "")
+        bullets = [line[2:] for line in note.splitlines() if line.startswith("- ")]
+        covered.update(tokens(" ".join(bullets) + " " + _field(note, "heading")))
+        if _field(note, "status") != "read":
+            unresolved.append(f"- {e.kind} {e.target} was not read: {_field(note, 'reason') or 'unavailable'}")
+            continue
+        heading = _field(note, "heading")
+        if e.kind == "publication":
+            match = re.match(r"(?P<title>.*) \((?P<ref>\S+), (?P<date>[^)]*)\)$", heading)
+            title, date = (match["title"], match["date"]) if match else (heading, "date unknown")
+            earlier.append(f"- **{title}** ({e.target}, concluded {date}): {' '.join(bullets)}")
+        else:
+            new.append(f"- {heading}: {' '.join(bullets)}")
+    unchosen = [
+        i
+        for i in view.catalog["items"]
+        if i["kind"] == "publication"
+        and source_name("publication", i["id"], i["version"]) not in {e.name for e in entries}
+    ]
+    if unchosen:
+        unresolved.append(
+            f"- {len(unchosen)} catalog publications were not read (not relevant by title, or unavailable)"
+        )
+    if not view.catalog["complete"]:
+        unresolved.append(
+            f"- the catalog was incomplete: {view.catalog['omitted']} items were omitted and not considered"
+        )
+    gaps = sorted({t for t in tokens(view.question) if t not in covered})
+    if gaps:
+        unresolved.append("- no evidence read covers: " + ", ".join(gaps))
+    answer = "\n".join(
+        [
+            f"# {view.question}",
+            "",
+            f"Goal version {view.goal_version}. Earlier reports are what was concluded then;"
+            " new evidence is dated by its source version.",
+            "",
+            "## What earlier reports concluded",
+            *(earlier or ["- none were read"]),
+            "",
+            "## What the new evidence says",
+            *(new or ["- no new evidence was read"]),
+            "",
+            "## Not resolved or not read",
+            *(unresolved or ["- nothing"]),
+            "",
+        ]
+    )
+    summary = f"{len(earlier)} earlier reports and {len(new)} evidence passages read for: {view.question}"
+    proposal = {
+        "summary": summary,
+        "add_questions": [f"What does the evidence say about '{g}'?" for g in gaps[:5]],
+        "resolve_questions": [],
+        "expected_revision": view.checkpoint_revision,
+    }
+    return answer, proposal
+
+
+class ExtractivePolicy:
+    async def next_step(self, model_input: ModelInput) -> ToolCall:
+        view = model_input.view
+        entries = parse_sources(view.plan)
+        if entries is None:
+            if _last(view, "list_catalog") is None:
+                return _call("list_catalog")
+            search = _last(view, "search_evidence")
+            if search is None:
+                return _call(
+                    "search_evidence", query=" ".join(dict.fromkeys(tokens(query_of(view))))[:500] or view.question
+                )
+            return _call(
+                "update_plan", text=plan_with_sources(view.plan, choose_sources(view, search.data.get("hits", [])))
+            )
+        last = view.results[-1] if view.results else None
+        for entry in entries:
+            if f"notes/{entry.name}.md" in view.files:
+                continue
+            path = f"sources/{entry.name}.txt"
+            if last is not None and not last.ok and last.data.get("path") == path:
+                return _call("write_note", source=entry.name, text=unavailable_note(entry, last))
+            if path not in view.files:
+                if entry.kind == "publication":
+                    pub_id, _, version = entry.target.rpartition("@")
+                    return _call("read_publication", id=pub_id, version=int(version))
+                return _call("read_evidence", evidence_id=entry.target)
+            if last is not None and last.tool == "read_file" and last.data.get("path") == path:
+                return _call("write_note", source=entry.name, text=compose_note(entry, last, query_of(view)))
+            return _call("read_file", path=path, offset=0, limit=READ_CHARS)
+        notes = {
+            r.data["path"][6:-3]: r.data["body"]
+            for r in view.results
+            if r.tool == "read_file" and r.data.get("path", "").startswith("notes/")
+        }
+        for entry in entries:
+            if entry.name not in notes:
+                return _call("read_file", path=f"notes/{entry.name}.md", offset=0, limit=20_000)
+        answer, proposal = compose_answer(view, entries, notes)
+        if last is None or last.tool != "write_draft":
+            return _call("write_draft", text=answer)
+        return _call("finish", answer=answer, checkpoint_proposal=proposal)

@@ -1,0 +1,40 @@
+"""Which policy drives a run: `extractive` (default), `openai`, or `scripted:<name>` (tests)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from services.runhost.policies.base import Policy
+from services.runhost.policies.extractive import ExtractivePolicy
+from services.runhost.policies.openai import OpenAIPolicy
+from services.runhost.policies.scripted import ScriptedPolicy
+from shared.errors import Invalid
+from shared.settings import RunhostSettings
+
+_SCRIPT = re.compile(r"^scripted:([A-Za-z0-9_-]{1,60})$")
+
+
+def validate_model(model: str, settings: RunhostSettings) -> str:
+    if model in ("extractive", "openai"):
+        return model
+    match = _SCRIPT.match(model)
+    if match and settings.scripts_dir is not None and (settings.scripts_dir / f"{match[1]}.json").is_file():
+        return model
+    raise Invalid(f"unknown model {model!r}", {"field": "model"})
+
+
+def make_policy(model: str, settings: RunhostSettings) -> Policy:
+    if model == "extractive":
+        return ExtractivePolicy()
+    if model == "openai":
+        return OpenAIPolicy(
+            base_url=settings.openai_base_url,
+            api_key=settings.openai_api_key,
+            model=settings.openai_model,
+            backoff_seconds=settings.openai_backoff_seconds,
+        )
+    match = _SCRIPT.match(model)
+    if match and settings.scripts_dir is not None:
+        return ScriptedPolicy.from_file(Path(settings.scripts_dir) / f"{match[1]}.json")
+    raise Invalid(f"unknown model {model!r}", {"field": "model"})

@@ -1,0 +1,221 @@
+"""Every SQL statement of runhost. Worker writes are fenced: they apply only under the current lease epoch."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import asyncpg
+
+_FENCE = "EXISTS (SELECT 1 FROM runs WHERE id = $1 AND lease_epoch = $2 AND status = 'running')"
+
+
+class RunRepository:
+    # -- conversations ------------------------------------------------------------------------------
+    async def insert_conversation(self, conn: asyncpg.Connection, *, id: str, scope: str, workspace_id: str) -> None:
+        await conn.execute(
+            "INSERT INTO conversations (id, scope, workspace_id) VALUES ($1, $2, $3)", id, scope, workspace_id
+        )
+
+    async def get_conversation(self, conn: asyncpg.Connection, *, scope: str, id: str) -> asyncpg.Record | None:
+        return await conn.fetchrow("SELECT * FROM conversations WHERE id = $1 AND scope = $2", id, scope)
+
+    async def list_conversation_runs(self, conn: asyncpg.Connection, *, conversation_id: str) -> list[asyncpg.Record]:
+        return await conn.fetch(
+            "SELECT id, question, status, created_at FROM runs WHERE conversation_id = $1 ORDER BY created_at, id",
+            conversation_id,
+        )
+
+    # -- runs ---------------------------------------------------------------------------------------
+    async def lock_request(self, conn: asyncpg.Connection, *, scope: str, request_id: str) -> None:
+        """Serialise admissions of one (scope, request_id) for the rest of the transaction."""
+        await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", f"{scope}\x00{request_id}")
+
+    async def find_by_request(self, conn: asyncpg.Connection, *, scope: str, request_id: str) -> asyncpg.Record | None:
+        return await conn.fetchrow("SELECT * FROM runs WHERE scope = $1 AND request_id = $2", scope, request_id)
+
+    async def insert_run(self, conn: asyncpg.Connection, *, values: dict[str, Any]) -> asyncpg.Record:
+        columns = ", ".join(values)
+        params = ", ".join(f"${i}" for i in range(1, len(values) + 1))
+        return await conn.fetchrow(f"INSERT INTO runs ({columns}) VALUES ({params}) RETURNING *", *values.values())
+
+    async def get_run(self, conn: asyncpg.Connection, *, scope: str, id: str) -> asyncpg.Record | None:
+        return await conn.fetchrow("SELECT * FROM runs WHERE id = $1 AND scope = $2", id, scope)
+
+    async def get_run_unscoped(self, conn: asyncpg.Connection, *, id: str) -> asyncpg.Record | None:
+        """Only for the worker that holds the run's lease."""
+        return await conn.fetchrow("SELECT * FROM runs WHERE id = $1", id)
+
+    async def list_runs(
+        self, conn: asyncpg.Connection, *, scope: str, workspace_id: str, limit: int
+    ) -> list[asyncpg.Record]:
+        return await conn.fetch(
+            "SELECT * FROM runs WHERE scope = $1 AND workspace_id = $2 ORDER BY created_at DESC, id DESC LIMIT $3",
+            scope,
+            workspace_id,
+            limit,
+        )
+
+    async def cancel_unclaimed(self, conn: asyncpg.Connection, *, scope: str, id: str) -> asyncpg.Record | None:
+        return await conn.fetchrow(
+            "UPDATE runs SET status = 'cancelled', cancel_requested = true, finished_at = now()"
+            " WHERE id = $1 AND scope = $2 AND status = 'admitted' RETURNING *",
+            id,
+            scope,
+        )
+
+    async def request_cancel(self, conn: asyncpg.Connection, *, scope: str, id: str) -> asyncpg.Record | None:
+        return await conn.fetchrow(
+            "UPDATE runs SET cancel_requested = true WHERE id = $1 AND scope = $2 AND status = 'running' RETURNING *",
+            id,
+            scope,
+        )
+
+    # -- leases -------------------------------------------------------------------------------------
+    async def claim_run(self, conn: asyncpg.Connection, *, owner: str, lease_seconds: float) -> asyncpg.Record | None:
+        """Take the oldest run that is admitted, or running under an expired lease; bump the epoch."""
+        return await conn.fetchrow(
+            "UPDATE runs SET lease_owner = $1, lease_epoch = lease_epoch + 1,"
+            " lease_expires_at = now() + make_interval(secs => $2), status = 'running',"
+            " started_at = COALESCE(started_at, now())"
+            " WHERE id = (SELECT id FROM runs WHERE status IN ('admitted', 'running')"
+            "   AND (lease_expires_at IS NULL OR lease_expires_at < now())"
+            "   ORDER BY created_at FOR UPDATE SKIP LOCKED LIMIT 1)"
+            " RETURNING *",
+            owner,
+            lease_seconds,
+        )
+
+    async def heartbeat(self, conn: asyncpg.Connection, *, run_id: str, epoch: int, lease_seconds: float) -> bool:
+        row = await conn.fetchval(
+            "UPDATE runs SET lease_expires_at = now() + make_interval(secs => $3)"
+            " WHERE id = $1 AND lease_epoch = $2 AND status = 'running' RETURNING cancel_requested",
+            run_id,
+            epoch,
+            lease_seconds,
+        )
+        return row is not None
+
+    async def cancel_requested(self, conn: asyncpg.Connection, *, run_id: str) -> bool:
+        return bool(await conn.fetchval("SELECT cancel_requested FROM runs WHERE id = $1", run_id))
+
+    async def fenced_update(self, conn: asyncpg.Connection, *, run_id: str, epoch: int, values: dict[str, Any]) -> bool:
+        sets = ", ".join(f"{column} = ${i}" for i, column in enumerate(values, start=3))
+        done = await conn.fetchval(
+            f"UPDATE runs SET {sets} WHERE id = $1 AND lease_epoch = $2 AND status = 'running' RETURNING 1",
+            run_id,
+            epoch,
+            *values.values(),
+        )
+        return done is not None
+
+    async def add_counters(
+        self, conn: asyncpg.Connection, *, run_id: str, epoch: int, steps: int, chars: int, requests: int
+    ) -> asyncpg.Record | None:
+        return await conn.fetchrow(
+            "UPDATE runs SET steps = steps + $3, chars_read = chars_read + $4, model_requests = model_requests + $5"
+            " WHERE id = $1 AND lease_epoch = $2 AND status = 'running'"
+            " RETURNING steps, chars_read, model_requests, cancel_requested",
+            run_id,
+            epoch,
+            steps,
+            chars,
+            requests,
+        )
+
+    async def pending_associations(self, conn: asyncpg.Connection, *, limit: int) -> list[asyncpg.Record]:
+        return await conn.fetch(
+            "SELECT * FROM runs WHERE status = 'completed' AND workspace_association = 'pending'"
+            " AND publication_id IS NOT NULL ORDER BY finished_at LIMIT $1",
+            limit,
+        )
+
+    async def set_association(self, conn: asyncpg.Connection, *, run_id: str, association: str) -> None:
+        await conn.execute(
+            "UPDATE runs SET workspace_association = $2 WHERE id = $1 AND workspace_association = 'pending'",
+            run_id,
+            association,
+        )
+
+    # -- ledger -------------------------------------------------------------------------------------
+    async def append_ledger(
+        self,
+        conn: asyncpg.Connection,
+        *,
+        run_id: str,
+        epoch: int,
+        stage: str,
+        ref: dict[str, Any],
+        content_hash: str | None = None,
+        locator: str | None = None,
+        reason: str | None = None,
+        model_request: str | None = None,
+    ) -> bool:
+        done = await conn.fetchval(
+            "INSERT INTO ledger (run_id, epoch, stage, ref, content_hash, locator, reason, model_request)"
+            f" SELECT $1, $2, $3, $4, $5, $6, $7, $8 WHERE {_FENCE} RETURNING 1",
+            run_id,
+            epoch,
+            stage,
+            ref,
+            content_hash,
+            locator,
+            reason,
+            model_request,
+        )
+        return done is not None
+
+    async def list_ledger(self, conn: asyncpg.Connection, *, run_id: str) -> list[asyncpg.Record]:
+        return await conn.fetch(
+            "SELECT row_number() OVER (ORDER BY id) AS seq, stage, ref, content_hash, locator, reason,"
+            " model_request, at FROM ledger WHERE run_id = $1 ORDER BY id",
+            run_id,
+        )
+
+    async def included_refs(self, conn: asyncpg.Connection, *, run_id: str) -> list[asyncpg.Record]:
+        """The consumed materials: distinct refs with an `included` row, in first-inclusion order."""
+        return await conn.fetch(
+            "SELECT ref FROM (SELECT DISTINCT ON (ref) ref, id FROM ledger"
+            " WHERE run_id = $1 AND stage = 'included' ORDER BY ref, id) AS firsts ORDER BY id",
+            run_id,
+        )
+
+    # -- files --------------------------------------------------------------------------------------
+    async def upsert_file(
+        self,
+        conn: asyncpg.Connection,
+        *,
+        run_id: str,
+        path: str,
+        size: int,
+        sha256: str,
+        epoch: int | None,
+        provenance: dict[str, Any] | None = None,
+    ) -> bool:
+        """Record a working file. With an epoch the write is fenced; a person's plan edit has none."""
+        fence = f" WHERE {_FENCE}" if epoch is not None else " WHERE $2::int IS NULL"
+        prov = provenance or {}
+        done = await conn.fetchval(
+            "INSERT INTO run_files (run_id, path, size, sha256, ref, content_hash, locator)"
+            " SELECT $1, $3, $4, $5, $6, $7, $8" + fence + " ON CONFLICT (run_id, path)"
+            " DO UPDATE SET size = EXCLUDED.size, sha256 = EXCLUDED.sha256, ref = EXCLUDED.ref,"
+            " content_hash = EXCLUDED.content_hash, locator = EXCLUDED.locator, updated_at = now() RETURNING 1",
+            run_id,
+            epoch,
+            path,
+            size,
+            sha256,
+            prov.get("ref"),
+            prov.get("content_hash"),
+            prov.get("locator"),
+        )
+        return done is not None
+
+    async def list_files(self, conn: asyncpg.Connection, *, run_id: str) -> list[asyncpg.Record]:
+        return await conn.fetch(
+            "SELECT path, size, ref, content_hash, locator FROM run_files WHERE run_id = $1 ORDER BY path", run_id
+        )
+
+    async def get_file(self, conn: asyncpg.Connection, *, run_id: str, path: str) -> asyncpg.Record | None:
+        return await conn.fetchrow(
+            "SELECT path, size, ref, content_hash, locator FROM run_files WHERE run_id = $1 AND path = $2", run_id, path
+        )

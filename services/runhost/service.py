@@ -1,0 +1,221 @@
+"""Runhost's rules on the request side: idempotent admission with a frozen snapshot, queries, cancel."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import uuid
+from typing import Any
+
+import asyncpg
+
+from services.runhost.memory import RunFiles, validate_path
+from services.runhost.owners import Owners
+from services.runhost.policies.factory import validate_model
+from services.runhost.repository import RunRepository
+from shared.contracts import runhost as c
+from shared.contracts.common import Actor, Ref
+from shared.db import Database
+from shared.errors import Conflict, DomainError, Invalid, NotFound, TooLarge
+from shared.outbox import enqueue
+from shared.settings import RunhostSettings
+
+log = logging.getLogger("dossier.runhost")
+WAKE_CHANNEL = "dossier_runs"
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex}"
+
+
+def to_run(row: asyncpg.Record) -> c.Run:
+    publication = None
+    if row["publication_id"] is not None:
+        publication = c.PublicationRef(id=row["publication_id"], version=row["publication_version"])
+    return c.Run(
+        id=row["id"],
+        workspace_id=row["workspace_id"],
+        conversation_id=row["conversation_id"],
+        request_id=row["request_id"],
+        status=row["status"],
+        question=row["question"],
+        model=row["model"],
+        goal_version=row["goal_version"],
+        history=[c.HistoryRef.model_validate(h) for h in row["history"]],
+        catalog=c.Catalog.model_validate(row["catalog"]),
+        publication=publication,
+        checkpoint_proposal=c.CheckpointProposalResult.model_validate(row["checkpoint_proposal"]),
+        workspace_association=row["workspace_association"],
+        error=row["error"],
+        created_at=row["created_at"],
+        finished_at=row["finished_at"],
+    )
+
+
+def run_event(row: asyncpg.Record | dict[str, Any], status: str, **extra: Any) -> dict[str, Any]:
+    return c.RunEvent(
+        run_id=row["id"],
+        workspace_id=row["workspace_id"],
+        conversation_id=row["conversation_id"],
+        status=status,  # type: ignore[arg-type]
+        **extra,
+    ).model_dump(mode="json")
+
+
+class RunService:
+    def __init__(self, db: Database, owners: Owners, files_for: Any, settings: RunhostSettings, repo: RunRepository):
+        self._db, self._owners, self._settings, self._repo = db, owners, settings, repo
+        self._files_for = files_for
+
+    async def admit(self, actor: Actor, req: c.AdmitRequest) -> c.AdmitReply:
+        model = validate_model(req.model or self._settings.model, self._settings)
+        params = req.model_dump(mode="json") | {"model": model}
+        params_hash = hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()
+        async with self._db.transaction() as conn:
+            await self._repo.lock_request(conn, scope=actor.scope, request_id=req.request_id)
+            existing = await self._repo.find_by_request(conn, scope=actor.scope, request_id=req.request_id)
+            if existing is not None:
+                if existing["params_hash"] != params_hash:
+                    raise Conflict("the request_id was used with other parameters", {"run_id": existing["id"]})
+                return c.AdmitReply(run=to_run(existing), created=False)
+            await self._check_history(actor, req.history)
+            conversation_id = await self._conversation(conn, actor, req)
+            run_id = new_id("run")
+            snapshot = await self._owners.fetch_admission_snapshot(actor, workspace_id=req.workspace_id, run_id=run_id)
+            row = await self._repo.insert_run(
+                conn,
+                values={
+                    "id": run_id,
+                    "scope": actor.scope,
+                    "workspace_id": req.workspace_id,
+                    "conversation_id": conversation_id,
+                    "request_id": req.request_id,
+                    "params_hash": params_hash,
+                    "status": "admitted",
+                    "question": req.question,
+                    "model": model,
+                    "goal_version": snapshot["goal"]["version"],
+                    "goal_text": snapshot["goal"]["text"],
+                    "catalog": snapshot["catalog"],
+                    "history": [h.model_dump() for h in req.history],
+                    "limits": self._limits(req.limits),
+                },
+            )
+            await enqueue(conn, type=c.EVT_ADMITTED, scope=actor.scope, data=run_event(row, "admitted"))
+            await conn.execute(f"NOTIFY {WAKE_CHANNEL}")
+        await self._associate_run(actor, row)
+        return c.AdmitReply(run=to_run(row), created=True)
+
+    def _limits(self, asked: c.RunLimits | None) -> dict[str, float]:
+        s, a = self._settings, asked or c.RunLimits()
+        return {
+            "max_steps": min(a.max_steps or s.run_max_steps, s.run_max_steps),
+            "max_chars": min(a.max_chars or s.run_max_chars, s.run_max_chars),
+            "max_seconds": min(a.max_seconds or s.run_max_seconds, s.run_max_seconds),
+        }
+
+    async def _check_history(self, actor: Actor, history: list[c.HistoryRef]) -> None:
+        """Every selected version must exist in this scope (a withdrawn one still exists: the run records it)."""
+        if not history:
+            return
+        refs = [Ref(kind="publication", id=h.publication_id, version=h.version) for h in history]
+        for i, item in enumerate(await self._owners.check_publications(actor, refs)):
+            if item["reason"] == "not_found":
+                h = history[i]
+                raise NotFound(f"{h.publication_id}@{h.version} does not exist", {"field": f"history.{i}"})
+
+    async def _conversation(self, conn: asyncpg.Connection, actor: Actor, req: c.AdmitRequest) -> str:
+        if req.conversation_id is None:
+            conversation_id = new_id("conv")
+            await self._repo.insert_conversation(
+                conn, id=conversation_id, scope=actor.scope, workspace_id=req.workspace_id
+            )
+            return conversation_id
+        conv = await self._repo.get_conversation(conn, scope=actor.scope, id=req.conversation_id)
+        if conv is None or conv["workspace_id"] != req.workspace_id:
+            raise NotFound("conversation not found", {"field": "conversation_id"})
+        return req.conversation_id
+
+    async def _associate_run(self, actor: Actor, row: asyncpg.Record) -> None:
+        """The workspace records the conversation; a failure here never undoes the admitted run."""
+        try:
+            await self._owners.associate_with_workspace(
+                actor,
+                workspace_id=row["workspace_id"],
+                kind="conversation",
+                ref_id=row["conversation_id"],
+                version=None,
+                run_id=row["id"],
+            )
+        except DomainError as exc:
+            log.warning("could not associate conversation %s: %s", row["conversation_id"], exc.message)
+
+    async def _run_row(self, conn: asyncpg.Connection, actor: Actor, run_id: str) -> asyncpg.Record:
+        row = await self._repo.get_run(conn, scope=actor.scope, id=run_id)
+        if row is None:
+            raise NotFound("run not found", {"id": run_id})
+        return row
+
+    async def get(self, actor: Actor, run_id: str) -> c.Run:
+        async with self._db.pool.acquire() as conn:
+            return to_run(await self._run_row(conn, actor, run_id))
+
+    async def list_runs(self, actor: Actor, req: c.ListRunsRequest) -> c.RunList:
+        async with self._db.pool.acquire() as conn:
+            rows = await self._repo.list_runs(conn, scope=actor.scope, workspace_id=req.workspace_id, limit=req.limit)
+        return c.RunList(items=[to_run(r) for r in rows])
+
+    async def cancel(self, actor: Actor, run_id: str) -> c.Run:
+        async with self._db.transaction() as conn:
+            row = await self._run_row(conn, actor, run_id)
+            if row["status"] == "admitted":
+                cancelled = await self._repo.cancel_unclaimed(conn, scope=actor.scope, id=run_id)
+                if cancelled is not None:
+                    await enqueue(conn, type=c.EVT_CANCELLED, scope=actor.scope, data=run_event(cancelled, "cancelled"))
+                    return to_run(cancelled)
+            if row["status"] in ("admitted", "running"):
+                # The worker that holds the lease ends the run at its next step.
+                row = await self._repo.request_cancel(conn, scope=actor.scope, id=run_id) or row
+            return to_run(row)
+
+    async def conversation(self, actor: Actor, conversation_id: str) -> c.Conversation:
+        async with self._db.pool.acquire() as conn:
+            conv = await self._repo.get_conversation(conn, scope=actor.scope, id=conversation_id)
+            if conv is None:
+                raise NotFound("conversation not found", {"id": conversation_id})
+            runs = await self._repo.list_conversation_runs(conn, conversation_id=conversation_id)
+        return c.Conversation(
+            id=conv["id"], workspace_id=conv["workspace_id"], runs=[c.ConversationRun(**dict(r)) for r in runs]
+        )
+
+    async def ledger(self, actor: Actor, run_id: str) -> c.Ledger:
+        async with self._db.pool.acquire() as conn:
+            await self._run_row(conn, actor, run_id)
+            rows = await self._repo.list_ledger(conn, run_id=run_id)
+        return c.Ledger(items=[c.LedgerRow(**dict(r)) for r in rows])
+
+    async def list_files(self, actor: Actor, run_id: str) -> c.FileList:
+        async with self._db.pool.acquire() as conn:
+            await self._run_row(conn, actor, run_id)
+        listing = await self._files_for(run_id, None).listing()
+        return c.FileList(items=[c.FileEntry(path=p, size=s) for p, s in listing.items()])
+
+    async def read_file(self, actor: Actor, req: c.ReadFileRequest) -> c.FileText:
+        validate_path(req.path)
+        async with self._db.pool.acquire() as conn:
+            await self._run_row(conn, actor, req.run_id)
+        files: RunFiles = self._files_for(req.run_id, None)
+        return c.FileText(path=req.path, text=await files.read(req.path))
+
+    async def write_plan(self, actor: Actor, req: c.WritePlanRequest) -> None:
+        size = len(req.text.encode("utf-8"))
+        if size > self._settings.max_plan_bytes:
+            raise TooLarge("the plan is larger than the limit", {"limit": self._settings.max_plan_bytes})
+        async with self._db.pool.acquire() as conn:
+            row = await self._run_row(conn, actor, req.run_id)
+        if row["status"] not in ("admitted", "running"):
+            raise Conflict("the run is finished; its plan can no longer change", {"status": row["status"]})
+        if not req.text.strip():
+            raise Invalid("the plan is empty", {"field": "body"})
+        await self._files_for(req.run_id, None).write("plan.md", req.text)

@@ -1,0 +1,169 @@
+"""The tools a policy can call. Every read goes to the owner service with the run's grant."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from services.runhost.ledger import Inclusion, RunLedger
+from services.runhost.memory import RunFiles, StaleLease, pointer, source_name
+from services.runhost.owners import Owners
+from services.runhost.policies.base import TOOL_NAMES, ToolCall, ToolResult
+from services.runhost.policies.openai import MALFORMED
+from shared.contracts.common import Actor, Ref
+from shared.errors import DomainError, Invalid, NotFound, Unavailable
+
+READ_LIMIT_DEFAULT = 8000
+READ_LIMIT_MAX = 20000
+SEARCH_LIMIT = 10
+MAX_NOTE_CHARS = 20_000
+MAX_DRAFT_CHARS = 200_000
+MAX_PLAN_CHARS = 64 * 1024
+
+
+class ToolBox:
+    def __init__(
+        self,
+        *,
+        actor: Actor,
+        grant: str,
+        catalog: dict[str, Any],
+        files: RunFiles,
+        ledger: RunLedger,
+        owners: Owners,
+    ):
+        self.actor, self.grant, self.catalog = actor, grant, catalog
+        self.files, self.ledger, self.owners = files, ledger, owners
+
+    async def execute(self, call: ToolCall) -> tuple[ToolResult, list[Inclusion]]:
+        """Run one tool. Bad arguments and refusals are answered back to the model, never raised."""
+        if call.name not in TOOL_NAMES or call.name == "finish":
+            return self._error(call, f"unknown tool {call.name!r}"), []
+        if MALFORMED in call.arguments:
+            return self._error(call, f"the arguments of {call.name} are not a JSON object"), []
+        try:
+            handler = getattr(self, f"_{call.name}")
+            result, inclusions = await handler(call, **call.arguments)
+        except StaleLease:
+            raise
+        except TypeError as exc:
+            return self._error(call, f"bad arguments for {call.name}: {exc}"), []
+        except DomainError as exc:
+            return self._error(call, f"{exc.code}: {exc.message}"), []
+        result.call_id = call.call_id
+        return result, inclusions
+
+    def _error(self, call: ToolCall, message: str) -> ToolResult:
+        return ToolResult(call.name, call.arguments, f"error: {message}", ok=False, call_id=call.call_id)
+
+    async def _list_catalog(self, call: ToolCall) -> tuple[ToolResult, list[Inclusion]]:
+        lines = []
+        for item in self.catalog["items"]:
+            ref = Ref(kind=item["kind"], id=item["id"], version=item["version"])
+            await self.ledger.listed(ref)
+            state = "available" if item["available"] else f"unavailable ({item['reason']})"
+            lines.append(
+                f"- {item['kind']} {item['id']}@{item['version']} {item['title']!r} {item['created_at']} {state}"
+            )
+        tail = (
+            "complete" if self.catalog["complete"] else f"incomplete: {self.catalog['omitted']} more items were omitted"
+        )
+        text = "\n".join([*lines, f"(catalog {tail})"])
+        return ToolResult("list_catalog", {}, text, data={"items": self.catalog["items"]}), []
+
+    async def _read_publication(self, call: ToolCall, id: str, version: int) -> tuple[ToolResult, list[Inclusion]]:
+        ref = Ref(kind="publication", id=id, version=int(version))
+        path = f"sources/{source_name('publication', id, ref.version)}.txt"
+        if path in await self.files.listing():
+            return await self._pointer_result(call, path)
+        try:
+            body = await self.owners.read_publication_for_run(self.actor, self.grant, id=id, version=ref.version or 0)
+        except (Unavailable, NotFound) as exc:
+            reason = exc.details.get("reason", "not_found") if isinstance(exc, Unavailable) else "not_found"
+            await self.ledger.unavailable(ref, reason=str(reason))
+            text = f"unavailable: {id}@{version} ({reason})"
+            return ToolResult(call.name, call.arguments, text, ok=False, data={"reason": reason, "path": path}), []
+        await self.ledger.read(ref, content_hash=body["content_hash"])
+        text = f"# {body['title']} ({id}@v{version}, {body['created_at']})\n\n{body['body']}"
+        prov = {"ref": ref.model_dump(), "content_hash": body["content_hash"], "locator": None}
+        await self.files.write(path, text, provenance=prov)
+        return await self._pointer_result(call, path)
+
+    async def _search_evidence(self, call: ToolCall, query: str) -> tuple[ToolResult, list[Inclusion]]:
+        if not query.strip():
+            raise Invalid("the query is empty")
+        hits = await self.owners.search_evidence_for_run(self.actor, self.grant, query=query, limit=SEARCH_LIMIT)
+        lines = []
+        for hit in hits:
+            await self.ledger.listed(Ref(kind="source", id=hit["source_id"], version=hit["version"]), hit["locator"])
+            lines.append(
+                f"- {hit['evidence_id']}: {hit['source_id']}@{hit['version']} {hit['locator']}: {hit['snippet']}"
+            )
+        text = "\n".join(lines) or "no evidence matched"
+        return ToolResult(call.name, call.arguments, text, data={"hits": hits}), []
+
+    async def _read_evidence(self, call: ToolCall, evidence_id: str) -> tuple[ToolResult, list[Inclusion]]:
+        path = f"sources/{source_name('evidence', 'E-' + evidence_id, None)}.txt"
+        if path in await self.files.listing():
+            return await self._pointer_result(call, path)
+        try:
+            passage = await self.owners.read_evidence_for_run(self.actor, self.grant, evidence_id=evidence_id)
+        except (Unavailable, NotFound) as exc:
+            reason = exc.details.get("reason", "not_found") if isinstance(exc, Unavailable) else "not_found"
+            await self.ledger.unavailable(Ref(kind="evidence", id=evidence_id), reason=str(reason))
+            text = f"unavailable: evidence {evidence_id} ({reason})"
+            return ToolResult(call.name, call.arguments, text, ok=False, data={"reason": reason, "path": path}), []
+        ref = Ref(kind="source", id=passage["source_id"], version=passage["version"])
+        content_hash = passage.get("content_hash")
+        await self.ledger.read(ref, content_hash=content_hash, locator=passage["locator"])
+        text = f"# {passage['source_id']}@v{passage['version']} {passage['locator']}\n\n{passage['text']}"
+        prov = {"ref": ref.model_dump(), "content_hash": content_hash, "locator": passage["locator"]}
+        await self.files.write(path, text, provenance=prov)
+        return await self._pointer_result(call, path)
+
+    async def _pointer_result(self, call: ToolCall, path: str) -> tuple[ToolResult, list[Inclusion]]:
+        """The model gets a pointer; the preview in it is part of the body, so it is included."""
+        text = await self.files.read(path)
+        shown = pointer(path, text)
+        prov = await self.files.provenance(path)
+        inclusions = []
+        if prov is not None:
+            preview = min(len(text), 160)
+            locator = prov["locator"] or f"chars:0-{preview}"
+            inclusions.append(Inclusion(Ref.model_validate(prov["ref"]), prov["content_hash"], locator))
+        data = {"path": path, "chars": len(text), "ref": prov["ref"] if prov else None}
+        return ToolResult(call.name, call.arguments, shown, data=data), inclusions
+
+    async def _read_file(
+        self, call: ToolCall, path: str, offset: int = 0, limit: int = READ_LIMIT_DEFAULT
+    ) -> tuple[ToolResult, list[Inclusion]]:
+        offset, limit = max(0, int(offset)), max(1, min(int(limit), READ_LIMIT_MAX))
+        text = await self.files.read(path)
+        part = text[offset : offset + limit]
+        end = offset + len(part)
+        header = f"[{path} chars {offset}-{end} of {len(text)}]"
+        inclusions = []
+        prov = await self.files.provenance(path) if path.startswith("sources/") else None
+        if prov is not None and part:
+            locator = prov["locator"] or f"chars:{offset}-{end}"
+            inclusions.append(Inclusion(Ref.model_validate(prov["ref"]), prov["content_hash"], locator))
+        data = {"path": path, "offset": offset, "end": end, "total": len(text), "body": part}
+        return ToolResult(call.name, call.arguments, f"{header}\n{part}", data=data), inclusions
+
+    async def _write_note(self, call: ToolCall, source: str, text: str) -> tuple[ToolResult, list[Inclusion]]:
+        if len(text) > MAX_NOTE_CHARS:
+            raise Invalid("the note is too long", {"limit": MAX_NOTE_CHARS})
+        path = f"notes/{source}.md"
+        await self.files.write(path, text)
+        return ToolResult(call.name, call.arguments, f"wrote {path} ({len(text)} chars)", data={"path": path}), []
+
+    async def _write_draft(self, call: ToolCall, text: str) -> tuple[ToolResult, list[Inclusion]]:
+        if len(text) > MAX_DRAFT_CHARS:
+            raise Invalid("the draft is too long", {"limit": MAX_DRAFT_CHARS})
+        await self.files.write("draft.md", text)
+        return ToolResult(call.name, call.arguments, f"wrote draft.md ({len(text)} chars)"), []
+
+    async def _update_plan(self, call: ToolCall, text: str) -> tuple[ToolResult, list[Inclusion]]:
+        if len(text) > MAX_PLAN_CHARS:
+            raise Invalid("the plan is too long", {"limit": MAX_PLAN_CHARS})
+        await self.files.write("plan.md", text)
+        return ToolResult(call.name, call.arguments, f"wrote plan.md ({len(text)} chars)"), []

@@ -1,0 +1,205 @@
+"""Workers share runs through leases in runhost's database (FOR UPDATE SKIP LOCKED, heartbeat, expiry).
+
+A lease carries an epoch; every write of a worker is fenced by it, so a worker that lost its lease
+(paused, partitioned, presumed dead) can no longer change the run. A run whose worker died is taken
+over when its lease expires, and resumes from its working files.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import time
+from typing import Any
+
+import asyncpg
+
+from services.runhost.finishing import Finisher
+from services.runhost.ledger import RunLedger
+from services.runhost.loop import Finished, Limits, RunLoop, Stopped
+from services.runhost.memory import RunFiles, StaleLease
+from services.runhost.owners import Owners
+from services.runhost.policies.factory import make_policy
+from services.runhost.policies.openai import PolicyError
+from services.runhost.repository import RunRepository
+from services.runhost.service import WAKE_CHANNEL, run_event
+from services.runhost.tools import ToolBox
+from shared.blobs import Blobs
+from shared.contracts import runhost as c
+from shared.contracts.common import Actor, Ref
+from shared.db import Database
+from shared.errors import DomainError
+from shared.grants import GrantClaims, sign_grant
+from shared.outbox import enqueue
+from shared.settings import RunhostSettings
+
+log = logging.getLogger("dossier.runhost.worker")
+
+
+def grant_refs(run: dict[str, Any]) -> list[str]:
+    refs = [Ref(kind=i["kind"], id=i["id"], version=i["version"]).key() for i in run["catalog"]["items"]]
+    refs += [Ref(kind="publication", id=h["publication_id"], version=h["version"]).key() for h in run["history"]]
+    return sorted(set(refs))
+
+
+class Worker:
+    def __init__(self, *, db: Database, repo: RunRepository, blobs: Blobs, owners: Owners, settings: RunhostSettings):
+        self.db, self.repo, self.blobs, self.owners, self.settings = db, repo, blobs, owners, settings
+        self.id = f"{socket.gethostname()}:{os.getpid()}"
+        self._slots = asyncio.Semaphore(settings.run_concurrency)
+        self._wake = asyncio.Event()
+        self._running: set[asyncio.Task[None]] = set()
+
+    async def run_forever(self) -> None:
+        listener: asyncpg.Connection = await self.db.pool.acquire()
+
+        def on_wake(*_: object) -> None:
+            self._wake.set()
+
+        await listener.add_listener(WAKE_CHANNEL, on_wake)
+        try:
+            while True:
+                await self._slots.acquire()
+                row = await self._claim()
+                if row is None:
+                    self._slots.release()
+                    self._wake.clear()
+                    try:
+                        await asyncio.wait_for(self._wake.wait(), self.settings.run_poll_seconds)
+                    except TimeoutError:
+                        pass
+                    continue
+                task = asyncio.create_task(self._execute_in_slot(dict(row)))
+                self._running.add(task)
+                task.add_done_callback(self._running.discard)
+        finally:
+            for task in self._running:
+                task.cancel()
+            await asyncio.gather(*self._running, return_exceptions=True)
+            await listener.remove_listener(WAKE_CHANNEL, on_wake)
+            await self.db.pool.release(listener)
+
+    async def _claim(self) -> asyncpg.Record | None:
+        async with self.db.transaction() as conn:
+            row = await self.repo.claim_run(conn, owner=self.id, lease_seconds=self.settings.run_lease_seconds)
+            if row is not None and row["lease_epoch"] == 1:
+                await enqueue(conn, type=c.EVT_STARTED, scope=row["scope"], data=run_event(row, "running"))
+        return row
+
+    async def _execute_in_slot(self, run: dict[str, Any]) -> None:
+        try:
+            await self.execute(run)
+        finally:
+            self._slots.release()
+
+    async def execute(self, run: dict[str, Any]) -> None:
+        epoch = run["lease_epoch"]
+        lost = asyncio.Event()
+        heartbeat = asyncio.create_task(self._heartbeat(run["id"], epoch, lost))
+        work = asyncio.create_task(self._drive(run, epoch))
+        try:
+            done, _ = await asyncio.wait({work, asyncio.create_task(lost.wait())}, return_when=asyncio.FIRST_COMPLETED)
+            if work not in done:
+                log.warning("run %s: lease epoch %s lost; stopping this worker's attempt", run["id"], epoch)
+                work.cancel()
+            await asyncio.gather(work, return_exceptions=True)
+        finally:
+            heartbeat.cancel()
+            await asyncio.gather(heartbeat, return_exceptions=True)
+
+    async def _heartbeat(self, run_id: str, epoch: int, lost: asyncio.Event) -> None:
+        interval = self.settings.run_lease_seconds / 3
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                async with self.db.transaction() as conn:
+                    alive = await self.repo.heartbeat(
+                        conn, run_id=run_id, epoch=epoch, lease_seconds=self.settings.run_lease_seconds
+                    )
+            except (OSError, asyncpg.PostgresError):
+                continue
+            if not alive:
+                lost.set()
+                return
+
+    async def _drive(self, run: dict[str, Any], epoch: int) -> None:
+        finisher = Finisher(db=self.db, repo=self.repo, owners=self.owners, blobs=self.blobs, run=run, epoch=epoch)
+        try:
+            outcome = await self._research(run, epoch)
+            if isinstance(outcome, Finished):
+                await finisher.complete(outcome.answer, outcome.proposal)
+            elif outcome.reason == "cancelled":
+                await finisher.cancelled()
+            else:
+                await self._end_at_limit(run, epoch, finisher, outcome)
+        except StaleLease:
+            log.warning("run %s: a newer worker owns the run; this attempt's writes stop here", run["id"])
+        except (PolicyError, DomainError) as exc:
+            message = exc.message if isinstance(exc, DomainError) else str(exc)
+            await self._fail(finisher, f"{type(exc).__name__}: {message}")
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.exception("run %s failed unexpectedly", run["id"])
+            await self._fail(finisher, f"internal error ({type(exc).__name__})")
+
+    async def _fail(self, finisher: Finisher, error: str) -> None:
+        try:
+            await finisher.failed(error)
+        except StaleLease:
+            pass
+
+    async def _research(self, run: dict[str, Any], epoch: int) -> Finished | Stopped:
+        actor = Actor(scope=run["scope"], principal=f"run:{run['id']}")
+        claims = GrantClaims(
+            run_id=run["id"],
+            scope=run["scope"],
+            refs=grant_refs(run),
+            expires_at=time.time() + self.settings.run_grant_seconds,
+        )
+        grant = sign_grant(self.settings.bus_secret, claims)
+        files = RunFiles(self.blobs, self.db, self.repo, run["id"], epoch)
+        ledger = RunLedger(self.db, self.repo, run["id"], epoch)
+        toolbox = ToolBox(
+            actor=actor, grant=grant, catalog=run["catalog"], files=files, ledger=ledger, owners=self.owners
+        )
+        try:
+            revision = await self.owners.fetch_checkpoint_revision(actor, workspace_id=run["workspace_id"])
+        except DomainError:
+            revision = 0
+        limits = run["limits"]
+        loop = RunLoop(
+            run=run,
+            epoch=epoch,
+            policy=make_policy(run["model"], self.settings),
+            toolbox=toolbox,
+            files=files,
+            ledger=ledger,
+            db=self.db,
+            repo=self.repo,
+            limits=Limits(limits["max_steps"], limits["max_chars"], limits["max_seconds"]),
+            checkpoint_revision=revision,
+            step_delay=self.settings.run_step_delay_seconds,
+        )
+        return await loop.run_until_done()
+
+    async def _end_at_limit(self, run: dict[str, Any], epoch: int, finisher: Finisher, outcome: Stopped) -> None:
+        """At a limit the run says honestly what it did not finish; with nothing read, it fails."""
+        which = outcome.reason.split(":", 1)[1]
+        if not await finisher.consumed_sources():
+            await finisher.failed(f"the run reached its {which} limit before reading anything")
+            return
+        files = RunFiles(self.blobs, self.db, self.repo, run["id"], epoch)
+        listing = await files.listing()
+        body = await files.read("draft.md") if "draft.md" in listing else ""
+        done = sorted(p[6:-3] for p in listing if p.startswith("notes/"))
+        pending = sorted(p[8:-4] for p in listing if p.startswith("sources/") and p[8:-4] not in done)
+        answer = (
+            (body or f"# {run['question']}\n\nNo draft was written before the run stopped.")
+            + f"\n\n## Not finished\nThe run stopped at its {which} limit before it finished.\n"
+            + f"- sources with notes: {', '.join(done) or 'none'}\n"
+            + f"- sources read without notes: {', '.join(pending) or 'none'}\n"
+        )
+        await finisher.complete(answer, None)

@@ -1,0 +1,185 @@
+"""Bus contract of the runhost service: admission, runs, conversations, the ledger, the run's files."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import Field
+
+from shared.contracts.common import Model, Ref
+
+ADMIT = "dossier.runhost.admit"
+GET_RUN = "dossier.runhost.run.get"
+CANCEL = "dossier.runhost.run.cancel"
+LIST_RUNS = "dossier.runhost.runs.list"
+GET_CONVERSATION = "dossier.runhost.conversation.get"
+LEDGER = "dossier.runhost.ledger"
+LIST_FILES = "dossier.runhost.files.list"
+READ_FILE = "dossier.runhost.files.read"
+WRITE_PLAN = "dossier.runhost.files.write_plan"
+
+EVT_ADMITTED = "run.admitted"
+EVT_STARTED = "run.started"
+EVT_COMPLETED = "run.completed"
+EVT_FAILED = "run.failed"
+EVT_CANCELLED = "run.cancelled"
+
+RunStatus = Literal["admitted", "running", "completed", "failed", "cancelled"]
+Stage = Literal["listed", "read", "included", "unavailable"]
+Id = Field(min_length=1, max_length=200)
+
+
+class HistoryRef(Model):
+    publication_id: str = Id
+    version: int = Field(ge=1)
+
+
+class RunLimits(Model):
+    """Per-run limits; each is capped by the server's own maximum."""
+
+    max_steps: int | None = Field(default=None, ge=1)
+    max_chars: int | None = Field(default=None, ge=1)
+    max_seconds: float | None = Field(default=None, gt=0)
+
+
+class AdmitRequest(Model):
+    workspace_id: str = Id
+    question: str = Field(min_length=1, max_length=4000)
+    request_id: str = Id
+    history: list[HistoryRef] = Field(default_factory=list, max_length=50)
+    model: str | None = Field(default=None, max_length=100)
+    conversation_id: str | None = Field(default=None, max_length=200)
+    limits: RunLimits | None = None
+
+
+class RunIdRequest(Model):
+    run_id: str = Id
+
+
+class ListRunsRequest(Model):
+    workspace_id: str = Id
+    limit: int = Field(default=100, ge=1, le=500)
+
+
+class ConversationRequest(Model):
+    conversation_id: str = Id
+
+
+class ReadFileRequest(Model):
+    run_id: str = Id
+    path: str = Field(min_length=1, max_length=300)
+
+
+class WritePlanRequest(Model):
+    run_id: str = Id
+    text: str
+
+
+class CatalogItem(Model):
+    kind: Literal["publication", "source", "artifact"]
+    id: str
+    version: int | None
+    title: str | None
+    created_at: datetime | None
+    run_id: str | None
+    available: bool
+    reason: str | None
+
+
+class Catalog(Model):
+    items: list[CatalogItem]
+    complete: bool
+    omitted: int
+
+
+class PublicationRef(Model):
+    id: str
+    version: int
+
+
+class CheckpointProposalResult(Model):
+    status: Literal["applied", "stale", "invalid", "none"]
+    revision: int | None = None
+
+
+class Run(Model):
+    id: str
+    workspace_id: str
+    conversation_id: str
+    request_id: str
+    status: RunStatus
+    question: str
+    model: str
+    goal_version: int
+    history: list[HistoryRef]
+    catalog: Catalog
+    publication: PublicationRef | None
+    checkpoint_proposal: CheckpointProposalResult
+    workspace_association: Literal["confirmed", "refused", "pending"]
+    error: str | None
+    created_at: datetime
+    finished_at: datetime | None
+
+
+class AdmitReply(Model):
+    run: Run
+    created: bool
+
+
+class RunList(Model):
+    items: list[Run]
+
+
+class ConversationRun(Model):
+    id: str
+    question: str
+    status: RunStatus
+    created_at: datetime
+
+
+class Conversation(Model):
+    id: str
+    workspace_id: str
+    runs: list[ConversationRun]
+
+
+class LedgerRow(Model):
+    seq: int
+    stage: Stage
+    ref: Ref
+    content_hash: str | None
+    locator: str | None
+    reason: str | None
+    model_request: str | None
+    at: datetime
+
+
+class Ledger(Model):
+    items: list[LedgerRow]
+
+
+class FileEntry(Model):
+    path: str
+    size: int
+
+
+class FileList(Model):
+    items: list[FileEntry]
+
+
+class FileText(Model):
+    path: str
+    text: str
+
+
+class RunEvent(Model):
+    """Payload of every `run.*` event."""
+
+    run_id: str
+    workspace_id: str
+    conversation_id: str
+    status: RunStatus
+    publication: PublicationRef | None = None
+    error: str | None = None
+    extra: dict[str, Any] = Field(default_factory=dict)
