@@ -43,6 +43,12 @@ def query_of(view: RunView) -> str:
     return f"{view.question} {view.goal} {focus}"
 
 
+def search_query(view: RunView) -> str:
+    """Any of the question's and goal's terms (web-search syntax: `a or b`), most specific first."""
+    terms = list(dict.fromkeys(tokens(query_of(view))))
+    return " or ".join(terms[:16]) or view.question[:200]
+
+
 def _call(name: str, **arguments: Any) -> ToolCall:
     return ToolCall(name, arguments, call_id=f"x-{name}")
 
@@ -193,9 +199,7 @@ class ExtractivePolicy:
                 return _call("list_catalog")
             search = _last(view, "search_evidence")
             if search is None:
-                return _call(
-                    "search_evidence", query=" ".join(dict.fromkeys(tokens(query_of(view))))[:500] or view.question
-                )
+                return _call("search_evidence", query=search_query(view))
             return _call(
                 "update_plan", text=plan_with_sources(view.plan, choose_sources(view, search.data.get("hits", [])))
             )

@@ -1,0 +1,110 @@
+"""Leases on real PostgreSQL (and S3): takeover after expiry, and every stale-epoch write refused."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+
+import pytest
+
+from services.runhost.app import MIGRATIONS
+from services.runhost.ledger import RunLedger
+from services.runhost.memory import RunFiles, StaleLease
+from services.runhost.repository import RunRepository
+from shared.blobs import Blobs
+from shared.contracts.common import Ref
+from shared.db import Database
+from shared.settings import CommonSettings
+from tests.support.infra import Infra
+from tests.support.service import settings_from
+
+REF = {"kind": "publication", "id": "pub_a", "version": 1}
+
+
+@pytest.fixture
+async def db(infra: Infra) -> AsyncIterator[Database]:
+    database = Database(infra.dsn(f"runhost_{uuid.uuid4().hex[:10]}"))
+    await database.connect(MIGRATIONS)
+    try:
+        yield database
+    finally:
+        await database.close()
+
+
+async def admitted_run(db: Database, repo: RunRepository) -> str:
+    run_id = f"run_{uuid.uuid4().hex}"
+    async with db.transaction() as conn:
+        await repo.insert_conversation(conn, id=f"conv_{run_id}", scope="s", workspace_id="ws")
+        await repo.insert_run(
+            conn,
+            values={
+                "id": run_id,
+                "scope": "s",
+                "workspace_id": "ws",
+                "conversation_id": f"conv_{run_id}",
+                "request_id": run_id,
+                "params_hash": "h",
+                "status": "admitted",
+                "question": "q",
+                "model": "extractive",
+                "goal_version": 1,
+                "goal_text": "g",
+                "catalog": {"items": [], "complete": True, "omitted": 0},
+                "limits": {"max_steps": 10, "max_chars": 10, "max_seconds": 10},
+            },
+        )
+    return run_id
+
+
+async def test_expired_lease_is_taken_over_and_the_stale_worker_is_fenced(db: Database, infra: Infra) -> None:
+    repo = RunRepository()
+    run_id = await admitted_run(db, repo)
+    async with db.transaction() as conn:
+        first = await repo.claim_run(conn, owner="worker-a", lease_seconds=30)
+        assert first is not None and first["id"] == run_id and first["lease_epoch"] == 1
+        assert await repo.claim_run(conn, owner="worker-b", lease_seconds=30) is None, "a live lease is not taken"
+        assert await repo.append_ledger(conn, run_id=run_id, epoch=1, stage="read", ref=REF)
+
+    async with db.transaction() as conn:
+        # worker-a stops heartbeating; its lease runs out.
+        await conn.execute("UPDATE runs SET lease_expires_at = now() - interval '1 second' WHERE id = $1", run_id)
+    async with db.transaction() as conn:
+        second = await repo.claim_run(conn, owner="worker-b", lease_seconds=30)
+    assert (
+        second is not None
+        and second["id"] == run_id
+        and second["lease_epoch"] == 2
+        and second["lease_owner"] == "worker-b"
+    )
+
+    async with db.transaction() as conn:
+        assert not await repo.append_ledger(conn, run_id=run_id, epoch=1, stage="read", ref=REF)
+        assert not await repo.heartbeat(conn, run_id=run_id, epoch=1, lease_seconds=30)
+        assert not await repo.fenced_update(conn, run_id=run_id, epoch=1, values={"status": "completed"})
+        assert not await repo.upsert_file(conn, run_id=run_id, path="draft.md", size=1, sha256="x", epoch=1)
+        assert await repo.add_counters(conn, run_id=run_id, epoch=1, steps=1, chars=0, requests=1) is None
+        assert await repo.append_ledger(conn, run_id=run_id, epoch=2, stage="read", ref=REF)
+
+    blobs = Blobs(settings_from(infra.settings_env("runhost"), CommonSettings))
+    await blobs.ensure_bucket()
+    with pytest.raises(StaleLease):
+        await RunFiles(blobs, db, repo, run_id, 1).write("notes/x.md", "stale note")
+    with pytest.raises(StaleLease):
+        await RunLedger(db, repo, run_id, 1).read(Ref.model_validate(REF), content_hash=None)
+    await RunFiles(blobs, db, repo, run_id, 2).write("notes/x.md", "current note")
+    assert await RunFiles(blobs, db, repo, run_id, None).read("notes/x.md") == "current note"
+
+    async with db.pool.acquire() as conn:
+        rows = await repo.list_ledger(conn, run_id=run_id)
+    assert [r["seq"] for r in rows] == [1, 2]
+
+
+async def test_finished_runs_are_never_claimed(db: Database) -> None:
+    repo = RunRepository()
+    run_id = await admitted_run(db, repo)
+    async with db.transaction() as conn:
+        claimed = await repo.claim_run(conn, owner="w", lease_seconds=30)
+        assert claimed is not None
+        assert await repo.fenced_update(conn, run_id=run_id, epoch=1, values={"status": "completed"})
+        await conn.execute("UPDATE runs SET lease_expires_at = now() - interval '1 second' WHERE id = $1", run_id)
+        assert await repo.claim_run(conn, owner="w2", lease_seconds=30) is None

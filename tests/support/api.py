@@ -1,0 +1,79 @@
+"""A small HTTP client of the gateway for e2e tests, with probes that poll until a deadline."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+import httpx
+
+from tests.support.stack import RunningStack
+
+FINAL = ("completed", "failed", "cancelled")
+
+
+class Api:
+    def __init__(self, stack: RunningStack, scope: str | None = None):
+        self.scope = scope or f"s{uuid.uuid4().hex[:10]}"
+        self.http = httpx.Client(
+            base_url=stack.url, headers={"Authorization": f"Bearer {stack.token(self.scope)}"}, timeout=30
+        )
+
+    def ok(self, method: str, path: str, expect: tuple[int, ...] = (200, 201, 202, 204), **kwargs: Any) -> Any:
+        r = self.http.request(method, path, **kwargs)
+        assert r.status_code in expect, f"{method} {path} → {r.status_code} {r.text[:500]}"
+        if r.status_code == 204 or not r.content:
+            return None
+        return r.json() if r.headers.get("content-type", "").startswith("application/json") else r.text
+
+    def workspace(self, goal: str = "Assess the liquidity risk of Fund X", title: str = "Fund X") -> dict[str, Any]:
+        return dict(self.ok("POST", "/v1/workspaces", json={"title": title, "goal": goal}))
+
+    def publish(self, title: str, body: str, workspace_id: str | None = None) -> dict[str, Any]:
+        payload: dict[str, Any] = {"title": title, "body": body}
+        if workspace_id:
+            payload["workspace_id"] = workspace_id
+        return dict(self.ok("POST", "/v1/publications", json=payload))
+
+    def revise(self, pub_id: str, body: str, expected: int) -> dict[str, Any]:
+        return dict(
+            self.ok(
+                "POST", f"/v1/publications/{pub_id}/versions", json={"body": body, "expected_latest_version": expected}
+            )
+        )
+
+    def upload(self, data: bytes, source_id: str, filename: str, workspace_id: str | None = None) -> dict[str, Any]:
+        fields = {"source_id": source_id} | ({"workspace_id": workspace_id} if workspace_id else {})
+        return dict(self.ok("POST", "/v1/assets", data=fields, files={"file": (filename, data)}))
+
+    def start_run(self, workspace_id: str, question: str, **extra: Any) -> dict[str, Any]:
+        body = {"question": question, "request_id": extra.pop("request_id", uuid.uuid4().hex)} | extra
+        return dict(self.ok("POST", f"/v1/workspaces/{workspace_id}/runs", json=body))
+
+    def run(self, run_id: str) -> dict[str, Any]:
+        return dict(self.ok("GET", f"/v1/runs/{run_id}"))
+
+    def wait_run(self, run_id: str, timeout: float = 90) -> dict[str, Any]:
+        return probe(lambda: (r := self.run(run_id))["status"] in FINAL and r, timeout=timeout)
+
+    def ledger(self, run_id: str) -> list[dict[str, Any]]:
+        return list(self.ok("GET", f"/v1/runs/{run_id}/ledger")["items"])
+
+    def files(self, run_id: str) -> dict[str, int]:
+        return {f["path"]: f["size"] for f in self.ok("GET", f"/v1/runs/{run_id}/files")["items"]}
+
+    def read(self, pub: dict[str, Any]) -> dict[str, Any]:
+        return dict(self.ok("GET", f"/v1/publications/{pub['id']}/versions/{pub['version']}"))
+
+
+def probe(check: Any, *, timeout: float = 30, interval: float = 0.1) -> Any:
+    """Poll `check()` until it returns something truthy; fail at the deadline."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s")
+        time.sleep(interval)

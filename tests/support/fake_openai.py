@@ -1,0 +1,90 @@
+"""A fake OpenAI-compatible `/v1/chat/completions` server, run as its own process in tests.
+
+It speaks the wire format (tool_calls, `stream: false`) and plays a fixed script: a 429 first, then a
+valid tool call, then a malformed one (arguments that are not JSON), then — only if the model input
+carries the tool error back — a final answer through `finish`. Every request body is kept for assertions
+at `GET /requests`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+REQUESTS: list[dict[str, Any]] = []
+LOCK = threading.Lock()
+
+
+def tool_call(name: str, arguments: str, call_id: str) -> dict[str, Any]:
+    message = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}],
+    }
+    return {
+        "id": f"cmpl-{call_id}",
+        "object": "chat.completion",
+        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}],
+    }
+
+
+def answer_for(n: int, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    if n == 1:
+        return 429, {"error": {"message": "rate limited", "type": "rate_limit"}}
+    if n == 2:
+        return 200, tool_call("list_catalog", "{}", "call-1")
+    if n == 3:
+        return 200, tool_call("read_file", '{"path": "plan.md", "offset": ', "call-2")
+    last = body["messages"][-2] if len(body["messages"]) >= 2 else {}
+    if last.get("role") != "tool" or "not a JSON object" not in str(last.get("content")):
+        return 400, {"error": {"message": "the malformed call was not answered back"}}
+    arguments = {
+        "answer": "## What earlier reports concluded\n- none\n\n## What the new evidence says\n- none\n\n## Not resolved or not read\n- everything",
+        "checkpoint_proposal": {"summary": "fake model summary", "add_questions": ["Is the fake model right?"]},
+    }
+    return 200, tool_call("finish", json.dumps(arguments), "call-3")
+
+
+class Handler(BaseHTTPRequestHandler):
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def _send(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:
+        if self.path == "/requests":
+            with LOCK:
+                self._send(200, REQUESTS)
+        else:
+            self._send(404, {"error": "no"})
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers.get("content-length", "0"))) or b"{}")
+        if self.path != "/v1/chat/completions":
+            self._send(404, {"error": "no"})
+            return
+        with LOCK:
+            REQUESTS.append({"auth": self.headers.get("authorization"), "body": body})
+            n = len(REQUESTS)
+        status, payload = answer_for(n, body)
+        self._send(status, payload, {"retry-after": "0.2"} if status == 429 else None)
+
+
+def main() -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,129 @@
+"""The extractive policy's pure parts: plans, source choice, answers, BM25, the HTML report."""
+
+from __future__ import annotations
+
+from services.runhost.policies.base import RunView, ToolResult
+from services.runhost.policies.extractive import (
+    choose_sources,
+    compose_answer,
+    compose_note,
+    parse_sources,
+    plan_with_sources,
+    search_query,
+)
+from services.runhost.policies.text import bm25_scores, key_sentences
+from services.runhost.report import render_report
+
+PLAN = "# Plan\n\n## Goal (v1)\nFund X liquidity\n\n## Question\nq\n\n## Sources\n(to be chosen)\n\n## Next steps\n- list\n"
+
+
+def view(**kw: object) -> RunView:
+    values: dict = {
+        "run_id": "run_1",
+        "goal_version": 2,
+        "goal": "Assess Fund X liquidity",
+        "question": "Do Fund X redemptions still hold?",
+        "catalog": {"items": [], "complete": True, "omitted": 0},
+        "history": [],
+        "files": {},
+        "plan": PLAN,
+        "checkpoint_revision": 3,
+        "results": [],
+    }
+    values.update(kw)
+    return RunView(**values)
+
+
+def item(i: str, title: str, version: int = 1, available: bool = True) -> dict:
+    return {
+        "kind": "publication",
+        "id": i,
+        "version": version,
+        "title": title,
+        "created_at": f"2026-11-0{version}T00:00:00Z",
+        "run_id": None,
+        "available": available,
+        "reason": None if available else "withdrawn",
+    }
+
+
+def test_plan_sources_round_trip() -> None:
+    assert parse_sources(PLAN) is None
+    v = view(
+        catalog={
+            "items": [
+                item("pub_a", "Fund X redemptions"),
+                item("pub_b", "Weather"),
+                item("pub_c", "Fund X", available=False),
+            ],
+            "complete": True,
+            "omitted": 0,
+        }
+    )
+    chosen = choose_sources(v, [{"evidence_id": "ev1"}])
+    assert [e.name for e in chosen] == ["pub_a@v1", "E-ev1"]
+    plan = plan_with_sources(PLAN, chosen)
+    assert parse_sources(plan) == chosen and "## Next steps\n- read each source" in plan
+
+
+def test_history_selection_excludes_other_versions() -> None:
+    v = view(
+        history=[{"publication_id": "pub_a", "version": 1}],
+        catalog={"items": [item("pub_a", "Fund X redemptions", version=2)], "complete": True, "omitted": 0},
+    )
+    assert [e.target for e in choose_sources(v, [])] == ["pub_a@1"]
+
+
+def test_search_query_is_a_disjunction_of_terms() -> None:
+    q = search_query(view())
+    assert " or " in q and "redemptions" in q and "still" not in q.split(" or ")
+
+
+def test_answer_has_three_parts_and_a_proposal() -> None:
+    v = view(
+        question="Do Fund X redemption gates hold?",
+        catalog={"items": [item("pub_a", "Report A"), item("pub_z", "Unread")], "complete": False, "omitted": 7},
+    )
+    entries = choose_sources(
+        view(catalog={"items": [item("pub_a", "Fund X redemptions")], "complete": True, "omitted": 0}),
+        [{"evidence_id": "ev1"}],
+    )
+    read = ToolResult(
+        "read_file",
+        {},
+        "",
+        data={
+            "body": "# Report A (pub_a@v1, 2026-11-01)\n\nFund X redemptions hold within 30 days. Other text here.",
+            "offset": 0,
+            "end": 80,
+            "total": 80,
+        },
+    )
+    notes = {
+        "pub_a@v1": compose_note(entries[0], read, "fund redemptions"),
+        "E-ev1": "# Note: E-ev1\nkind: evidence\ntarget: ev1\nstatus: unavailable\nreason: superseded\n",
+    }
+    answer, proposal = compose_answer(v, entries, notes)
+    assert "## What earlier reports concluded\n- **Report A** (pub_a@1, concluded 2026-11-01)" in answer
+    assert "## What the new evidence says\n- no new evidence was read" in answer
+    assert "evidence ev1 was not read: superseded" in answer
+    assert "7 items were omitted" in answer and "1 catalog publications were not read" in answer
+    assert proposal["expected_revision"] == 3 and proposal["summary"]
+    assert proposal["add_questions"] == [
+        "What does the evidence say about 'gates'?",
+        "What does the evidence say about 'redemption'?",
+    ]
+    assert "- no evidence read covers: gates, redemption" in answer
+
+
+def test_bm25_prefers_matching_documents() -> None:
+    scores = bm25_scores("liquidity gates", ["the weather is fine", "liquidity gates were introduced", "liquidity"])
+    assert scores[1] > scores[2] > scores[0] == 0
+    assert key_sentences(
+        "Noise sentence here. Gates on liquidity were introduced today. More noise again.", "liquidity gates", count=1
+    ) == ["Gates on liquidity were introduced today."]
+
+
+def test_report_is_escaped_static_html() -> None:
+    html = render_report("<t>", "# Title\n\n- **bold** <script>alert(1)</script>\n\ntext", run_id="run_1")
+    assert "<script>" not in html and "&lt;script&gt;" in html and "<strong>bold</strong>" in html and "<ul>" in html
