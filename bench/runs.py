@@ -1,0 +1,88 @@
+"""Extractive runs per minute with 10 and with 100 sources in the workspace, and the reads a
+crash-resumed run makes divided by the reads a clean run makes (it must be 1.0).
+
+Starts its own stacks in a temporary folder (the crash part uses short leases and paced steps so the
+kill lands mid-run), measures, prints, and stops them. Never part of the test run.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.support.api import Api, probe
+from tests.support.stack import RunningStack, start_stack, stop_stack
+
+QUESTION = "What do the Fund X liquidity reports conclude about redemptions?"
+RUNS = 6
+
+
+def seed(api: Api, sources: int) -> str:
+    ws = api.workspace(goal="Assess the liquidity risk of Fund X")
+    for i in range(sources):
+        api.publish(
+            f"Fund X liquidity report {i:03d}", f"Report {i}: Fund X redemption liquidity finding {i}. " * 20, ws["id"]
+        )
+    return str(ws["id"])
+
+
+def runs_per_minute(stack: RunningStack, sources: int) -> tuple[float, int]:
+    api = Api(stack)
+    ws = seed(api, sources)
+    started = time.perf_counter()
+    ids = [api.start_run(ws, QUESTION)["id"] for _ in range(RUNS)]
+    finished = [api.wait_run(i, timeout=600) for i in ids]
+    elapsed = time.perf_counter() - started
+    assert all(r["status"] == "completed" for r in finished), [r["error"] for r in finished]
+    reads = sum(1 for r in api.ledger(ids[0]) if r["stage"] == "read")
+    return RUNS / elapsed * 60, reads
+
+
+def reads_of(api: Api, run_id: str) -> int:
+    return sum(1 for r in api.ledger(run_id) if r["stage"] == "read")
+
+
+def crash_ratio(stack: RunningStack) -> tuple[int, int]:
+    api = Api(stack)
+    ws = seed(api, 30)
+    clean = api.wait_run(api.start_run(ws, QUESTION)["id"], timeout=600)
+    crashed = api.start_run(ws, QUESTION)
+    probe(lambda: sum(p.startswith("notes/") for p in api.files(crashed["id"])) >= 18, timeout=300, interval=0.05)
+    os.kill(stack.pid("runhost"), signal.SIGKILL)
+    done = api.wait_run(crashed["id"], timeout=600)
+    assert clean["status"] == done["status"] == "completed"
+    return reads_of(api, clean["id"]), reads_of(api, done["id"])
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory(prefix="dossier-bench-runs-") as tmp:
+        stack = start_stack(Path(tmp) / "fast")
+        try:
+            print(f"{RUNS} extractive runs submitted together, per workspace size:")
+            results = {n: runs_per_minute(stack, n) for n in (10, 100)}
+        finally:
+            stop_stack(stack.proc)
+        for n, (rpm, reads) in results.items():
+            print(f"  {n:>3} sources in the workspace: {rpm:7.1f} runs/minute ({reads} sources read per run)")
+        print(f"  ratio 100 sources / 10 sources: {results[100][0] / results[10][0]:.2f}x")
+
+        slow = start_stack(
+            Path(tmp) / "slow", extra_env={"DOSSIER_RUN_LEASE_SECONDS": "3", "DOSSIER_RUN_STEP_DELAY_SECONDS": "0.05"}
+        )
+        try:
+            clean, resumed = crash_ratio(slow)
+        finally:
+            stop_stack(slow.proc)
+        print(
+            f"crash resume: clean run read {clean} sources, crash-resumed run read {resumed}; ratio {resumed / clean:.2f}"
+        )
+
+
+if __name__ == "__main__":
+    main()
