@@ -89,7 +89,14 @@ async def dispatch(raw: bytes, subject: str, model: type[Model], handler: Handle
         return _reply_error(DomainError("the service failed to handle the request", code="internal"))
 
 
-def endpoint(broker: NatsBroker, subject: str, model: type[M], *, queue: str) -> Callable[[Handler], Handler]:
+# FastStream handles one message at a time per subscriber unless told otherwise (measured here: ten
+# concurrent 100 ms requests took 1.04 s serially, 0.11 s with workers), so every endpoint is concurrent.
+HANDLER_CONCURRENCY = 32
+
+
+def endpoint(
+    broker: NatsBroker, subject: str, model: type[M], *, queue: str, concurrency: int = HANDLER_CONCURRENCY
+) -> Callable[[Handler], Handler]:
     """Register `handler(ctx, payload)` on `subject` in a queue group, behind the envelope."""
 
     def register(handler: Handler) -> Handler:
@@ -97,7 +104,7 @@ def endpoint(broker: NatsBroker, subject: str, model: type[M], *, queue: str) ->
             return await dispatch(msg.body, subject, model, handler)
 
         on_message.__name__ = f"on_{subject.replace('.', '_')}"
-        broker.subscriber(subject, queue=queue)(on_message)
+        broker.subscriber(subject, queue=queue, max_workers=concurrency)(on_message)
         return handler
 
     return register
