@@ -10,6 +10,7 @@ import asyncio
 import json
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from services.runhost.ledger import Inclusion, RunLedger
@@ -115,7 +116,14 @@ class RunLoop:
         self.run, self.epoch, self.policy, self.toolbox = run, epoch, policy, toolbox
         self.files, self.ledger, self.db, self.repo = files, ledger, db, repo
         self.limits, self.checkpoint_revision, self.step_delay = limits, checkpoint_revision, step_delay
-        self.counters = Counters(steps=run["steps"], chars=run["chars_read"], requests=run["model_requests"])
+        # Wall time counts from the run's first start, so a resumed run does not get a fresh clock.
+        already = (datetime.now(UTC) - run["started_at"]).total_seconds() if run.get("started_at") else 0.0
+        self.counters = Counters(
+            steps=run["steps"],
+            chars=run["chars_read"],
+            requests=run["model_requests"],
+            started_at=time.monotonic() - max(already, 0.0),
+        )
         self.transcript: list[ToolResult] = []
         self.pending: list[Inclusion] = []
 
