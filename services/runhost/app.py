@@ -8,6 +8,7 @@ from services.runhost.memory import RunFiles
 from services.runhost.owners import Owners
 from services.runhost.repository import RunRepository
 from services.runhost.service import RunService
+from services.runhost.sweeper import AssociationSweeper
 from services.runhost.worker import Worker
 from shared.blobs import Blobs
 from shared.bus import RequestContext, endpoint
@@ -37,6 +38,7 @@ def create_app(settings: RunhostSettings, *, workers: bool = True) -> ServiceRun
     if workers:
         worker = Worker(db=runtime.db, repo=repo, blobs=blobs, owners=owners, settings=settings)
         runtime.background(worker.run_forever)
+        runtime.background(AssociationSweeper(db=runtime.db, repo=repo, owners=owners).run_forever)
 
     @endpoint(broker, c.ADMIT, c.AdmitRequest, queue=NAME)
     async def admit(ctx: RequestContext, req: c.AdmitRequest) -> c.AdmitReply:
