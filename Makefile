@@ -24,4 +24,4 @@ lint: setup
 	$(VENV)/bin/mypy shared services dossier_cli
 
 bench: setup
-	$(PY) bench/bus.py
+	for b in bench/[a-z]*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
