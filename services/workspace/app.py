@@ -73,9 +73,9 @@ def create_app(settings: WorkspaceSettings) -> ServiceRuntime:
         return await workspaces.unarchive(ctx.actor, req.workspace_id)
 
     @on(c.DELETE, c.WorkspaceIdRequest)
-    async def delete(ctx: RequestContext, req: c.WorkspaceIdRequest) -> dict[str, str]:
+    async def delete(ctx: RequestContext, req: c.WorkspaceIdRequest) -> c.DeleteReply:
         await workspaces.delete(ctx.actor, req.workspace_id)
-        return {"workspace_id": req.workspace_id, "status": "deleted"}
+        return c.DeleteReply(workspace_id=req.workspace_id, status="deleted")
 
     @on(c.CATALOG, c.CatalogRequest)
     async def catalog(ctx: RequestContext, req: c.CatalogRequest) -> c.Catalog:

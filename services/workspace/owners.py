@@ -59,9 +59,12 @@ class Owners:
     async def check_eligibility(self, actor: Actor, refs: Sequence[Ref]) -> list[Verdict]:
         """One verdict per ref, in order: one batch per owner service, every owner concurrently."""
         by_owner: dict[str, list[int]] = {}
-        for i, ref in enumerate(refs):
-            by_owner.setdefault(OWNER_OF_KIND[ref.kind], []).append(i)
         verdicts: list[Verdict | None] = [None] * len(refs)
+        for i, ref in enumerate(refs):
+            if ref.kind in OWNER_OF_KIND:
+                by_owner.setdefault(OWNER_OF_KIND[ref.kind], []).append(i)
+            else:
+                verdicts[i] = Verdict(False, "no_owner_to_check")
 
         async def ask(subject: str, positions: list[int]) -> None:
             answers = await self._check_owner(subject, actor, [refs[i] for i in positions])

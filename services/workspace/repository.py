@@ -99,11 +99,12 @@ class WorkspaceRepository:
 
     async def tombstone(self, conn: asyncpg.Connection, *, scope: str, id: str) -> None:
         """Remove what hangs off the workspace and keep only the row that reserves its id."""
-        owned = await conn.fetchval("SELECT 1 FROM workspaces WHERE id = $1 AND scope = $2", id, scope)
-        if owned is None:
-            return
         for table in ("goal_versions", "checkpoint_revisions", "associations", "admissions"):
-            await conn.execute(f"DELETE FROM {table} WHERE workspace_id = $1", id)
+            await conn.execute(
+                f"DELETE FROM {table} t USING workspaces w WHERE t.workspace_id = w.id AND w.id = $1 AND w.scope = $2",
+                id,
+                scope,
+            )
         await conn.execute(
             "UPDATE workspaces SET status = 'deleted', title = '', catalog_count = 0, checkpoint_revision = 0,"
             " archived_at = NULL, deleted_at = now(), updated_at = now() WHERE id = $1 AND scope = $2",

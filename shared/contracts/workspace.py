@@ -90,6 +90,11 @@ class WorkspaceIdRequest(Model):
     workspace_id: str = Id
 
 
+class DeleteReply(Model):
+    workspace_id: str
+    status: Literal["deleted"]
+
+
 class ReviseGoalRequest(Model):
     workspace_id: str = Id
     text: str

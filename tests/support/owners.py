@@ -196,3 +196,9 @@ async def create_durables_from_now(nc: nats.NATS, durables: dict[str, str]) -> N
                 max_deliver=20,
             ),
         )
+
+
+async def delete_durables(nc: nats.NATS, durables: dict[str, str]) -> None:
+    js = nc.jetstream()
+    for durable in durables:
+        await js.delete_consumer(STREAM_NAME, durable)

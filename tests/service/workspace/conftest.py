@@ -28,7 +28,7 @@ from shared.contracts.common import Actor
 from shared.runtime import ServiceRuntime
 from shared.settings import ArtifactSettings, PublicationSettings, WorkspaceSettings
 from tests.support.infra import Infra
-from tests.support.owners import AssetsStandIn, EventTap, create_durables_from_now
+from tests.support.owners import AssetsStandIn, EventTap, create_durables_from_now, delete_durables
 from tests.support.probe import probe_until
 from tests.support.service import running, settings_from
 
@@ -47,9 +47,13 @@ async def workspace(infra: Infra, bus: BusClient) -> AsyncIterator[WorkspaceSett
     prefix = f"wstest{uuid.uuid4().hex[:8]}"
     env = infra.settings_env("workspace", DOSSIER_CONSUMER_PREFIX=prefix, DOSSIER_RETAIN_TIMEOUT="60")
     settings = settings_from(env, WorkspaceSettings)
-    await create_durables_from_now(bus._nc, consumer_names(prefix))
-    async with serving(create_workspace(settings), bus):
-        yield settings
+    durables = consumer_names(prefix)
+    await create_durables_from_now(bus._nc, durables)
+    try:
+        async with serving(create_workspace(settings), bus):
+            yield settings
+    finally:
+        await delete_durables(bus._nc, durables)
 
 
 @pytest.fixture
