@@ -60,3 +60,23 @@ class RunhostSettings(CommonSettings):
     # Fault tests only: slows every step so a crash can land mid-run. Zero in any real deployment.
     run_step_delay_seconds: float = 0.0
     max_plan_bytes: int = 64 * 1024
+
+
+class WorkspaceSettings(CommonSettings):
+    catalog_default_limit: int = 50
+    catalog_max_limit: int = 200
+    # How long the catalog and the checkpoint wait for an owner's batch check before marking its items.
+    owner_check_timeout: float = 2.0
+    retain_timeout: float = 3.0
+    max_title_chars: int = 500
+    max_goal_bytes: int = 64 * 1024
+    max_summary_bytes: int = 64 * 1024
+    max_open_questions: int = 200
+    max_question_chars: int = 2000
+    # Durable JetStream consumer names start with this; tests give each instance its own.
+    consumer_prefix: str = "workspace"
+
+
+class ArtifactSettings(CommonSettings):
+    max_artifact_bytes: int = 52_428_800
+    max_title_chars: int = 500

@@ -1,0 +1,144 @@
+"""Catalog latency for a workspace with 100 associations against one with 20,000, in the same run.
+
+The catalog is bounded (newest N, one index-ordered page, `omitted` from a counter), so the two should
+cost about the same. Starts its own stack in a temporary DOSSIER_HOME, fills the two workspaces
+(associations are inserted straight into the workspace database; their newest 50 are real
+publications in both, so each catalog asks the publication service about the same 50 items), measures
+through the gateway and at the database, prints the ratios, and stops the stack.
+
+Run with `make bench` (or `python bench/catalog.py` from the repository root). Never part of the tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import asyncpg
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.support.stack import start_stack, stop_stack
+
+SMALL, LARGE = 100, 20_000
+REAL_NEWEST = 50  # the default catalog limit: every measured page is 50 real publications
+WARMUP = 20
+ROUNDS = 200
+
+# The workspace repository's page query, to time the database part alone.
+PAGE_SQL = (
+    "SELECT w.catalog_count, a.kind, a.ref_id, a.version, a.run_id, a.title, a.created_at"
+    " FROM workspaces w LEFT JOIN LATERAL ("
+    "  SELECT kind, ref_id, version, run_id, title, created_at, seq FROM associations"
+    "  WHERE workspace_id = w.id AND kind IN ('publication', 'source', 'artifact')"
+    "  ORDER BY seq DESC LIMIT $3"
+    " ) a ON true"
+    " WHERE w.id = $1 AND w.scope = $2 AND w.status <> 'deleted'"
+    " ORDER BY a.seq DESC"
+)
+
+
+def percentile(samples: list[float], p: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, max(0, round(p / 100 * (len(ordered) - 1))))]
+
+
+def report(name: str, samples_ms: list[float]) -> float:
+    median = statistics.median(samples_ms)
+    print(f"{name:<52} n={len(samples_ms):>4}  median={median:8.3f} ms  p99={percentile(samples_ms, 99):8.3f} ms")
+    return median
+
+
+async def fill(dsn: str, workspace_id: str, total: int, publication_ids: list[str]) -> None:
+    """`total` catalog associations: old synthetic ones first, then the real publications, newest."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        async with conn.transaction():
+            await conn.execute(
+                "INSERT INTO associations (workspace_id, kind, ref_id, version, title)"
+                " SELECT $1, (ARRAY['publication','source','artifact'])[1 + i % 3], 'old_' || i, 1, 'old ' || i"
+                " FROM generate_series(1, $2) AS i",
+                workspace_id,
+                total - len(publication_ids),
+            )
+            for pub_id in publication_ids:
+                await conn.execute(
+                    "INSERT INTO associations (workspace_id, kind, ref_id, version, title)"
+                    " VALUES ($1, 'publication', $2, 1, 'real')",
+                    workspace_id,
+                    pub_id,
+                )
+            await conn.execute("UPDATE workspaces SET catalog_count = $2 WHERE id = $1", workspace_id, total)
+        await conn.execute("ANALYZE associations")
+    finally:
+        await conn.close()
+
+
+async def time_queries(dsn: str, scope: str, workspaces: dict[int, str]) -> dict[int, list[float]]:
+    conn = await asyncpg.connect(dsn)
+    samples: dict[int, list[float]] = {n: [] for n in workspaces}
+    try:
+        for i in range(WARMUP + ROUNDS):
+            for n, wid in workspaces.items():
+                started = time.perf_counter()
+                await conn.fetch(PAGE_SQL, wid, scope, REAL_NEWEST)
+                if i >= WARMUP:
+                    samples[n].append((time.perf_counter() - started) * 1000)
+    finally:
+        await conn.close()
+    return samples
+
+
+def main() -> int:
+    with tempfile.TemporaryDirectory(prefix="dossier-bench-catalog-") as home:
+        stack = start_stack(Path(home) / "home")
+        try:
+            scope = "bench-catalog"
+            auth = {"Authorization": f"Bearer {stack.token(scope)}"}
+            with httpx.Client(base_url=stack.url, headers=auth, timeout=60) as api:
+                pubs = [
+                    api.post("/v1/publications", json={"title": f"Report {i}", "body": f"body {i}"}).json()["id"]
+                    for i in range(REAL_NEWEST)
+                ]
+                workspaces = {
+                    n: api.post("/v1/workspaces", json={"title": f"{n} associations", "goal": "bench"}).json()["id"]
+                    for n in (SMALL, LARGE)
+                }
+                dsn = f"postgresql://postgres@127.0.0.1:{stack.state()['postgres_port']}/workspace"
+                for n, wid in workspaces.items():
+                    asyncio.run(fill(dsn, wid, n, pubs))
+
+                samples: dict[int, list[float]] = {n: [] for n in workspaces}
+                for i in range(WARMUP + ROUNDS):
+                    # Interleaved, so both sizes see the same machine load.
+                    for n, wid in workspaces.items():
+                        started = time.perf_counter()
+                        page = api.get(f"/v1/workspaces/{wid}/catalog").json()
+                        elapsed = (time.perf_counter() - started) * 1000
+                        if i == 0:
+                            assert len(page["items"]) == REAL_NEWEST and page["omitted"] == n - REAL_NEWEST, page
+                            assert all(item["available"] for item in page["items"]), page["items"][:2]
+                        if i >= WARMUP:
+                            samples[n].append(elapsed)
+            print(f"catalog through the gateway (limit {REAL_NEWEST}, one publication.check batch per request)")
+            small = report(f"  workspace with {SMALL:>6,} associations", samples[SMALL])
+            large = report(f"  workspace with {LARGE:>6,} associations", samples[LARGE])
+            print(f"  ratio {LARGE:,} / {SMALL:,} (median): {large / small:.2f}")
+
+            db = asyncio.run(time_queries(dsn, scope, workspaces))
+            print("the page query alone, at the database")
+            small_db = report(f"  workspace with {SMALL:>6,} associations", db[SMALL])
+            large_db = report(f"  workspace with {LARGE:>6,} associations", db[LARGE])
+            print(f"  ratio {LARGE:,} / {SMALL:,} (median): {large_db / small_db:.2f}")
+        finally:
+            stop_stack(stack.proc)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

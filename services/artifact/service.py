@@ -1,0 +1,144 @@
+"""The rules of artifacts: retained HTML files addressed by their hash, retention and expiry, scoped reads."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+
+import asyncpg
+
+from services.artifact.repository import ArtifactRepository
+from shared.blobs import Blobs, content_key
+from shared.contracts import artifact as c
+from shared.contracts.common import Actor, CheckReply, Eligibility, Ref
+from shared.db import Database
+from shared.errors import Invalid, NotFound, TooLarge, Unavailable
+from shared.outbox import enqueue
+from shared.settings import ArtifactSettings
+
+
+def new_artifact_id() -> str:
+    return f"art_{uuid.uuid4().hex}"
+
+
+def _artifact(row: asyncpg.Record) -> c.Artifact:
+    return c.Artifact(
+        id=row["id"],
+        title=row["title"],
+        media_type=row["media_type"],
+        size=row["size"],
+        content_hash=row["content_hash"],
+        created_at=row["created_at"],
+        expires_at=row["expires_at"],
+    )
+
+
+def _retention(row: asyncpg.Record) -> c.Retention:
+    return c.Retention(
+        artifact_id=row["id"], status="retained", retained_at=row["retained_at"], expires_at=row["expires_at"]
+    )
+
+
+def _intact_reference(row: asyncpg.Record) -> bool:
+    """The stored key must be the content key of the stored hash: bytes are found by what they are."""
+    return bool(row["object_key"] == content_key(row["content_hash"]))
+
+
+class ArtifactService:
+    def __init__(self, db: Database, blobs: Blobs, settings: ArtifactSettings, repo: ArtifactRepository | None = None):
+        self._db = db
+        self._blobs = blobs
+        self._settings = settings
+        self._repo = repo or ArtifactRepository()
+
+    async def register(self, actor: Actor, req: c.RegisterRequest) -> c.Artifact:
+        if req.size > self._settings.max_artifact_bytes:
+            raise TooLarge(
+                "the file is larger than the limit",
+                {"field": "file", "limit": self._settings.max_artifact_bytes, "size": req.size},
+            )
+        title = req.title.strip()
+        if not title or len(title) > self._settings.max_title_chars:
+            raise Invalid(
+                f"the title must be 1 to {self._settings.max_title_chars} characters",
+                {"field": "title", "limit": self._settings.max_title_chars},
+            )
+        if req.bucket != self._blobs.bucket or req.key != content_key(req.sha256):
+            raise Invalid("the bytes must be stored under their content key", {"field": "key"})
+        if req.expires_at is not None and req.expires_at <= datetime.now(UTC):
+            raise Invalid("expires_at must be in the future", {"field": "expires_at"})
+        # The reference is recorded only for bytes that are really there.
+        if not await self._blobs.exists(req.key):
+            raise Invalid("no bytes are stored under that key", {"field": "key"})
+        async with self._db.transaction() as conn:
+            row = await self._repo.insert_artifact(
+                conn,
+                id=new_artifact_id(),
+                scope=actor.scope,
+                title=title,
+                media_type=req.media_type,
+                size=req.size,
+                content_hash=req.sha256,
+                bucket=req.bucket,
+                object_key=req.key,
+                expires_at=req.expires_at,
+            )
+            artifact = _artifact(row)
+            await enqueue(conn, type=c.EVT_REGISTERED, scope=actor.scope, data=artifact.model_dump(mode="json"))
+        return artifact
+
+    async def get(self, actor: Actor, artifact_id: str) -> c.Artifact:
+        async with self._db.pool.acquire() as conn:
+            row = await self._repo.get_artifact(conn, scope=actor.scope, id=artifact_id)
+        if row is None:
+            raise NotFound("artifact not found", {"id": artifact_id})
+        return _artifact(row)
+
+    async def open(self, actor: Actor, artifact_id: str) -> c.ArtifactLocation:
+        """Where the bytes are, only after scope, expiry and the hash reference have been checked."""
+        async with self._db.pool.acquire() as conn:
+            row = await self._repo.get_artifact(conn, scope=actor.scope, id=artifact_id)
+        if row is None:
+            raise NotFound("artifact not found", {"id": artifact_id})
+        if row["expired"]:
+            raise Unavailable(f"artifact {artifact_id} has expired", {"id": artifact_id}, reason="expired")
+        if not _intact_reference(row) or not await self._blobs.exists(row["object_key"]):
+            raise Unavailable(f"the bytes of artifact {artifact_id} are missing", {"id": artifact_id}, reason="failed")
+        return c.ArtifactLocation(artifact=_artifact(row), bucket=row["bucket"], key=row["object_key"])
+
+    async def retain(self, actor: Actor, req: c.RetainRequest) -> c.Retention:
+        async with self._db.transaction() as conn:
+            row = await self._repo.get_artifact(conn, scope=actor.scope, id=req.artifact_id, for_update=True)
+            if row is None:
+                raise NotFound("artifact not found", {"id": req.artifact_id})
+            if row["expired"]:
+                # Its retention already ended; keeping it now would revive a file that was let go.
+                raise Unavailable(f"artifact {req.artifact_id} has expired", {"id": req.artifact_id}, reason="expired")
+            row = await self._repo.retain(conn, scope=actor.scope, id=req.artifact_id, expires_at=req.expires_at)
+            retention = _retention(row)
+            await enqueue(conn, type=c.EVT_RETAINED, scope=actor.scope, data=retention.model_dump(mode="json"))
+        return retention
+
+    async def check(self, actor: Actor, refs: list[Ref]) -> CheckReply:
+        """Eligibility of many refs in one query. An artifact has one version, 1."""
+        async with self._db.pool.acquire() as conn:
+            rows = await self._repo.check_artifacts(conn, scope=actor.scope, ids=[r.id for r in refs])
+        found = {row["ord"] - 1: row for row in rows}
+        items: list[Eligibility] = []
+        for i, ref in enumerate(refs):
+            row = found.get(i)
+            if row is None or ref.kind != "artifact" or ref.version not in (None, 1):
+                items.append(Eligibility(ref=ref, available=False, reason="not_found"))
+                continue
+            reason = "expired" if row["expired"] else None if _intact_reference(row) else "failed"
+            items.append(
+                Eligibility(
+                    ref=Ref(kind="artifact", id=row["id"], version=1),
+                    available=reason is None,
+                    reason=reason,
+                    title=row["title"],
+                    created_at=row["created_at"],
+                    content_hash=row["content_hash"],
+                )
+            )
+        return CheckReply(items=items)

@@ -1,0 +1,117 @@
+"""Artifacts over HTTP: upload (bytes to object storage, the reference to the artifact service) and download.
+
+A retained file is untrusted HTML, so it is always served inside a CSP sandbox and never type-sniffed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import AsyncIterator
+
+from fastapi import APIRouter, Depends, Request, Response
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from services.gateway.deps import bus, current_actor
+from services.gateway.sniff import is_html_upload
+from services.gateway.uploads import read_multipart
+from shared.blobs import Blobs, content_key
+from shared.bus import BusClient
+from shared.contracts import artifact as a
+from shared.contracts.common import Actor
+from shared.errors import DomainError, Invalid, Unavailable, Unsupported
+from shared.settings import GatewaySettings
+
+router = APIRouter(prefix="/v1/artifacts")
+
+CHUNK_BYTES = 1024 * 1024
+SANDBOX_HEADERS = {
+    "content-type": a.MEDIA_TYPE_HTML,
+    "content-security-policy": "sandbox",
+    "x-content-type-options": "nosniff",
+    "cache-control": "private",
+}
+
+
+def _blobs(request: Request) -> Blobs:
+    blobs: Blobs = request.app.state.blobs
+    return blobs
+
+
+@router.post("", status_code=201)
+async def upload(
+    request: Request, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
+) -> JSONResponse:
+    settings: GatewaySettings = request.app.state.settings
+    blobs = _blobs(request)
+    fields, upload = await read_multipart(request, max_file_bytes=settings.max_upload_bytes)
+    try:
+        title = fields.get("title", "")
+        if not title.strip():
+            raise Invalid("the 'title' field is missing", {"field": "title"})
+        if upload.size == 0:
+            raise Invalid("the file is empty", {"field": "file"})
+        if not is_html_upload(upload.path, upload.content_type):
+            raise Unsupported("only HTML files can be retained as artifacts", {"field": "file"})
+        key = content_key(upload.sha256)
+        # Content-addressed: identical bytes are stored once, whoever uploads them.
+        if not await blobs.exists(key):
+            await blobs.put_file(key, str(upload.path), content_type=a.MEDIA_TYPE_HTML)
+        request_data: dict[str, object] = {
+            "bucket": blobs.bucket,
+            "key": key,
+            "sha256": upload.sha256,
+            "size": upload.size,
+            "title": title,
+            "media_type": a.MEDIA_TYPE_HTML,
+        }
+        if fields.get("expires_at"):
+            request_data["expires_at"] = fields["expires_at"]
+        data = await client.call(a.REGISTER, request_data, actor=actor)
+    finally:
+        upload.discard()
+    return JSONResponse(data, status_code=201)
+
+
+@router.get("/{artifact_id}")
+async def get(
+    artifact_id: str, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
+) -> JSONResponse:
+    return JSONResponse(await client.call(a.GET, {"artifact_id": artifact_id}, actor=actor))
+
+
+@router.get("/{artifact_id}/content")
+async def content(
+    artifact_id: str, request: Request, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
+) -> Response:
+    # The artifact service answers with the location only after checking scope, expiry and the hash reference.
+    location = a.ArtifactLocation.model_validate(await client.call(a.OPEN, {"artifact_id": artifact_id}, actor=actor))
+    blobs = _blobs(request)
+    if location.bucket != blobs.bucket:
+        raise DomainError("the artifact is stored where the gateway cannot read it", code="internal")
+    size, expected = location.artifact.size, location.artifact.content_hash
+    first = await blobs.get_bytes(location.key, offset=0, length=min(CHUNK_BYTES, size))
+    headers = {**SANDBOX_HEADERS, "content-length": str(size)}
+    if size <= CHUNK_BYTES:
+        # Small enough to check whole before a byte is sent: bytes that do not match are never served.
+        if len(first) != size or hashlib.sha256(first).hexdigest() != expected:
+            raise Unavailable(f"the bytes of artifact {artifact_id} do not match", reason="failed")
+        return Response(content=first, headers=headers)
+    return StreamingResponse(_stream(blobs, location.key, first, size, expected), headers=headers)
+
+
+async def _stream(blobs: Blobs, key: str, first: bytes, size: int, expected: str) -> AsyncIterator[bytes]:
+    """Yield the bytes, holding the last chunk back until the whole file's hash is known."""
+    digest = hashlib.sha256(first)
+    held, read = first, len(first)
+    while read < size:
+        chunk = await blobs.get_bytes(key, offset=read, length=min(CHUNK_BYTES, size - read))
+        if not chunk:
+            break
+        digest.update(chunk)
+        read += len(chunk)
+        yield held
+        held = chunk
+    if read != size or digest.hexdigest() != expected:
+        # The response stops short of its Content-Length: the client sees a broken download, not a whole one.
+        raise RuntimeError(f"artifact bytes under {key} do not match their hash")
+    yield held

@@ -1,0 +1,1 @@
+"""Workspace service: goals, associations, the bounded catalog, checkpoints and the lifecycle."""

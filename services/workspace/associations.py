@@ -1,0 +1,241 @@
+"""The rules of associations: what may be linked to a workspace, when, and what happens when it may not.
+
+An association is a reference to a record another service owns. It is recorded only while the workspace
+is active, or, once archived, for a run admitted before the archive. A deleted workspace takes nothing:
+the association is recorded nowhere and, for an event, `workspace.association_refused` says so.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import asyncpg
+from pydantic import ValidationError
+
+from services.workspace.owners import FAILED, UNREACHABLE, Owners
+from services.workspace.repository import WorkspaceRepository
+from services.workspace.service import not_found
+from shared.contracts import workspace as c
+from shared.contracts.common import Actor, Event, Ref
+from shared.contracts.publication import VersionEvent
+from shared.db import Database
+from shared.errors import Conflict, DomainError, Invalid, NotFound, Unavailable, Unreachable
+from shared.outbox import enqueue
+
+log = logging.getLogger("dossier.workspace.associations")
+
+
+def refusal(workspace: asyncpg.Record | None, admission: asyncpg.Record | None) -> str | None:
+    """Why an association must be refused, or None when it may be recorded."""
+    if workspace is None:
+        return "workspace_not_found"
+    if workspace["status"] == "deleted":
+        return "workspace_deleted"
+    if workspace["status"] == "archived":
+        admitted_before = admission is not None and admission["admitted_at"] <= workspace["archived_at"]
+        return None if admitted_before else "workspace_archived"
+    return None
+
+
+class Associations:
+    def __init__(self, db: Database, owners: Owners, repo: WorkspaceRepository | None = None):
+        self._db = db
+        self._owners = owners
+        self._repo = repo or WorkspaceRepository()
+
+    async def record(
+        self,
+        conn: asyncpg.Connection,
+        *,
+        scope: str,
+        workspace_id: str,
+        kind: str,
+        ref_id: str,
+        version: int | None = None,
+        run_id: str | None = None,
+        title: str | None = None,
+    ) -> str | None:
+        """Record one association in the caller's transaction; returns the refusal reason, if any."""
+        # The exclusive lock orders this against archive and delete, and against the catalog counter.
+        workspace = await self._repo.lock_workspace(conn, scope=scope, id=workspace_id)
+        if workspace is not None and workspace["status"] != "deleted":
+            existing = await self._repo.get_association(
+                conn, scope=scope, workspace_id=workspace_id, kind=kind, ref_id=ref_id
+            )
+            if existing is not None:
+                return None  # idempotent: what was confirmed once stays confirmed
+        admission = None
+        if workspace is not None and workspace["status"] == "archived" and run_id:
+            admission = await self._repo.find_admission(conn, scope=scope, workspace_id=workspace_id, run_id=run_id)
+        reason = refusal(workspace, admission)
+        if reason is None:
+            await self._repo.insert_association(
+                conn,
+                scope=scope,
+                workspace_id=workspace_id,
+                kind=kind,
+                ref_id=ref_id,
+                version=version,
+                run_id=run_id,
+                title=title,
+            )
+        return reason
+
+    async def _live_status(self, actor: Actor, workspace_id: str) -> str:
+        async with self._db.pool.acquire() as conn:
+            row = await self._repo.find_workspace(conn, scope=actor.scope, id=workspace_id)
+        if row is None:
+            raise not_found(workspace_id)
+        if row["status"] == "archived":
+            raise Conflict("the workspace is archived; it takes no new associations", {"status": "archived"})
+        return str(row["status"])
+
+    # -- requests -----------------------------------------------------------------------------------
+
+    async def associate(self, actor: Actor, req: c.AssociateRequest) -> c.AssociateReply:
+        async with self._db.transaction() as conn:
+            reason = await self.record(
+                conn,
+                scope=actor.scope,
+                workspace_id=req.workspace_id,
+                kind=req.kind,
+                ref_id=req.ref_id,
+                version=req.version,
+                run_id=req.run_id,
+            )
+        if reason is not None:
+            return c.AssociateReply(association="refused", reason=reason)
+        return c.AssociateReply(association="confirmed")
+
+    async def add_source(self, actor: Actor, req: c.AddSourceRequest) -> c.Association:
+        """Link a source after its owner confirms it exists and is usable in this scope."""
+        await self._live_status(actor, req.workspace_id)
+        [verdict] = await self._owners.check_sources(actor, [Ref(kind="source", id=req.source_id, version=None)])
+        if verdict.reason == "not_found":
+            raise NotFound("source not found", {"source_id": req.source_id})
+        if verdict.reason == UNREACHABLE:
+            raise Unreachable("the assets service did not answer in time", {"service": "assets"})
+        if verdict.reason == FAILED:
+            raise DomainError("the assets service could not check the source", code="internal")
+        if not verdict.available:
+            raise Unavailable(
+                f"source {req.source_id} cannot be used now", {"source_id": req.source_id}, reason=verdict.reason
+            )
+        async with self._db.transaction() as conn:
+            reason = await self.record(
+                conn,
+                scope=actor.scope,
+                workspace_id=req.workspace_id,
+                kind="source",
+                ref_id=req.source_id,
+                version=verdict.version,
+                title=verdict.title,
+            )
+            if reason == "workspace_archived":
+                raise Conflict("the workspace is archived; it takes no new associations", {"status": "archived"})
+            if reason is not None:
+                raise not_found(req.workspace_id)
+            row = await self._repo.get_association(
+                conn, scope=actor.scope, workspace_id=req.workspace_id, kind="source", ref_id=req.source_id
+            )
+        assert row is not None  # recorded (or found) under the lock just above
+        return c.Association(**dict(row))
+
+    async def pin_artifact(self, actor: Actor, req: c.PinRequest) -> c.PinReply:
+        """The artifact service retains the file, then the workspace records the link; both are reported."""
+        await self._live_status(actor, req.workspace_id)
+        try:
+            await self._owners.retain_artifact(actor, req.artifact_id)
+        except (NotFound, Unavailable, Invalid):
+            raise  # the artifact's owner refused: there is nothing to pin
+        except DomainError as exc:
+            return c.PinReply(
+                artifact_id=req.artifact_id, retention="failed", association="unconfirmed", reason=exc.message
+            )
+        # The workspace may have been archived or deleted while the artifact service answered.
+        async with self._db.transaction() as conn:
+            reason = await self.record(
+                conn,
+                scope=actor.scope,
+                workspace_id=req.workspace_id,
+                kind="artifact",
+                ref_id=req.artifact_id,
+                version=1,
+            )
+        if reason is not None:
+            return c.PinReply(
+                artifact_id=req.artifact_id, retention="retained", association="unconfirmed", reason=reason
+            )
+        return c.PinReply(artifact_id=req.artifact_id, retention="retained", association="confirmed")
+
+    # -- events (each runs inside the consumer's transaction, with its inbox row) --------------------
+
+    async def on_publication_committed(self, conn: asyncpg.Connection, event: Event) -> None:
+        try:
+            published = VersionEvent.model_validate(event.data)
+        except ValidationError:
+            log.error("ignoring a malformed publication.committed event %s", event.id)
+            return
+        if published.workspace_id is None:
+            return
+        await self._record_from_event(
+            conn,
+            event,
+            workspace_id=published.workspace_id,
+            kind="publication",
+            ref_id=published.id,
+            version=published.version,
+            run_id=published.run_id,
+            title=published.title,
+        )
+
+    async def on_asset_association_requested(self, conn: asyncpg.Connection, event: Event) -> None:
+        try:
+            # Only the fields this side relies on; the producer may add more.
+            wanted = {k: event.data.get(k) for k in c.AssetAssociationRequested.model_fields if k in event.data}
+            requested = c.AssetAssociationRequested.model_validate(wanted)
+        except ValidationError:
+            log.error("ignoring a malformed asset.association_requested event %s", event.id)
+            return
+        await self._record_from_event(
+            conn,
+            event,
+            workspace_id=requested.workspace_id,
+            kind="source",
+            ref_id=requested.source_id,
+            version=requested.version,
+        )
+
+    async def _record_from_event(
+        self,
+        conn: asyncpg.Connection,
+        event: Event,
+        *,
+        workspace_id: str,
+        kind: str,
+        ref_id: str,
+        version: int | None,
+        run_id: str | None = None,
+        title: str | None = None,
+    ) -> None:
+        reason = await self.record(
+            conn,
+            scope=event.scope,
+            workspace_id=workspace_id,
+            kind=kind,
+            ref_id=ref_id,
+            version=version,
+            run_id=run_id,
+            title=title,
+        )
+        if reason is None:
+            return
+        refused = c.AssociationRefused(
+            workspace_id=workspace_id,
+            kind=kind,  # type: ignore[arg-type]
+            ref_id=ref_id,
+            version=version,
+            run_id=run_id,
+            reason=reason,  # type: ignore[arg-type]
+        )
+        await enqueue(conn, type=c.EVT_ASSOCIATION_REFUSED, scope=event.scope, data=refused.model_dump(mode="json"))

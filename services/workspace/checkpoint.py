@@ -1,0 +1,273 @@
+"""The checkpoint: advisory research progress, revised under compare-and-swap, re-validated on every read.
+
+A question closes only when an update resolves it by id; omitting it changes nothing. A summary is
+shown only while every source it was derived from is still available from its owner: otherwise the
+checkpoint reads as `unavailable`, the summary is withheld and the reasons are listed.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import asyncpg
+from pydantic import ValidationError
+
+from services.workspace.owners import OWNER_OF_KIND, Owners
+from services.workspace.repository import WorkspaceRepository
+from services.workspace.service import not_found
+from shared.bus import validation_details
+from shared.contracts import workspace as c
+from shared.contracts.common import Actor, Ref
+from shared.db import Database
+from shared.errors import Conflict, Invalid, NotFound, TooLarge
+from shared.outbox import enqueue
+from shared.settings import WorkspaceSettings
+
+
+class BadProposal(Exception):
+    """A proposed change that cannot apply as it is; nothing is written."""
+
+    def __init__(self, reason: str, field: str, *, limit: int | None = None):
+        super().__init__(reason)
+        self.reason = reason
+        self.field = field
+        self.limit = limit  # set when the proposal is over a size limit (413 for a person's edit)
+
+
+@dataclass(frozen=True)
+class Content:
+    summary: str | None
+    questions: list[c.Question]
+    derived_from: c.DerivedFrom
+
+
+def new_question_id() -> str:
+    return f"q_{uuid.uuid4().hex[:12]}"
+
+
+def revise_questions(
+    current: Sequence[c.Question],
+    *,
+    add: Sequence[str],
+    resolve: Sequence[str],
+    max_open: int,
+    max_chars: int,
+) -> list[c.Question]:
+    """Resolve by id, then append new open questions. Every question not named stays exactly as it was."""
+    known = {q.id for q in current}
+    unknown = [qid for qid in resolve if qid not in known]
+    if unknown:
+        raise BadProposal(f"no question has the id {unknown[0]!r}", "resolve_questions")
+    for text in add:
+        if not text.strip():
+            raise BadProposal("a question is empty", "add_questions")
+        if len(text) > max_chars:
+            raise BadProposal(f"a question is longer than {max_chars} characters", "add_questions")
+    closing = set(resolve)
+    questions = [q.model_copy(update={"status": "resolved"}) if q.id in closing else q for q in current]
+    questions += [c.Question(id=new_question_id(), text=text.strip(), status="open") for text in add]
+    if sum(1 for q in questions if q.status == "open") > max_open:
+        raise BadProposal(f"more than {max_open} questions would be open", "add_questions")
+    return questions
+
+
+def check_provenance(derived_from: c.DerivedFrom) -> None:
+    """Sources must be exact versions of something an owner can re-check."""
+    for i, ref in enumerate(derived_from.sources):
+        if ref.kind not in OWNER_OF_KIND:
+            raise BadProposal(
+                f"a {ref.kind} ref cannot be re-checked; name its source instead", f"derived_from.sources.{i}"
+            )
+        if ref.version is None:
+            raise BadProposal("a source must name its exact version", f"derived_from.sources.{i}")
+
+
+def provenance_refs(derived_from: c.DerivedFrom) -> list[Ref]:
+    refs = list(derived_from.sources)
+    if derived_from.publication is not None:
+        pub = derived_from.publication
+        refs.insert(0, Ref(kind="publication", id=pub.id, version=pub.version))
+    return refs
+
+
+def _content(row: asyncpg.Record | None) -> Content:
+    if row is None:
+        return Content(summary=None, questions=[], derived_from=c.DerivedFrom())
+    return Content(
+        summary=row["summary"],
+        questions=[c.Question.model_validate(q) for q in row["questions"]],
+        derived_from=c.DerivedFrom.model_validate(row["derived_from"]),
+    )
+
+
+class Checkpoints:
+    def __init__(
+        self, db: Database, owners: Owners, settings: WorkspaceSettings, repo: WorkspaceRepository | None = None
+    ):
+        self._db = db
+        self._owners = owners
+        self._settings = settings
+        self._repo = repo or WorkspaceRepository()
+
+    # -- reads --------------------------------------------------------------------------------------
+
+    async def get(self, actor: Actor, workspace_id: str) -> c.Checkpoint:
+        async with self._db.pool.acquire() as conn:
+            await self._require_live(conn, actor, workspace_id)
+            row = await self._repo.latest_checkpoint(conn, scope=actor.scope, workspace_id=workspace_id)
+        if row is None:
+            raise NotFound("the workspace has no checkpoint yet", {"id": workspace_id})
+        [checkpoint] = await self._present(actor, [row])
+        return checkpoint
+
+    async def revisions(self, actor: Actor, workspace_id: str) -> c.CheckpointRevisions:
+        async with self._db.pool.acquire() as conn:
+            await self._require_live(conn, actor, workspace_id)
+            rows = await self._repo.list_checkpoints(conn, scope=actor.scope, workspace_id=workspace_id)
+        return c.CheckpointRevisions(items=await self._present(actor, rows))
+
+    async def _require_live(self, conn: asyncpg.Connection, actor: Actor, workspace_id: str) -> None:
+        if await self._repo.find_workspace(conn, scope=actor.scope, id=workspace_id) is None:
+            raise not_found(workspace_id)
+
+    async def _present(self, actor: Actor, rows: Sequence[asyncpg.Record]) -> list[c.Checkpoint]:
+        """Re-validate every source of every revision with its owner: one batch per owner for all rows."""
+        contents = [_content(row) for row in rows]
+        unique: dict[str, Ref] = {}
+        for content in contents:
+            for ref in provenance_refs(content.derived_from):
+                unique.setdefault(ref.key(), ref)
+        verdicts = dict(zip(unique, await self._owners.check_eligibility(actor, list(unique.values())), strict=True))
+        checkpoints = []
+        for row, content in zip(rows, contents, strict=True):
+            missing = [
+                c.UnavailableSource(ref=ref, reason=verdicts[ref.key()].reason or "unavailable")
+                for ref in provenance_refs(content.derived_from)
+                if not verdicts[ref.key()].available
+            ]
+            checkpoints.append(
+                c.Checkpoint(
+                    revision=row["revision"],
+                    status="unavailable" if missing else "valid",
+                    summary=None if missing else content.summary,
+                    open_questions=content.questions,
+                    derived_from=content.derived_from,
+                    unavailable_sources=missing,
+                    author=row["author"],
+                    created_at=row["created_at"],
+                )
+            )
+        return checkpoints
+
+    # -- writes -------------------------------------------------------------------------------------
+
+    def _check_summary(self, summary: str | None) -> None:
+        if summary is None:
+            return
+        if len(summary.encode("utf-8")) > self._settings.max_summary_bytes:
+            limit = self._settings.max_summary_bytes
+            raise BadProposal(f"the summary is larger than {limit} bytes", "summary", limit=limit)
+        if not summary.strip():
+            raise BadProposal("the summary is empty", "summary")
+
+    def _questions(self, previous: Content, add: Sequence[str], resolve: Sequence[str]) -> list[c.Question]:
+        return revise_questions(
+            previous.questions,
+            add=add,
+            resolve=resolve,
+            max_open=self._settings.max_open_questions,
+            max_chars=self._settings.max_question_chars,
+        )
+
+    async def update(self, actor: Actor, req: c.UpdateCheckpointRequest) -> c.Checkpoint:
+        """A person's edit. A new summary is the person's own, so it derives from nothing."""
+        replaces_summary = "summary" in req.model_fields_set
+
+        def build(previous: Content) -> Content:
+            if replaces_summary:
+                self._check_summary(req.summary)
+                return Content(
+                    req.summary, self._questions(previous, req.add_questions, req.resolve_questions), c.DerivedFrom()
+                )
+            questions = self._questions(previous, req.add_questions, req.resolve_questions)
+            return Content(previous.summary, questions, previous.derived_from)
+
+        try:
+            row = await self._write(actor, req.workspace_id, req.expected_revision, build, author="user")
+        except BadProposal as exc:
+            if exc.limit is not None:
+                raise TooLarge(exc.reason, {"field": exc.field, "limit": exc.limit}) from exc
+            raise Invalid(exc.reason, {"field": exc.field}) from exc
+        [checkpoint] = await self._present(actor, [row])
+        return checkpoint
+
+    async def propose(self, actor: Actor, raw: c.RawProposal) -> c.ProposeReply:
+        """From runhost at the end of a run. Never an error for the proposal: applied, stale or invalid."""
+        try:
+            req = c.ProposeRequest.model_validate(raw.model_dump(exclude_none=True))
+        except ValidationError as exc:
+            details = validation_details(exc)
+            return c.ProposeReply(result="invalid", revision=None, reason=f"{details['field']}: {details['problem']}")
+
+        def build(previous: Content) -> Content:
+            self._check_summary(req.summary)
+            check_provenance(req.derived_from)
+            return Content(
+                req.summary, self._questions(previous, req.add_questions, req.resolve_questions), req.derived_from
+            )
+
+        try:
+            row = await self._write(actor, req.workspace_id, req.expected_revision, build, author="model")
+        except Conflict as exc:
+            current = exc.details.get("current_revision")
+            return c.ProposeReply(result="stale", revision=None, reason=f"the current revision is {current}")
+        except NotFound:
+            return c.ProposeReply(result="invalid", revision=None, reason="workspace_not_found")
+        except BadProposal as exc:
+            return c.ProposeReply(result="invalid", revision=None, reason=f"{exc.field}: {exc.reason}")
+        return c.ProposeReply(result="applied", revision=row["revision"])
+
+    async def _write(
+        self,
+        actor: Actor,
+        workspace_id: str,
+        expected_revision: int,
+        build: Callable[[Content], Content],
+        *,
+        author: str,
+    ) -> asyncpg.Record:
+        async with self._db.transaction() as conn:
+            workspace = await self._repo.lock_workspace(conn, scope=actor.scope, id=workspace_id)
+            if workspace is None or workspace["status"] == "deleted":
+                raise not_found(workspace_id)
+            current = workspace["checkpoint_revision"]
+            if current != expected_revision:
+                raise Conflict("the checkpoint has a newer revision than expected", {"current_revision": current})
+            previous = None
+            if current:
+                previous = await self._repo.latest_checkpoint(conn, scope=actor.scope, workspace_id=workspace_id)
+            content = build(_content(previous))
+            row = await self._repo.insert_checkpoint(
+                conn,
+                scope=actor.scope,
+                workspace_id=workspace_id,
+                revision=current + 1,
+                summary=content.summary,
+                questions=[q.model_dump() for q in content.questions],
+                derived_from=content.derived_from.model_dump(mode="json"),
+                author=author,
+            )
+            await enqueue(
+                conn,
+                type=c.EVT_CHECKPOINT_REVISED,
+                scope=actor.scope,
+                data={
+                    "workspace_id": workspace_id,
+                    "revision": current + 1,
+                    "author": author,
+                    "run_id": content.derived_from.run_id,
+                },
+            )
+        return row

@@ -1,0 +1,194 @@
+"""The rules of workspaces: creation, the goal under compare-and-swap, archive, delete, admission.
+
+A deleted workspace is a tombstone: its id stays taken, and every request about it answers not_found,
+exactly like a workspace that never existed or belongs to another scope.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import asyncpg
+
+from services.workspace.catalog import CatalogReader
+from services.workspace.repository import WorkspaceRepository
+from shared.contracts import workspace as c
+from shared.contracts.common import Actor
+from shared.db import Database
+from shared.errors import Conflict, Invalid, NotFound, TooLarge
+from shared.outbox import enqueue
+from shared.settings import WorkspaceSettings
+
+
+def new_workspace_id() -> str:
+    return f"ws_{uuid.uuid4().hex}"
+
+
+def not_found(workspace_id: str) -> NotFound:
+    # One message for missing, deleted and foreign workspaces, so an answer never tells them apart.
+    return NotFound("workspace not found", {"id": workspace_id})
+
+
+def workspace_view(row: asyncpg.Record) -> c.Workspace:
+    return c.Workspace(
+        id=row["id"],
+        title=row["title"],
+        status=row["status"],
+        goal=c.Goal(version=row["goal_version"], text=row["goal_text"], created_at=row["goal_created_at"]),
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+    )
+
+
+class WorkspaceService:
+    def __init__(
+        self,
+        db: Database,
+        settings: WorkspaceSettings,
+        catalog: CatalogReader,
+        repo: WorkspaceRepository | None = None,
+    ):
+        self._db = db
+        self._settings = settings
+        self._catalog = catalog
+        self._repo = repo or WorkspaceRepository()
+
+    # -- checks -------------------------------------------------------------------------------------
+
+    def _check_title(self, title: str) -> str:
+        title = title.strip()
+        if not title or len(title) > self._settings.max_title_chars:
+            raise Invalid(
+                f"the title must be 1 to {self._settings.max_title_chars} characters",
+                {"field": "title", "limit": self._settings.max_title_chars},
+            )
+        return title
+
+    def _check_goal(self, text: str, field: str) -> str:
+        size = len(text.encode("utf-8"))
+        if size > self._settings.max_goal_bytes:
+            raise TooLarge(
+                "the goal is larger than the limit", {"field": field, "limit": self._settings.max_goal_bytes}
+            )
+        if not text.strip():
+            raise Invalid("the goal is empty", {"field": field})
+        return text
+
+    async def _live(self, conn: asyncpg.Connection, actor: Actor, workspace_id: str) -> asyncpg.Record:
+        row = await self._repo.find_workspace(conn, scope=actor.scope, id=workspace_id)
+        if row is None:
+            raise not_found(workspace_id)
+        return row
+
+    # -- workspaces ---------------------------------------------------------------------------------
+
+    async def create(self, actor: Actor, req: c.CreateRequest) -> c.Workspace:
+        title = self._check_title(req.title)
+        goal = self._check_goal(req.goal, "goal")
+        workspace_id = new_workspace_id()
+        async with self._db.transaction() as conn:
+            await self._repo.insert_workspace(conn, id=workspace_id, scope=actor.scope, title=title)
+            await self._repo.insert_goal_version(
+                conn, scope=actor.scope, workspace_id=workspace_id, version=1, text=goal
+            )
+            workspace = workspace_view(await self._live(conn, actor, workspace_id))
+            await enqueue(
+                conn,
+                type=c.EVT_CREATED,
+                scope=actor.scope,
+                data={"workspace_id": workspace_id, "title": title, "goal_version": 1},
+            )
+        return workspace
+
+    async def list_workspaces(self, actor: Actor) -> c.WorkspaceList:
+        async with self._db.pool.acquire() as conn:
+            rows = await self._repo.list_workspaces(conn, scope=actor.scope)
+        return c.WorkspaceList(items=[workspace_view(r) for r in rows])
+
+    async def get(self, actor: Actor, workspace_id: str) -> c.Workspace:
+        async with self._db.pool.acquire() as conn:
+            return workspace_view(await self._live(conn, actor, workspace_id))
+
+    async def revise_goal(self, actor: Actor, req: c.ReviseGoalRequest) -> c.Workspace:
+        text = self._check_goal(req.text, "text")
+        async with self._db.transaction() as conn:
+            row = await self._repo.lock_workspace(conn, scope=actor.scope, id=req.workspace_id)
+            if row is None or row["status"] == "deleted":
+                raise not_found(req.workspace_id)
+            if row["goal_version"] != req.expected_version:
+                raise Conflict("the goal has a newer version than expected", {"current_version": row["goal_version"]})
+            version = row["goal_version"] + 1
+            await self._repo.insert_goal_version(
+                conn, scope=actor.scope, workspace_id=req.workspace_id, version=version, text=text
+            )
+            await self._repo.set_goal_version(conn, scope=actor.scope, id=req.workspace_id, version=version)
+            workspace = workspace_view(await self._live(conn, actor, req.workspace_id))
+            await enqueue(
+                conn,
+                type=c.EVT_GOAL_REVISED,
+                scope=actor.scope,
+                data={"workspace_id": req.workspace_id, "version": version},
+            )
+        return workspace
+
+    async def goal_versions(self, actor: Actor, workspace_id: str) -> c.GoalVersions:
+        async with self._db.pool.acquire() as conn:
+            rows = await self._repo.list_goal_versions(conn, scope=actor.scope, id=workspace_id)
+        if not rows:
+            raise not_found(workspace_id)
+        return c.GoalVersions(items=[c.Goal(**dict(r)) for r in rows])
+
+    # -- lifecycle ----------------------------------------------------------------------------------
+
+    async def archive(self, actor: Actor, workspace_id: str) -> c.Workspace:
+        return await self._set_status(actor, workspace_id, "archived", c.EVT_ARCHIVED)
+
+    async def unarchive(self, actor: Actor, workspace_id: str) -> c.Workspace:
+        return await self._set_status(actor, workspace_id, "active", c.EVT_UNARCHIVED)
+
+    async def _set_status(self, actor: Actor, workspace_id: str, status: str, event: str) -> c.Workspace:
+        async with self._db.transaction() as conn:
+            row = await self._repo.lock_workspace(conn, scope=actor.scope, id=workspace_id)
+            if row is None or row["status"] == "deleted":
+                raise not_found(workspace_id)
+            changed = row["status"] != status
+            if changed:
+                # Repeating an archive would move its instant and so change which runs count as "before" it.
+                await self._repo.set_status(conn, scope=actor.scope, id=workspace_id, status=status)
+                await enqueue(conn, type=event, scope=actor.scope, data={"workspace_id": workspace_id})
+            return workspace_view(await self._live(conn, actor, workspace_id))
+
+    async def delete(self, actor: Actor, workspace_id: str) -> None:
+        """Tombstone the workspace. What other services own (publications, runs, files) is left as it is."""
+        async with self._db.transaction() as conn:
+            row = await self._repo.lock_workspace(conn, scope=actor.scope, id=workspace_id)
+            if row is None or row["status"] == "deleted":
+                raise not_found(workspace_id)
+            await self._repo.tombstone(conn, scope=actor.scope, id=workspace_id)
+            await enqueue(conn, type=c.EVT_DELETED, scope=actor.scope, data={"workspace_id": workspace_id})
+
+    # -- catalog and admission ----------------------------------------------------------------------
+
+    async def catalog(self, actor: Actor, req: c.CatalogRequest) -> c.Catalog:
+        limit = self._catalog.bound(req.limit)
+        async with self._db.pool.acquire() as conn:
+            page = await self._repo.catalog_page(conn, scope=actor.scope, workspace_id=req.workspace_id, limit=limit)
+        if not page:
+            raise not_found(req.workspace_id)
+        return await self._catalog.resolve(actor, page)
+
+    async def admit(self, actor: Actor, req: c.AdmissionRequest) -> c.Admission:
+        """The snapshot a run freezes. Recording the admission under the row lock orders it against archive."""
+        limit = self._catalog.bound(req.limit)
+        async with self._db.transaction() as conn:
+            row = await self._repo.lock_workspace(conn, scope=actor.scope, id=req.workspace_id, share=True)
+            if row is None or row["status"] == "deleted":
+                raise not_found(req.workspace_id)
+            if row["status"] == "archived":
+                raise Conflict("the workspace is archived; it takes no new runs", {"status": "archived"})
+            await self._repo.insert_admission(conn, scope=actor.scope, workspace_id=req.workspace_id, run_id=req.run_id)
+            workspace = workspace_view(await self._live(conn, actor, req.workspace_id))
+            page = await self._repo.catalog_page(conn, scope=actor.scope, workspace_id=req.workspace_id, limit=limit)
+        # Owners are asked after the commit: no transaction is held open across the bus.
+        catalog = await self._catalog.resolve(actor, page)
+        return c.Admission(workspace_id=workspace.id, status=workspace.status, goal=workspace.goal, catalog=catalog)

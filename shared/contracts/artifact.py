@@ -1,0 +1,69 @@
+"""Bus contract of the artifact service: retained HTML files, their retention and expiry, eligibility."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import AwareDatetime, Field
+
+from shared.contracts.common import Model
+
+REGISTER = "dossier.artifact.register"
+GET = "dossier.artifact.get"
+# Internal: where the bytes are, answered only after scope, expiry and the hash reference are checked.
+OPEN = "dossier.artifact.open"
+CHECK = "dossier.artifact.check"
+RETAIN = "dossier.artifact.retain"
+
+EVT_REGISTERED = "artifact.registered"
+EVT_RETAINED = "artifact.retained"
+
+MEDIA_TYPE_HTML = "text/html"
+
+Id = Field(min_length=1, max_length=200)
+
+
+class RegisterRequest(Model):
+    """Bytes are already in object storage under their content key; only the reference travels."""
+
+    bucket: str = Field(min_length=1, max_length=200)
+    key: str = Field(min_length=1, max_length=1000)
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    size: int = Field(ge=1)
+    title: str = Field(min_length=1)
+    media_type: Literal["text/html"]
+    expires_at: AwareDatetime | None = None
+
+
+class Artifact(Model):
+    id: str
+    title: str
+    media_type: str
+    size: int
+    content_hash: str
+    created_at: datetime
+    expires_at: datetime | None
+
+
+class ArtifactIdRequest(Model):
+    artifact_id: str = Id
+
+
+class ArtifactLocation(Model):
+    artifact: Artifact
+    bucket: str
+    key: str
+
+
+class RetainRequest(Model):
+    artifact_id: str = Id
+    # None keeps the file with no expiry; a retention never shortens an earlier one.
+    expires_at: AwareDatetime | None = None
+
+
+class Retention(Model):
+    artifact_id: str
+    status: Literal["retained"]
+    retained_at: datetime
+    expires_at: datetime | None

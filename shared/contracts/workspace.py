@@ -1,0 +1,286 @@
+"""Bus contract of the workspace service: goals, associations, the bounded catalog, checkpoints, lifecycle."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import Field
+
+from shared.contracts.common import Model, Ref
+
+CREATE = "dossier.workspace.create"
+LIST = "dossier.workspace.list"
+GET = "dossier.workspace.get"
+REVISE_GOAL = "dossier.workspace.goal.revise"
+GOAL_VERSIONS = "dossier.workspace.goal.versions"
+ARCHIVE = "dossier.workspace.archive"
+UNARCHIVE = "dossier.workspace.unarchive"
+DELETE = "dossier.workspace.delete"
+CATALOG = "dossier.workspace.catalog"
+ADD_SOURCE = "dossier.workspace.sources.add"
+PIN_ARTIFACT = "dossier.workspace.artifacts.pin"
+# Internal, for runhost: the snapshot a run freezes, and associations of conversations, runs and outputs.
+ADMISSION = "dossier.workspace.admission"
+ASSOCIATE = "dossier.workspace.associate"
+CHECKPOINT_GET = "dossier.workspace.checkpoint.get"
+CHECKPOINT_UPDATE = "dossier.workspace.checkpoint.update"
+CHECKPOINT_REVISIONS = "dossier.workspace.checkpoint.revisions"
+CHECKPOINT_PROPOSE = "dossier.workspace.checkpoint.propose"
+
+EVT_CREATED = "workspace.created"
+EVT_GOAL_REVISED = "workspace.goal_revised"
+EVT_ARCHIVED = "workspace.archived"
+EVT_UNARCHIVED = "workspace.unarchived"
+EVT_DELETED = "workspace.deleted"
+EVT_CHECKPOINT_REVISED = "workspace.checkpoint_revised"
+EVT_ASSOCIATION_REFUSED = "workspace.association_refused"
+
+# What the assets service (issue 3) answers and announces, as fixed by the lead. When its own contract
+# module lands, these two names should be imported from there instead of being repeated here.
+ASSETS_CHECK = "dossier.assets.check"
+EVT_ASSET_ASSOCIATION_REQUESTED = "asset.association_requested"
+
+Id = Field(min_length=1, max_length=200)
+
+WorkspaceStatus = Literal["active", "archived"]
+CatalogKind = Literal["publication", "source", "artifact"]
+AssociationKind = Literal["conversation", "run", "source", "artifact", "publication"]
+CATALOG_KINDS: tuple[str, ...] = ("publication", "source", "artifact")
+
+
+# -- workspaces and goals ------------------------------------------------------------------------------
+
+
+class Goal(Model):
+    version: int
+    text: str
+    created_at: datetime
+
+
+class Workspace(Model):
+    id: str
+    title: str
+    status: WorkspaceStatus
+    goal: Goal
+    created_at: datetime
+    updated_at: datetime
+
+
+class WorkspaceList(Model):
+    items: list[Workspace]
+
+
+class GoalVersions(Model):
+    items: list[Goal]
+
+
+class CreateRequest(Model):
+    title: str = Field(min_length=1)
+    goal: str
+
+
+class ListRequest(Model):
+    pass
+
+
+class WorkspaceIdRequest(Model):
+    """Every request that names one workspace and nothing else."""
+
+    workspace_id: str = Id
+
+
+class DeleteReply(Model):
+    workspace_id: str
+    status: Literal["deleted"]
+
+
+class ReviseGoalRequest(Model):
+    workspace_id: str = Id
+    text: str
+    expected_version: int = Field(ge=1)
+
+
+# -- associations and the catalog -------------------------------------------------------------------
+
+
+class CatalogRequest(Model):
+    workspace_id: str = Id
+    limit: int | None = Field(default=None, ge=1)
+
+
+class CatalogItem(Model):
+    kind: CatalogKind
+    id: str
+    version: int | None
+    title: str
+    created_at: datetime
+    run_id: str | None
+    available: bool
+    reason: str | None
+
+
+class Catalog(Model):
+    items: list[CatalogItem]
+    complete: bool
+    omitted: int
+
+
+class AddSourceRequest(Model):
+    workspace_id: str = Id
+    source_id: str = Id
+
+
+class Association(Model):
+    workspace_id: str
+    kind: AssociationKind
+    ref_id: str
+    version: int | None
+    run_id: str | None
+    created_at: datetime
+
+
+class PinRequest(Model):
+    workspace_id: str = Id
+    artifact_id: str = Id
+
+
+class PinReply(Model):
+    """Both outcomes of a pin, reported apart: the artifact service retains, the workspace associates."""
+
+    artifact_id: str
+    retention: Literal["retained", "failed"]
+    association: Literal["confirmed", "unconfirmed"]
+    reason: str | None = None
+
+
+class AdmissionRequest(Model):
+    workspace_id: str = Id
+    run_id: str = Id
+    limit: int | None = Field(default=None, ge=1)
+
+
+class Admission(Model):
+    workspace_id: str
+    status: WorkspaceStatus
+    goal: Goal
+    catalog: Catalog
+
+
+class AssociateRequest(Model):
+    workspace_id: str = Id
+    kind: AssociationKind
+    ref_id: str = Id
+    version: int | None = Field(default=None, ge=1)
+    run_id: str | None = Field(default=None, max_length=200)
+
+
+class AssociateReply(Model):
+    association: Literal["confirmed", "refused"]
+    reason: str | None = None
+
+
+class AssociationRefused(Model):
+    """Payload of `workspace.association_refused`: runhost records that the workspace is gone or closed."""
+
+    workspace_id: str
+    kind: AssociationKind
+    ref_id: str
+    version: int | None
+    run_id: str | None
+    reason: Literal["workspace_deleted", "workspace_not_found", "workspace_archived"]
+
+
+class AssetAssociationRequested(Model):
+    """Payload of `asset.association_requested` (produced by the assets service, consumed here)."""
+
+    workspace_id: str = Id
+    source_id: str = Id
+    asset_id: str | None = None
+    version: int | None = None
+
+
+# -- checkpoint -------------------------------------------------------------------------------------
+
+QuestionStatus = Literal["open", "resolved"]
+CheckpointStatus = Literal["valid", "unavailable"]
+
+
+class Question(Model):
+    id: str
+    text: str
+    status: QuestionStatus
+
+
+class PublicationRef(Model):
+    id: str = Id
+    version: int = Field(ge=1)
+
+
+class DerivedFrom(Model):
+    run_id: str | None = Field(default=None, max_length=200)
+    publication: PublicationRef | None = None
+    sources: list[Ref] = Field(default_factory=list, max_length=1000)
+
+
+class UnavailableSource(Model):
+    ref: Ref
+    reason: str
+
+
+class Checkpoint(Model):
+    revision: int
+    status: CheckpointStatus
+    advisory: Literal[True] = True
+    summary: str | None
+    open_questions: list[Question]
+    derived_from: DerivedFrom
+    unavailable_sources: list[UnavailableSource]
+    author: Literal["model", "user"]
+    created_at: datetime
+
+
+class CheckpointRevisions(Model):
+    items: list[Checkpoint]
+
+
+class UpdateCheckpointRequest(Model):
+    """A person's edit. An omitted `summary` keeps the current one; a question closes only when resolved."""
+
+    workspace_id: str = Id
+    expected_revision: int = Field(ge=0)
+    summary: str | None = None
+    add_questions: list[str] = Field(default_factory=list)
+    resolve_questions: list[str] = Field(default_factory=list)
+
+
+class ProposeRequest(Model):
+    """What runhost sends at the end of a run. The first revision is made with `expected_revision` 0."""
+
+    workspace_id: str = Id
+    expected_revision: int = Field(ge=0)
+    summary: str
+    add_questions: list[str] = Field(default_factory=list)
+    resolve_questions: list[str] = Field(default_factory=list)
+    derived_from: DerivedFrom = Field(default_factory=DerivedFrom)
+
+
+class RawProposal(Model):
+    """The same message as `ProposeRequest`, accepted loosely at the edge.
+
+    A malformed proposal must answer `invalid` (and never fail the run), so the fields are checked by the
+    service against `ProposeRequest` instead of being refused by the envelope.
+    """
+
+    workspace_id: str = Id
+    expected_revision: Any = None
+    summary: Any = None
+    add_questions: Any = None
+    resolve_questions: Any = None
+    derived_from: Any = None
+
+
+class ProposeReply(Model):
+    result: Literal["applied", "stale", "invalid"]
+    revision: int | None
+    reason: str | None = None

@@ -1,0 +1,198 @@
+"""Workspaces, goals and the lifecycle over real NATS and PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+
+import asyncpg
+import pytest
+
+from shared.bus import BusClient
+from shared.contracts import workspace as w
+from shared.contracts.common import Actor
+from shared.errors import Conflict, Invalid, NotFound, TooLarge
+from shared.settings import WorkspaceSettings
+from tests.service.workspace.conftest import create
+from tests.support.owners import EventTap
+from tests.support.probe import probe_until
+
+
+async def test_create_get_list(workspace: WorkspaceSettings, bus: BusClient, who: Actor, stranger: Actor) -> None:
+    ws = await create(bus, who, title="  Fund X  ", goal="Assess liquidity risk")
+    assert ws["id"].startswith("ws_") and ws["title"] == "Fund X" and ws["status"] == "active"
+    assert ws["goal"]["version"] == 1 and ws["goal"]["text"] == "Assess liquidity risk"
+    assert await bus.call(w.GET, {"workspace_id": ws["id"]}, actor=who) == ws
+    second = await create(bus, who)
+    listed = (await bus.call(w.LIST, {}, actor=who))["items"]
+    assert [x["id"] for x in listed] == [second["id"], ws["id"]]
+    assert (await bus.call(w.LIST, {}, actor=stranger))["items"] == []
+
+
+async def test_goal_is_compare_and_swap(workspace: WorkspaceSettings, bus: BusClient, who: Actor) -> None:
+    ws = await create(bus, who, goal="v1 goal")
+    v2 = await bus.call(w.REVISE_GOAL, {"workspace_id": ws["id"], "text": "v2 goal", "expected_version": 1}, actor=who)
+    assert v2["goal"]["version"] == 2 and v2["goal"]["text"] == "v2 goal"
+    with pytest.raises(Conflict) as err:
+        await bus.call(w.REVISE_GOAL, {"workspace_id": ws["id"], "text": "late", "expected_version": 1}, actor=who)
+    assert err.value.details == {"current_version": 2}
+    versions = (await bus.call(w.GOAL_VERSIONS, {"workspace_id": ws["id"]}, actor=who))["items"]
+    assert [(v["version"], v["text"]) for v in versions] == [(1, "v1 goal"), (2, "v2 goal")]
+
+
+async def test_twenty_concurrent_goal_updates_exactly_one_wins(
+    workspace: WorkspaceSettings, bus: BusClient, who: Actor
+) -> None:
+    ws = await create(bus, who)
+    attempts = [
+        bus.call(w.REVISE_GOAL, {"workspace_id": ws["id"], "text": f"goal {i}", "expected_version": 1}, actor=who)
+        for i in range(20)
+    ]
+    results = await asyncio.gather(*attempts, return_exceptions=True)
+    winners = [r for r in results if isinstance(r, dict)]
+    assert len(winners) == 1
+    assert all(isinstance(r, Conflict) and r.details == {"current_version": 2} for r in results if r not in winners)
+    versions = (await bus.call(w.GOAL_VERSIONS, {"workspace_id": ws["id"]}, actor=who))["items"]
+    assert [v["version"] for v in versions] == [1, 2] and versions[1]["text"] == winners[0]["goal"]["text"]
+
+
+async def test_goal_and_title_limits(workspace: WorkspaceSettings, bus: BusClient, who: Actor) -> None:
+    megabyte = "x" * (1024 * 1024)
+    with pytest.raises(TooLarge) as err:
+        await create(bus, who, goal=megabyte)
+    assert err.value.details == {"field": "goal", "limit": workspace.max_goal_bytes}
+    ws = await create(bus, who)
+    with pytest.raises(TooLarge):
+        await bus.call(w.REVISE_GOAL, {"workspace_id": ws["id"], "text": megabyte, "expected_version": 1}, actor=who)
+    with pytest.raises(Invalid):
+        await create(bus, who, goal="   ")
+    with pytest.raises(Invalid):
+        await create(bus, who, title="t" * 501)
+    with pytest.raises(Invalid) as bad:
+        await bus.call(w.REVISE_GOAL, {"workspace_id": ws["id"], "text": "x", "expected_version": 0}, actor=who)
+    assert bad.value.details["field"] == "expected_version"
+    assert (await bus.call(w.GET, {"workspace_id": ws["id"]}, actor=who))["goal"]["version"] == 1
+
+
+async def test_archive_and_unarchive(
+    workspace: WorkspaceSettings, bus: BusClient, who: Actor, events: EventTap
+) -> None:
+    ws = await create(bus, who)
+    archived = await bus.call(w.ARCHIVE, {"workspace_id": ws["id"]}, actor=who)
+    assert archived["status"] == "archived"
+    assert (await bus.call(w.ARCHIVE, {"workspace_id": ws["id"]}, actor=who))["status"] == "archived"
+    active = await bus.call(w.UNARCHIVE, {"workspace_id": ws["id"]}, actor=who)
+    assert active["status"] == "active" and active["goal"] == ws["goal"]
+
+    async def seen() -> list[str]:
+        types = [e.type for e in events.events if e.data.get("workspace_id") == ws["id"]]
+        return types if w.EVT_UNARCHIVED in types else []
+
+    # Archiving twice is one archive: one event, not two.
+    assert await probe_until(seen) == [w.EVT_CREATED, w.EVT_ARCHIVED, w.EVT_UNARCHIVED]
+
+
+async def test_delete_leaves_a_tombstone(
+    workspace: WorkspaceSettings, bus: BusClient, who: Actor, ws_db: asyncpg.Connection
+) -> None:
+    ws = await create(bus, who)
+    wid = ws["id"]
+    await bus.call(w.REVISE_GOAL, {"workspace_id": wid, "text": "v2", "expected_version": 1}, actor=who)
+    await bus.call(w.CHECKPOINT_UPDATE, {"workspace_id": wid, "expected_revision": 0, "summary": "s"}, actor=who)
+    await bus.call(w.ASSOCIATE, {"workspace_id": wid, "kind": "conversation", "ref_id": "conv_1"}, actor=who)
+    await bus.call(w.ADMISSION, {"workspace_id": wid, "run_id": "run_1"}, actor=who)
+    await bus.call(w.DELETE, {"workspace_id": wid}, actor=who)
+
+    row = await ws_db.fetchrow("SELECT status, title, deleted_at FROM workspaces WHERE id = $1", wid)
+    assert row is not None and row["status"] == "deleted" and row["title"] == "" and row["deleted_at"] is not None
+    for table in ("goal_versions", "checkpoint_revisions", "associations", "admissions"):
+        assert await ws_db.fetchval(f"SELECT count(*) FROM {table} WHERE workspace_id = $1", wid) == 0, table
+
+    # Never brought back: every request about the id answers as for a workspace that never existed.
+    for subject in (w.GET, w.GOAL_VERSIONS, w.ARCHIVE, w.UNARCHIVE, w.DELETE, w.CHECKPOINT_GET):
+        with pytest.raises(NotFound):
+            await bus.call(subject, {"workspace_id": wid}, actor=who)
+    with pytest.raises(NotFound):
+        await bus.call(w.REVISE_GOAL, {"workspace_id": wid, "text": "again", "expected_version": 2}, actor=who)
+    refused = await bus.call(w.ASSOCIATE, {"workspace_id": wid, "kind": "run", "ref_id": "run_2"}, actor=who)
+    assert refused == {"association": "refused", "reason": "workspace_deleted"}
+    assert wid not in [x["id"] for x in (await bus.call(w.LIST, {}, actor=who))["items"]]
+
+
+async def test_every_change_emits_its_event(
+    workspace: WorkspaceSettings, bus: BusClient, who: Actor, events: EventTap
+) -> None:
+    ws = await create(bus, who)
+    wid = ws["id"]
+    await bus.call(w.REVISE_GOAL, {"workspace_id": wid, "text": "v2", "expected_version": 1}, actor=who)
+    await bus.call(w.CHECKPOINT_UPDATE, {"workspace_id": wid, "expected_revision": 0, "summary": "s"}, actor=who)
+    await bus.call(w.ARCHIVE, {"workspace_id": wid}, actor=who)
+    await bus.call(w.UNARCHIVE, {"workspace_id": wid}, actor=who)
+    await bus.call(w.DELETE, {"workspace_id": wid}, actor=who)
+
+    async def all_seen() -> list:
+        mine = [e for e in events.events if e.data.get("workspace_id") == wid]
+        return mine if any(e.type == w.EVT_DELETED for e in mine) else []
+
+    mine = await probe_until(all_seen)
+    assert [e.type for e in mine] == [
+        w.EVT_CREATED,
+        w.EVT_GOAL_REVISED,
+        w.EVT_CHECKPOINT_REVISED,
+        w.EVT_ARCHIVED,
+        w.EVT_UNARCHIVED,
+        w.EVT_DELETED,
+    ]
+    assert mine[1].data == {"workspace_id": wid, "version": 2}
+    assert mine[2].data == {"workspace_id": wid, "revision": 1, "author": "user", "run_id": None}
+
+
+async def test_other_scope_gets_not_found_on_every_request(
+    workspace: WorkspaceSettings, bus: BusClient, who: Actor, stranger: Actor
+) -> None:
+    ws = await create(bus, who)
+    wid = ws["id"]
+    await bus.call(w.CHECKPOINT_UPDATE, {"workspace_id": wid, "expected_revision": 0, "summary": "s"}, actor=who)
+    requests: list[tuple[str, dict]] = [
+        (w.GET, {}),
+        (w.REVISE_GOAL, {"text": "taken over", "expected_version": 1}),
+        (w.GOAL_VERSIONS, {}),
+        (w.ARCHIVE, {}),
+        (w.UNARCHIVE, {}),
+        (w.CATALOG, {}),
+        (w.ADD_SOURCE, {"source_id": "S1"}),
+        (w.PIN_ARTIFACT, {"artifact_id": "art_1"}),
+        (w.ADMISSION, {"run_id": "run_x"}),
+        (w.CHECKPOINT_GET, {}),
+        (w.CHECKPOINT_UPDATE, {"expected_revision": 1, "summary": "taken over"}),
+        (w.CHECKPOINT_REVISIONS, {}),
+        (w.DELETE, {}),
+    ]
+    for subject, extra in requests:
+        with pytest.raises(NotFound) as foreign:
+            await bus.call(subject, {"workspace_id": wid, **extra}, actor=stranger)
+        with pytest.raises(NotFound) as missing:
+            await bus.call(subject, {"workspace_id": "ws_missing", **extra}, actor=who)
+        assert foreign.value.message == missing.value.message, subject
+        assert foreign.value.details == {"id": wid}, subject
+    associate = {"workspace_id": wid, "kind": "conversation", "ref_id": "conv_x"}
+    assert (await bus.call(w.ASSOCIATE, associate, actor=stranger))["reason"] == "workspace_not_found"
+    propose = {"workspace_id": wid, "expected_revision": 1, "summary": "taken over"}
+    assert await bus.call(w.CHECKPOINT_PROPOSE, propose, actor=stranger) == {
+        "result": "invalid",
+        "revision": None,
+        "reason": "workspace_not_found",
+    }
+    # And the owner's workspace is exactly as it was.
+    after = await bus.call(w.GET, {"workspace_id": wid}, actor=who)
+    assert after == ws
+    assert (await bus.call(w.CHECKPOINT_GET, {"workspace_id": wid}, actor=who))["revision"] == 1
+
+
+async def test_malformed_requests_get_replies(workspace: WorkspaceSettings, bus: BusClient, who: Actor) -> None:
+    with pytest.raises(Invalid) as err:
+        await bus.call(w.CREATE, {"title": "t"}, actor=who)
+    assert err.value.details["field"] == "goal"
+    with pytest.raises(Invalid):
+        await bus.call(w.GET, {"workspace_id": ""}, actor=who)
+    raw = await bus._nc.request(w.CREATE, b"not json", timeout=5)
+    assert b'"invalid"' in raw.data
