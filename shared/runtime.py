@@ -67,6 +67,8 @@ class ServiceRuntime:
         for task in self._background:
             self._spawn(task)
         await self.broker.start()
+        # Subscriptions reach the server asynchronously; a flush makes them live before we say we serve.
+        await nc.flush()
         log.info("%s service is serving", self.name)
 
     def _spawn(self, task: BackgroundTask) -> None:
@@ -84,12 +86,13 @@ class ServiceRuntime:
         self._tasks.append(asyncio.create_task(guarded()))
 
     async def stop(self) -> None:
-        # Stop taking messages and finish the in-flight ones first, then the loops, then the pool.
-        await self.broker.stop()
+        # The loops first (a consumer still fetching makes the broker's drain wait out its timeout), then
+        # stop taking messages and finish the in-flight ones, then the pool.
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
+        await self.broker.stop()
         await self.db.close()
 
 

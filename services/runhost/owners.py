@@ -6,15 +6,17 @@ from collections.abc import Callable
 from typing import Any
 
 from shared.bus import BusClient
+from shared.contracts import artifact
 from shared.contracts import publication as pub
+from shared.contracts import workspace as ws
 from shared.contracts.common import Actor, Ref
 
-WORKSPACE_ADMISSION = "dossier.workspace.admission"
-WORKSPACE_ASSOCIATE = "dossier.workspace.associate"
-WORKSPACE_CHECKPOINT_GET = "dossier.workspace.checkpoint.get"
-WORKSPACE_CHECKPOINT_PROPOSE = "dossier.workspace.checkpoint.propose"
-WORKSPACE_PIN_ARTIFACT = "dossier.workspace.artifacts.pin"
-ARTIFACT_REGISTER = "dossier.artifact.register"
+WORKSPACE_ADMISSION = ws.ADMISSION
+WORKSPACE_ASSOCIATE = ws.ASSOCIATE
+WORKSPACE_CHECKPOINT_GET = ws.CHECKPOINT_GET
+WORKSPACE_CHECKPOINT_PROPOSE = ws.CHECKPOINT_PROPOSE
+WORKSPACE_PIN_ARTIFACT = ws.PIN_ARTIFACT
+ARTIFACT_REGISTER = artifact.REGISTER
 ASSETS_SEARCH = "dossier.assets.evidence.search"
 ASSETS_READ = "dossier.assets.evidence.read"
 
@@ -26,6 +28,10 @@ class Owners:
     @property
     def bus(self) -> BusClient:
         return self._bus()
+
+    async def ensure_workspace_exists(self, actor: Actor, *, workspace_id: str) -> None:
+        """Raises `not_found` for a missing, deleted or other-scope workspace."""
+        await self.bus.call(ws.GET, {"workspace_id": workspace_id}, actor=actor)
 
     async def fetch_admission_snapshot(self, actor: Actor, *, workspace_id: str, run_id: str) -> dict[str, Any]:
         return dict(

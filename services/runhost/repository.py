@@ -28,7 +28,7 @@ class RunRepository:
     # -- runs ---------------------------------------------------------------------------------------
     async def lock_request(self, conn: asyncpg.Connection, *, scope: str, request_id: str) -> None:
         """Serialise admissions of one (scope, request_id) for the rest of the transaction."""
-        await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", f"{scope}\x00{request_id}")
+        await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", f"{scope}|{request_id}")
 
     async def find_by_request(self, conn: asyncpg.Connection, *, scope: str, request_id: str) -> asyncpg.Record | None:
         return await conn.fetchrow("SELECT * FROM runs WHERE scope = $1 AND request_id = $2", scope, request_id)
@@ -83,6 +83,11 @@ class RunRepository:
             " RETURNING *",
             owner,
             lease_seconds,
+        )
+
+    async def release_leases(self, conn: asyncpg.Connection, *, owner: str) -> None:
+        await conn.execute(
+            "UPDATE runs SET lease_expires_at = now() WHERE lease_owner = $1 AND status = 'running'", owner
         )
 
     async def heartbeat(self, conn: asyncpg.Connection, *, run_id: str, epoch: int, lease_seconds: float) -> bool:

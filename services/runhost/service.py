@@ -162,6 +162,8 @@ class RunService:
             return to_run(await self._run_row(conn, actor, run_id))
 
     async def list_runs(self, actor: Actor, req: c.ListRunsRequest) -> c.RunList:
+        # A workspace route: a deleted workspace answers 404 here too, although its runs live on.
+        await self._owners.ensure_workspace_exists(actor, workspace_id=req.workspace_id)
         async with self._db.pool.acquire() as conn:
             rows = await self._repo.list_runs(conn, scope=actor.scope, workspace_id=req.workspace_id, limit=req.limit)
         return c.RunList(items=[to_run(r) for r in rows])

@@ -47,6 +47,16 @@ class Api:
         fields = {"source_id": source_id} | ({"workspace_id": workspace_id} if workspace_id else {})
         return dict(self.ok("POST", "/v1/assets", data=fields, files={"file": (filename, data)}))
 
+    def wait_catalog(self, workspace_id: str, count: int, timeout: float = 30) -> dict[str, Any]:
+        """Associations arrive through events: wait until the catalog shows `count` items."""
+        path = f"/v1/workspaces/{workspace_id}/catalog?limit=200"
+
+        def ready() -> dict[str, Any] | None:
+            catalog = self.ok("GET", path)
+            return catalog if len(catalog["items"]) >= count else None
+
+        return dict(probe(ready, timeout=timeout))
+
     def start_run(self, workspace_id: str, question: str, **extra: Any) -> dict[str, Any]:
         body = {"question": question, "request_id": extra.pop("request_id", uuid.uuid4().hex)} | extra
         return dict(self.ok("POST", f"/v1/workspaces/{workspace_id}/runs", json=body))
@@ -55,7 +65,14 @@ class Api:
         return dict(self.ok("GET", f"/v1/runs/{run_id}"))
 
     def wait_run(self, run_id: str, timeout: float = 90) -> dict[str, Any]:
-        return probe(lambda: (r := self.run(run_id))["status"] in FINAL and r, timeout=timeout)
+        def finished() -> dict[str, Any] | None:
+            r = self.http.get(f"/v1/runs/{run_id}")
+            if r.status_code == 504:  # runhost is restarting (crash tests); keep polling
+                return None
+            assert r.status_code == 200, r.text
+            return r.json() if r.json()["status"] in FINAL else None
+
+        return dict(probe(finished, timeout=timeout))
 
     def ledger(self, run_id: str) -> list[dict[str, Any]]:
         return list(self.ok("GET", f"/v1/runs/{run_id}/ledger")["items"])

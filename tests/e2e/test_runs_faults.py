@@ -1,0 +1,176 @@
+"""Runs under faults, on a stack with short leases and paced steps: crash resume, plan edits, cancel,
+limits, an invalid checkpoint proposal, and the openai policy against a fake OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from shared.procs import free_port, port_open, wait_until
+from tests.support.api import Api, probe
+from tests.support.stack import ROOT, RunningStack, start_stack, stop_stack
+
+SCRIPTS = {
+    # Writes the recited plan into draft.md at every step: shows what each step saw.
+    "echo-plan": [{"name": "write_draft", "arguments": {"text": "{plan}"}} for _ in range(200)],
+    "bad-proposal": [{"name": "finish", "arguments": {"answer": "# done\n", "checkpoint_proposal": {"summary": ""}}}],
+}
+
+
+@pytest.fixture(scope="module")
+def fake_openai(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "tests.support.fake_openai", str(port)], cwd=ROOT)
+    try:
+        wait_until(lambda: port_open(port), timeout=20, what="fake openai", alive=lambda: proc.poll() is None)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+@pytest.fixture(scope="module")
+def slow_stack(tmp_path_factory: pytest.TempPathFactory, fake_openai: str) -> Iterator[RunningStack]:
+    scripts = tmp_path_factory.mktemp("scripts")
+    for name, steps in SCRIPTS.items():
+        (scripts / f"{name}.json").write_text(json.dumps(steps))
+    env = {
+        "DOSSIER_RUN_LEASE_SECONDS": "3",
+        "DOSSIER_RUN_STEP_DELAY_SECONDS": "0.1",
+        "DOSSIER_SCRIPTS_DIR": str(scripts),
+        "DOSSIER_OPENAI_BASE_URL": f"{fake_openai}/v1",
+        "DOSSIER_OPENAI_MODEL": "fake-model",
+        "DOSSIER_OPENAI_API_KEY": "sk-test",
+        "DOSSIER_OPENAI_BACKOFF_SECONDS": "0.1",
+    }
+    running = start_stack(tmp_path_factory.mktemp("slow-home"), extra_env=env)
+    try:
+        yield running
+    finally:
+        stop_stack(running.proc)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_crash_resume_reads_each_of_30_sources_once(slow_stack: RunningStack) -> None:
+    api = Api(slow_stack)
+    ws = api.workspace(goal="Assess the liquidity of Fund X")
+    for i in range(30):
+        api.publish(f"Fund X liquidity report {i:02d}", f"Report {i}: Fund X liquidity finding number {i}.", ws["id"])
+    api.wait_catalog(ws["id"], 30)
+    run = api.start_run(ws["id"], "What do the Fund X liquidity reports conclude?")
+    notes = probe(
+        lambda: (n := sum(p.startswith("notes/") for p in api.files(run["id"]))) >= 18 and n, timeout=120, interval=0.05
+    )
+    victim = slow_stack.pid("runhost")
+    os.kill(victim, signal.SIGKILL)
+    assert notes < 30, "the run finished before the crash; the test proves nothing"
+    probe(lambda: slow_stack.pid("runhost") != victim and alive(slow_stack.pid("runhost")), timeout=5)
+
+    run = api.wait_run(run["id"], timeout=180)
+    assert run["status"] == "completed", run["error"]
+    ledger = api.ledger(run["id"])
+    reads = [(r["ref"]["id"], r["ref"]["version"]) for r in ledger if r["stage"] == "read"]
+    assert len(reads) == 30 and len(set(reads)) == 30
+    answer = api.read(run["publication"])
+    assert len(answer["sources"]) == 30
+    summary = api.ok("GET", f"/v1/publications/{run['publication']['id']}")
+    assert summary["latest_version"] == 1
+    catalog = api.ok("GET", f"/v1/workspaces/{ws['id']}/catalog?limit=200")
+    assert len([i for i in catalog["items"] if i["kind"] == "publication" and i["run_id"] == run["id"]]) == 1
+
+
+def test_plan_edit_mid_run_is_recited_at_the_next_step_and_cancel_stops_the_run(slow_stack: RunningStack) -> None:
+    api = Api(slow_stack)
+    ws = api.workspace()
+    run = api.start_run(ws["id"], "Echo the plan", model="scripted:echo-plan")
+    probe(lambda: "draft.md" in api.files(run["id"]))
+    marker = "EDITED-BY-A-PERSON-7d1f"
+    api.ok(
+        "PUT",
+        f"/v1/runs/{run['id']}/files/plan.md",
+        content=f"# Plan\n\n## Focus\n{marker}\n".encode(),
+        headers={"content-type": "text/plain"},
+    )
+    probe(lambda: marker in api.ok("GET", f"/v1/runs/{run['id']}/files/draft.md"), timeout=30)
+
+    cancelled = api.ok("POST", f"/v1/runs/{run['id']}/cancel")
+    assert cancelled["id"] == run["id"]
+    run = api.wait_run(run["id"])
+    assert run["status"] == "cancelled" and run["publication"] is None and run["finished_at"]
+    r = api.http.put(f"/v1/runs/{run['id']}/files/plan.md", content=b"late", headers={"content-type": "text/plain"})
+    assert r.status_code == 409
+    again = api.ok("POST", f"/v1/runs/{run['id']}/cancel")
+    assert again["status"] == "cancelled"
+
+
+def test_plan_upload_rules(slow_stack: RunningStack) -> None:
+    api = Api(slow_stack)
+    ws = api.workspace()
+    run = api.start_run(ws["id"], "Echo the plan", model="scripted:echo-plan")
+    path = f"/v1/runs/{run['id']}/files/plan.md"
+    assert api.http.put(path, content=b"x" * (64 * 1024 + 1), headers={"content-type": "text/plain"}).status_code == 413
+    assert api.http.put(path, content=b"\xff\xfe", headers={"content-type": "text/plain"}).status_code == 422
+    assert api.http.put(path, json={"plan": "x"}).status_code == 422
+    assert api.http.get(f"/v1/runs/{run['id']}/files/../../etc/passwd").status_code in (404, 422)
+    api.ok("POST", f"/v1/runs/{run['id']}/cancel")
+    assert api.wait_run(run["id"])["status"] == "cancelled"
+
+
+def test_limits_end_runs_honestly(slow_stack: RunningStack) -> None:
+    api = Api(slow_stack)
+    ws = api.workspace()
+    for i in range(3):
+        api.publish(f"Fund X liquidity report {i}", f"Finding {i} on Fund X liquidity.", ws["id"])
+    api.wait_catalog(ws["id"], 3)
+    question = "What do the Fund X liquidity reports conclude?"
+    partial = api.wait_run(api.start_run(ws["id"], question, limits={"max_steps": 6})["id"])
+    assert partial["status"] == "completed", partial["error"]
+    body = api.read(partial["publication"])["body"]
+    assert "## Not finished" in body and "steps limit" in body
+    nothing = api.wait_run(api.start_run(ws["id"], question, limits={"max_steps": 2})["id"])
+    assert nothing["status"] == "failed" and "limit" in nothing["error"]
+    timed = api.wait_run(api.start_run(ws["id"], question, limits={"max_seconds": 0.05})["id"])
+    assert timed["status"] == "failed" and "time limit" in timed["error"]
+
+
+def test_invalid_checkpoint_proposal_never_fails_the_run(slow_stack: RunningStack) -> None:
+    api = Api(slow_stack)
+    ws = api.workspace()
+    run = api.wait_run(api.start_run(ws["id"], "anything", model="scripted:bad-proposal")["id"])
+    assert run["status"] == "completed"
+    assert run["checkpoint_proposal"]["status"] == "invalid"
+
+
+def test_openai_policy_against_a_fake_server(slow_stack: RunningStack, fake_openai: str) -> None:
+    api = Api(slow_stack)
+    ws = api.workspace()
+    api.publish("Fund X liquidity report", "Fund X liquidity is adequate.", ws["id"])
+    api.wait_catalog(ws["id"], 1)
+    run = api.wait_run(api.start_run(ws["id"], "What holds?", model="openai")["id"])
+    assert run["status"] == "completed", run["error"]
+    assert run["checkpoint_proposal"]["status"] == "applied"
+    requests = httpx.get(f"{fake_openai}/requests").json()
+    assert len(requests) == 4, "one 429 retried, then three model steps"
+    first = requests[0]["body"]
+    assert requests[0]["auth"] == "Bearer sk-test"
+    assert first["stream"] is False and first["model"] == "fake-model"
+    assert {t["function"]["name"] for t in first["tools"]} >= {"list_catalog", "read_publication", "finish"}
+    assert first["messages"][-1]["content"].startswith("Current plan (plan.md, recited):")
+    error_turn = requests[3]["body"]["messages"][-2]
+    assert error_turn["role"] == "tool" and "not a JSON object" in error_turn["content"]
+    ledger = api.ledger(run["id"])
+    assert {r["stage"] for r in ledger} == {"listed"}
