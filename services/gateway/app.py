@@ -11,8 +11,9 @@ from fastapi import FastAPI
 
 from services.gateway.errors import install_error_handlers
 from services.gateway.limits import BodyLimit
-from services.gateway.routes import admin, health, publications
+from services.gateway.routes import admin, assets, health, publications
 from services.gateway.tokens import TokenService
+from shared.blobs import Blobs
 from shared.bus import BusClient
 from shared.db import Database
 from shared.settings import GatewaySettings
@@ -32,6 +33,8 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         nc = await nats.connect(settings.nats_url, name="gateway", max_reconnect_attempts=-1)
         app.state.bus = BusClient(nc, timeout=settings.request_timeout)
         app.state.tokens = TokenService(db, admin_token=settings.admin_token)
+        app.state.settings, app.state.blobs = settings, Blobs(settings)
+        await app.state.blobs.ensure_bucket()
         try:
             yield
         finally:
@@ -40,7 +43,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
 
     app = FastAPI(title="Dossier", version="1", lifespan=lifespan, docs_url="/docs", redoc_url=None)
     install_error_handlers(app)
-    for module in (health, admin, publications):
+    for module in (health, admin, publications, assets):
         app.include_router(module.router)
 
     def limit_for(path: str) -> int:
