@@ -55,6 +55,8 @@ async def stage_blob(blobs: Blobs, blob: BlobRef, *, max_bytes: int) -> StagedFi
     """Copy the object to a temporary file; its size and sha256 must be the ones the message claims."""
     if blob.size > max_bytes:
         raise TooLarge("the file is larger than the limit", {"field": "file", "limit": max_bytes})
+    if blob.size == 0:
+        raise Invalid("the file is empty", {"field": "file"})
     if blob.bucket != blobs.bucket:
         raise Invalid("the blob is not in the assets bucket", {"field": "blob.bucket"})
     try:
@@ -102,15 +104,18 @@ def stage_import(real_base: Path, candidate: Path, *, max_bytes: int) -> StagedF
         raise NotFound("no such file in the approved root", {"field": "path"}) from exc
     except OSError as exc:
         raise Invalid("the path cannot be read as a file", {"field": "path"}) from exc
-    with os.fdopen(fd, "rb") as src:
+    try:
         # A directory component swapped for a symlink after resolution is caught here, on the open file.
-        opened = Path(os.readlink(f"/proc/self/fd/{src.fileno()}"))
+        opened = Path(os.readlink(f"/proc/self/fd/{fd}"))
         if not opened.is_relative_to(real_base):
             raise Invalid("the path leaves the approved root", {"field": "path"})
-        info = os.fstat(src.fileno())
-        if not stat.S_ISREG(info.st_mode):
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise Invalid("the path is not a regular file", {"field": "path"})
-        if info.st_size > max_bytes:
+    except BaseException:
+        os.close(fd)
+        raise
+    with os.fdopen(fd, "rb") as src:
+        if os.fstat(fd).st_size > max_bytes:
             raise TooLarge("the file is larger than the limit", {"field": "path", "limit": max_bytes})
         digest = hashlib.sha256()
         size = 0

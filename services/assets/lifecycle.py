@@ -195,7 +195,9 @@ class Lifecycle:
         if row["attempts"] >= self._settings.extract_attempts:
             log.warning("version %s was interrupted %d times; marking it failed", row["asset_id"], row["attempts"])
             async with conn.transaction():
-                await self._fail(conn, row, f"extraction was interrupted {row['attempts']} times")
+                await self._fail(
+                    conn, row, f"extraction was interrupted {row['attempts']} time{'' if row['attempts'] == 1 else 's'}"
+                )
             return
         log.info("re-extracting interrupted version %s", row["asset_id"])
         try:

@@ -114,13 +114,14 @@ def extract_docx(path: Path, out: Collector) -> None:
                 visit_paragraph(block)
             elif isinstance(block, Table):
                 try:
-                    seen: set[int] = set()
+                    # A merged cell appears once per grid column it spans; read it once. The set keeps the
+                    # XML elements alive, so their identities cannot be recycled while it is compared.
+                    seen: set[Any] = set()
                     for row in block.rows:
                         for cell in row.cells:
-                            # A merged cell appears once per grid column it spans; read it once.
-                            if id(cell._tc) in seen:
+                            if cell._tc in seen:
                                 continue
-                            seen.add(id(cell._tc))
+                            seen.add(cell._tc)
                             visit(cell)
                 except (ValueError, IndexError, KeyError, AttributeError):
                     broken_tables += 1
@@ -148,10 +149,13 @@ def extract_xlsx(path: Path, out: Collector) -> None:
     import openpyxl
 
     cov = out.coverage
+    # A file object, not the path: openpyxl judges a path by its extension, and staged files have none.
+    source = open(path, "rb")  # closed in the finally below, after the read-only iteration
     try:
         # data_only=False: a formula cell holds its formula, never a cached value that may be stale.
-        workbook = openpyxl.load_workbook(path, read_only=True, data_only=False, keep_links=False)
+        workbook = openpyxl.load_workbook(source, read_only=True, data_only=False, keep_links=False)
     except Exception as exc:
+        source.close()
         raise ExtractionError(f"the XLSX cannot be opened: {type(exc).__name__}") from exc
     try:
         sheets = workbook.worksheets
@@ -175,3 +179,4 @@ def extract_xlsx(path: Path, out: Collector) -> None:
                     cov.units_extracted += 1
     finally:
         workbook.close()
+        source.close()

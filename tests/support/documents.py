@@ -100,20 +100,21 @@ def zip_bomb_docx(expanded_bytes: int = 300 * 1024 * 1024) -> bytes:
 
 
 def billion_laughs_xlsx() -> bytes:
-    """A real workbook whose shared strings declare exponentially nested entities."""
-    lol = ['<!ENTITY lol "lol">'] + [f'<!ENTITY lol{i} "{("&lol" + str(i - 1) + ";") * 10}">' for i in range(1, 10)]
-    lol[1] = '<!ENTITY lol1 "&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;">'
+    """A real workbook whose first sheet declares exponentially nested entities (a billion "lol"s)."""
+    entities = ['<!ENTITY lol "lol">'] + [
+        f'<!ENTITY lol{i} "{("&lol" + (str(i - 1) if i > 1 else "") + ";") * 10}">' for i in range(1, 10)
+    ]
     bomb = (
-        '<?xml version="1.0"?><!DOCTYPE sst [' + "".join(lol) + "]>"
-        '<sst xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main" count="1" uniqueCount="1">'
-        "<si><t>&lol9;</t></si></sst>"
+        '<?xml version="1.0"?><!DOCTYPE worksheet [' + "".join(entities) + "]>"
+        '<worksheet xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"><sheetData>'
+        '<row r="1"><c r="A1" t="inlineStr"><is><t>&lol9;</t></is></c></row></sheetData></worksheet>'
     ).encode()
     source = io.BytesIO(xlsx({"Data": {"A1": "hello"}}))
     out = io.BytesIO()
     with zipfile.ZipFile(source) as zin, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zout:
         for entry in zin.infolist():
             data = zin.read(entry)
-            if entry.filename == "xl/sharedStrings.xml":
+            if entry.filename == "xl/worksheets/sheet1.xml":
                 data = bomb
             zout.writestr(entry, data)
     return out.getvalue()
