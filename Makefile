@@ -24,4 +24,4 @@ lint: setup
 	$(VENV)/bin/mypy shared services dossier_cli
 
 bench: setup
-	$(PY) bench/bus.py
+	for script in bench/*.py; do $(PY) $$script || exit 1; done

@@ -195,7 +195,13 @@ class AssetsRepository:
         limit: int,
         max_snippet_words: int,
     ) -> list[asyncpg.Record]:
-        """Full-text search over active versions; snippets are computed only for the rows returned."""
+        """Full-text search over active versions; snippets are computed only for the rows returned.
+
+        Runs inside a transaction: a prepared statement soon gets a generic plan, which cannot see how
+        selective this tsquery is and scans every passage (measured: 130 ms instead of 3.5 ms median at
+        100k passages), so each search is planned for its own query.
+        """
+        await conn.execute("SET LOCAL plan_cache_mode = force_custom_plan")
         return await conn.fetch(
             "WITH q AS (SELECT websearch_to_tsquery('english', $3) AS query),"
             " hits AS ("
