@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from dossier_cli.client import Client, CliError, print_json
 
@@ -28,11 +29,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     actions = source.add_subparsers(dest="action", required=True)
     show = actions.add_parser("show", help="the versions of a source")
     show.add_argument("source_id")
-    show.set_defaults(func=lambda client, args: _print(client.request("GET", f"/v1/sources/{args.source_id}")))
+    show.set_defaults(
+        func=lambda client, args: _print(client.request("GET", f"/v1/sources/{quote(args.source_id, safe='')}"))
+    )
     retire = actions.add_parser("retire", help="make every version of a source unavailable")
     retire.add_argument("source_id")
     retire.set_defaults(
-        func=lambda client, args: _print(client.request("POST", f"/v1/sources/{args.source_id}/retire"))
+        func=lambda client, args: _print(client.request("POST", f"/v1/sources/{quote(args.source_id, safe='')}/retire"))
     )
 
     evidence = sub.add_parser("evidence", help="search passages of active versions, or read one")
@@ -44,7 +47,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     search.set_defaults(func=_search)
     read = ev_actions.add_parser("read")
     read.add_argument("evidence_id")
-    read.set_defaults(func=lambda client, args: _print(client.request("GET", f"/v1/evidence/{args.evidence_id}")))
+    read.set_defaults(
+        func=lambda client, args: _print(client.request("GET", f"/v1/evidence/{quote(args.evidence_id, safe='')}"))
+    )
 
 
 def _print(value: Any) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from services.assets.eligibility import check_sources
 from services.assets.evidence import EvidenceService
 from services.assets.extraction import Limits
 from services.assets.lifecycle import Lifecycle
@@ -96,7 +97,7 @@ def create_app(settings: AssetsSettings) -> AssetsRuntime:
 
     @endpoint(broker, c.CHECK, CheckRequest, queue=NAME)
     async def check(ctx: RequestContext, req: CheckRequest) -> CheckReply:
-        return await service.check(ctx.actor, req.refs)
+        return await check_sources(runtime.db, repo, ctx.actor, req.refs)
 
     @endpoint(broker, c.SEARCH, c.SearchRequest, queue=NAME)
     async def search(ctx: RequestContext, req: c.SearchRequest) -> c.SearchReply:

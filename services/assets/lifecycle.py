@@ -76,9 +76,11 @@ class EvidenceWriter:
             await self._task
 
     async def abandon(self) -> None:
-        """Stop writing (the transaction is about to roll back); the connection must be idle first."""
+        """The transaction is about to roll back: let the last COPY end (it is short) so the connection is idle.
+
+        Not cancelled: interrupting a COPY mid-stream is what would leave the connection in doubt.
+        """
         if self._task is not None:
-            self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import uuid
-from typing import Any
 
 import asyncpg
 
@@ -21,7 +20,7 @@ from services.assets.lifecycle import SETTLED, Lifecycle, evidence_prefix
 from services.assets.repository import AssetsRepository
 from shared.blobs import Blobs, content_key
 from shared.contracts import assets as c
-from shared.contracts.common import Actor, CheckReply, Eligibility, Ref
+from shared.contracts.common import Actor
 from shared.db import Database
 from shared.errors import Invalid, NotFound, Unauthenticated, Unavailable, Unsupported
 from shared.grants import GrantClaims, verify_grant
@@ -300,38 +299,3 @@ class AssetsService:
                 event = c.SourceRetired(source_id=req.source_id, versions=versions)
                 await enqueue(conn, type=c.EVT_SOURCE_RETIRED, scope=actor.scope, data=event.model_dump(mode="json"))
             return await self._source_view(conn, actor, "", req.source_id)
-
-    async def check(self, actor: Actor, refs: list[Ref]) -> CheckReply:
-        """Eligibility of many source refs in one query: scope, exact version, identity hash and state."""
-        wanted = [(i, r) for i, r in enumerate(refs) if r.kind == "source"]
-        async with self._db.pool.acquire() as conn:
-            rows = await self._repo.check_sources(
-                conn, scope=actor.scope, ids=[r.id for _, r in wanted], versions=[r.version for _, r in wanted]
-            )
-        found = {wanted[row["ord"] - 1][0]: row for row in rows}
-        return CheckReply(items=[_eligibility(ref, found.get(i)) for i, ref in enumerate(refs)])
-
-
-def _eligibility(ref: Ref, row: Any) -> Eligibility:
-    if row is None:
-        return Eligibility(ref=ref, available=False, reason="not_found")
-    status = row["status"]
-    if row["source_status"] == "retired" or status == "retired":
-        reason: str | None = "retired"
-    elif status in ("superseded", "failed"):
-        reason = status
-    elif status != "active":
-        reason = "not_found"  # still being registered or extracted: not a usable version yet
-    elif not row["intact"]:
-        reason = "failed"
-    else:
-        reason = None
-    return Eligibility(
-        ref=Ref(kind="source", id=row["source_id"], version=row["version"]),
-        available=reason is None,
-        reason=reason,
-        title=row["filename"] or row["source_id"],
-        created_at=row["created_at"],
-        run_id=row["run_id"],
-        content_hash=row["content_hash"],
-    )

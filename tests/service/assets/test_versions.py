@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
+
 import pytest
 
+from services.assets.app import create_app
+from shared.blobs import Blobs
+from shared.bus import BusClient
 from shared.contracts import assets as c
+from shared.contracts.common import Actor
 from shared.errors import NotFound, Unavailable
+from shared.settings import AssetsSettings
 from tests.service.assets.conftest import AssetsUnderTest, actor
 from tests.support import documents
+from tests.support.service import running
 
 
 async def test_lifecycle_reuse_supersede_fail_retire(assets: AssetsUnderTest) -> None:
@@ -56,3 +65,30 @@ async def test_other_scope_sees_nothing(assets: AssetsUnderTest) -> None:
     ]:
         with pytest.raises(NotFound):
             await assets.bus.call(subject, payload, actor=third)
+
+
+async def test_a_source_retired_during_extraction_never_activates(
+    make_settings: Callable[..., AssetsSettings], bus: BusClient
+) -> None:
+    settings = make_settings(DOSSIER_ASSETS_PAUSE_BEFORE_ACTIVATE_SECONDS="1.5")
+    async with running(create_app(settings)):
+        assets, who = AssetsUnderTest(settings, Blobs(settings), bus), actor()
+        pending = asyncio.create_task(assets.upload(who, "late", documents.pdf(["extracting while retired"])))
+        for _ in range(200):
+            source = await _try_source(assets, who, "late")
+            if source and source["versions"] and source["versions"][0]["status"] == "extracting":
+                break
+            await asyncio.sleep(0.05)
+        retired = await bus.call(c.RETIRE, {"source_id": "late"}, actor=who)
+        assert retired["versions"][0]["status"] == "extracting"
+        version = await pending
+        assert version["status"] == "retired"
+        check = await bus.call(c.CHECK, {"refs": [{"kind": "source", "id": "late", "version": 1}]}, actor=who)
+        assert check["items"][0]["reason"] == "retired"
+
+
+async def _try_source(assets: AssetsUnderTest, who: Actor, source_id: str) -> dict | None:
+    try:
+        return dict(await assets.bus.call(c.GET_SOURCE, {"source_id": source_id}, actor=who))
+    except NotFound:
+        return None
