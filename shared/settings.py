@@ -34,6 +34,7 @@ class GatewaySettings(CommonSettings):
     admin_token: str = Field(default="", repr=False)
     max_json_bytes: int = 2 * 1024 * 1024
     max_upload_bytes: int = 52_428_800
+    ingest_timeout: float = 300.0
 
 
 class PublicationSettings(CommonSettings):
@@ -80,3 +81,27 @@ class WorkspaceSettings(CommonSettings):
 class ArtifactSettings(CommonSettings):
     max_artifact_bytes: int = 52_428_800
     max_title_chars: int = 500
+
+
+class AssetsSettings(CommonSettings):
+    """Bounds of acquisition and parsing. Every limit applies per file (per version)."""
+
+    max_upload_bytes: int = 52_428_800
+    # `name=/abs/dir,name2=/abs/dir2`: the only directories `assets.import` may read from.
+    approved_roots: str = ""
+    max_parts: int = 2000
+    max_passages: int = 20_000
+    max_passage_chars: int = 20_000
+    max_text_chars: int = 32_000_000
+    parse_cpu_seconds: int = 60
+    parse_memory_bytes: int = 1_536 * 1024 * 1024
+    parse_wall_seconds: float = 90.0
+    max_zip_entries: int = 10_000
+    max_zip_entry_bytes: int = 256 * 1024 * 1024
+    max_zip_total_bytes: int = 512 * 1024 * 1024
+    max_zip_ratio: int = 100
+    extract_concurrency: int = 2
+    extract_attempts: int = 2
+    recovery_interval_seconds: float = 30.0
+    # Fault injection for crash tests only: sleep after extraction, inside the activation transaction.
+    assets_pause_before_activate_seconds: float = 0.0

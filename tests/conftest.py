@@ -34,7 +34,9 @@ async def bus(infra: Infra) -> AsyncIterator[BusClient]:
 @pytest.fixture(scope="session")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
     """One whole stack for all e2e tests of the session; tests isolate themselves by scope."""
-    running = start_stack(tmp_path_factory.mktemp("stack-home"))
+    docs = tmp_path_factory.mktemp("approved-docs")
+    running = start_stack(tmp_path_factory.mktemp("stack-home"), extra_env={"DOSSIER_APPROVED_ROOTS": f"docs={docs}"})
+    running.approved_roots = {"docs": docs}
     try:
         yield running
     finally:

@@ -11,7 +11,7 @@ from fastapi import FastAPI
 
 from services.gateway.errors import install_error_handlers
 from services.gateway.limits import BodyLimit
-from services.gateway.routes import admin, artifacts, checkpoints, health, publications, runs, workspaces
+from services.gateway.routes import admin, artifacts, assets, checkpoints, health, publications, runs, workspaces
 from services.gateway.tokens import TokenService
 from shared.blobs import Blobs
 from shared.bus import BusClient
@@ -44,7 +44,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     app = FastAPI(title="Dossier", version="1", lifespan=lifespan, docs_url="/docs", redoc_url=None)
     app.state.settings = settings
     install_error_handlers(app)
-    for module in (health, admin, publications, workspaces, checkpoints, artifacts, runs):
+    for module in (health, admin, publications, workspaces, checkpoints, artifacts, assets, runs):
         app.include_router(module.router)
 
     def limit_for(path: str) -> int:

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 SCOPE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 
 # Every service that exists answers its health subject; the gateway's /v1/health asks each of these.
-SERVICES: tuple[str, ...] = ("workspace", "runhost", "publication", "artifact")
+SERVICES: tuple[str, ...] = ("workspace", "runhost", "publication", "artifact", "assets")
 ALL_PROCESSES: tuple[str, ...] = ("gateway", *SERVICES)
 
 STREAM_NAME = "DOSSIER_EVENTS"

@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -25,6 +25,8 @@ class RunningStack:
     admin_token: str
     proc: subprocess.Popen[bytes]
     output: Path
+    # Approved import roots by name (DOSSIER_APPROVED_ROOTS), when the starter configured some.
+    approved_roots: dict[str, Path] = field(default_factory=dict)
 
     def state(self) -> dict[str, object]:
         return dict(json.loads((self.home / "stack.json").read_text()))

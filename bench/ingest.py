@@ -1,0 +1,169 @@
+"""Ingest and evidence-search benchmark on a whole local stack (not part of the test run).
+
+1. Pages per second for a generated 500-page PDF, from the start of the upload until the gateway answers
+   with the version `active` (upload, object storage, bus, sandboxed extraction, evidence with its
+   full-text index, activation), against raw in-process PyMuPDF extraction of the same file in the same
+   run. Prints the ratio; the target is at least 0.5.
+2. Evidence search median and p99 through the gateway with 100k passages in the assets database (the
+   passages are inserted directly; extracting 100k pages would only measure item 1 again).
+
+Run: `python bench/ingest.py` (or `make bench`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import random
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import asyncpg
+import httpx
+import pymupdf
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from shared.infra import postgres_dsn
+from tests.support.documents import big_pdf
+from tests.support.stack import start_stack, stop_stack
+
+PAGES = 500
+TRIALS = 3
+PASSAGES = 100_000
+PASSAGES_PER_VERSION = 500
+QUERIES = 300
+
+
+def raw_extraction_seconds(data: bytes) -> float:
+    started = time.perf_counter()
+    with pymupdf.open(stream=data, filetype="pdf") as doc:
+        texts = [page.get_text("text") for page in doc]
+    elapsed = time.perf_counter() - started
+    assert len(texts) == PAGES
+    return elapsed
+
+
+def gateway_seconds(api: httpx.Client, data: bytes, source_id: str) -> float:
+    started = time.perf_counter()
+    r = api.post("/v1/assets", data={"source_id": source_id}, files={"file": ("big.pdf", data)})
+    elapsed = time.perf_counter() - started
+    r.raise_for_status()
+    version = r.json()
+    assert version["status"] == "active" and version["extraction"]["units_extracted"] == PAGES, version
+    return elapsed
+
+
+def ingest_benchmark(api: httpx.Client) -> None:
+    # A warm-up upload, so that the first measured one does not pay for connection set-up.
+    gateway_seconds(api, big_pdf(PAGES, seed=0), "warm-up")
+    raw, full = [], []
+    for trial in range(1, TRIALS + 1):
+        data = big_pdf(PAGES, seed=trial)  # new bytes each time: every trial is a new version
+        raw.append(raw_extraction_seconds(data))
+        full.append(gateway_seconds(api, data, f"bench-{trial}"))
+    raw_pps, full_pps = PAGES / statistics.median(raw), PAGES / statistics.median(full)
+    print(f"ingest: {PAGES}-page PDF, median of {TRIALS} trials")
+    print(f"  raw PyMuPDF in-process:        {raw_pps:8.0f} pages/s  ({statistics.median(raw):.3f} s)")
+    print(f"  upload → active via gateway:   {full_pps:8.0f} pages/s  ({statistics.median(full):.3f} s)")
+    print(f"  ratio (target ≥ 0.5):          {full_pps / raw_pps:8.2f}")
+
+
+def vocabulary(rnd: random.Random, size: int = 5000) -> list[str]:
+    syllables = ["ka", "lo", "mi", "ne", "ru", "sa", "ti", "vo", "ze", "qua", "bri", "dor", "fen", "gal", "hes"]
+    words: set[str] = set()
+    while len(words) < size:
+        words.add("".join(rnd.choice(syllables) for _ in range(rnd.randint(2, 4))))
+    return sorted(words)
+
+
+async def insert_passages(dsn: str, scope: str) -> list[str]:
+    """100k passages of Zipf-distributed words in active versions of a few hundred sources."""
+    rnd = random.Random(42)
+    words = vocabulary(rnd)
+    weights = [1.0 / (rank + 1) for rank in range(len(words))]
+    conn = await asyncpg.connect(dsn)
+    try:
+        versions = PASSAGES // PASSAGES_PER_VERSION
+        for v in range(versions):
+            source_pk = await conn.fetchval(
+                "INSERT INTO sources (scope, source_id, latest_version) VALUES ($1, $2, 1) RETURNING pk",
+                scope,
+                f"passages-{v}",
+            )
+            asset_id = f"ast_{uuid.uuid4().hex}"
+            content_hash = hashlib.sha256(asset_id.encode()).hexdigest()
+            identity = hashlib.sha256(f"{scope}|upload|passages-{v}|{content_hash}".encode()).hexdigest()
+            await conn.execute(
+                "INSERT INTO asset_versions (id, source_pk, version, identity_key, root, content_hash, size, kind,"
+                " blob_bucket, blob_key, status, extraction)"
+                " VALUES ($1, $2, 1, $3, 'upload', $4, 1, 'text', 'bench', 'bench', 'active', $5)",
+                asset_id,
+                source_pk,
+                identity,
+                content_hash,
+                '{"status": "complete", "units_total": 500, "units_extracted": 500, "notes": []}',
+            )
+            rows = []
+            for n in range(1, PASSAGES_PER_VERSION + 1):
+                text = " ".join(rnd.choices(words, weights, k=60))
+                rows.append((f"ev_{asset_id[4:24]}_{n}", asset_id, scope, n, f"text:l={n}-{n}", text, _sha(text)))
+            await conn.copy_records_to_table(
+                "evidence", records=rows, columns=["id", "asset_id", "scope", "ord", "locator", "text", "text_hash"]
+            )
+        await conn.execute("ANALYZE evidence")
+        await conn.execute("ANALYZE asset_versions")
+        await conn.execute("ANALYZE sources")
+    finally:
+        await conn.close()
+    # Queries: one to three words, from common to rare.
+    return [" ".join(rnd.choice(words[: 50 * (1 + q % 60)]) for _ in range(1 + q % 3)) for q in range(QUERIES)]
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def search_benchmark(stack_url: str, token: str, dsn: str, scope: str) -> None:
+    started = time.perf_counter()
+    queries = asyncio.run(insert_passages(dsn, scope))
+    print(f"search: {PASSAGES} passages inserted in {time.perf_counter() - started:.1f} s")
+    timings = []
+    hits = 0
+    with httpx.Client(base_url=stack_url, headers={"Authorization": f"Bearer {token}"}, timeout=60) as api:
+        for q in queries[:20]:  # warm the caches
+            api.get("/v1/evidence/search", params={"q": q}).raise_for_status()
+        for q in queries:
+            t = time.perf_counter()
+            r = api.get("/v1/evidence/search", params={"q": q, "limit": 10})
+            timings.append(time.perf_counter() - t)
+            r.raise_for_status()
+            hits += len(r.json()["items"])
+    timings.sort()
+    p99 = timings[min(len(timings) - 1, int(len(timings) * 0.99))]
+    print(f"  {QUERIES} queries of 1-3 words through the gateway, {hits / QUERIES:.1f} hits each on average")
+    print(f"  median {statistics.median(timings) * 1000:7.1f} ms   p99 {p99 * 1000:7.1f} ms")
+
+
+def main() -> int:
+    with tempfile.TemporaryDirectory(prefix="dossier-bench-") as home:
+        stack = start_stack(Path(home) / "home")
+        try:
+            scope = f"bench{uuid.uuid4().hex[:6]}"
+            token = stack.token(scope)
+            headers = {"Authorization": f"Bearer {token}"}
+            with httpx.Client(base_url=stack.url, headers=headers, timeout=600) as api:
+                ingest_benchmark(api)
+            dsn = postgres_dsn(int(str(stack.state()["postgres_port"])), "assets")
+            search_benchmark(stack.url, token, dsn, scope)
+        finally:
+            stop_stack(stack.proc)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

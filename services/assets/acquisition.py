@@ -1,0 +1,134 @@
+"""Getting the bytes of a new version onto local disk, verified: from object storage, or an approved root.
+
+Both paths stage a private temporary copy that is hashed while it is written and bounded by the byte limit,
+so what is parsed and what is recorded are the same bytes. No path here ever fetches a URL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import re
+import stat
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from shared.blobs import Blobs
+from shared.contracts.assets import BlobRef
+from shared.errors import Invalid, NotFound, TooLarge
+
+_ROOT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+_CHUNK = 1024 * 1024
+
+
+@dataclass
+class StagedFile:
+    path: Path
+    sha256: str
+    size: int
+
+    def discard(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+
+def parse_roots(setting: str) -> dict[str, Path]:
+    """`name=/abs/dir,...`. A malformed setting stops the service rather than widening what it may read."""
+    roots: dict[str, Path] = {}
+    for item in filter(None, (part.strip() for part in setting.split(","))):
+        name, sep, directory = (x.strip() for x in item.partition("="))
+        if not sep or not _ROOT_NAME.fullmatch(name):
+            raise ValueError(f"DOSSIER_APPROVED_ROOTS: {item!r} is not name=/abs/dir")
+        if not os.path.isabs(directory):
+            raise ValueError(f"DOSSIER_APPROVED_ROOTS: the root {name!r} is not an absolute path")
+        roots[name] = Path(directory)
+    return roots
+
+
+def _new_temp() -> tuple[int, Path]:
+    fd, name = tempfile.mkstemp(prefix="dossier-asset-")
+    return fd, Path(name)
+
+
+async def stage_blob(blobs: Blobs, blob: BlobRef, *, max_bytes: int) -> StagedFile:
+    """Copy the object to a temporary file; its size and sha256 must be the ones the message claims."""
+    if blob.size > max_bytes:
+        raise TooLarge("the file is larger than the limit", {"field": "file", "limit": max_bytes})
+    if blob.size == 0:
+        raise Invalid("the file is empty", {"field": "file"})
+    if blob.bucket != blobs.bucket:
+        raise Invalid("the blob is not in the assets bucket", {"field": "blob.bucket"})
+    try:
+        data = await blobs.get_bytes(blob.key, length=max_bytes + 1)
+    except Exception as exc:
+        raise Invalid("the uploaded bytes are not in object storage", {"field": "blob.key"}) from exc
+    if len(data) > max_bytes:
+        raise TooLarge("the file is larger than the limit", {"field": "file", "limit": max_bytes})
+
+    def write() -> StagedFile:
+        digest = hashlib.sha256(data).hexdigest()
+        if digest != blob.sha256 or len(data) != blob.size:
+            raise Invalid("the stored bytes do not match the declared sha256 and size", {"field": "blob.sha256"})
+        fd, path = _new_temp()
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        return StagedFile(path, digest, len(data))
+
+    return await asyncio.to_thread(write)
+
+
+def resolve_import(roots: dict[str, Path], root: str, relative: str) -> Path:
+    """The real path of `relative` inside the approved root `root`; anything that leaves the root is invalid."""
+    base = roots.get(root)
+    if base is None:
+        raise Invalid(f"{root!r} is not an approved root", {"field": "root"})
+    if "\x00" in relative or os.path.isabs(relative) or relative.startswith("~"):
+        raise Invalid("the path must be relative to the root", {"field": "path"})
+    try:
+        real_base = base.resolve(strict=True)
+    except OSError as exc:
+        raise Invalid(f"the approved root {root!r} is not available", {"field": "root"}) from exc
+    # Resolve without requiring existence first, so that probing outside the root learns nothing.
+    candidate = (real_base / relative).resolve(strict=False)
+    if not candidate.is_relative_to(real_base) or candidate == real_base:
+        raise Invalid("the path leaves the approved root", {"field": "path"})
+    return candidate
+
+
+def stage_import(real_base: Path, candidate: Path, *, max_bytes: int) -> StagedFile:
+    """Open without following a final symlink, re-check the opened file's real path, then copy it bounded."""
+    try:
+        fd = os.open(candidate, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError as exc:
+        raise NotFound("no such file in the approved root", {"field": "path"}) from exc
+    except OSError as exc:
+        raise Invalid("the path cannot be read as a file", {"field": "path"}) from exc
+    try:
+        # A directory component swapped for a symlink after resolution is caught here, on the open file.
+        opened = Path(os.readlink(f"/proc/self/fd/{fd}"))
+        if not opened.is_relative_to(real_base):
+            raise Invalid("the path leaves the approved root", {"field": "path"})
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise Invalid("the path is not a regular file", {"field": "path"})
+    except BaseException:
+        os.close(fd)
+        raise
+    with os.fdopen(fd, "rb") as src:
+        if os.fstat(fd).st_size > max_bytes:
+            raise TooLarge("the file is larger than the limit", {"field": "path", "limit": max_bytes})
+        digest = hashlib.sha256()
+        size = 0
+        out_fd, path = _new_temp()
+        try:
+            with os.fdopen(out_fd, "wb") as out:
+                while chunk := src.read(_CHUNK):
+                    size += len(chunk)
+                    if size > max_bytes:
+                        raise TooLarge("the file is larger than the limit", {"field": "path", "limit": max_bytes})
+                    digest.update(chunk)
+                    out.write(chunk)
+        except BaseException:
+            path.unlink(missing_ok=True)
+            raise
+    return StagedFile(path, digest.hexdigest(), size)

@@ -1,0 +1,50 @@
+"""Eligibility of source refs for other services (workspace catalog, checkpoint validation).
+
+A ref is available only when it names, in the caller's scope, an active version whose identity key still
+matches its recorded content hash. Otherwise the reason says why: superseded, retired, failed, or
+not_found (missing, another scope's, or a version still being registered or extracted).
+"""
+
+from __future__ import annotations
+
+import asyncpg
+
+from services.assets.repository import AssetsRepository
+from shared.contracts.common import Actor, CheckReply, Eligibility, Ref
+from shared.db import Database
+
+
+async def check_sources(db: Database, repo: AssetsRepository, actor: Actor, refs: list[Ref]) -> CheckReply:
+    """One item per ref, in the order asked, from ONE query; refs of other kinds are not_found here."""
+    wanted = [(i, r) for i, r in enumerate(refs) if r.kind == "source"]
+    async with db.pool.acquire() as conn:
+        rows = await repo.check_sources(
+            conn, scope=actor.scope, ids=[r.id for _, r in wanted], versions=[r.version for _, r in wanted]
+        )
+    found = {wanted[row["ord"] - 1][0]: row for row in rows}
+    return CheckReply(items=[_eligibility(ref, found.get(i)) for i, ref in enumerate(refs)])
+
+
+def _eligibility(ref: Ref, row: asyncpg.Record | None) -> Eligibility:
+    if row is None:
+        return Eligibility(ref=ref, available=False, reason="not_found")
+    status = row["status"]
+    if row["source_status"] == "retired" or status == "retired":
+        reason: str | None = "retired"
+    elif status in ("superseded", "failed"):
+        reason = status
+    elif status != "active":
+        reason = "not_found"  # still being registered or extracted: not a usable version yet
+    elif not row["intact"]:
+        reason = "failed"
+    else:
+        reason = None
+    return Eligibility(
+        ref=Ref(kind="source", id=row["source_id"], version=row["version"]),
+        available=reason is None,
+        reason=reason,
+        title=row["filename"] or row["source_id"],
+        created_at=row["created_at"],
+        run_id=row["run_id"],
+        content_hash=row["content_hash"],
+    )

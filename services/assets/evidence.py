@@ -1,0 +1,105 @@
+"""Evidence: full-text search over active versions, and reads of one passage at its exact locator.
+
+A snippet is not a delivered passage: only `read` delivers text. A read made for a run is allowed for a
+passage the run was admitted with (the evidence ref or its source version), one its own search returned,
+or one of its own attachments; every read re-checks the version's state and hashes first.
+"""
+
+from __future__ import annotations
+
+import asyncpg
+
+from services.assets.lifecycle import sha256_text
+from services.assets.repository import AssetsRepository
+from services.assets.service import AssetsService, run_namespace
+from shared.contracts import assets as c
+from shared.contracts.common import Actor, Ref
+from shared.db import Database
+from shared.errors import NotFound, Unavailable
+from shared.grants import GrantClaims
+
+# A snippet is a hint for choosing what to read, so it stays short.
+SNIPPET_WORDS = 35
+
+
+class EvidenceService:
+    def __init__(self, db: Database, assets: AssetsService, repo: AssetsRepository):
+        self._db = db
+        self._assets = assets
+        self._repo = repo
+
+    async def search(self, actor: Actor, req: c.SearchRequest, *, grant: str | None) -> c.SearchReply:
+        claims = self._assets.claims(actor, grant)
+        namespaces = [""] if claims is None else ["", run_namespace(claims.run_id)]
+        async with self._db.transaction() as conn:
+            rows = await self._repo.search(
+                conn,
+                scope=actor.scope,
+                namespaces=namespaces,
+                query=req.q,
+                source_id=req.source_id,
+                limit=req.limit,
+                max_snippet_words=SNIPPET_WORDS,
+            )
+            if claims is not None and rows:
+                # What a run's own search found, it may read (DESIGN §2); recorded with the search itself.
+                await self._repo.record_hits(
+                    conn, run_id=claims.run_id, scope=actor.scope, evidence_ids=[r["evidence_id"] for r in rows]
+                )
+        return c.SearchReply(
+            items=[
+                c.SearchHit(
+                    evidence_id=r["evidence_id"],
+                    asset_id=r["asset_id"],
+                    source_id=r["source_id"],
+                    version=r["version"],
+                    locator=r["locator"],
+                    snippet=r["snippet"],
+                    score=float(r["score"]),
+                )
+                for r in rows
+            ]
+        )
+
+    async def read(self, actor: Actor, req: c.ReadRequest, *, grant: str | None) -> c.Evidence:
+        claims = self._assets.claims(actor, grant)
+        async with self._db.pool.acquire() as conn:
+            row = await self._repo.get_evidence(conn, scope=actor.scope, evidence_id=req.evidence_id)
+            own_attachment = claims is not None and row is not None and row["namespace"] == run_namespace(claims.run_id)
+            if row is None or (row["namespace"] != "" and not own_attachment):
+                raise NotFound("evidence not found", {"evidence_id": req.evidence_id})
+            if claims is not None and not own_attachment and not await self._granted(conn, claims, row):
+                raise NotFound(
+                    "this passage is neither in the run's grant nor found by its search",
+                    {"evidence_id": req.evidence_id},
+                )
+        where = {"evidence_id": req.evidence_id, "source_id": row["source_id"], "version": row["version"]}
+        if row["source_status"] == "retired" or row["status"] == "retired":
+            raise Unavailable(f"the source {row['source_id']} is retired", where, reason="retired")
+        if row["status"] in ("superseded", "failed"):
+            raise Unavailable(f"version {row['version']} is {row['status']}", where, reason=row["status"])
+        if row["status"] != "active":
+            raise NotFound("evidence not found", {"evidence_id": req.evidence_id})
+        if not row["intact"] or sha256_text(row["text"]) != row["text_hash"]:
+            raise Unavailable("the passage does not match its recorded hash", where, reason="failed")
+        return c.Evidence(
+            evidence_id=row["evidence_id"],
+            asset_id=row["asset_id"],
+            source_id=row["source_id"],
+            version=row["version"],
+            locator=row["locator"],
+            text=row["text"],
+            content_hash=row["content_hash"],
+            kind=row["kind"],
+        )
+
+    async def _granted(self, conn: asyncpg.Connection, claims: GrantClaims, row: asyncpg.Record) -> bool:
+        evidence_id, version = row["evidence_id"], row["version"]
+        admitted = {
+            Ref(kind="evidence", id=evidence_id, version=version).key(),
+            Ref(kind="evidence", id=evidence_id).key(),
+            Ref(kind="source", id=row["source_id"], version=version).key(),
+        }
+        if admitted & set(claims.refs):
+            return True
+        return await self._repo.was_found_by(conn, run_id=claims.run_id, evidence_id=evidence_id)

@@ -1,0 +1,198 @@
+"""Passages with locators from one file, bounded. This code runs only inside the sandbox process.
+
+Each format yields `(locator, text)` passages into a `Collector`, which enforces the passage count, the
+passage size and the total text, and keeps the coverage honest: every loss becomes a note and makes the
+extraction `partial`. A file that cannot be read at all raises `ExtractionError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+TEXT_LINES_PER_PASSAGE = 40
+TEXT_CHARS_PER_PASSAGE = 2000
+
+
+class ExtractionError(Exception):
+    """The file cannot be extracted. The message is shown to users, so it never names a path."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_parts: int = 2000
+    max_passages: int = 20_000
+    max_passage_chars: int = 20_000
+    max_text_chars: int = 32_000_000
+    max_zip_entries: int = 10_000
+    max_zip_entry_bytes: int = 256 * 1024 * 1024
+    max_zip_total_bytes: int = 512 * 1024 * 1024
+    max_zip_ratio: int = 100
+
+
+@dataclass
+class Coverage:
+    units_total: int = 0
+    units_extracted: int = 0
+    notes: list[str] = field(default_factory=list)
+    partial: bool = False
+
+    def lose(self, note: str) -> None:
+        """Something the file holds could not be offered: say what, and mark the extraction partial."""
+        self.notes.append(note)
+        self.partial = True
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "status": "partial" if self.partial else "complete",
+            "units_total": self.units_total,
+            "units_extracted": self.units_extracted,
+            "notes": self.notes,
+        }
+
+
+def clean_text(text: str) -> str:
+    # PostgreSQL text cannot hold NUL, and lone surrogates cannot be encoded; neither is content.
+    text = text.replace("\x00", "")
+    return text.encode("utf-8", "replace").decode("utf-8").strip()
+
+
+class Collector:
+    def __init__(self, limits: Limits, coverage: Coverage, emit: Callable[[str, str], None]):
+        self.limits = limits
+        self.coverage = coverage
+        self._emit = emit
+        self.passages = 0
+        self._chars = 0
+        self._cut = 0
+        self.full = False
+
+    def add(self, locator: str, text: str) -> bool:
+        """Store one passage; False once a limit is reached (the unit is then not extracted)."""
+        if self.full:
+            return False
+        text = clean_text(text)
+        if not text:
+            return True
+        if self.passages >= self.limits.max_passages or self._chars + len(text) > self.limits.max_text_chars:
+            self.full = True
+            self.coverage.lose(
+                f"the limit of {self.limits.max_passages} passages or {self.limits.max_text_chars} characters"
+                " was reached; the rest of the file was not extracted"
+            )
+            return False
+        if len(text) > self.limits.max_passage_chars:
+            text = text[: self.limits.max_passage_chars]
+            self._cut += 1
+        self.passages += 1
+        self._chars += len(text)
+        self._emit(locator, text)
+        return True
+
+    def finish(self) -> None:
+        if self._cut:
+            self.coverage.lose(f"{self._cut} passages were cut at {self.limits.max_passage_chars} characters")
+
+
+def extract(path: Path, kind: str, limits: Limits, emit: Callable[[str, str], None]) -> dict[str, Any]:
+    """Run the extractor of `kind`; returns the coverage summary or raises ExtractionError."""
+    from services.assets import office, webpage
+
+    coverage = Coverage()
+    out = Collector(limits, coverage, emit)
+    extractors: dict[str, Callable[[Path, Collector], None]] = {
+        "pdf": extract_pdf,
+        "docx": office.extract_docx,
+        "xlsx": office.extract_xlsx,
+        "html": webpage.extract_html,
+        "text": extract_text,
+    }
+    if kind not in extractors:
+        raise ExtractionError(f"no extractor for {kind!r}")
+    try:
+        extractors[kind](path, out)
+    except ExtractionError:
+        raise
+    except MemoryError as exc:
+        raise ExtractionError("the parser ran out of its memory limit") from exc
+    except Exception as exc:
+        raise ExtractionError(f"the {kind} parser failed: {type(exc).__name__}") from exc
+    out.finish()
+    return coverage.summary()
+
+
+def extract_pdf(path: Path, out: Collector) -> None:
+    import pymupdf
+
+    # MuPDF writes its complaints about damaged files to stderr; the notes below carry what matters.
+    pymupdf.TOOLS.mupdf_display_errors(False)
+    cov = out.coverage
+    try:
+        doc = pymupdf.open(path, filetype="pdf")
+    except Exception as exc:
+        raise ExtractionError("the PDF is damaged beyond repair and cannot be opened") from exc
+    with doc:
+        total = doc.page_count
+        cov.units_total = total
+        if doc.is_repaired:
+            cov.lose("the file was damaged and has been repaired; pages or text may be missing")
+        if doc.needs_pass and not doc.authenticate(""):
+            cov.lose(f"the file is encrypted; none of its {total} pages could be read")
+            return
+        if total == 0:
+            raise ExtractionError("the PDF has no readable pages")
+        pages = min(total, out.limits.max_parts)
+        if total > pages:
+            cov.lose(f"only the first {pages} of {total} pages were extracted (page limit)")
+        empty = unreadable = 0
+        for number in range(pages):
+            try:
+                text = doc[number].get_text("text")
+            except Exception:
+                unreadable += 1
+                continue
+            if not text.strip():
+                empty += 1
+                cov.units_extracted += 1
+                continue
+            if not out.add(f"page:{number + 1}", text):
+                break
+            cov.units_extracted += 1
+        if unreadable:
+            cov.lose(f"{unreadable} pages could not be read")
+        if empty:
+            cov.lose(f"{empty} pages have no text layer (images or scans are not read)")
+
+
+def extract_text(path: Path, out: Collector) -> None:
+    """Blocks of lines split at blank lines (and at a size), located by their 1-based line range."""
+    cov = out.coverage
+    raw = path.read_bytes().removeprefix(b"\xef\xbb\xbf")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        text = raw.decode("utf-8", "replace")
+        cov.lose("some bytes are not valid UTF-8 and were replaced")
+    block: list[str] = []
+    start = 0
+
+    def flush(end: int) -> None:
+        nonlocal block
+        if any(line.strip() for line in block):
+            cov.units_total += 1
+            if out.add(f"text:l={start}-{end}", "\n".join(block)):
+                cov.units_extracted += 1
+        block = []
+
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            flush(number - 1)
+            continue
+        if not block:
+            start = number
+        block.append(line)
+        if len(block) >= TEXT_LINES_PER_PASSAGE or sum(len(x) for x in block) >= TEXT_CHARS_PER_PASSAGE:
+            flush(number)
+    flush(start + len(block) - 1)

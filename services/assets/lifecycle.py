@@ -1,0 +1,225 @@
+"""The life of a version: registered → extracting → active (or failed), and recovery after a crash.
+
+The evidence of a new version, the supersession of the previous active one and the activation commit in
+ONE transaction, so a reader sees either the old version with its evidence or the new one with its own,
+never a mix; a failure never touches the active version. While a version is being ingested the ingesting
+connection holds its claim (a session advisory lock); a process that dies loses its claim with its
+connection, and the recovery sweep finishes such versions or marks them failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+
+from services.assets.repository import AssetsRepository
+from services.assets.sandbox import ExtractionFailed, Sandbox
+from shared.contracts import assets as c
+from shared.contracts.common import Ref
+from shared.db import Database
+from shared.outbox import enqueue
+from shared.settings import AssetsSettings
+
+log = logging.getLogger("dossier.assets")
+SETTLED = ("active", "failed", "superseded", "retired")
+# Passages are written in batches while the parser still runs; each batch is one COPY.
+_BATCH = 200
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def evidence_prefix(asset_id: str) -> str:
+    return f"ev_{asset_id.removeprefix('ast_')[:20]}_"
+
+
+class EvidenceWriter:
+    """Buffers passages and writes them with COPY in the background, so storing overlaps with parsing."""
+
+    def __init__(self, conn: asyncpg.Connection, repo: AssetsRepository, *, asset_id: str, scope: str):
+        self._conn, self._repo = conn, repo
+        self._asset_id, self._scope = asset_id, scope
+        self._prefix = evidence_prefix(asset_id)
+        self._rows: list[tuple[Any, ...]] = []
+        self._ord = 0
+        self._task: asyncio.Task[None] | None = None
+
+    async def add(self, locator: str, text: str) -> None:
+        self._ord += 1
+        self._rows.append(
+            (f"{self._prefix}{self._ord}", self._asset_id, self._scope, self._ord, locator, text, sha256_text(text))
+        )
+        if len(self._rows) >= _BATCH:
+            self._kick()
+
+    def _kick(self) -> None:
+        rows, self._rows = self._rows, []
+        previous = self._task
+
+        async def write() -> None:
+            if previous is not None:
+                await previous
+            await self._repo.insert_evidence(self._conn, rows=rows)
+
+        self._task = asyncio.create_task(write())
+
+    async def finish(self) -> None:
+        if self._rows:
+            self._kick()
+        if self._task is not None:
+            await self._task
+
+    async def abandon(self) -> None:
+        """The transaction is about to roll back: let the last COPY end (it is short) so the connection is idle.
+
+        Not cancelled: interrupting a COPY mid-stream is what would leave the connection in doubt.
+        """
+        if self._task is not None:
+            await asyncio.gather(self._task, return_exceptions=True)
+
+
+def version_event(row: asyncpg.Record) -> dict[str, Any]:
+    return {"source_id": row["source_id"], "asset_id": row["asset_id"], "version": row["version"]}
+
+
+class Lifecycle:
+    def __init__(self, db: Database, sandbox: Sandbox, settings: AssetsSettings, repo: AssetsRepository):
+        self._db = db
+        self._sandbox = sandbox
+        self._settings = settings
+        self._repo = repo
+        self._slots = asyncio.Semaphore(max(1, settings.extract_concurrency))
+
+    async def ingest(self, conn: asyncpg.Connection, row: asyncpg.Record, path: Path) -> None:
+        """Extract and settle a version this connection has claimed (it stays claimed until released)."""
+        async with self._slots:
+            async with conn.transaction():
+                await self._repo.mark_extracting(conn, asset_id=row["asset_id"])
+            try:
+                async with conn.transaction():
+                    writer = EvidenceWriter(conn, self._repo, asset_id=row["asset_id"], scope=row["scope"])
+                    try:
+                        coverage = await self._sandbox.run(path, row["kind"], writer.add)
+                        await writer.finish()
+                    except BaseException:
+                        await writer.abandon()
+                        raise
+                    pause = self._settings.assets_pause_before_activate_seconds
+                    if pause > 0:
+                        log.warning("fault injection: pausing %.1f s before activating %s", pause, row["asset_id"])
+                        await asyncio.sleep(pause)
+                    await self.activate(conn, row, coverage)
+            except ExtractionFailed as exc:
+                async with conn.transaction():
+                    await self._fail(conn, row, str(exc))
+
+    async def activate(self, conn: asyncpg.Connection, row: asyncpg.Record, coverage: dict[str, Any]) -> None:
+        source = await self._repo.lock_source(conn, pk=row["source_pk"])
+        extraction = c.Extraction.model_validate(coverage).model_dump()
+        if source["status"] == "retired":
+            await self._repo.settle(conn, asset_id=row["asset_id"], status="retired", extraction=extraction, error=None)
+            return
+        current = await self._repo.active_version(conn, source_pk=row["source_pk"])
+        if current is not None and current["version"] > row["version"]:
+            # A newer version won the race; this one is history from the start.
+            await self._repo.settle(
+                conn, asset_id=row["asset_id"], status="superseded", extraction=extraction, error=None
+            )
+            return
+        if current is not None:
+            await self._repo.set_status(conn, asset_id=current["id"], status="superseded")
+        await self._repo.settle(conn, asset_id=row["asset_id"], status="active", extraction=extraction, error=None)
+        if row["namespace"] != "":
+            return  # run-local attachments stay quiet until promoted
+        event = c.VersionActivated(
+            **version_event(row),
+            content_hash=row["content_hash"],
+            kind=row["kind"],
+            filename=row["filename"],
+            run_id=row["run_id"],
+            extraction=c.Extraction.model_validate(extraction),
+            superseded=Ref(kind="source", id=row["source_id"], version=current["version"]) if current else None,
+            created_at=row["created_at"],
+        )
+        await enqueue(conn, type=c.EVT_VERSION_ACTIVATED, scope=row["scope"], data=event.model_dump(mode="json"))
+
+    async def _fail(self, conn: asyncpg.Connection, row: asyncpg.Record, error: str) -> None:
+        source = await self._repo.lock_source(conn, pk=row["source_pk"])
+        extraction = {"status": "failed", "units_total": 0, "units_extracted": 0, "notes": [error]}
+        status = "retired" if source["status"] == "retired" else "failed"
+        await self._repo.settle(conn, asset_id=row["asset_id"], status=status, extraction=extraction, error=error)
+        if row["namespace"] != "":
+            return
+        event = c.VersionFailed(
+            **version_event(row), content_hash=row["content_hash"], error=error, run_id=row["run_id"]
+        )
+        await enqueue(conn, type=c.EVT_VERSION_FAILED, scope=row["scope"], data=event.model_dump(mode="json"))
+
+    async def wait_settled(self, asset_id: str) -> asyncpg.Record:
+        """For a reused version another request is still ingesting: its reply waits for the outcome."""
+        deadline = asyncio.get_running_loop().time() + self._settings.parse_wall_seconds * 2 + 30
+        while True:
+            async with self._db.pool.acquire() as conn:
+                row = await self._repo.get_version(conn, asset_id=asset_id)
+            assert row is not None
+            if row["status"] in SETTLED or asyncio.get_running_loop().time() > deadline:
+                return row
+            await asyncio.sleep(0.1)
+
+    # -- recovery ------------------------------------------------------------------------------------
+
+    async def recover(self, stage: Any) -> int:
+        """Finish or fail every unfinished version nobody holds a claim on. Returns how many it settled."""
+        async with self._db.pool.acquire() as conn:
+            candidates = await self._repo.unfinished(conn, limit=100)
+        settled = 0
+        for asset_id in candidates:
+            async with self._db.pool.acquire() as conn:
+                if not await self._repo.try_claim(conn, asset_id=asset_id):
+                    continue  # a live ingestion holds it
+                try:
+                    row = await self._repo.get_version(conn, asset_id=asset_id)
+                    if row is None or row["status"] not in ("registered", "extracting"):
+                        continue
+                    await self._recover_one(conn, row, stage)
+                    settled += 1
+                finally:
+                    await self._repo.release(conn, asset_id=asset_id)
+        return settled
+
+    async def _recover_one(self, conn: asyncpg.Connection, row: asyncpg.Record, stage: Any) -> None:
+        if row["attempts"] >= self._settings.extract_attempts:
+            log.warning("version %s was interrupted %d times; marking it failed", row["asset_id"], row["attempts"])
+            async with conn.transaction():
+                await self._fail(
+                    conn, row, f"extraction was interrupted {row['attempts']} time{'' if row['attempts'] == 1 else 's'}"
+                )
+            return
+        log.info("re-extracting interrupted version %s", row["asset_id"])
+        try:
+            staged = await stage(row)
+        except Exception as exc:
+            log.warning("the bytes of %s cannot be staged again: %s", row["asset_id"], exc)
+            async with conn.transaction():
+                await self._fail(conn, row, "the stored bytes are missing or do not match their hash")
+            return
+        try:
+            await self.ingest(conn, row, staged.path)
+        finally:
+            staged.discard()
+
+    async def sweep_forever(self, stage: Any) -> None:
+        while True:
+            try:
+                await self.recover(stage)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("the recovery sweep failed; it will run again")
+            await asyncio.sleep(self._settings.recovery_interval_seconds)

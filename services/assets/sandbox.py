@@ -1,0 +1,205 @@
+"""Parsing untrusted files in a separate process with CPU, memory and wall-clock limits.
+
+Parsers of hostile files crash, hang and balloon, so each file is parsed by its own short-lived process
+(`python -m services.assets.sandbox`): RLIMIT_CPU and RLIMIT_AS are set before any parser is imported,
+the parent kills it at the wall-clock deadline, and whatever happens to it is one failed version, never
+a failed service. The child gets no secrets (a bare environment) and dies with its parent.
+
+One spare process is kept warm (started, limits set, parsers imported, waiting for its single job on
+stdin), so the interpreter start is not on the path of an upload. The child streams passages as JSON
+lines; the parent hands them on as they come, so storing them overlaps with parsing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import sys
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from services.assets.extraction import Limits
+
+log = logging.getLogger("dossier.assets.sandbox")
+ROOT = Path(__file__).resolve().parents[2]
+# One JSON line holds one passage; passages are bounded far below this.
+_LINE_LIMIT = 16 * 1024 * 1024
+_STDERR_KEEP = 4096
+
+PassageSink = Callable[[str, str], Awaitable[None]]
+
+
+class ExtractionFailed(Exception):
+    """The file failed alone; the message is safe to show (no paths, no traces)."""
+
+
+class Sandbox:
+    def __init__(self, limits: Limits, *, cpu_seconds: int, memory_bytes: int, wall_seconds: float):
+        self.limits = limits
+        self.cpu_seconds = cpu_seconds
+        self.memory_bytes = memory_bytes
+        self.wall_seconds = wall_seconds
+        self._spare: asyncio.Task[asyncio.subprocess.Process] | None = None
+        self._closed = False
+
+    async def _spawn(self) -> asyncio.subprocess.Process:
+        config = {"cpu": self.cpu_seconds, "memory": self.memory_bytes, "limits": asdict(self.limits)}
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C.UTF-8", "PYTHONPATH": str(ROOT)}
+        return await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-B",
+            "-m",
+            "services.assets.sandbox",
+            json.dumps(config),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            cwd=ROOT,
+            env=env,
+            limit=_LINE_LIMIT,
+        )
+
+    async def _take(self) -> asyncio.subprocess.Process:
+        spare, self._spare = self._spare, None
+        proc: asyncio.subprocess.Process | None = None
+        if spare is not None:
+            with contextlib.suppress(Exception):
+                proc = await spare
+        if proc is None or proc.returncode is not None:
+            proc = await self._spawn()
+        return proc
+
+    def _replenish(self) -> None:
+        # After the job, not during it: on a small machine the spare's start would slow the parse down.
+        if not self._closed and self._spare is None:
+            self._spare = asyncio.create_task(self._spawn())
+
+    async def run(self, path: Path, kind: str, on_passage: PassageSink) -> dict[str, Any]:
+        """Extract `path`; each passage goes to `on_passage`. Returns the coverage, or raises ExtractionFailed."""
+        proc = await self._take()
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        stderr = asyncio.create_task(_tail(proc.stderr))
+        final: list[Any] | None = None
+        passages = 0
+        try:
+            async with asyncio.timeout(self.wall_seconds):
+                proc.stdin.write(json.dumps({"path": str(path), "kind": kind}).encode() + b"\n")
+                await proc.stdin.drain()
+                proc.stdin.close()
+                while line := await proc.stdout.readline():
+                    record = _record(line)
+                    if record[0] == "p":
+                        passages += 1
+                        if passages > self.limits.max_passages:
+                            raise ExtractionFailed("the parser produced more passages than the limit allows")
+                        await on_passage(record[1], record[2])
+                    else:
+                        final = record
+                await proc.wait()
+        except TimeoutError as exc:
+            raise ExtractionFailed(f"the parser did not finish within {self.wall_seconds:g} s and was stopped") from exc
+        finally:
+            if proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                await proc.wait()
+            tail = await stderr
+            self._replenish()
+        if final is not None and final[0] == "done":
+            return dict(final[1])
+        if final is not None and final[0] == "error":
+            raise ExtractionFailed(str(final[1]))
+        log.warning("the sandbox exited with %s; stderr: %s", proc.returncode, tail.decode("utf-8", "replace"))
+        raise ExtractionFailed(_death(proc.returncode))
+
+    async def close(self) -> None:
+        self._closed = True
+        spare, self._spare = self._spare, None
+        if spare is None:
+            return
+        with contextlib.suppress(Exception):
+            proc = await spare
+            if proc.returncode is None:
+                proc.kill()
+            await proc.wait()
+
+
+def _record(line: bytes) -> list[Any]:
+    try:
+        record = json.loads(line)
+    except ValueError as exc:
+        raise ExtractionFailed("the parser's output was malformed") from exc
+    valid = isinstance(record, list) and len(record) in (2, 3) and record[0] in ("p", "done", "error")
+    if not valid or (record[0] == "p" and not (len(record) == 3 and all(isinstance(x, str) for x in record[1:]))):
+        raise ExtractionFailed("the parser's output was malformed")
+    return record
+
+
+def _death(code: int | None) -> str:
+    if code == -signal.SIGXCPU or code == -signal.SIGKILL:
+        return "the parser was stopped at its CPU or memory limit"
+    if code is not None and code < 0:
+        return f"the parser crashed (signal {signal.Signals(-code).name})"
+    return f"the parser failed (exit status {code})"
+
+
+async def _tail(stream: asyncio.StreamReader) -> bytes:
+    kept = b""
+    while chunk := await stream.read(65536):
+        kept = (kept + chunk)[-_STDERR_KEEP:]
+    return kept
+
+
+# -- the child ---------------------------------------------------------------------------------------
+
+
+def _child(config: dict[str, Any]) -> int:
+    import ctypes
+    import resource
+
+    # Die with the service: an orphaned parser has nobody to report to.
+    with contextlib.suppress(OSError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
+    cpu = int(config["cpu"])
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 2))
+    memory = int(config["memory"])
+    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    # Warm up: import every parser before the job arrives (trusted code, under the limits already).
+    import docx  # noqa: F401
+    import openpyxl  # noqa: F401
+    import pymupdf  # noqa: F401
+
+    from services.assets import office, webpage  # noqa: F401
+    from services.assets.extraction import ExtractionError, Limits, extract
+
+    limits = Limits(**config["limits"])
+    job_line = sys.stdin.readline()
+    if not job_line:
+        return 0
+    job = json.loads(job_line)
+    out = sys.stdout.buffer
+
+    def write(record: list[Any]) -> None:
+        out.write(json.dumps(record, ensure_ascii=False).encode("utf-8") + b"\n")
+
+    try:
+        summary = extract(Path(job["path"]), job["kind"], limits, lambda loc, text: write(["p", loc, text]))
+    except ExtractionError as exc:
+        write(["error", str(exc)])
+    else:
+        write(["done", summary])
+    out.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    code = _child(json.loads(sys.argv[1]))
+    # Skip the interpreter's teardown of the parser modules (about 0.1 s): there is nothing left to save.
+    os._exit(code)

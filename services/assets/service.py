@@ -1,0 +1,301 @@
+"""The rules of assets: three acquisition paths, versioned identity, retirement, eligibility.
+
+Acquisition stages verified bytes, refuses what is empty, too large or of an unknown kind before anything
+is recorded, then registers the version under the source's row lock: identical bytes under the same source
+(the same identity key) answer the existing version with `reused: true`. A new version is extracted and
+settled by `Lifecycle`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import uuid
+
+import asyncpg
+
+from services.assets.acquisition import StagedFile, parse_roots, resolve_import, stage_blob, stage_import
+from services.assets.kinds import sniff
+from services.assets.lifecycle import SETTLED, Lifecycle, evidence_prefix
+from services.assets.repository import AssetsRepository
+from shared.blobs import Blobs, content_key
+from shared.contracts import assets as c
+from shared.contracts.common import Actor
+from shared.db import Database
+from shared.errors import Invalid, NotFound, Unauthenticated, Unavailable, Unsupported
+from shared.grants import GrantClaims, verify_grant
+from shared.outbox import enqueue
+from shared.settings import AssetsSettings
+
+UPLOAD_ROOT = "upload"
+
+
+def identity_key(scope: str, root: str, source_id: str, content_hash: str) -> str:
+    return hashlib.sha256(f"{scope}|{root}|{source_id}|{content_hash}".encode()).hexdigest()
+
+
+def new_asset_id() -> str:
+    return f"ast_{uuid.uuid4().hex}"
+
+
+def run_namespace(run_id: str) -> str:
+    return f"run:{run_id}"
+
+
+def to_version(row: asyncpg.Record, *, reused: bool = False) -> c.AssetVersion:
+    return c.AssetVersion(
+        asset_id=row["asset_id"],
+        source_id=row["source_id"],
+        version=row["version"],
+        content_hash=row["content_hash"],
+        kind=row["kind"],
+        size=row["size"],
+        status=row["status"],
+        reused=reused,
+        extraction=c.Extraction.model_validate(row["extraction"]) if row["extraction"] else None,
+        error=row["error"],
+        created_at=row["created_at"],
+        filename=row["filename"],
+        run_id=row["run_id"],
+        run_local=row["namespace"] != "",
+    )
+
+
+class AssetsService:
+    def __init__(
+        self, db: Database, blobs: Blobs, lifecycle: Lifecycle, settings: AssetsSettings, repo: AssetsRepository
+    ):
+        self._db = db
+        self._blobs = blobs
+        self._lifecycle = lifecycle
+        self._settings = settings
+        self._repo = repo
+        self._roots = parse_roots(settings.approved_roots)
+
+    # -- grants --------------------------------------------------------------------------------------
+
+    def claims(self, actor: Actor, grant: str | None, *, required: bool = False) -> GrantClaims | None:
+        if grant is None:
+            if required:
+                raise Unauthenticated("this command needs the run's grant")
+            return None
+        return verify_grant(self._settings.bus_secret, grant, scope=actor.scope)
+
+    # -- acquisition ---------------------------------------------------------------------------------
+
+    def _kind_of(self, staged: StagedFile) -> c.Kind:
+        if staged.size == 0:
+            raise Invalid("the file is empty", {"field": "file"})
+        kind = sniff(staged.path, max_zip_entries=self._settings.max_zip_entries)
+        if kind is None:
+            raise Unsupported(
+                "the file is not a supported type (PDF, DOCX, XLSX, HTML or UTF-8 text)", {"field": "file"}
+            )
+        return kind
+
+    async def upload(self, actor: Actor, req: c.UploadRequest) -> c.AssetVersion:
+        staged = await stage_blob(self._blobs, req.blob, max_bytes=self._settings.max_upload_bytes)
+        try:
+            kind = self._kind_of(staged)
+            return await self._register(
+                actor, "", UPLOAD_ROOT, req.source_id, staged, kind, req.blob, req.filename, req.workspace_id, None
+            )
+        finally:
+            staged.discard()
+
+    async def import_file(self, actor: Actor, req: c.ImportRequest) -> c.AssetVersion:
+        candidate = resolve_import(self._roots, req.root, req.path)
+        base = self._roots[req.root].resolve()
+        staged = await asyncio.to_thread(stage_import, base, candidate, max_bytes=self._settings.max_upload_bytes)
+        try:
+            kind = self._kind_of(staged)
+            key = content_key(staged.sha256)
+            if not await self._blobs.exists(key):
+                await self._blobs.put_file(key, str(staged.path))
+            blob = c.BlobRef(bucket=self._blobs.bucket, key=key, sha256=staged.sha256, size=staged.size)
+            root = f"import:{req.root}"
+            return await self._register(
+                actor, "", root, req.source_id, staged, kind, blob, candidate.name, req.workspace_id, None
+            )
+        finally:
+            staged.discard()
+
+    async def attach(self, actor: Actor, req: c.AttachRequest, *, grant: str | None) -> c.AssetVersion:
+        claims = self.claims(actor, grant, required=True)
+        assert claims is not None
+        if "|" in claims.run_id:
+            raise Invalid("the run id cannot name a namespace", {"field": "grant"})
+        staged = await stage_blob(self._blobs, req.blob, max_bytes=self._settings.max_upload_bytes)
+        try:
+            kind = self._kind_of(staged)
+            space = run_namespace(claims.run_id)
+            return await self._register(
+                actor, space, space, req.source_id, staged, kind, req.blob, req.filename, None, claims.run_id
+            )
+        finally:
+            staged.discard()
+
+    async def _register(
+        self,
+        actor: Actor,
+        namespace: str,
+        root: str,
+        source_id: str,
+        staged: StagedFile,
+        kind: c.Kind,
+        blob: c.BlobRef,
+        filename: str | None,
+        workspace_id: str | None,
+        run_id: str | None,
+    ) -> c.AssetVersion:
+        identity = identity_key(actor.scope, root, source_id, staged.sha256)
+        async with self._db.pool.acquire() as conn:
+            async with conn.transaction():
+                source = await self._repo.lock_or_create_source(
+                    conn, scope=actor.scope, namespace=namespace, source_id=source_id
+                )
+                if source["status"] == "retired":
+                    raise Unavailable(f"the source {source_id} is retired", {"source_id": source_id}, reason="retired")
+                existing = await self._repo.find_by_identity(conn, identity_key=identity)
+                if existing is None:
+                    asset_id = new_asset_id()
+                    version = await self._repo.insert_version(
+                        conn,
+                        source_pk=source["pk"],
+                        id=asset_id,
+                        identity_key=identity,
+                        root=root,
+                        content_hash=staged.sha256,
+                        size=staged.size,
+                        kind=kind,
+                        filename=filename,
+                        blob_bucket=blob.bucket,
+                        blob_key=blob.key,
+                        run_id=run_id,
+                    )
+                    # Claimed before commit, so the recovery sweep can never take a version being ingested.
+                    await self._repo.claim(conn, asset_id=asset_id)
+                else:
+                    asset_id, version = existing["asset_id"], existing["version"]
+                if workspace_id is not None:
+                    await self._request_association(conn, actor, workspace_id, source_id, asset_id, version)
+            if existing is not None:
+                if existing["status"] not in SETTLED:
+                    existing = await self._lifecycle.wait_settled(asset_id)
+                return to_version(existing, reused=True)
+            try:
+                row = await self._repo.get_version(conn, asset_id=asset_id)
+                assert row is not None
+                await self._lifecycle.ingest(conn, row, staged.path)
+                settled = await self._repo.get_version(conn, asset_id=asset_id)
+            finally:
+                await self._repo.release(conn, asset_id=asset_id)
+        assert settled is not None
+        return to_version(settled)
+
+    async def _request_association(
+        self, conn: asyncpg.Connection, actor: Actor, workspace_id: str, source_id: str, asset_id: str, version: int
+    ) -> None:
+        event = c.AssociationRequested(
+            workspace_id=workspace_id, source_id=source_id, asset_id=asset_id, version=version
+        )
+        await enqueue(conn, type=c.EVT_ASSOCIATION_REQUESTED, scope=actor.scope, data=event.model_dump(mode="json"))
+
+    async def stage_again(self, row: asyncpg.Record) -> StagedFile:
+        """The bytes of a recorded version, for re-extraction after a crash (verified against its hash)."""
+        blob = c.BlobRef(bucket=row["blob_bucket"], key=row["blob_key"], sha256=row["content_hash"], size=row["size"])
+        return await stage_blob(self._blobs, blob, max_bytes=max(row["size"], self._settings.max_upload_bytes))
+
+    async def promote(self, actor: Actor, req: c.PromoteRequest, *, grant: str | None) -> c.AssetVersion:
+        """A run's attachment becomes a version of a source of the scope, with the same bytes and passages."""
+        claims = self.claims(actor, grant, required=True)
+        assert claims is not None
+        async with self._db.transaction() as conn:
+            attachment = await self._repo.get_version(conn, asset_id=req.asset_id, scope=actor.scope)
+            if attachment is None or attachment["namespace"] != run_namespace(claims.run_id):
+                raise NotFound("attachment not found", {"asset_id": req.asset_id})
+            if attachment["status"] != "active":
+                raise Unavailable(
+                    f"the attachment is {attachment['status']}", {"asset_id": req.asset_id}, reason=attachment["status"]
+                )
+            source_id = req.source_id or attachment["source_id"]
+            identity = identity_key(actor.scope, attachment["root"], source_id, attachment["content_hash"])
+            source = await self._repo.lock_or_create_source(conn, scope=actor.scope, namespace="", source_id=source_id)
+            if source["status"] == "retired":
+                raise Unavailable(f"the source {source_id} is retired", {"source_id": source_id}, reason="retired")
+            existing = await self._repo.find_by_identity(conn, identity_key=identity)
+            if existing is not None:
+                row, reused = existing, True
+            else:
+                asset_id = new_asset_id()
+                await self._repo.insert_version(
+                    conn,
+                    source_pk=source["pk"],
+                    id=asset_id,
+                    identity_key=identity,
+                    root=attachment["root"],
+                    content_hash=attachment["content_hash"],
+                    size=attachment["size"],
+                    kind=attachment["kind"],
+                    filename=attachment["filename"],
+                    blob_bucket=attachment["blob_bucket"],
+                    blob_key=attachment["blob_key"],
+                    run_id=claims.run_id,
+                    promoted_from=attachment["asset_id"],
+                )
+                await self._repo.copy_evidence(
+                    conn, from_asset=attachment["asset_id"], to_asset=asset_id, prefix=evidence_prefix(asset_id)
+                )
+                fresh = await self._repo.get_version(conn, asset_id=asset_id)
+                assert fresh is not None
+                await self._lifecycle.activate(conn, fresh, attachment["extraction"])
+                row, reused = await self._repo.get_version(conn, asset_id=asset_id), False
+            assert row is not None
+            if req.workspace_id is not None:
+                await self._request_association(
+                    conn, actor, req.workspace_id, source_id, row["asset_id"], row["version"]
+                )
+        return to_version(row, reused=reused)
+
+    # -- reads ---------------------------------------------------------------------------------------
+
+    def _visible(self, row: asyncpg.Record | None, claims: GrantClaims | None) -> bool:
+        """The scope's catalog is visible in the scope; a run's attachments only with that run's grant."""
+        if row is None:
+            return False
+        return row["namespace"] == "" or (claims is not None and row["namespace"] == run_namespace(claims.run_id))
+
+    async def get_asset(self, actor: Actor, req: c.GetAssetRequest, *, grant: str | None) -> c.AssetVersion:
+        claims = self.claims(actor, grant)
+        async with self._db.pool.acquire() as conn:
+            row = await self._repo.get_version(conn, asset_id=req.asset_id, scope=actor.scope)
+        if row is None or not self._visible(row, claims):
+            raise NotFound("asset not found", {"asset_id": req.asset_id})
+        return to_version(row)
+
+    async def get_source(self, actor: Actor, req: c.GetSourceRequest, *, grant: str | None) -> c.Source:
+        claims = self.claims(actor, grant, required=req.run_local)
+        namespace = run_namespace(claims.run_id) if req.run_local and claims else ""
+        async with self._db.pool.acquire() as conn:
+            return await self._source_view(conn, actor, namespace, req.source_id)
+
+    async def _source_view(self, conn: asyncpg.Connection, actor: Actor, namespace: str, source_id: str) -> c.Source:
+        source = await self._repo.find_source(conn, scope=actor.scope, namespace=namespace, source_id=source_id)
+        if source is None:
+            raise NotFound("source not found", {"source_id": source_id})
+        versions = [to_version(r) for r in await self._repo.list_versions(conn, source_pk=source["pk"])]
+        active = next((v.version for v in versions if v.status == "active"), None)
+        return c.Source(source_id=source_id, active_version=active, versions=versions)
+
+    async def retire(self, actor: Actor, req: c.RetireRequest) -> c.Source:
+        async with self._db.transaction() as conn:
+            source = await self._repo.find_source(
+                conn, scope=actor.scope, namespace="", source_id=req.source_id, for_update=True
+            )
+            if source is None:
+                raise NotFound("source not found", {"source_id": req.source_id})
+            if source["status"] != "retired":
+                versions = await self._repo.retire_source(conn, pk=source["pk"])
+                event = c.SourceRetired(source_id=req.source_id, versions=versions)
+                await enqueue(conn, type=c.EVT_SOURCE_RETIRED, scope=actor.scope, data=event.model_dump(mode="json"))
+            return await self._source_view(conn, actor, "", req.source_id)

@@ -1,0 +1,194 @@
+"""Bus contract of the assets service: acquisition, versions, evidence, eligibility, and its events."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import Field
+
+from shared.contracts.common import Model, Ref
+
+UPLOAD = "dossier.assets.upload"
+IMPORT = "dossier.assets.import"
+ATTACH = "dossier.assets.attach"
+PROMOTE = "dossier.assets.promote"
+GET_SOURCE = "dossier.assets.source.get"
+RETIRE = "dossier.assets.source.retire"
+GET_ASSET = "dossier.assets.get"
+SEARCH = "dossier.assets.evidence.search"
+READ = "dossier.assets.evidence.read"
+# Request `shared.contracts.common.CheckRequest`, reply `CheckReply`: refs of kind "source".
+CHECK = "dossier.assets.check"
+
+EVT_VERSION_ACTIVATED = "asset.version_activated"
+EVT_VERSION_FAILED = "asset.version_failed"
+EVT_SOURCE_RETIRED = "asset.source_retired"
+# Consumed by the workspace service: associate `source_id` with `workspace_id` (recorded with the version).
+EVT_ASSOCIATION_REQUESTED = "asset.association_requested"
+
+# A source id is chosen by people and tools (often a file name); it must fit in a URL path segment.
+SOURCE_ID_PATTERN = r"^[^/\x00-\x1f\x7f]{1,200}$"
+SourceId = Field(pattern=SOURCE_ID_PATTERN)
+Sha256 = Field(pattern=r"^[0-9a-f]{64}$")
+
+Kind = Literal["pdf", "docx", "xlsx", "html", "text"]
+# `registered` and `extracting` are transient: an upload's reply always waits for a settled state.
+VersionStatus = Literal["registered", "extracting", "active", "failed", "superseded", "retired"]
+ExtractionStatus = Literal["complete", "partial", "failed"]
+
+
+class BlobRef(Model):
+    """Where the bytes are. Bytes never travel on the bus."""
+
+    bucket: str = Field(min_length=1, max_length=200)
+    key: str = Field(min_length=1, max_length=1000)
+    sha256: str = Sha256
+    size: int = Field(ge=0)
+
+
+class UploadRequest(Model):
+    source_id: str = SourceId
+    blob: BlobRef
+    filename: str | None = Field(default=None, max_length=500)
+    workspace_id: str | None = Field(default=None, min_length=1, max_length=200)
+
+
+class ImportRequest(Model):
+    root: str = Field(min_length=1, max_length=100)
+    path: str = Field(min_length=1, max_length=4096)
+    source_id: str = SourceId
+    workspace_id: str | None = Field(default=None, min_length=1, max_length=200)
+
+
+class AttachRequest(Model):
+    """A run-local attachment; needs the run's grant, and is visible only to that run until promoted."""
+
+    source_id: str = SourceId
+    blob: BlobRef
+    filename: str | None = Field(default=None, max_length=500)
+
+
+class PromoteRequest(Model):
+    """Make a run-local attachment a version of a source of the scope (needs the same run's grant)."""
+
+    asset_id: str = Field(min_length=1, max_length=200)
+    source_id: str | None = Field(default=None, pattern=SOURCE_ID_PATTERN)
+    workspace_id: str | None = Field(default=None, min_length=1, max_length=200)
+
+
+class GetSourceRequest(Model):
+    source_id: str = SourceId
+    # With a run grant: the run's own attachment of that name instead of the scope's source.
+    run_local: bool = False
+
+
+class RetireRequest(Model):
+    source_id: str = SourceId
+
+
+class GetAssetRequest(Model):
+    asset_id: str = Field(min_length=1, max_length=200)
+
+
+class SearchRequest(Model):
+    q: str = Field(min_length=1, max_length=1000, pattern=r"\S")
+    source_id: str | None = Field(default=None, pattern=SOURCE_ID_PATTERN)
+    limit: int = Field(default=10, ge=1, le=100)
+
+
+class ReadRequest(Model):
+    evidence_id: str = Field(min_length=1, max_length=200)
+
+
+class Extraction(Model):
+    status: ExtractionStatus
+    units_total: int
+    units_extracted: int
+    notes: list[str]
+
+
+class AssetVersion(Model):
+    asset_id: str
+    source_id: str
+    version: int
+    content_hash: str
+    kind: Kind
+    size: int
+    status: VersionStatus
+    reused: bool
+    # Null while the version is registered or extracting.
+    extraction: Extraction | None
+    error: str | None
+    created_at: datetime
+    filename: str | None = None
+    # The run that attached it (run_local) or whose attachment was promoted into it.
+    run_id: str | None = None
+    run_local: bool = False
+
+
+class Source(Model):
+    source_id: str
+    active_version: int | None
+    versions: list[AssetVersion]
+
+
+class SearchHit(Model):
+    evidence_id: str
+    asset_id: str
+    source_id: str
+    version: int
+    locator: str
+    snippet: str
+    score: float
+
+
+class SearchReply(Model):
+    items: list[SearchHit]
+
+
+class Evidence(Model):
+    """One delivered passage: exactly this locator of exactly this version (whose hash is given)."""
+
+    evidence_id: str
+    asset_id: str
+    source_id: str
+    version: int
+    locator: str
+    text: str
+    content_hash: str
+    kind: Kind
+
+
+class VersionActivated(Model):
+    source_id: str
+    asset_id: str
+    version: int
+    content_hash: str
+    kind: Kind
+    filename: str | None
+    run_id: str | None
+    extraction: Extraction
+    superseded: Ref | None
+    created_at: datetime
+
+
+class VersionFailed(Model):
+    source_id: str
+    asset_id: str
+    version: int
+    content_hash: str
+    error: str
+    run_id: str | None
+
+
+class SourceRetired(Model):
+    source_id: str
+    versions: list[int]
+
+
+class AssociationRequested(Model):
+    workspace_id: str
+    source_id: str
+    asset_id: str
+    version: int
