@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from shared.bus import BusClient
-from shared.contracts import artifact
+from shared.contracts import artifact, assets
 from shared.contracts import publication as pub
 from shared.contracts import workspace as ws
 from shared.contracts.common import Actor, Ref
@@ -17,8 +17,8 @@ WORKSPACE_CHECKPOINT_GET = ws.CHECKPOINT_GET
 WORKSPACE_CHECKPOINT_PROPOSE = ws.CHECKPOINT_PROPOSE
 WORKSPACE_PIN_ARTIFACT = ws.PIN_ARTIFACT
 ARTIFACT_REGISTER = artifact.REGISTER
-ASSETS_SEARCH = "dossier.assets.evidence.search"
-ASSETS_READ = "dossier.assets.evidence.read"
+ASSETS_SEARCH = assets.SEARCH
+ASSETS_READ = assets.READ
 
 
 class Owners:

@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from shared.contracts import assets
 from shared.contracts.common import Model, Ref
 
 CREATE = "dossier.workspace.create"
@@ -36,10 +37,9 @@ EVT_DELETED = "workspace.deleted"
 EVT_CHECKPOINT_REVISED = "workspace.checkpoint_revised"
 EVT_ASSOCIATION_REFUSED = "workspace.association_refused"
 
-# What the assets service (issue 3) answers and announces, as fixed by the lead. When its own contract
-# module lands, these two names should be imported from there instead of being repeated here.
-ASSETS_CHECK = "dossier.assets.check"
-EVT_ASSET_ASSOCIATION_REQUESTED = "asset.association_requested"
+# What the assets service answers and announces: its own contract module owns these names.
+ASSETS_CHECK = assets.CHECK
+EVT_ASSET_ASSOCIATION_REQUESTED = assets.EVT_ASSOCIATION_REQUESTED
 
 Id = Field(min_length=1, max_length=200)
 
