@@ -33,7 +33,7 @@ class ServiceRuntime:
         self.migrations = migrations
         # logger=None: FastStream's per-message logging costs about 30% of throughput.
         self.broker = NatsBroker(settings.nats_url, logger=None, graceful_timeout=10.0)
-        self.db = Database(settings.database_url)
+        self.db = Database(settings.database_url, max_size=settings.db_pool_size)
         self._background: list[BackgroundTask] = []
         self._on_start: list[BackgroundTask] = []
         self._tasks: list[asyncio.Task[None]] = []

@@ -16,6 +16,8 @@ class CommonSettings(BaseSettings):
     home: Path = Path(".dossier")
     nats_url: str = "nats://127.0.0.1:4222"
     database_url: str = ""
+    # Above the bus handler concurrency's typical need; a handler holds at most one connection at a time.
+    db_pool_size: int = 20
     bus_secret: str = Field(default="", repr=False)
     request_timeout: float = 5.0
     s3_endpoint: str = "127.0.0.1:9000"

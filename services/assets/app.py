@@ -33,9 +33,6 @@ class AssetsRuntime(ServiceRuntime):
     async def start(self) -> None:
         await self.blobs.ensure_bucket()
         await super().start()
-        # SUBs are buffered by the client: a round trip makes "started" mean "the server routes to us",
-        # otherwise a request sent right after start can meet "no responders".
-        await self.broker.connection.flush()
 
     async def stop(self) -> None:
         await super().stop()

@@ -179,19 +179,21 @@ class AssetsService:
                     asset_id, version = existing["asset_id"], existing["version"]
                 if workspace_id is not None:
                     await self._request_association(conn, actor, workspace_id, source_id, asset_id, version)
-            if existing is not None:
-                if existing["status"] not in SETTLED:
-                    existing = await self._lifecycle.wait_settled(asset_id)
-                return to_version(existing, reused=True)
-            try:
-                row = await self._repo.get_version(conn, asset_id=asset_id)
-                assert row is not None
-                await self._lifecycle.ingest(conn, row, staged.path)
-                settled = await self._repo.get_version(conn, asset_id=asset_id)
-            finally:
-                await self._repo.release(conn, asset_id=asset_id)
-        assert settled is not None
-        return to_version(settled)
+            if existing is None:
+                try:
+                    row = await self._repo.get_version(conn, asset_id=asset_id)
+                    assert row is not None
+                    await self._lifecycle.ingest(conn, row, staged.path)
+                    settled = await self._repo.get_version(conn, asset_id=asset_id)
+                finally:
+                    await self._repo.release(conn, asset_id=asset_id)
+                assert settled is not None
+                return to_version(settled)
+        # A reused version that another request is still ingesting: wait without holding a connection,
+        # since waiting polls with a connection of its own (holding both exhausted the pool under load).
+        if existing["status"] not in SETTLED:
+            existing = await self._lifecycle.wait_settled(asset_id)
+        return to_version(existing, reused=True)
 
     async def _request_association(
         self, conn: asyncpg.Connection, actor: Actor, workspace_id: str, source_id: str, asset_id: str, version: int
