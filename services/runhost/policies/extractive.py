@@ -16,6 +16,7 @@ from services.runhost.policies.text import bm25_scores, key_sentences, tokens
 
 MAX_SOURCES = 40
 READ_CHARS = 12_000
+NOTHING_FOUND = "- (nothing relevant was found)"
 _ENTRY = re.compile(r"^- (?P<name>\S+) :: (?P<kind>publication|evidence) (?P<target>\S+)$")
 
 
@@ -32,10 +33,14 @@ def _section(plan: str, title: str) -> list[str] | None:
 
 
 def parse_sources(plan: str) -> list[Entry] | None:
-    """The source list of plan.md; None while it has not been chosen yet."""
+    """The source list of plan.md: None while it has not been chosen, [] when nothing was relevant."""
     lines = _section(plan, "Sources")
-    entries = [Entry(**m.groupdict()) for line in lines or [] if (m := _ENTRY.match(line))]
-    return entries or None
+    if not lines:
+        return None
+    entries = [Entry(**m.groupdict()) for line in lines if (m := _ENTRY.match(line))]
+    if entries or NOTHING_FOUND in lines:
+        return entries
+    return None
 
 
 def query_of(view: RunView) -> str:
@@ -94,7 +99,7 @@ def choose_sources(view: RunView, hits: list[dict[str, Any]]) -> list[Entry]:
 
 
 def plan_with_sources(plan: str, entries: list[Entry]) -> str:
-    listing = "\n".join(f"- {e.name} :: {e.kind} {e.target}" for e in entries) or "- (nothing relevant was found)"
+    listing = "\n".join(f"- {e.name} :: {e.kind} {e.target}" for e in entries) or NOTHING_FOUND
     steps = "- read each source, write one note per source\n- compose the answer from the notes\n"
     plan = re.sub(r"^## Sources\s*$.*?(?=^## |\Z)", f"## Sources\n{listing}\n\n", plan, flags=re.M | re.S)
     return re.sub(r"^## Next steps\s*$.*?(?=^## |\Z)", f"## Next steps\n{steps}", plan, flags=re.M | re.S)

@@ -127,3 +127,9 @@ def test_bm25_prefers_matching_documents() -> None:
 def test_report_is_escaped_static_html() -> None:
     html = render_report("<t>", "# Title\n\n- **bold** <script>alert(1)</script>\n\ntext", run_id="run_1")
     assert "<script>" not in html and "&lt;script&gt;" in html and "<strong>bold</strong>" in html and "<ul>" in html
+
+
+def test_an_empty_choice_is_a_choice() -> None:
+    plan = plan_with_sources(PLAN, [])
+    assert parse_sources(plan) == []
+    assert parse_sources(PLAN) is None
