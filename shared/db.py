@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -11,6 +13,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
+log = logging.getLogger("dossier.db")
 SHARED_MIGRATIONS = Path(__file__).parent / "migrations"
 _NAME = re.compile(r"^\d{4}_[a-z0-9_]+\.sql$")
 # Any constant will do, as long as every service uses the same one for its own database.
@@ -92,10 +95,15 @@ class Database:
         self._pool = await asyncpg.create_pool(self.dsn, min_size=self._min, max_size=self._max, init=_init_connection)
         await migrate(self._pool, *migration_dirs)
 
-    async def close(self) -> None:
+    async def close(self, timeout: float = 10.0) -> None:
+        """Graceful close, bounded: a connection still out after `timeout` is terminated, never waited on."""
         if self._pool is not None:
-            await self._pool.close()
-            self._pool = None
+            pool, self._pool = self._pool, None
+            try:
+                await asyncio.wait_for(pool.close(), timeout)
+            except TimeoutError:
+                log.warning("database pool did not close within %.0fs; terminating it", timeout)
+                pool.terminate()
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[asyncpg.Connection]:

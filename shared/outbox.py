@@ -7,6 +7,7 @@ the row published only causes a duplicate that the stream drops within its dupli
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
@@ -77,32 +78,35 @@ class OutboxRelay:
         return len(rows)
 
     async def run(self) -> None:
-        listener: asyncpg.Connection = await self._db.pool.acquire()
-
         def on_notify(*_: object) -> None:
             self._wake.set()
 
-        await listener.add_listener(NOTIFY_CHANNEL, on_notify)
-        try:
-            while True:
-                try:
-                    published = await self.flush()
-                except asyncio.CancelledError:
-                    raise
-                except Exception:
-                    log.exception("outbox relay failed; retrying")
-                    published = 0
-                    await asyncio.sleep(self._idle)
-                if published:
-                    continue
-                self._wake.clear()
-                try:
-                    await asyncio.wait_for(self._wake.wait(), self._idle)
-                except TimeoutError:
-                    pass
-        finally:
-            await listener.remove_listener(NOTIFY_CHANNEL, on_notify)
-            await self._db.pool.release(listener)
+        # The context manager gives the connection back however the loop ends (cancellation included).
+        async with self._db.pool.acquire() as listener:
+            await listener.add_listener(NOTIFY_CHANNEL, on_notify)
+            try:
+                await self._relay_forever()
+            finally:
+                with contextlib.suppress(Exception):
+                    await listener.remove_listener(NOTIFY_CHANNEL, on_notify)
+
+    async def _relay_forever(self) -> None:
+        while True:
+            try:
+                published = await self.flush()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("outbox relay failed; retrying")
+                published = 0
+                await asyncio.sleep(self._idle)
+            if published:
+                continue
+            self._wake.clear()
+            try:
+                await asyncio.wait_for(self._wake.wait(), self._idle)
+            except TimeoutError:
+                pass
 
 
 EventHandler = Callable[[asyncpg.Connection, Event], Awaitable[None]]

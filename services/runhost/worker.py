@@ -8,6 +8,7 @@ over when its lease expires, and resumes from its working files.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import socket
@@ -53,36 +54,40 @@ class Worker:
         self._running: set[asyncio.Task[None]] = set()
 
     async def run_forever(self) -> None:
-        listener: asyncpg.Connection = await self.db.pool.acquire()
-
         def on_wake(*_: object) -> None:
             self._wake.set()
 
-        await listener.add_listener(WAKE_CHANNEL, on_wake)
         try:
-            while True:
-                await self._slots.acquire()
-                row = await self._claim()
-                if row is None:
-                    self._slots.release()
-                    self._wake.clear()
-                    try:
-                        await asyncio.wait_for(self._wake.wait(), self.settings.run_poll_seconds)
-                    except TimeoutError:
-                        pass
-                    continue
-                task = asyncio.create_task(self._execute_in_slot(dict(row)))
-                self._running.add(task)
-                task.add_done_callback(self._running.discard)
+            async with self.db.pool.acquire() as listener:
+                await listener.add_listener(WAKE_CHANNEL, on_wake)
+                try:
+                    await self._claim_forever()
+                finally:
+                    with contextlib.suppress(Exception):
+                        await listener.remove_listener(WAKE_CHANNEL, on_wake)
         finally:
             for task in self._running:
                 task.cancel()
             await asyncio.gather(*self._running, return_exceptions=True)
-            await listener.remove_listener(WAKE_CHANNEL, on_wake)
-            await self.db.pool.release(listener)
             # On a graceful stop, hand our runs back at once instead of making them wait out the lease.
             async with self.db.transaction() as conn:
                 await self.repo.release_leases(conn, owner=self.id)
+
+    async def _claim_forever(self) -> None:
+        while True:
+            await self._slots.acquire()
+            row = await self._claim()
+            if row is None:
+                self._slots.release()
+                self._wake.clear()
+                try:
+                    await asyncio.wait_for(self._wake.wait(), self.settings.run_poll_seconds)
+                except TimeoutError:
+                    pass
+                continue
+            task = asyncio.create_task(self._execute_in_slot(dict(row)))
+            self._running.add(task)
+            task.add_done_callback(self._running.discard)
 
     async def _claim(self) -> asyncpg.Record | None:
         async with self.db.transaction() as conn:
