@@ -122,7 +122,7 @@ class Finisher:
         """The HTML report is retained as an artifact and pinned; its failure is logged, not fatal."""
         data = render_report(title, answer, run_id=self.run["id"]).encode("utf-8")
         digest = hashlib.sha256(data).hexdigest()
-        key = content_key(digest, prefix="artifacts")
+        key = content_key(digest)
         try:
             await self.blobs.put_bytes(key, data, content_type="text/html; charset=utf-8")
             artifact = await self.owners.register_report_artifact(

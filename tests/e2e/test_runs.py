@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
+import json
 import os
 import re
 import subprocess
 import sys
 import uuid
 
+import nats
 import pytest
 
 from tests.support.api import Api
@@ -27,7 +30,7 @@ def refs_of(ledger: list[dict], stage: str) -> list[tuple[str, str, int | None]]
     return [(r["ref"]["kind"], r["ref"]["id"], r["ref"]["version"]) for r in ledger if r["stage"] == stage]
 
 
-def test_running_example(api: Api) -> None:
+def test_running_example(api: Api, stack: RunningStack) -> None:
     ws = api.workspace()
     a1 = api.publish(
         "Report A: Fund X liquidity", "Fund X can meet redemptions within 30 days. Its liquidity is adequate.", ws["id"]
@@ -86,6 +89,40 @@ def test_running_example(api: Api) -> None:
     assert checkpoint["status"] == "valid" and checkpoint["derived_from"]["run_id"] == run["id"]
     conversation = api.ok("GET", f"/v1/conversations/{run['conversation_id']}")
     assert [r["id"] for r in conversation["runs"]] == [run["id"]]
+
+    # The answer is also retained as an HTML report, pinned to the workspace.
+    reports = [i for i in catalog["items"] if i["kind"] == "artifact"]
+    assert len(reports) == 1 and reports[0]["available"]
+    html = api.http.get(f"/v1/artifacts/{reports[0]['id']}/content")
+    assert html.status_code == 200 and "What earlier reports concluded" in html.text
+    assert html.headers["content-security-policy"] == "sandbox"
+    assert [e["type"] for e in run_events(str(stack.state()["nats_url"]), run["id"])] == [
+        "run.admitted",
+        "run.started",
+        "run.completed",
+    ]
+
+
+def run_events(nats_url: str, run_id: str) -> list[dict]:
+    """The run's events as they are on the stream (an ephemeral consumer from the first message)."""
+
+    async def read() -> list[dict]:
+        nc = await nats.connect(nats_url)
+        try:
+            sub = await nc.jetstream().subscribe("dossier.evt.run.>", ordered_consumer=True)
+            events: list[dict] = []
+            try:
+                while True:
+                    msg = await sub.next_msg(timeout=1.0)
+                    event = json.loads(msg.data)
+                    if event["data"]["run_id"] == run_id:
+                        events.append(event)
+            except nats.errors.TimeoutError:
+                return events
+        finally:
+            await nc.close()
+
+    return asyncio.run(read())
 
 
 def test_withdrawn_selected_version_is_unavailable_and_the_run_completes(api: Api) -> None:

@@ -20,6 +20,9 @@ from tests.support.stack import ROOT, RunningStack, start_stack, stop_stack
 SCRIPTS = {
     # Writes the recited plan into draft.md at every step: shows what each step saw.
     "echo-plan": [{"name": "write_draft", "arguments": {"text": "{plan}"}} for _ in range(200)],
+    # Ten slow steps, then an answer with a proposal: time for the workspace to be deleted mid-run.
+    "slow-finish": [{"name": "write_draft", "arguments": {"text": "draft"}} for _ in range(10)]
+    + [{"name": "finish", "arguments": {"answer": "# late answer\n", "checkpoint_proposal": {"summary": "s"}}}],
     "bad-proposal": [{"name": "finish", "arguments": {"answer": "# done\n", "checkpoint_proposal": {"summary": ""}}}],
 }
 
@@ -174,3 +177,17 @@ def test_openai_policy_against_a_fake_server(slow_stack: RunningStack, fake_open
     assert error_turn["role"] == "tool" and "not a JSON object" in error_turn["content"]
     ledger = api.ledger(run["id"])
     assert {r["stage"] for r in ledger} == {"listed"}
+
+
+def test_a_run_finishing_after_its_workspace_was_deleted_publishes_but_is_refused(slow_stack: RunningStack) -> None:
+    api = Api(slow_stack)
+    ws = api.workspace()
+    run = api.start_run(ws["id"], "late", model="scripted:slow-finish")
+    probe(lambda: api.run(run["id"])["status"] == "running")
+    api.ok("DELETE", f"/v1/workspaces/{ws['id']}")
+    run = api.wait_run(run["id"])
+    assert run["status"] == "completed", run["error"]
+    assert run["workspace_association"] == "refused"
+    assert run["checkpoint_proposal"]["status"] in ("invalid", "stale")
+    assert api.read(run["publication"])["body"] == "# late answer"
+    assert api.http.get(f"/v1/workspaces/{ws['id']}/runs").status_code == 404
