@@ -12,7 +12,6 @@ Run with `make bench` (or `python bench/catalog.py` from the repository root). N
 from __future__ import annotations
 
 import asyncio
-import statistics
 import sys
 import tempfile
 import time
@@ -23,35 +22,16 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench._stats import report
+from services.workspace.repository import WorkspaceRepository
 from tests.support.stack import start_stack, stop_stack
 
 SMALL, LARGE = 100, 20_000
 REAL_NEWEST = 50  # the default catalog limit: every measured page is 50 real publications
+# The workspace repository's own page query, to time the database part alone.
+REPO = WorkspaceRepository()
 WARMUP = 20
 ROUNDS = 200
-
-# The workspace repository's page query, to time the database part alone.
-PAGE_SQL = (
-    "SELECT w.catalog_count, a.kind, a.ref_id, a.version, a.run_id, a.title, a.created_at"
-    " FROM workspaces w LEFT JOIN LATERAL ("
-    "  SELECT kind, ref_id, version, run_id, title, created_at, seq FROM associations"
-    "  WHERE workspace_id = w.id AND kind IN ('publication', 'source', 'artifact')"
-    "  ORDER BY seq DESC LIMIT $3"
-    " ) a ON true"
-    " WHERE w.id = $1 AND w.scope = $2 AND w.status <> 'deleted'"
-    " ORDER BY a.seq DESC"
-)
-
-
-def percentile(samples: list[float], p: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, max(0, round(p / 100 * (len(ordered) - 1))))]
-
-
-def report(name: str, samples_ms: list[float]) -> float:
-    median = statistics.median(samples_ms)
-    print(f"{name:<52} n={len(samples_ms):>4}  median={median:8.3f} ms  p99={percentile(samples_ms, 99):8.3f} ms")
-    return median
 
 
 async def fill(dsn: str, workspace_id: str, total: int, publication_ids: list[str]) -> None:
@@ -86,7 +66,7 @@ async def time_queries(dsn: str, scope: str, workspaces: dict[int, str]) -> dict
         for i in range(WARMUP + ROUNDS):
             for n, wid in workspaces.items():
                 started = time.perf_counter()
-                await conn.fetch(PAGE_SQL, wid, scope, REAL_NEWEST)
+                await REPO.catalog_page(conn, scope=scope, workspace_id=wid, limit=REAL_NEWEST)
                 if i >= WARMUP:
                     samples[n].append((time.perf_counter() - started) * 1000)
     finally:
@@ -126,14 +106,14 @@ def main() -> int:
                         if i >= WARMUP:
                             samples[n].append(elapsed)
             print(f"catalog through the gateway (limit {REAL_NEWEST}, one publication.check batch per request)")
-            small = report(f"  workspace with {SMALL:>6,} associations", samples[SMALL])
-            large = report(f"  workspace with {LARGE:>6,} associations", samples[LARGE])
+            small = report(f"  workspace with {SMALL:>6,} associations", samples[SMALL])[0]
+            large = report(f"  workspace with {LARGE:>6,} associations", samples[LARGE])[0]
             print(f"  ratio {LARGE:,} / {SMALL:,} (median): {large / small:.2f}")
 
             db = asyncio.run(time_queries(dsn, scope, workspaces))
             print("the page query alone, at the database")
-            small_db = report(f"  workspace with {SMALL:>6,} associations", db[SMALL])
-            large_db = report(f"  workspace with {LARGE:>6,} associations", db[LARGE])
+            small_db = report(f"  workspace with {SMALL:>6,} associations", db[SMALL])[0]
+            large_db = report(f"  workspace with {LARGE:>6,} associations", db[LARGE])[0]
             print(f"  ratio {LARGE:,} / {SMALL:,} (median): {large_db / small_db:.2f}")
         finally:
             stop_stack(stack.proc)

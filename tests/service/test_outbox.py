@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 import uuid
 from pathlib import Path
 
@@ -18,18 +17,8 @@ from shared.contracts.common import STREAM_NAME, Actor, Event, event_subject
 from shared.db import Database
 from shared.outbox import OutboxRelay, consume
 from tests.support.infra import Infra
+from tests.support.probe import probe_until
 from tests.support.service import service_process
-
-
-async def probe_until(check, *, timeout: float = 20.0, interval: float = 0.05):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while True:
-        value = await check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met before the deadline")
-        await asyncio.sleep(interval)
 
 
 async def wait_healthy(bus: BusClient) -> None:
