@@ -92,7 +92,12 @@ class ServiceRuntime:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
-        await self.broker.stop()
+        try:
+            # FastStream waits up to its graceful timeout for in-flight messages; never longer than this.
+            await asyncio.wait_for(self.broker.stop(), 20.0)
+        except TimeoutError:
+            log.warning("%s: the broker did not stop in time; closing its connection", self.name)
+            await self.broker.connection.close()
         await self.db.close()
 
 

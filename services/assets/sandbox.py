@@ -22,10 +22,11 @@ import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from services.assets.extraction import Limits
 
+T = TypeVar("T")
 log = logging.getLogger("dossier.assets.sandbox")
 ROOT = Path(__file__).resolve().parents[2]
 # One JSON line holds one passage; passages are bounded far below this.
@@ -108,8 +109,9 @@ class Sandbox:
             if proc.returncode is None:
                 with contextlib.suppress(ProcessLookupError):
                     proc.kill()
-                await proc.wait()
-            tail = await stderr
+            # Bounded: a parser that cannot be reaped, or a pipe that never closes, must not hang the service.
+            await _bounded(proc.wait(), "reaping the parser")
+            tail = await _bounded(stderr, "reading the parser's stderr") or b""
             self._replenish()
         if final is not None and final[0] == "done":
             return dict(final[1])
@@ -127,7 +129,7 @@ class Sandbox:
             proc = await spare
             if proc.returncode is None:
                 proc.kill()
-            await proc.wait()
+            await _bounded(proc.wait(), "reaping the spare parser")
 
 
 def _record(line: bytes) -> list[Any]:
@@ -147,6 +149,16 @@ def _death(code: int | None) -> str:
     if code is not None and code < 0:
         return f"the parser crashed (signal {signal.Signals(-code).name})"
     return f"the parser failed (exit status {code})"
+
+
+async def _bounded(awaitable: Awaitable[T], what: str, seconds: float = 10.0) -> T | None:
+    task = asyncio.ensure_future(awaitable)
+    try:
+        return await asyncio.wait_for(asyncio.shield(task), seconds)
+    except TimeoutError:
+        task.cancel()
+        log.warning("gave up %s after %.0f s", what, seconds)
+        return None
 
 
 async def _tail(stream: asyncio.StreamReader) -> bytes:
