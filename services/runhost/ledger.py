@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import asyncpg
+
 from services.runhost.memory import StaleLease
 from services.runhost.repository import RunRepository
 from shared.contracts.common import Ref
@@ -34,11 +36,17 @@ class RunLedger:
             rows = await self._repo.list_ledger(conn, run_id=self.run_id)
         self._listed = {(Ref.model_validate(r["ref"]).key(), r["locator"]) for r in rows if r["stage"] == "listed"}
 
-    async def _append(self, stage: str, ref: Ref, **fields: str | None) -> None:
-        async with self._db.transaction() as conn:
-            ok = await self._repo.append_ledger(
+    async def append_in(self, conn: asyncpg.Connection, stage: str, ref: Ref, **fields: str | None) -> bool:
+        """One row inside the caller's transaction; false when this worker's lease is stale."""
+        return bool(
+            await self._repo.append_ledger(
                 conn, run_id=self.run_id, epoch=self.epoch, stage=stage, ref=ref.model_dump(), **fields
             )
+        )
+
+    async def _append(self, stage: str, ref: Ref, **fields: str | None) -> None:
+        async with self._db.transaction() as conn:
+            ok = await self.append_in(conn, stage, ref, **fields)
         if not ok:
             raise StaleLease(self.run_id)
 

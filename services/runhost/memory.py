@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Awaitable, Callable
 from typing import Any
+
+import asyncpg
 
 from services.runhost.repository import RunRepository
 from shared.blobs import Blobs
@@ -50,13 +53,24 @@ class RunFiles:
     def key(self, path: str) -> str:
         return f"runs/{self.run_id}/{path}"
 
-    async def write(self, path: str, text: str, *, provenance: dict[str, Any] | None = None) -> int:
+    async def write(
+        self,
+        path: str,
+        text: str,
+        *,
+        provenance: dict[str, Any] | None = None,
+        with_record: Callable[[asyncpg.Connection], Awaitable[bool]] | None = None,
+    ) -> int:
+        """Store the bytes, then index them; `with_record` (a ledger row) commits in the same transaction,
+        so a crash never leaves a source read without its file, or a file without its read."""
         validate_path(path)
         if len(text) > MAX_FILE_CHARS:
             raise Invalid("the file is larger than a run's working file may be", {"limit": MAX_FILE_CHARS})
         data = text.encode("utf-8")
         await self._blobs.put_bytes(self.key(path), data, content_type="text/plain; charset=utf-8")
         async with self._db.transaction() as conn:
+            if with_record is not None and not await with_record(conn):
+                raise StaleLease(self.run_id)
             recorded = await self._repo.upsert_file(
                 conn,
                 run_id=self.run_id,

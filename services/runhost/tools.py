@@ -82,10 +82,9 @@ class ToolBox:
             await self.ledger.unavailable(ref, reason=str(reason))
             text = f"unavailable: {id}@{version} ({reason})"
             return ToolResult(call.name, call.arguments, text, ok=False, data={"reason": reason, "path": path}), []
-        await self.ledger.read(ref, content_hash=body["content_hash"])
         text = f"# {body['title']} ({id}@v{version}, {body['created_at']})\n\n{body['body']}"
         prov = {"ref": ref.model_dump(), "content_hash": body["content_hash"], "locator": None}
-        await self.files.write(path, text, provenance=prov)
+        await self.files.write(path, text, provenance=prov, with_record=self._read_row(ref, body["content_hash"], None))
         return await self._pointer_result(call, path)
 
     async def _search_evidence(self, call: ToolCall, query: str) -> tuple[ToolResult, list[Inclusion]]:
@@ -114,11 +113,20 @@ class ToolBox:
             return ToolResult(call.name, call.arguments, text, ok=False, data={"reason": reason, "path": path}), []
         ref = Ref(kind="source", id=passage["source_id"], version=passage["version"])
         content_hash = passage.get("content_hash")
-        await self.ledger.read(ref, content_hash=content_hash, locator=passage["locator"])
         text = f"# {passage['source_id']}@v{passage['version']} {passage['locator']}\n\n{passage['text']}"
         prov = {"ref": ref.model_dump(), "content_hash": content_hash, "locator": passage["locator"]}
-        await self.files.write(path, text, provenance=prov)
+        await self.files.write(
+            path, text, provenance=prov, with_record=self._read_row(ref, content_hash, passage["locator"])
+        )
         return await self._pointer_result(call, path)
+
+    def _read_row(self, ref: Ref, content_hash: str | None, locator: str | None) -> Any:
+        """The `read` ledger row, written in the same transaction as the source file's index entry."""
+
+        async def record(conn: Any) -> bool:
+            return await self.ledger.append_in(conn, "read", ref, content_hash=content_hash, locator=locator)
+
+        return record
 
     async def _pointer_result(self, call: ToolCall, path: str) -> tuple[ToolResult, list[Inclusion]]:
         """The model gets a pointer; the preview in it is part of the body, so it is included."""

@@ -108,3 +108,34 @@ async def test_finished_runs_are_never_claimed(db: Database) -> None:
         assert await repo.fenced_update(conn, run_id=run_id, epoch=1, values={"status": "completed"})
         await conn.execute("UPDATE runs SET lease_expires_at = now() - interval '1 second' WHERE id = $1", run_id)
         assert await repo.claim_run(conn, owner="w2", lease_seconds=30) is None
+
+
+async def test_a_read_row_and_its_source_file_commit_together(db: Database, infra: Infra) -> None:
+    """A crash between recording a read and indexing its file must leave neither (or the resumed run reads twice)."""
+    repo = RunRepository()
+    run_id = await admitted_run(db, repo)
+    async with db.transaction() as conn:
+        claimed = await repo.claim_run(conn, owner="w", lease_seconds=30)
+    assert claimed is not None
+    blobs = Blobs(settings_from(infra.settings_env("runhost"), CommonSettings))
+    await blobs.ensure_bucket()
+    files, ledger = RunFiles(blobs, db, repo, run_id, 1), RunLedger(db, repo, run_id, 1)
+    ref = Ref.model_validate(REF)
+
+    async def row_then_crash(conn: object) -> bool:
+        await ledger.append_in(conn, "read", ref, content_hash="h")  # type: ignore[arg-type]
+        raise RuntimeError("the worker died here")
+
+    with pytest.raises(RuntimeError):
+        await files.write("sources/pub_a@v1.txt", "body", with_record=row_then_crash)
+    async with db.pool.acquire() as conn:
+        assert await repo.list_ledger(conn, run_id=run_id) == []
+    assert "sources/pub_a@v1.txt" not in await files.listing()
+
+    async def row(conn: object) -> bool:
+        return await ledger.append_in(conn, "read", ref, content_hash="h")  # type: ignore[arg-type]
+
+    await files.write("sources/pub_a@v1.txt", "body", with_record=row)
+    async with db.pool.acquire() as conn:
+        assert [r["stage"] for r in await repo.list_ledger(conn, run_id=run_id)] == ["read"]
+    assert "sources/pub_a@v1.txt" in await files.listing()
