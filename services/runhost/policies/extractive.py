@@ -146,7 +146,7 @@ def compose_answer(view: RunView, entries: list[Entry], notes: dict[str, str]) -
         heading = _field(note, "heading")
         if e.kind == "publication":
             match = re.match(r"(?P<title>.*) \((?P<ref>\S+), (?P<date>[^)]*)\)$", heading)
-            title, date = (match["title"], match["date"]) if match else (heading, "date unknown")
+            title, date = (match["title"], match["date"][:10]) if match else (heading, "date unknown")
             earlier.append(f"- **{title}** ({e.target}, concluded {date}): {' '.join(bullets)}")
         else:
             new.append(f"- {heading}: {' '.join(bullets)}")

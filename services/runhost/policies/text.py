@@ -7,7 +7,7 @@ import re
 from collections import Counter
 
 STOPWORDS = frozenset(
-    "a an and are as at be but by can could did do does for from had has have how if in into is it its may "
+    "a about after against also an and any are as at be been before but by can could did do does for from had has have how if in into is it its may "
     "might not of on or our should so than that the their then there these they this those to was we were "
     "what when where which while who why will with would you your still hold earlier new now".split()
 )
