@@ -49,6 +49,7 @@ def _office_kind(path: Path, max_entries: int) -> Kind | None:
     try:
         with zipfile.ZipFile(path) as zf:
             names = set(zf.namelist())
+    # zipfile raises NotImplementedError for compression methods it cannot read: not a zip we accept.
     except (zipfile.BadZipFile, OSError, ValueError, NotImplementedError):
         return None
     if "[Content_Types].xml" not in names:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import Field, ValidationError
@@ -22,7 +23,7 @@ from shared.contracts import publication as pub
 from shared.contracts import runhost as c
 from shared.contracts.common import Actor, Model, Ref
 from shared.db import Database
-from shared.errors import DomainError, NotFound, Unreachable
+from shared.errors import DomainError, NotFound
 from shared.outbox import enqueue
 
 log = logging.getLogger("dossier.runhost")
@@ -73,7 +74,7 @@ class Finisher:
         await self._retain_report(title, answer)
         result = {"workspace_association": association, "checkpoint_proposal": checkpoint, "status": "completed"}
         event = run_event(self.run, "completed", publication={"id": published["id"], "version": published["version"]})
-        await self._fenced(result | {"finished_at": _now()}, event=(c.EVT_COMPLETED, event))
+        await self._fenced(result | {"finished_at": datetime.now(UTC)}, event=(c.EVT_COMPLETED, event))
 
     async def _associate(self, published: dict[str, Any]) -> str:
         try:
@@ -144,20 +145,12 @@ class Finisher:
 
     async def cancelled(self) -> None:
         await self._fenced(
-            {"status": "cancelled", "finished_at": _now()}, event=(c.EVT_CANCELLED, run_event(self.run, "cancelled"))
+            {"status": "cancelled", "finished_at": datetime.now(UTC)},
+            event=(c.EVT_CANCELLED, run_event(self.run, "cancelled")),
         )
 
     async def failed(self, error: str) -> None:
         event = run_event(self.run, "failed", error=error)
         await self._fenced(
-            {"status": "failed", "error": error[:2000], "finished_at": _now()}, event=(c.EVT_FAILED, event)
+            {"status": "failed", "error": error[:2000], "finished_at": datetime.now(UTC)}, event=(c.EVT_FAILED, event)
         )
-
-
-def _now() -> Any:
-    from datetime import UTC, datetime
-
-    return datetime.now(UTC)
-
-
-__all__ = ["Finisher", "Unreachable"]

@@ -57,9 +57,6 @@ class RunLedger:
         await self._append("listed", ref, locator=locator)
         self._listed.add(key)
 
-    async def read(self, ref: Ref, *, content_hash: str | None, locator: str | None = None) -> None:
-        await self._append("read", ref, content_hash=content_hash, locator=locator)
-
     async def unavailable(self, ref: Ref, *, reason: str) -> None:
         await self._append("unavailable", ref, reason=reason)
 

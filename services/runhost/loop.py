@@ -15,7 +15,7 @@ from typing import Any
 
 from services.runhost.ledger import Inclusion, RunLedger
 from services.runhost.memory import RunFiles, StaleLease
-from services.runhost.policies.base import TOOLS, ModelInput, Policy, RunView, ToolCall, ToolResult
+from services.runhost.policies.base import TOOLS, ModelInput, Policy, RunView, ToolResult
 from services.runhost.repository import RunRepository
 from services.runhost.tools import ToolBox
 from shared.db import Database
@@ -177,7 +177,6 @@ class RunLoop:
                 if answer:
                     proposal = call.arguments.get("checkpoint_proposal")
                     return Finished(answer, proposal if isinstance(proposal, dict) else None)
-                call = ToolCall("finish", call.arguments, call.call_id)
                 result = ToolResult(
                     "finish", call.arguments, "error: finish needs a non-empty answer", ok=False, call_id=call.call_id
                 )

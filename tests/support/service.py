@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -44,6 +43,3 @@ def service_process(name: str, env: dict[str, str], log_dir: Path) -> Child:
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("DOSSIER_")} | env
     full_env["PYTHONUNBUFFERED"] = "1"
     return Child(name, [sys.executable, "-m", f"services.{name}"], full_env, log_dir / f"{name}.log")
-
-
-__all__ = ["ROOT", "running", "service_process", "settings_from", "subprocess"]

@@ -90,7 +90,7 @@ async def test_expired_lease_is_taken_over_and_the_stale_worker_is_fenced(db: Da
     with pytest.raises(StaleLease):
         await RunFiles(blobs, db, repo, run_id, 1).write("notes/x.md", "stale note")
     with pytest.raises(StaleLease):
-        await RunLedger(db, repo, run_id, 1).read(Ref.model_validate(REF), content_hash=None)
+        await RunLedger(db, repo, run_id, 1).unavailable(Ref.model_validate(REF), reason="withdrawn")
     await RunFiles(blobs, db, repo, run_id, 2).write("notes/x.md", "current note")
     assert await RunFiles(blobs, db, repo, run_id, None).read("notes/x.md") == "current note"
 
