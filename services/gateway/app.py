@@ -32,7 +32,9 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         await db.connect(MIGRATIONS)
         nc = await nats.connect(settings.nats_url, name="gateway", max_reconnect_attempts=-1)
         app.state.bus = BusClient(nc, timeout=settings.request_timeout)
-        app.state.tokens = TokenService(db, admin_token=settings.admin_token)
+        app.state.tokens = TokenService(
+            db, admin_token=settings.admin_token, cache_seconds=settings.token_cache_seconds
+        )
         app.state.blobs = Blobs(settings)
         await app.state.blobs.ensure_bucket()
         try:
