@@ -64,6 +64,11 @@ def show_source(d: dict[str, Any]) -> None:
     table(("VERSION", "STATUS", "KIND", "SIZE", "EXTRACTION", "ASSET", "CREATED"), rows)
 
 
+def printable(text: str) -> str:
+    """A file name as the shell gave it, made UTF-8 (bytes that are not become U+FFFD)."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
 def _upload(api: Client, path: Path, source_id: str, workspace_id: str | None) -> dict[str, Any]:
     fields = {"source_id": source_id} | ({"workspace_id": workspace_id} if workspace_id else {})
     try:
@@ -71,7 +76,9 @@ def _upload(api: Client, path: Path, source_id: str, workspace_id: str | None) -
     except OSError as exc:
         raise UsageProblem(f"cannot read {path}: {exc.strerror}") from exc
     with handle:
-        reply = api.json("POST", "/v1/assets", data=fields, files={"file": (path.name, handle)}, timeout=INGEST_TIMEOUT)
+        reply = api.json(
+            "POST", "/v1/assets", data=fields, files={"file": (printable(path.name), handle)}, timeout=INGEST_TIMEOUT
+        )
     return dict(reply)
 
 
@@ -81,9 +88,10 @@ def _row(path: Path, source_id: str, api: Client, workspace_id: str | None) -> d
     except CliError as exc:
         if exc.exit_code == 3:  # the gateway is gone: every other file would fail the same way
             raise
-        return {"path": str(path), "source_id": source_id, "ok": False, "error": str(exc), "version": None}
+        return {"path": printable(str(path)), "source_id": source_id, "ok": False, "error": str(exc), "version": None}
     ok = version["status"] != "failed"
-    return {"path": str(path), "source_id": source_id, "ok": ok, "error": version.get("error"), "version": version}
+    row = {"path": printable(str(path)), "source_id": source_id, "ok": ok, "error": version.get("error")}
+    return row | {"version": version}
 
 
 def ingest(
@@ -106,8 +114,8 @@ def ingest(
         task = bar.add_task("", total=len(paths)) if several else None
         for path in paths:
             if task is not None:
-                bar.update(task, description=path.name)
-            rows.append(_row(path, path.name if from_name else str(source_id), api, workspace_id))
+                bar.update(task, description=printable(path.name))
+            rows.append(_row(path, printable(path.name) if from_name else str(source_id), api, workspace_id))
             if task is not None:
                 bar.advance(task)
     failures = sum(1 for r in rows if not r["ok"])

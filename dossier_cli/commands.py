@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -16,7 +17,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 from typer.core import TyperGroup
 
-from dossier_cli.client import EXIT_API, EXIT_INTERRUPTED, OPTIONS, CliError, UsageProblem, option
+from dossier_cli.client import EXIT_API, EXIT_INTERRUPTED, EXIT_USAGE, OPTIONS, CliError, UsageProblem, option
 from dossier_cli.output import print_json
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -92,10 +93,16 @@ def guarded(fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
             print_json(exc.envelope)
         fail(str(exc))
         raise typer.Exit(exc.exit_code) from None
+    except UnicodeEncodeError:
+        # The shell passed bytes that are not UTF-8 (they arrive as surrogates): no request can carry them.
+        fail("an argument or a file name is not valid UTF-8 text")
+        raise typer.Exit(EXIT_USAGE) from None
     except KeyboardInterrupt:
         fail("interrupted")
         raise typer.Exit(EXIT_INTERRUPTED) from None
     except BrokenPipeError:
+        # The reader left (`| head`): stop quietly, and keep the interpreter's final flush from failing too.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         raise typer.Exit(0) from None
     except Exception as exc:
         # The last guard of "no traceback": a reply of an unexpected shape, say, is reported as one line.

@@ -11,12 +11,14 @@ from typing import Annotated, Any
 
 import typer
 
-from dossier_cli.client import Client, CliError, UsageProblem, client, seg, wants_json
+from dossier_cli.client import EXIT_UNREACHABLE, Client, CliError, UsageProblem, client, seg, wants_json
 from dossier_cli.commands import command, default_group, read_text
 from dossier_cli.output import cell, emit, err, out, print_json, record, ref, table
 
 FINAL = ("completed", "failed", "cancelled")
 POLL_SECONDS = 1.0
+# Polls in a row that may fail while a service restarts (the supervisor restarts one within seconds).
+PATIENCE = 60
 
 run = typer.Typer(
     cls=default_group("start"),
@@ -124,24 +126,38 @@ def _progress_line(api: Client, r: dict[str, Any]) -> str:
     return f"{r['status']}: {sources} sources read, {notes} notes"
 
 
+def _poll(api: Client, run_id: str) -> tuple[dict[str, Any], str]:
+    """The run and a progress line; a gateway or runhost that is restarting is waited out, up to a bound."""
+    failures = 0
+    while True:
+        try:
+            r = dict(api.get(_path(run_id)))
+            return r, _progress_line(api, r)
+        except CliError as exc:
+            code = (exc.envelope or {}).get("error", {}).get("code")
+            failures += 1
+            if failures > PATIENCE or not (exc.exit_code == EXIT_UNREACHABLE or code in ("timeout", "internal")):
+                raise
+            time.sleep(POLL_SECONDS)
+
+
 def _follow(api: Client, run_id: str) -> dict[str, Any]:
     """Poll until the run is final: a Rich status on a terminal, one line per change otherwise."""
     console = err()
     if console.is_terminal:
         with console.status(f"run {run_id}: waiting") as status:
-            while (r := api.get(_path(run_id)))["status"] not in FINAL:
-                status.update(f"run {run_id}: {_progress_line(api, r)}")
+            while (polled := _poll(api, run_id))[0]["status"] not in FINAL:
+                status.update(f"run {run_id}: {polled[1]}")
                 time.sleep(POLL_SECONDS)
-        return dict(r)
+        return polled[0]
     last = ""
     while True:
-        r = api.get(_path(run_id))
-        line = _progress_line(api, r)
+        r, line = _poll(api, run_id)
         if line != last:
             console.print(line)
             last = line
         if r["status"] in FINAL:
-            return dict(r)
+            return r
         time.sleep(POLL_SECONDS)
 
 

@@ -124,7 +124,8 @@ def delete(
     if not yes:
         if not sys.stdin.isatty():
             raise UsageProblem("deleting a workspace cannot be undone: pass --yes")
-        typer.confirm(f"Delete workspace {workspace_id} for good?", abort=True, err=True)
+        if not typer.confirm(f"Delete workspace {workspace_id} for good?", err=True):
+            raise CliError("not deleted")
     with client() as api:
         api.json("DELETE", _path(workspace_id))
     emit({"id": workspace_id, "deleted": True}, lambda _: err().print(f"deleted {workspace_id}"))
