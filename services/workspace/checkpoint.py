@@ -263,11 +263,8 @@ class Checkpoints:
                 conn,
                 type=c.EVT_CHECKPOINT_REVISED,
                 scope=actor.scope,
-                data={
-                    "workspace_id": workspace_id,
-                    "revision": current + 1,
-                    "author": author,
-                    "run_id": content.derived_from.run_id,
-                },
+                data=c.CheckpointRevised(
+                    workspace_id=workspace_id, revision=current + 1, author=author, run_id=content.derived_from.run_id
+                ).model_dump(),
             )
         return row
