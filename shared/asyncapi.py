@@ -63,7 +63,7 @@ def _event_envelope(event_type: str, payload: type[Model]) -> type[BaseModel]:
         __base__=Model,
         __doc__=f"`{event_type}`: published through the outbox with Nats-Msg-Id = id.",
         id=(str, ...),
-        type=(Literal[event_type], ...),  # type: ignore[valid-type]
+        type=(Literal[event_type], ...),  # type: ignore[valid-type,arg-type]
         scope=(str, ...),
         occurred_at=(datetime, ...),
         data=(payload, ...),
