@@ -34,6 +34,8 @@ def test_version_and_help() -> None:
 
     group = dossier(None, None, "run", "--help")
     assert group.returncode == 0 and "start" in group.stdout and "ledger" in group.stdout
+    up = dossier(None, None, "up", "--help")
+    assert up.returncode == 0 and "same as `make up`" in up.stdout
     unknown = dossier(None, None, "workspace", "frobnicate")
     assert unknown.returncode == 2 and no_traceback(unknown)
 

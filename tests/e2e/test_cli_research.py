@@ -55,7 +55,9 @@ def test_research_loop_with_json(stack: RunningStack, tmp_path: Path) -> None:
     late = dossier(stack, token, "run", "plan", finished["id"], "--from", "-", stdin="# my plan\n")
     assert late.returncode == 1 and late.stderr.startswith("dossier: conflict:")  # the run is over
 
-    assert run("run", "show", finished["id"])["id"] == finished["id"]
+    shown = run("run", "show", finished["id"])
+    assert shown["id"] == finished["id"] and shown["stats"]["source_chars_read"] > 0
+    assert run("run", "cancel", finished["id"])["status"] == "completed"  # a finished run stays as it ended
     assert [r["id"] for r in run("workspace", "runs", ws["id"])["items"]] == [finished["id"]]
     conversation = run("conversation", "show", finished["conversation_id"])
     assert [r["id"] for r in conversation["runs"]] == [finished["id"]]
@@ -66,7 +68,9 @@ def test_research_loop_with_json(stack: RunningStack, tmp_path: Path) -> None:
     assert checkpoint["author"] == "model" and checkpoint["derived_from"]["run_id"] == finished["id"]
     updated = run("checkpoint", "update", ws["id"], "--add-question", "Is the gate legal?")
     assert updated["revision"] == checkpoint["revision"] + 1
-    assert [c["revision"] for c in run("checkpoint", "revisions", ws["id"])["items"]][-1] == updated["revision"]
+    revisions = run("checkpoint", "revisions", ws["id"])
+    assert revisions["items"][-1]["revision"] == updated["revision"]
+    assert run("checkpoint", "show", ws["id"], "--revisions") == revisions
 
     found = run("evidence", "search", "gates")["items"]
     assert found and run("evidence", "read", found[0]["evidence_id"])["text"]
