@@ -1,7 +1,8 @@
-"""`dossier admin token create|list|revoke` (the admin token) and `dossier health` (no token)."""
+"""`dossier admin token create|list|revoke`, `dossier admin metrics` (the admin token), `dossier health` (none)."""
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated, Any
 
 import typer
@@ -58,6 +59,17 @@ def revoke(token_id: Annotated[str, typer.Argument(metavar="ID", help="A token i
     with client(admin=True) as api:
         api.json("DELETE", f"/v1/admin/tokens/{seg(token_id)}")
     emit({"id": token_id, "revoked": True}, lambda _: err().print(f"revoked {token_id}"))
+
+
+@command(admin, "metrics")
+def metrics() -> None:
+    """The gateway's Prometheus metrics (text format)."""
+    with client(admin=True) as api:
+        text = api.text("/metrics")
+    if wants_json():
+        print_json({"text": text})
+    else:
+        sys.stdout.write(text)
 
 
 def health() -> None:

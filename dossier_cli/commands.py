@@ -115,7 +115,7 @@ def default_group(default: str) -> type[TyperGroup]:
 
     class DefaultGroup(TyperGroup):
         def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-            if args and not args[0].startswith("-") and args[0] not in self.commands:
+            if args and args[0] not in self.commands and args[0] not in ("-h", "--help"):
                 args = [default, *args]
             return super().parse_args(ctx, args)
 

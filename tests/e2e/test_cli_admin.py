@@ -93,3 +93,11 @@ def test_where_the_admin_token_comes_from(stack: RunningStack, tmp_path: Path) -
 
     as_user = dossier(None, None, "workspace", "list", "--json", env=cli_env(stack, stack.admin_token))
     assert as_user.returncode == 1 and "admin token is accepted only" in as_user.stderr
+
+
+def test_metrics_with_the_admin_token(stack: RunningStack) -> None:
+    shown = dossier(stack, None, "admin", "metrics", "--token", stack.admin_token)
+    assert shown.returncode == 0, shown.stderr
+    assert "# TYPE" in shown.stdout and "dossier_" in shown.stdout
+    as_json = dossier(stack, None, "admin", "metrics", "--json", "--token", stack.admin_token)
+    assert "# TYPE" in json.loads(as_json.stdout)["text"]
