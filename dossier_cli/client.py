@@ -1,6 +1,6 @@
 """HTTP client of the gateway for the CLI: where to connect, with which token, and every failure as a CliError.
 
-The URL and the token come from `--url`/`--token` (stored in the click context by the common options),
+The URL and the token come from `--url`/`--token` (recorded in OPTIONS by `commands.remember`),
 else DOSSIER_URL / DOSSIER_TOKEN. Admin commands fall back to DOSSIER_ADMIN_TOKEN, then
 `$DOSSIER_HOME/admin-token`, which `make up` writes.
 """

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from dossier_cli import admin, artifacts, assets, publications, runs, workspaces
-from dossier_cli.client import EXIT_INTERRUPTED
+from dossier_cli.client import EXIT_API, EXIT_INTERRUPTED
 from dossier_cli.commands import command, fail, remember
 
 HELP = """\
@@ -85,6 +85,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         fail("interrupted")
         return EXIT_INTERRUPTED
+    except Exception as exc:
+        # Commands guard themselves (commands.guarded); this covers parsing and the root callback.
+        fail(f"unexpected failure: {type(exc).__name__}: {exc}")
+        return EXIT_API
     return 0
 
 
