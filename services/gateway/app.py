@@ -8,9 +8,11 @@ from pathlib import Path
 
 import nats
 from fastapi import FastAPI
+from starlette.routing import Route
 
 from services.gateway.errors import install_error_handlers
 from services.gateway.limits import BodyLimit
+from services.gateway.mcp_server import McpEndpoint, build_server
 from services.gateway.routes import admin, artifacts, assets, checkpoints, health, publications, runs, workspaces
 from services.gateway.tokens import TokenService
 from shared.blobs import Blobs
@@ -26,6 +28,7 @@ MULTIPART_OVERHEAD = 1024 * 1024
 
 def create_app(settings: GatewaySettings) -> FastAPI:
     db = Database(settings.database_url)
+    mcp = McpEndpoint(build_server(version="1"))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -36,7 +39,8 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         app.state.blobs = Blobs(settings)
         await app.state.blobs.ensure_bucket()
         try:
-            yield
+            async with mcp.running():
+                yield
         finally:
             await nc.drain()
             await db.close()
@@ -46,6 +50,8 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     install_error_handlers(app)
     for module in (health, admin, publications, workspaces, checkpoints, artifacts, assets, runs):
         app.include_router(module.router)
+    # The MCP face: a raw ASGI route (not a Mount, which would redirect `/mcp` to `/mcp/`).
+    app.router.routes.append(Route("/mcp", mcp, methods=["GET", "POST", "DELETE"], include_in_schema=False))
 
     def limit_for(path: str) -> int:
         if path.startswith(UPLOAD_PREFIXES):

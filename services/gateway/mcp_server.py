@@ -1,0 +1,279 @@
+"""The MCP face of the gateway: `/mcp` over streamable HTTP, behind the API's bearer tokens.
+
+The endpoint authenticates every HTTP request exactly as an API route does (the admin token is refused)
+and hands the caller to the MCP server through the ASGI scope. Each tool and resource read is then the
+same bus call as the API's, made with that caller's actor, so scopes, grants and eligibility are the
+owner services' answers and nothing is cached here.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.shared.exceptions import MCPError
+from mcp.shared.uri_template import UriTemplate
+from pydantic import ValidationError
+from starlette.requests import Request
+from starlette.types import Receive, Scope, Send
+
+from services.gateway.deps import current_actor
+from services.gateway.errors import envelope
+from services.gateway.mcp_tools import IMPLEMENTATIONS
+from shared.bus import BusClient, validation_details
+from shared.contracts import assets, publication
+from shared.contracts import mcp as m
+from shared.contracts.common import Actor, Model
+from shared.errors import DomainError, Invalid, Unauthenticated
+
+log = logging.getLogger("dossier.gateway.mcp")
+
+CALLER = "dossier.mcp.caller"
+REQUEST_ID_HEADER = "x-request-id"
+# JSON-RPC error codes for resource reads: the MCP spec's "resource not found", and the generic ones.
+RESOURCE_NOT_FOUND = -32002
+_RESOURCE_CODES = {"not_found": RESOURCE_NOT_FOUND, "invalid": types.INVALID_PARAMS}
+
+_CONTRACTS = {tool.name: tool for tool in m.TOOLS}
+_PUBLICATION_URI = UriTemplate.parse(m.PUBLICATION_VERSION_URI)
+_EVIDENCE_URI = UriTemplate.parse(m.EVIDENCE_URI)
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who sent this HTTP request, and the id its log lines carry."""
+
+    actor: Actor
+    request_id: str
+    bus: BusClient
+
+
+def _request_id(request: Request) -> str:
+    given = request.headers.get(REQUEST_ID_HEADER, "")
+    # A caller's own id is kept when it is short printable ASCII (it goes into log lines as it is).
+    if 0 < len(given) <= 128 and all(33 <= ord(ch) < 127 for ch in given):
+        return given
+    return f"req_{uuid.uuid4().hex}"
+
+
+def _caller(ctx: ServerRequestContext[Any, Any]) -> Caller:
+    request = ctx.request
+    caller = request.scope.get(CALLER) if isinstance(request, Request) else None
+    if not isinstance(caller, Caller):
+        # Only reachable if the server were served without McpEndpoint in front of it.
+        raise Unauthenticated("an Authorization: Bearer token is required")
+    return caller
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _tool_error(err: DomainError) -> types.CallToolResult:
+    body = err.envelope()
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=_json(body))], structured_content=body, is_error=True
+    )
+
+
+def _validated(model: type[Model], arguments: dict[str, Any], what: str) -> Model:
+    try:
+        return model.model_validate(arguments)
+    except ValidationError as exc:
+        raise Invalid(f"the {what} is malformed", validation_details(exc)) from exc
+
+
+def _tool_list() -> list[types.Tool]:
+    return [
+        types.Tool(
+            name=tool.name,
+            description=tool.description,
+            input_schema=tool.input.model_json_schema(),
+            annotations=types.ToolAnnotations(
+                read_only_hint=tool.read_only,
+                destructive_hint=False,
+                idempotent_hint=tool.read_only or tool.idempotent,
+                open_world_hint=False,
+            ),
+        )
+        for tool in m.TOOLS
+    ]
+
+
+async def _list_tools(
+    ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+) -> types.ListToolsResult:
+    return types.ListToolsResult(tools=_tool_list())
+
+
+async def _call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> types.CallToolResult:
+    started = time.perf_counter()
+    caller: Caller | None = None
+    outcome = "ok"
+    try:
+        caller = _caller(ctx)
+        tool = _CONTRACTS.get(params.name)
+        if tool is None:
+            raise Invalid(f"there is no tool named {params.name!r}", {"field": "name"})
+        payload = _validated(tool.input, params.arguments or {}, "tool's input")
+        result = await IMPLEMENTATIONS[tool.name](caller.bus, caller.actor, payload)
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=_json(result))], structured_content=result
+        )
+    except DomainError as err:
+        outcome = err.code
+        return _tool_error(err)
+    except Exception:
+        outcome = "internal"
+        log.exception("mcp tool %s failed", params.name)
+        return _tool_error(DomainError("the server failed to handle the tool call", code="internal"))
+    finally:
+        _log_call(f"tool {params.name}", caller, outcome, started)
+
+
+def _log_call(what: str, caller: Caller | None, outcome: str, started: float) -> None:
+    request_id = caller.request_id if caller else None
+    scope = caller.actor.scope if caller else None
+    log.info(
+        "mcp %s request_id=%s scope=%s → %s in %.1f ms",
+        what,
+        request_id,
+        scope,
+        outcome,
+        (time.perf_counter() - started) * 1000,
+        extra={"request_id": request_id, "scope": scope},
+    )
+
+
+async def _list_resources(
+    ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+) -> types.ListResourcesResult:
+    # Resources are addressed by exact version through the templates; enumerating them would be unbounded.
+    return types.ListResourcesResult(resources=[])
+
+
+async def _list_resource_templates(
+    ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+) -> types.ListResourceTemplatesResult:
+    return types.ListResourceTemplatesResult(
+        resource_templates=[
+            types.ResourceTemplate(
+                name="publication_version",
+                uri_template=m.PUBLICATION_VERSION_URI,
+                description="A publication at an exact version (as the read_publication tool).",
+                mime_type="application/json",
+            ),
+            types.ResourceTemplate(
+                name="evidence",
+                uri_template=m.EVIDENCE_URI,
+                description="An evidence passage at the exact asset version its id names (as read_evidence).",
+                mime_type="application/json",
+            ),
+        ]
+    )
+
+
+async def _read_addressed(caller: Caller, uri: str) -> Any:
+    """The resource `uri` names, through the same bus read as its tool."""
+    if (found := _PUBLICATION_URI.match(uri)) is not None:
+        req = _validated(publication.ReadRequest, dict(found), "resource URI")
+        return await IMPLEMENTATIONS[m.READ_PUBLICATION](caller.bus, caller.actor, req)
+    if (found := _EVIDENCE_URI.match(uri)) is not None:
+        req = _validated(assets.ReadRequest, dict(found), "resource URI")
+        return await IMPLEMENTATIONS[m.READ_EVIDENCE](caller.bus, caller.actor, req)
+    raise Invalid(f"no resource is addressed by {uri!r}", {"field": "uri"})
+
+
+async def _read_resource(
+    ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
+) -> types.ReadResourceResult:
+    started = time.perf_counter()
+    caller: Caller | None = None
+    outcome = "ok"
+    uri = str(params.uri)
+    try:
+        caller = _caller(ctx)
+        value = await _read_addressed(caller, uri)
+    except DomainError as err:
+        outcome = err.code
+        raise MCPError(
+            code=_RESOURCE_CODES.get(err.code, types.INTERNAL_ERROR), message=err.message, data=err.envelope()
+        ) from err
+    except Exception as exc:
+        outcome = "internal"
+        log.exception("mcp resource read %s failed", uri)
+        raise MCPError(code=types.INTERNAL_ERROR, message="the server failed to read the resource") from exc
+    finally:
+        _log_call("resource read", caller, outcome, started)
+    return types.ReadResourceResult(
+        contents=[types.TextResourceContents(uri=uri, mime_type="application/json", text=_json(value))]
+    )
+
+
+def build_server(version: str) -> Server[Any]:
+    return Server(
+        "dossier",
+        version=version,
+        instructions=(
+            "Dossier keeps research goals that outlive single runs. Read earlier publications at exact "
+            "versions, search and read evidence, start runs and follow their ledgers, and propose "
+            "checkpoint updates by compare-and-swap. Errors carry the API's code: not_found, conflict, "
+            "unavailable, invalid."
+        ),
+        get_tool_input_schema=lambda name: _CONTRACTS[name].input.model_json_schema() if name in _CONTRACTS else None,
+        on_list_tools=_list_tools,
+        on_call_tool=_call_tool,
+        on_list_resources=_list_resources,
+        on_list_resource_templates=_list_resource_templates,
+        on_read_resource=_read_resource,
+    )
+
+
+class McpEndpoint:
+    """The ASGI app at `/mcp`: bearer auth as on `/v1`, then the SDK's streamable HTTP transport.
+
+    Stateless: every HTTP request carries its token and is authenticated on its own, so no MCP session
+    can outlive a token or be used by another caller.
+    """
+
+    def __init__(self, server: Server[Any]):
+        self._server = server
+        self._manager: StreamableHTTPSessionManager | None = None
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """Run inside the gateway's lifespan; a session manager runs once, so each lifespan gets its own."""
+        manager = StreamableHTTPSessionManager(app=self._server, stateless=True, json_response=True)
+        async with manager.run():
+            self._manager = manager
+            try:
+                yield
+            finally:
+                self._manager = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope, receive)
+        try:
+            if self._manager is None:
+                raise DomainError("the MCP server is not running", code="internal")
+            actor = await current_actor(request)
+        except DomainError as err:
+            response = envelope(err.code, err.message, err.details)
+            if err.code == "unauthenticated":
+                response.headers["WWW-Authenticate"] = "Bearer"
+            request_id = _request_id(request)
+            log.info("mcp request refused request_id=%s → %s", request_id, err.code, extra={"request_id": request_id})
+            await response(scope, receive, send)
+            return
+        scope[CALLER] = Caller(actor=actor, request_id=_request_id(request), bus=request.app.state.bus)
+        await self._manager.handle_request(scope, receive, send)
