@@ -12,7 +12,8 @@ from starlette.routing import Route
 
 from services.gateway.errors import install_error_handlers
 from services.gateway.limits import BodyLimit
-from services.gateway.mcp_server import McpEndpoint, build_server
+from services.gateway.mcp_endpoint import McpEndpoint
+from services.gateway.mcp_server import build_server
 from services.gateway.routes import admin, artifacts, assets, checkpoints, health, publications, runs, workspaces
 from services.gateway.tokens import TokenService
 from shared.blobs import Blobs

@@ -1,9 +1,8 @@
-"""The MCP face of the gateway: `/mcp` over streamable HTTP, behind the API's bearer tokens.
+"""The MCP server behind `/mcp`: its tools and resources, as the SDK's low-level `Server`.
 
-The endpoint authenticates every HTTP request exactly as an API route does (the admin token is refused)
-and hands the caller to the MCP server through the ASGI scope. Each tool and resource read is then the
-same bus call as the API's, made with that caller's actor, so scopes, grants and eligibility are the
-owner services' answers and nothing is cached here.
+Each tool call and resource read is the same bus call as the API's (services/gateway/mcp_tools.py), made
+with the actor that McpEndpoint authenticated for this HTTP request, so scopes, grants and eligibility are
+the owner services' answers and nothing is cached here. Every call is logged with its request id.
 """
 
 from __future__ import annotations
@@ -11,35 +10,26 @@ from __future__ import annotations
 import json
 import logging
 import time
-import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import Any
 
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.exceptions import MCPError
 from mcp.shared.uri_template import UriTemplate
 from pydantic import ValidationError
 from starlette.requests import Request
-from starlette.types import Receive, Scope, Send
 
-from services.gateway.deps import current_actor
-from services.gateway.errors import envelope
+from services.gateway.mcp_endpoint import CALLER, Caller
 from services.gateway.mcp_tools import IMPLEMENTATIONS
-from shared.bus import BusClient, validation_details
+from shared.bus import validation_details
 from shared.contracts import assets, publication
 from shared.contracts import mcp as m
-from shared.contracts.common import Actor, Model
+from shared.contracts.common import Model
 from shared.errors import DomainError, Invalid, Unauthenticated
 
 log = logging.getLogger("dossier.gateway.mcp")
 
-CALLER = "dossier.mcp.caller"
-REQUEST_ID_HEADER = "x-request-id"
 # JSON-RPC error codes for resource reads: the MCP spec's "resource not found", and the generic ones.
 RESOURCE_NOT_FOUND = -32002
 _RESOURCE_CODES = {"not_found": RESOURCE_NOT_FOUND, "invalid": types.INVALID_PARAMS}
@@ -47,23 +37,6 @@ _RESOURCE_CODES = {"not_found": RESOURCE_NOT_FOUND, "invalid": types.INVALID_PAR
 _CONTRACTS = {tool.name: tool for tool in m.TOOLS}
 _PUBLICATION_URI = UriTemplate.parse(m.PUBLICATION_VERSION_URI)
 _EVIDENCE_URI = UriTemplate.parse(m.EVIDENCE_URI)
-
-
-@dataclass(frozen=True)
-class Caller:
-    """Who sent this HTTP request, and the id its log lines carry."""
-
-    actor: Actor
-    request_id: str
-    bus: BusClient
-
-
-def _request_id(request: Request) -> str:
-    given = request.headers.get(REQUEST_ID_HEADER, "")
-    # A caller's own id is kept when it is short printable ASCII (it goes into log lines as it is).
-    if 0 < len(given) <= 128 and all(33 <= ord(ch) < 127 for ch in given):
-        return given
-    return f"req_{uuid.uuid4().hex}"
 
 
 def _caller(ctx: ServerRequestContext[Any, Any]) -> Caller:
@@ -237,43 +210,3 @@ def build_server(version: str) -> Server[Any]:
         on_list_resource_templates=_list_resource_templates,
         on_read_resource=_read_resource,
     )
-
-
-class McpEndpoint:
-    """The ASGI app at `/mcp`: bearer auth as on `/v1`, then the SDK's streamable HTTP transport.
-
-    Stateless: every HTTP request carries its token and is authenticated on its own, so no MCP session
-    can outlive a token or be used by another caller.
-    """
-
-    def __init__(self, server: Server[Any]):
-        self._server = server
-        self._manager: StreamableHTTPSessionManager | None = None
-
-    @asynccontextmanager
-    async def running(self) -> AsyncIterator[None]:
-        """Run inside the gateway's lifespan; a session manager runs once, so each lifespan gets its own."""
-        manager = StreamableHTTPSessionManager(app=self._server, stateless=True, json_response=True)
-        async with manager.run():
-            self._manager = manager
-            try:
-                yield
-            finally:
-                self._manager = None
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        request = Request(scope, receive)
-        try:
-            if self._manager is None:
-                raise DomainError("the MCP server is not running", code="internal")
-            actor = await current_actor(request)
-        except DomainError as err:
-            response = envelope(err.code, err.message, err.details)
-            if err.code == "unauthenticated":
-                response.headers["WWW-Authenticate"] = "Bearer"
-            request_id = _request_id(request)
-            log.info("mcp request refused request_id=%s → %s", request_id, err.code, extra={"request_id": request_id})
-            await response(scope, receive, send)
-            return
-        scope[CALLER] = Caller(actor=actor, request_id=_request_id(request), bus=request.app.state.bus)
-        await self._manager.handle_request(scope, receive, send)
