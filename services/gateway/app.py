@@ -51,8 +51,9 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     install_error_handlers(app)
     for module in (health, admin, publications, workspaces, checkpoints, artifacts, assets, runs):
         app.include_router(module.router)
-    # The MCP face: a raw ASGI route (not a Mount, which would redirect `/mcp` to `/mcp/`).
-    app.router.routes.append(Route("/mcp", mcp, methods=["GET", "POST", "DELETE"], include_in_schema=False))
+    # The MCP face: a raw ASGI route (not a Mount, which would redirect `/mcp` to `/mcp/`). POST only: a
+    # stateless server has no session to resume or end, and GET answers 405 so no idle stream stays open.
+    app.router.routes.append(Route("/mcp", mcp, methods=["POST"], include_in_schema=False))
 
     def limit_for(path: str) -> int:
         if path.startswith(UPLOAD_PREFIXES):

@@ -59,7 +59,24 @@ def _tool_error(err: DomainError) -> types.CallToolResult:
     )
 
 
+def _unstorable_field(value: Any, path: str = "") -> str | None:
+    """The first field holding U+0000, which no database can store (the SDK's JSON parser already refuses a
+    lone surrogate with a JSON-RPC parse error)."""
+    if isinstance(value, str):
+        return (path or "arguments") if "\x00" in value else None
+    children = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, child in children:
+        found = _unstorable_field(child, f"{path}.{key}" if path else str(key))
+        if found is not None:
+            return found
+    return None
+
+
 def _validated(model: type[Model], arguments: dict[str, Any], what: str) -> Model:
+    # CONTRACT "Errors": such text is bad input (422 invalid), never a fault deeper down.
+    field = _unstorable_field(arguments)
+    if field is not None:
+        raise Invalid(f"{field}: the text holds a character that cannot be stored", {"field": field})
     try:
         return model.model_validate(arguments)
     except ValidationError as exc:

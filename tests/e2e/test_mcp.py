@@ -198,13 +198,35 @@ async def test_every_call_is_logged_with_its_request_id(api: Api, stack: Running
     assert await probe_until(logged, timeout=10)
 
 
+JSON_RPC = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
 def test_no_token_or_a_bad_one_is_401(stack: RunningStack) -> None:
     call = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
-    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
     for auth in ({}, bearer("dsk_" + "x" * 40), bearer("nonsense"), bearer(stack.admin_token)):
-        r = httpx.post(f"{stack.url}/mcp", json=call, headers=headers | auth)
+        r = httpx.post(f"{stack.url}/mcp", json=call, headers=JSON_RPC | auth)
         assert r.status_code == 401, (auth, r.text)
         assert r.json()["error"]["code"] == "unauthenticated"
+
+
+def test_unstorable_text_is_invalid_and_no_stream_is_left_open(stack: RunningStack) -> None:
+    headers = JSON_RPC | bearer(stack.token(f"s{uuid.uuid4().hex[:10]}"))
+
+    def call(arguments: str) -> httpx.Response:
+        body = '{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "show_workspace", "arguments": '
+        return httpx.post(f"{stack.url}/mcp", content=(body + arguments + "}}").encode(), headers=headers)
+
+    # Written as JSON escapes: U+0000 reaches the tool and is refused there; a lone surrogate is refused by
+    # the SDK's JSON parser.
+    for arguments, field in (('{"workspace_id": "ws\\u0000"}', "workspace_id"), ('{"x": ["a", "b\\u0000"]}', "x.1")):
+        r = call(arguments)
+        assert r.status_code == 200, r.text
+        result = r.json()["result"]
+        assert result["isError"] is True and result["structuredContent"]["error"]["code"] == "invalid"
+        assert result["structuredContent"]["error"]["details"]["field"] == field
+    assert call('{"workspace_id": "\\ud800"}').status_code == 400, "a lone surrogate is a JSON-RPC parse error"
+    # Stateless: nothing is pushed from the server, so a GET stream is refused instead of hanging open.
+    assert httpx.get(f"{stack.url}/mcp", headers=headers | {"Accept": "text/event-stream"}).status_code == 405
 
 
 async def test_sdk_client_without_a_token_cannot_connect(stack: RunningStack) -> None:
