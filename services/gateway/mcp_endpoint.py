@@ -8,7 +8,6 @@ HTTP request from the SDK.
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -24,11 +23,11 @@ from services.gateway.errors import envelope
 from shared.bus import BusClient
 from shared.contracts.common import Actor
 from shared.errors import DomainError
+from shared.observe import new_request_id, request_id_var
 
 log = logging.getLogger("dossier.gateway.mcp")
 
 CALLER = "dossier.mcp.caller"
-REQUEST_ID_HEADER = "x-request-id"
 
 
 @dataclass(frozen=True)
@@ -41,11 +40,8 @@ class Caller:
 
 
 def request_id_of(request: Request) -> str:
-    given = request.headers.get(REQUEST_ID_HEADER, "")
-    # A caller's own id is kept when it is short printable ASCII (it goes into log lines as it is).
-    if 0 < len(given) <= 128 and all(33 <= ord(ch) < 127 for ch in given):
-        return given
-    return f"req_{uuid.uuid4().hex}"
+    """The id RequestIdAndMetrics bound for this HTTP request (the caller's X-Request-ID, or a new one)."""
+    return request_id_var.get() or new_request_id()
 
 
 class McpEndpoint:
@@ -81,7 +77,7 @@ class McpEndpoint:
             response = envelope(err.code, err.message, err.details)
             if err.code == "unauthenticated":
                 response.headers["WWW-Authenticate"] = "Bearer"
-            log.info("mcp request refused request_id=%s → %s", request_id, err.code, extra={"request_id": request_id})
+            log.info("mcp request refused: %s", err.code, extra={"request_id": request_id})
             await response(scope, receive, send)
             return
         scope[CALLER] = Caller(actor=actor, request_id=request_id, bus=request.app.state.bus)

@@ -27,6 +27,7 @@ from shared.contracts import assets, publication
 from shared.contracts import mcp as m
 from shared.contracts.common import Model
 from shared.errors import DomainError, Invalid, Unauthenticated
+from shared.observe import bound
 
 log = logging.getLogger("dossier.gateway.mcp")
 
@@ -107,42 +108,37 @@ async def _list_tools(
 
 
 async def _call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> types.CallToolResult:
-    started = time.perf_counter()
-    caller: Caller | None = None
-    outcome = "ok"
     try:
         caller = _caller(ctx)
-        tool = _CONTRACTS.get(params.name)
-        if tool is None:
-            raise Invalid(f"there is no tool named {params.name!r}", {"field": "name"})
-        payload = _validated(tool.input, params.arguments or {}, "tool's input")
-        result = await IMPLEMENTATIONS[tool.name](caller.bus, caller.actor, payload)
-        return types.CallToolResult(
-            content=[types.TextContent(type="text", text=_json(result))], structured_content=result
-        )
     except DomainError as err:
-        outcome = err.code
         return _tool_error(err)
-    except Exception:
-        outcome = "internal"
-        log.exception("mcp tool %s failed", params.name)
-        return _tool_error(DomainError("the server failed to handle the tool call", code="internal"))
-    finally:
-        _log_call(f"tool {params.name}", caller, outcome, started)
+    # Handlers run in the session manager's tasks, not the HTTP request's: bind its id here, so this call's
+    # log lines and every bus request it makes carry it.
+    with bound(request_id=caller.request_id, scope=caller.actor.scope):
+        started = time.perf_counter()
+        outcome = "ok"
+        try:
+            tool = _CONTRACTS.get(params.name)
+            if tool is None:
+                raise Invalid(f"there is no tool named {params.name!r}", {"field": "name"})
+            payload = _validated(tool.input, params.arguments or {}, "tool's input")
+            result = await IMPLEMENTATIONS[tool.name](caller.bus, caller.actor, payload)
+            return types.CallToolResult(
+                content=[types.TextContent(type="text", text=_json(result))], structured_content=result
+            )
+        except DomainError as err:
+            outcome = err.code
+            return _tool_error(err)
+        except Exception:
+            outcome = "internal"
+            log.exception("mcp tool %s failed", params.name)
+            return _tool_error(DomainError("the server failed to handle the tool call", code="internal"))
+        finally:
+            log.info("mcp tool %s → %s in %.1f ms", params.name, outcome, _elapsed_ms(started))
 
 
-def _log_call(what: str, caller: Caller | None, outcome: str, started: float) -> None:
-    request_id = caller.request_id if caller else None
-    scope = caller.actor.scope if caller else None
-    log.info(
-        "mcp %s request_id=%s scope=%s → %s in %.1f ms",
-        what,
-        request_id,
-        scope,
-        outcome,
-        (time.perf_counter() - started) * 1000,
-        extra={"request_id": request_id, "scope": scope},
-    )
+def _elapsed_ms(started: float) -> float:
+    return (time.perf_counter() - started) * 1000
 
 
 async def _list_resources(
@@ -187,24 +183,26 @@ async def _read_addressed(caller: Caller, uri: str) -> Any:
 async def _read_resource(
     ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
 ) -> types.ReadResourceResult:
-    started = time.perf_counter()
-    caller: Caller | None = None
-    outcome = "ok"
     uri = str(params.uri)
     try:
         caller = _caller(ctx)
-        value = await _read_addressed(caller, uri)
     except DomainError as err:
-        outcome = err.code
-        raise MCPError(
-            code=_RESOURCE_CODES.get(err.code, types.INTERNAL_ERROR), message=err.message, data=err.envelope()
-        ) from err
-    except Exception as exc:
-        outcome = "internal"
-        log.exception("mcp resource read %s failed", uri)
-        raise MCPError(code=types.INTERNAL_ERROR, message="the server failed to read the resource") from exc
-    finally:
-        _log_call("resource read", caller, outcome, started)
+        raise MCPError(code=types.INVALID_REQUEST, message=err.message, data=err.envelope()) from err
+    with bound(request_id=caller.request_id, scope=caller.actor.scope):
+        started = time.perf_counter()
+        outcome = "ok"
+        try:
+            value = await _read_addressed(caller, uri)
+        except DomainError as err:
+            outcome = err.code
+            code = _RESOURCE_CODES.get(err.code, types.INTERNAL_ERROR)
+            raise MCPError(code=code, message=err.message, data=err.envelope()) from err
+        except Exception as exc:
+            outcome = "internal"
+            log.exception("mcp resource read %s failed", uri)
+            raise MCPError(code=types.INTERNAL_ERROR, message="the server failed to read the resource") from exc
+        finally:
+            log.info("mcp resource read %s → %s in %.1f ms", uri, outcome, _elapsed_ms(started))
     return types.ReadResourceResult(
         contents=[types.TextResourceContents(uri=uri, mime_type="application/json", text=_json(value))]
     )

@@ -22,6 +22,7 @@ from mcp_types import CallToolResult, TextResourceContents
 from shared.contracts import mcp as contract
 from tests.support.api import Api
 from tests.support.documents import ANNOUNCEMENT, pdf
+from tests.support.logs import lines_with, log_lines
 from tests.support.probe import probe_until
 from tests.support.stack import ROOT, RunningStack
 
@@ -69,7 +70,7 @@ async def test_running_example_through_mcp(api: Api, stack: RunningStack) -> Non
     async with mcp_client(f"{stack.url}/mcp", bearer(token)) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
         assert set(tools) == {t.name for t in contract.TOOLS}
-        assert tools["start_run"].input_schema["required"] == ["workspace_id", "question", "request_id"]
+        assert set(tools["start_run"].input_schema["required"]) == {"workspace_id", "question", "request_id"}
         assert tools["read_publication"].annotations.read_only_hint is True  # type: ignore[union-attr]
 
         assert [w["id"] for w in ok(await client.call_tool("list_workspaces", {}))["items"]] == [ws["id"]]
@@ -187,15 +188,28 @@ async def test_another_scope_gets_not_found(api: Api, stack: RunningStack) -> No
 
 async def test_every_call_is_logged_with_its_request_id(api: Api, stack: RunningStack) -> None:
     token = api.http.headers["Authorization"].removeprefix("Bearer ")
-    request_id = f"mcp-test-{uuid.uuid4().hex}"
+    request_id = f"mcp-{uuid.uuid4().hex}"
     async with mcp_client(f"{stack.url}/mcp", bearer(token, **{"X-Request-ID": request_id})) as client:
+        assert error(await client.call_tool("show_workspace", {"workspace_id": "ws_missing"}))["code"] == "not_found"
+
+    async def logged(process: str) -> list[dict[str, Any]]:
+        return lines_with(stack, process, request_id)
+
+    # The gateway logs the call; the id travels in the bus envelope to the service that answered it.
+    [call] = [line for line in await probe_until(lambda: logged("gateway"), timeout=10) if "mcp tool" in line["msg"]]
+    assert "show_workspace" in call["msg"] and "not_found" in call["msg"] and call["scope"] == api.scope
+    workspace = await probe_until(lambda: logged("workspace"), timeout=10)
+    assert workspace[0]["scope"] == api.scope
+
+    # Without X-Request-ID each call gets an id of its own, in its log line.
+    async with mcp_client(f"{stack.url}/mcp", bearer(token)) as client:
         ok(await client.call_tool("list_workspaces", {}))
-    log = stack.home / "logs" / "gateway.log"
 
-    async def logged() -> list[str]:
-        return [line for line in log.read_text().splitlines() if request_id in line and "list_workspaces" in line]
+    async def unnamed() -> list[dict[str, Any]]:
+        calls = [line for line in log_lines(stack, "gateway") if "mcp tool list_workspaces" in line["msg"]]
+        return [line for line in calls if line.get("scope") == api.scope and line.get("request_id")]
 
-    assert await probe_until(logged, timeout=10)
+    assert await probe_until(unnamed, timeout=10)
 
 
 JSON_RPC = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
