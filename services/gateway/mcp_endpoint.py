@@ -39,7 +39,7 @@ class Caller:
     bus: BusClient
 
 
-def request_id_of(request: Request) -> str:
+def current_request_id() -> str:
     """The id RequestIdAndMetrics bound for this HTTP request (the caller's X-Request-ID, or a new one)."""
     return request_id_var.get() or new_request_id()
 
@@ -68,7 +68,7 @@ class McpEndpoint:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
-        request_id = request_id_of(request)
+        request_id = current_request_id()
         try:
             if self._manager is None:
                 raise DomainError("the MCP server is not running", code="internal")

@@ -186,6 +186,21 @@ async def test_another_scope_gets_not_found(api: Api, stack: RunningStack) -> No
         assert error(await client.call_tool("no_such_tool", {}))["code"] == "invalid"
 
 
+async def test_reads_are_rechecked_by_their_owner_at_every_call(api: Api, stack: RunningStack) -> None:
+    a1 = api.publish("Report A", "Fund X can meet redemptions.")
+    token = api.http.headers["Authorization"].removeprefix("Bearer ")
+    uri = f"dossier://publications/{a1['id']}/versions/1"
+    async with mcp_client(f"{stack.url}/mcp", bearer(token)) as client:
+        assert ok(await client.call_tool("read_publication", {"id": a1["id"], "version": 1}))["status"] == "active"
+        await client.read_resource(uri)
+        api.ok("POST", f"/v1/publications/{a1['id']}/versions/1/withdraw", json={"reason": "wrong data"})
+        gone = error(await client.call_tool("read_publication", {"id": a1["id"], "version": 1}))
+        assert gone["code"] == "unavailable" and gone["details"]["reason"] == "withdrawn"
+        with pytest.raises(MCPError) as refused:
+            await client.read_resource(uri)
+        assert refused.value.error.data["error"]["code"] == "unavailable"
+
+
 async def test_every_call_is_logged_with_its_request_id(api: Api, stack: RunningStack) -> None:
     token = api.http.headers["Authorization"].removeprefix("Bearer ")
     request_id = f"mcp-{uuid.uuid4().hex}"
