@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import logging
 import time
+import typing
+import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -50,6 +52,25 @@ class RequestContext:
 
 
 Handler = Callable[[RequestContext, Any], Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class EndpointSpec:
+    """What one request subject takes and answers: the source of the bus's AsyncAPI document."""
+
+    subject: str
+    queue: str
+    request: type[Model]
+    reply: Any
+    description: str
+
+
+# Per broker, the endpoints registered on it (the AsyncAPI generator reads them; nothing else does).
+_ENDPOINTS: weakref.WeakKeyDictionary[NatsBroker, list[EndpointSpec]] = weakref.WeakKeyDictionary()
+
+
+def described_endpoints(broker: NatsBroker) -> list[EndpointSpec]:
+    return list(_ENDPOINTS.get(broker, []))
 
 
 def validation_details(exc: ValidationError, prefix: str = "") -> dict[str, Any]:
@@ -120,6 +141,9 @@ def endpoint(
 
         on_message.__name__ = f"on_{subject.replace('.', '_')}"
         broker.subscriber(subject, queue=queue, max_workers=concurrency)(on_message)
+        reply = typing.get_type_hints(handler).get("return")
+        spec = EndpointSpec(subject, queue, model, reply, (handler.__doc__ or "").strip())
+        _ENDPOINTS.setdefault(broker, []).append(spec)
         return handler
 
     return register

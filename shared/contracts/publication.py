@@ -114,3 +114,6 @@ class VersionEvent(Model):
     sources: list[Ref]
     created_at: datetime
     reason: str | None = None
+
+
+EVENTS: dict[str, type[Model]] = {EVT_COMMITTED: VersionEvent, EVT_REVISED: VersionEvent, EVT_WITHDRAWN: VersionEvent}

@@ -180,3 +180,12 @@ class RunEvent(Model):
     publication: PublicationRef | None = None
     error: str | None = None
     extra: dict[str, Any] = Field(default_factory=dict)
+
+
+EVENTS: dict[str, type[Model]] = {
+    EVT_ADMITTED: RunEvent,
+    EVT_STARTED: RunEvent,
+    EVT_COMPLETED: RunEvent,
+    EVT_FAILED: RunEvent,
+    EVT_CANCELLED: RunEvent,
+}

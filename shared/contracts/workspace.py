@@ -288,3 +288,41 @@ class ProposeReply(Model):
     result: Literal["applied", "stale", "invalid"]
     revision: int | None
     reason: str | None = None
+
+
+# -- events ------------------------------------------------------------------------------------------
+
+
+class WorkspaceCreated(Model):
+    workspace_id: str
+    title: str
+    goal_version: int
+
+
+class GoalRevised(Model):
+    workspace_id: str
+    version: int
+
+
+class WorkspaceChanged(Model):
+    """Payload of `workspace.archived`, `workspace.unarchived` and `workspace.deleted`."""
+
+    workspace_id: str
+
+
+class CheckpointRevised(Model):
+    workspace_id: str
+    revision: int
+    author: Literal["model", "user"]
+    run_id: str | None
+
+
+EVENTS: dict[str, type[Model]] = {
+    EVT_CREATED: WorkspaceCreated,
+    EVT_GOAL_REVISED: GoalRevised,
+    EVT_ARCHIVED: WorkspaceChanged,
+    EVT_UNARCHIVED: WorkspaceChanged,
+    EVT_DELETED: WorkspaceChanged,
+    EVT_CHECKPOINT_REVISED: CheckpointRevised,
+    EVT_ASSOCIATION_REFUSED: AssociationRefused,
+}
