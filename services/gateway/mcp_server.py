@@ -36,6 +36,8 @@ RESOURCE_NOT_FOUND = -32002
 _RESOURCE_CODES = {"not_found": RESOURCE_NOT_FOUND, "invalid": types.INVALID_PARAMS}
 
 _CONTRACTS = {tool.name: tool for tool in m.TOOLS}
+# Names and URIs come from the caller: log lines and messages quote at most this much of them.
+_QUOTED = 200
 _PUBLICATION_URI = UriTemplate.parse(m.PUBLICATION_VERSION_URI)
 _EVIDENCE_URI = UriTemplate.parse(m.EVIDENCE_URI)
 
@@ -120,7 +122,7 @@ async def _call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallTool
         try:
             tool = _CONTRACTS.get(params.name)
             if tool is None:
-                raise Invalid(f"there is no tool named {params.name!r}", {"field": "name"})
+                raise Invalid(f"there is no tool named {params.name[:_QUOTED]!r}", {"field": "name"})
             payload = _validated(tool.input, params.arguments or {}, "tool's input")
             result = await IMPLEMENTATIONS[tool.name](caller.bus, caller.actor, payload)
             return types.CallToolResult(
@@ -131,10 +133,10 @@ async def _call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallTool
             return _tool_error(err)
         except Exception:
             outcome = "internal"
-            log.exception("mcp tool %s failed", params.name)
+            log.exception("mcp tool %s failed", params.name[:_QUOTED])
             return _tool_error(DomainError("the server failed to handle the tool call", code="internal"))
         finally:
-            log.info("mcp tool %s → %s in %.1f ms", params.name, outcome, _elapsed_ms(started))
+            log.info("mcp tool %s → %s in %.1f ms", params.name[:_QUOTED], outcome, _elapsed_ms(started))
 
 
 def _elapsed_ms(started: float) -> float:
@@ -177,7 +179,7 @@ async def _read_addressed(caller: Caller, uri: str) -> Any:
     if (found := _EVIDENCE_URI.match(uri)) is not None:
         req = _validated(assets.ReadRequest, dict(found), "resource URI")
         return await IMPLEMENTATIONS[m.READ_EVIDENCE](caller.bus, caller.actor, req)
-    raise Invalid(f"no resource is addressed by {uri!r}", {"field": "uri"})
+    raise Invalid(f"no resource is addressed by {uri[:_QUOTED]!r}", {"field": "uri"})
 
 
 async def _read_resource(
@@ -199,10 +201,10 @@ async def _read_resource(
             raise MCPError(code=code, message=err.message, data=err.envelope()) from err
         except Exception as exc:
             outcome = "internal"
-            log.exception("mcp resource read %s failed", uri)
+            log.exception("mcp resource read %s failed", uri[:_QUOTED])
             raise MCPError(code=types.INTERNAL_ERROR, message="the server failed to read the resource") from exc
         finally:
-            log.info("mcp resource read %s → %s in %.1f ms", uri, outcome, _elapsed_ms(started))
+            log.info("mcp resource read %s → %s in %.1f ms", uri[:_QUOTED], outcome, _elapsed_ms(started))
     return types.ReadResourceResult(
         contents=[types.TextResourceContents(uri=uri, mime_type="application/json", text=_json(value))]
     )
