@@ -99,6 +99,7 @@ def _check_url(url: str) -> str:
 class Client:
     def __init__(self, url: str, token: str, *, timeout: float = 60.0):
         self.url = _check_url(url)
+        self.token = token
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._http = httpx.Client(base_url=self.url, timeout=timeout, headers=headers)
 
