@@ -11,10 +11,9 @@ import subprocess
 import sys
 from collections.abc import Iterator
 
+import asyncpg
 import httpx
 import pytest
-
-import asyncpg
 
 from shared.infra import postgres_dsn
 from shared.procs import free_port, port_open, wait_until

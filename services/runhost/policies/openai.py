@@ -105,8 +105,8 @@ def step_from_message(message: Any) -> ToolCall:
         raise PolicyError("the model endpoint answered with an unexpected message")
     calls = message.get("tool_calls")
     if isinstance(calls, list) and calls:
-        call = calls[0] if isinstance(calls[0], dict) else {}
-        function = call.get("function") if isinstance(call.get("function"), dict) else {}
+        call: dict[str, Any] = calls[0] if isinstance(calls[0], dict) else {}
+        function: dict[str, Any] = call["function"] if isinstance(call.get("function"), dict) else {}
         raw = function.get("arguments") or "{}"
         try:
             arguments = json.loads(raw) if isinstance(raw, str) else raw
