@@ -16,6 +16,7 @@ from pathlib import Path
 
 from fastapi import Request
 from python_multipart.multipart import MultipartParser, parse_options_header
+from starlette.requests import ClientDisconnect
 
 from services.gateway.upload_sink import ObjectSink, upload_key
 from shared.blobs import Blobs
@@ -222,6 +223,9 @@ def _feed(step: Callable[[bytes], object], chunk: bytes) -> None:
 
 
 async def _chunks(request: Request) -> AsyncIterator[bytes]:
-    async for chunk in request.stream():
-        if chunk:
-            yield chunk
+    try:
+        async for chunk in request.stream():
+            if chunk:
+                yield chunk
+    except ClientDisconnect as exc:
+        raise Invalid("the multipart body ended early", {"field": "body"}) from exc

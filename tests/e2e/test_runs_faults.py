@@ -222,6 +222,11 @@ def lease_epoch(stack: RunningStack, run_id: str) -> int:
     return asyncio.run(fetch())
 
 
+def stood_down(stack: RunningStack, run_id: str) -> bool:
+    text = (stack.home / "logs" / "runhost.log").read_text()
+    return f"run {run_id}: lease epoch 1 lost" in text or f"run {run_id}: a newer worker owns the run" in text
+
+
 def test_a_stale_worker_cannot_overwrite_files_or_break_the_publish(slow_stack: RunningStack) -> None:
     """SIGSTOP the runhost past its lease, let a second runhost take the run over, SIGCONT the first."""
     api = Api(slow_stack)
@@ -251,7 +256,8 @@ def test_a_stale_worker_cannot_overwrite_files_or_break_the_publish(slow_stack: 
         catalog = api.ok("GET", f"/v1/workspaces/{ws['id']}/catalog?limit=200")
         assert [i["run_id"] for i in catalog["items"] if i["kind"] == "publication"] == [run["id"]]
         assert done["checkpoint_proposal"]["status"] == "applied"
-        # The stale worker stood down without dying: the supervisor never had to restart it.
+        # The stale worker woke, found its lease gone and stood down without dying.
+        probe(lambda: stood_down(slow_stack, run["id"]))
         assert slow_stack.pid("runhost") == victim and alive(victim)
     finally:
         os.kill(victim, signal.SIGCONT)
