@@ -208,16 +208,16 @@ class Stack:
             self._nats_up_since = now
         if now - self._nats_up_since < self.unhealthy_grace:
             return  # the bus just came back; give every service its grace to reconnect first
-        for name in ALL_PROCESSES:
-            child = self.children.get(name)
-            if child is None or child.pid is None or not child.alive():
-                continue
+        for child in list(self.children.values()):
+            report = child.env.get("DOSSIER_HEALTH_FILE")
+            if not report or child.pid is None or not child.alive():
+                continue  # infrastructure, or a process that is already being restarted
             started_wall = time.time() - (now - child.started_at)
-            verdict = read_verdict(
-                self.health_dir / f"{name}.json", child.pid, grace=self.unhealthy_grace, started_at=started_wall
-            )
+            verdict = read_verdict(Path(report), child.pid, grace=self.unhealthy_grace, started_at=started_wall)
             if not verdict.healthy:
-                print(f"dossier: {name} is unhealthy ({verdict.reason}); restarting it", file=sys.stderr, flush=True)
+                print(
+                    f"dossier: {child.name} is unhealthy ({verdict.reason}); restarting it", file=sys.stderr, flush=True
+                )
                 assert child.proc is not None
                 child.proc.kill()
                 child.proc.wait(10)
