@@ -13,7 +13,6 @@ dropped silently.
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import json
 import logging
@@ -32,6 +31,7 @@ from nats.js.errors import NotFoundError
 
 from shared.contracts.common import STREAM_NAME, Event, event_subject
 from shared.db import Database
+from shared.metrics import DEAD_LETTERS, EVENTS_CONSUMED, OUTBOX_LAG, OUTBOX_PARKED, OUTBOX_PENDING
 
 log = logging.getLogger("dossier.outbox")
 NOTIFY_CHANNEL = "dossier_outbox"
@@ -46,10 +46,6 @@ PUBLISH_ATTEMPTS = 3
 _TRANSIENT = (NatsTimeoutError, TimeoutError, NoRespondersError, ConnectionClosedError, OutboundBufferLimitError)
 
 _SUBJECT = re.compile(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*")
-
-# Counted here for tests and for the metrics exporter, which reads (or mirrors) these per process.
-dead_letters: collections.Counter[str] = collections.Counter()
-parked_rows: collections.Counter[str] = collections.Counter()
 
 
 def dlq_subject(consumer: str, event_type: str) -> str:
@@ -145,11 +141,21 @@ class OutboxRelay:
             park,
         )
         if park:
-            parked_rows[row["type"]] += 1
+            OUTBOX_PARKED.labels(row["type"]).inc()
             log.error("outbox row %s parked after %d tries: %s", row["id"], PUBLISH_ATTEMPTS, error)
             return 1
         log.warning("outbox row %s failed to publish (try %d): %s", row["id"], row["attempts"] + 1, error)
         return 0
+
+    async def measure_lag(self) -> None:
+        """Outbox lag for the metrics: how many committed events wait, and since when."""
+        async with self._db.pool.acquire() as conn:
+            row = await conn.fetchrow(
+                "SELECT count(*) AS pending, coalesce(extract(epoch FROM now() - min(created_at)), 0) AS lag"
+                " FROM outbox WHERE published_at IS NULL AND parked_at IS NULL"
+            )
+        OUTBOX_PENDING.set(row["pending"])
+        OUTBOX_LAG.set(float(row["lag"]))
 
     async def run(self) -> None:
         def on_notify(*_: object) -> None:
@@ -176,6 +182,8 @@ class OutboxRelay:
                 await asyncio.sleep(self._idle)
             if published:
                 continue
+            with contextlib.suppress(asyncpg.PostgresError, OSError):
+                await self.measure_lag()
             self._wake.clear()
             try:
                 await asyncio.wait_for(self._wake.wait(), self._idle)
@@ -239,6 +247,7 @@ async def consume(
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
+                EVENTS_CONSUMED.labels(consumer, "failed").inc()
                 delivered = msg.metadata.num_delivered or 1
                 if delivered >= tries:
                     error = f"{type(exc).__name__}: {exc}"
@@ -256,6 +265,7 @@ async def consume(
                 )
                 await msg.nak(delay=delay)
                 continue
+            EVENTS_CONSUMED.labels(consumer, "handled").inc()
             await msg.ack()
 
 
@@ -270,6 +280,6 @@ async def dead_letter(js: Any, msg: Any, *, consumer: str, event_type: str, erro
     }
     # If this publish fails the message is not acked: it comes back, and dead-lettering is tried again.
     await js.publish(dlq_subject(consumer, event_type), json.dumps(body).encode(), stream=DLQ_STREAM)
-    dead_letters[consumer] += 1
+    DEAD_LETTERS.labels(consumer).inc()
     log.error("consumer %s dead-lettered an event on %s: %s", consumer, msg.subject, error)
     await msg.term()

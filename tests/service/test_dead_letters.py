@@ -12,11 +12,12 @@ from datetime import UTC, datetime
 import asyncpg
 import nats
 import pytest
+from prometheus_client import REGISTRY
 
 from shared.bus import ensure_stream
 from shared.contracts.common import STREAM_NAME, Event, event_subject
 from shared.db import Database
-from shared.outbox import DLQ_STREAM, OutboxRelay, consume, dead_letters, dlq_subject, enqueue, parked_rows
+from shared.outbox import DLQ_STREAM, OutboxRelay, consume, dlq_subject, enqueue
 from tests.support.infra import Infra
 from tests.support.probe import probe_until
 
@@ -39,6 +40,14 @@ async def db(infra: Infra) -> AsyncIterator[Database]:
         yield database
     finally:
         await database.close()
+
+
+def dead_letters(consumer: str) -> float:
+    return REGISTRY.get_sample_value("dossier_dead_letters_total", {"consumer": consumer}) or 0.0
+
+
+def parked(kind: str) -> float:
+    return REGISTRY.get_sample_value("dossier_outbox_parked_total", {"type": kind}) or 0.0
 
 
 def event(kind: str, **data: object) -> Event:
@@ -82,7 +91,7 @@ async def test_a_poison_event_is_dead_lettered_while_the_next_is_handled(nc: nat
     )
     try:
         assert await probe_until(received, timeout=30) == [good.id]
-        assert dead_letters[consumer] <= 1, "the poison event was still being retried when the next was handled"
+        assert dead_letters(consumer) <= 1, "the poison event was still being retried when the next was handled"
         letter = await probe_until(lambda: dead_lettered(nc, dlq_subject(consumer, kind)), timeout=30)
         assert letter["consumer"] == consumer and letter["deliveries"] == 3
         assert "ValueError: this event can never be handled" in str(letter["error"])
@@ -90,7 +99,7 @@ async def test_a_poison_event_is_dead_lettered_while_the_next_is_handled(nc: nat
         assert attempts == [poison.id] * 3, "tried once, then twice more after the backoff"
         malformed = await probe_until(lambda: dead_lettered(nc, dlq_subject(consumer, "unknown")), timeout=30)
         assert malformed["event"] == "not an event" and "malformed" in str(malformed["error"])
-        assert dead_letters[consumer] == 2
+        assert dead_letters(consumer) == 2
     finally:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -117,15 +126,15 @@ async def test_a_poison_outbox_row_is_parked_while_the_rows_behind_it_publish(nc
         msg = await sub.next_msg(timeout=30)
         assert json.loads(msg.data)["id"] == good.id
 
-        async def parked() -> list[asyncpg.Record]:
+        async def parked_rows() -> list[asyncpg.Record]:
             async with db.pool.acquire() as conn:
                 rows = await conn.fetch("SELECT id, attempts, last_error FROM outbox WHERE parked_at IS NOT NULL")
             return rows if len(rows) == 2 else []
 
-        rows = {r["id"]: r for r in await probe_until(parked, timeout=30)}
+        rows = {r["id"]: r for r in await probe_until(parked_rows, timeout=30)}
         assert rows[bad_subject.id]["attempts"] == 3 and "valid subject" in rows[bad_subject.id]["last_error"]
         assert rows[too_large.id]["attempts"] == 3 and "payload" in rows[too_large.id]["last_error"].lower()
-        assert parked_rows["bad type"] >= 1 and parked_rows[kind] >= 1
+        assert parked("bad type") >= 1 and parked(kind) == 1
         async with db.pool.acquire() as conn:
             assert await conn.fetchval("SELECT published_at IS NOT NULL FROM outbox WHERE id = $1", good.id)
     finally:

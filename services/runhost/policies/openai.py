@@ -49,7 +49,13 @@ class OpenAIPolicy:
             "tool_choice": "auto",
             "stream": False,
         }
-        return step_from_message((await self._complete(body))["choices"][0]["message"])
+        reply = await self._complete(body)
+        step = step_from_message(reply["choices"][0]["message"])
+        usage = reply.get("usage")
+        if isinstance(usage, dict):
+            step.tokens_in = _count(usage.get("prompt_tokens"))
+            step.tokens_out = _count(usage.get("completion_tokens"))
+        return step
 
     async def _complete(self, body: dict[str, Any]) -> dict[str, Any]:
         delay = self.backoff
@@ -120,3 +126,7 @@ def step_from_message(message: Any) -> ToolCall:
         return ToolCall("finish", {"answer": content}, call_id="final")
     # Answered back by the tools (a call without a name), so the model gets another chance.
     return ToolCall("", {}, call_id="empty")
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
