@@ -194,9 +194,10 @@ class RunLoop:
             if cancelled:
                 return Stopped("cancelled")
             if call.name == "finish":
-                finished, result = self._finish(call)
-                if finished is not None:
-                    return finished
+                outcome = self._finish(call)
+                if isinstance(outcome, Finished):
+                    return outcome
+                result = outcome
                 inclusions: list[Inclusion] = []
             else:
                 result, inclusions = await self.toolbox.execute(call)
@@ -206,7 +207,7 @@ class RunLoop:
             if self.step_delay:
                 await asyncio.sleep(self.step_delay)
 
-    def _finish(self, call: ToolCall) -> tuple[Finished | None, ToolResult]:
+    def _finish(self, call: ToolCall) -> Finished | ToolResult:
         """A finish with a usable answer ends the loop; any other is answered back to the model."""
         try:
             args = parse_arguments("finish", call.arguments)
@@ -215,9 +216,9 @@ class RunLoop:
         else:
             assert isinstance(args, FinishArgs)
             if args.answer.strip():
-                return Finished(args.answer.strip(), args.checkpoint_proposal), ToolResult("finish", {}, "")
+                return Finished(args.answer.strip(), args.checkpoint_proposal)
             problem = "finish needs a non-empty answer"
-        return None, ToolResult("finish", call.arguments, f"error: {problem}", ok=False, call_id=call.call_id)
+        return ToolResult("finish", call.arguments, f"error: {problem}", ok=False, call_id=call.call_id)
 
     async def _model_input(self) -> ModelInput:
         plan = await self.files.read("plan.md")
