@@ -81,6 +81,8 @@ def test_a_tenants_slow_uploads_never_stall_another_tenants_reads(slow_parse_sta
             catalog = b.get(f"/v1/workspaces/{ws['id']}/catalog")
             source = b.get("/v1/sources/fund-y")
             assert search.status_code == 200 and search.json()["items"], search.text
+            evidence = b.get(f"/v1/evidence/{search.json()['items'][0]['evidence_id']}")
+            assert evidence.status_code == 200 and "twelve percent" in evidence.json()["text"]
             assert catalog.status_code == 200 and catalog.json()["items"][0]["available"] is True, catalog.text
             assert source.status_code == 200 and source.json()["active_version"] == 1
             assert unsettled(slow_parse_stack, busy) >= UPLOADS - 4, "the reads waited for the busy tenant's queue"
