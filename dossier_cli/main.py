@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from dossier_cli import assets, publications, runs, workspaces
+from dossier_cli import assets, mcp, publications, runs, workspaces
 from dossier_cli.client import Client, CliError
 
 # Each module has `register(subparsers)`; its handlers are `func(client, args) -> exit code`.
-DOMAINS = (publications, workspaces, assets, runs)
+DOMAINS = (publications, workspaces, assets, runs, mcp)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -21,7 +21,13 @@ from services.runhost.tool_args import BadArguments, FinishArgs, parse_arguments
 from services.runhost.tools import ToolBox
 from shared.db import Database
 
-CONTEXT_CHARS = 60_000
+# The model's context is a window, not an archive: the most recent tool calls and results up to this many
+# characters (arguments included), never more than RECENT_STEPS of them. Older work lives in the files and
+# the recited plan, and bodies are read back on demand.
+CONTEXT_CHARS = 8_000
+RECENT_STEPS = 12
+# A long argument (a note or a draft the model wrote) is already in a file; the context keeps its size.
+ARGUMENT_CHARS = 200
 SYSTEM_PROMPT = (
     "You are a research agent working toward a long-running goal. Earlier publications describe what was"
     " concluded then; new evidence is dated by its source version; keep the two apart. Read only through the"
@@ -78,14 +84,15 @@ def build_messages(view: RunView, transcript: list[ToolResult]) -> list[dict[str
     messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": task}]
     budget = CONTEXT_CHARS
     kept: list[list[dict[str, Any]]] = []
-    for result in reversed(transcript):
-        text = result.text if len(result.text) <= budget else f"[elided: {len(result.text)} chars; read files back]"
-        budget -= len(text)
-        call = {
-            "id": result.call_id,
-            "type": "function",
-            "function": {"name": result.tool, "arguments": json.dumps(result.arguments)},
-        }
+    for result in reversed(transcript[-RECENT_STEPS:]):
+        arguments = json.dumps(_shortened(result.arguments))
+        text = result.text
+        if len(text) + len(arguments) > budget:
+            text = f"[elided: {len(result.text):,} chars; read files back]"
+        budget -= len(text) + len(arguments)
+        if budget < 0:
+            break
+        call = {"id": result.call_id, "type": "function", "function": {"name": result.tool, "arguments": arguments}}
         kept.append(
             [
                 {"role": "assistant", "content": None, "tool_calls": [call]},
@@ -96,6 +103,13 @@ def build_messages(view: RunView, transcript: list[ToolResult]) -> list[dict[str
         messages.extend(pair)
     messages.append({"role": "user", "content": f"Current plan (plan.md, recited):\n{view.plan}"})
     return messages
+
+
+def _shortened(arguments: dict[str, Any]) -> dict[str, Any]:
+    return {
+        key: f"[{len(value):,} chars]" if isinstance(value, str) and len(value) > ARGUMENT_CHARS else value
+        for key, value in arguments.items()
+    }
 
 
 NO_WORK = WorkDone()
