@@ -13,6 +13,7 @@ import json
 import os
 import secrets
 import signal
+import socket
 import sys
 import time
 import urllib.error
@@ -23,12 +24,26 @@ from typing import Any
 
 from shared.contracts.common import ALL_PROCESSES, SERVICES
 from shared.db import ensure_database
+from shared.health import read_verdict
 from shared.infra import nats_child, postgres_child, postgres_dsn, s3_child
 from shared.procs import Child, free_port, port_open, wait_until, write_pid
 
 RESTART_DELAY = 0.5
 POLL_SECONDS = 0.2
 HEALTH_TIMEOUT = 90.0
+HEALTH_CHECK_SECONDS = 1.0
+# A service whose own health report stays bad this long, while NATS answers, is restarted.
+UNHEALTHY_RESTART_SECONDS = 60.0
+
+
+def nats_answers(port: int, timeout: float = 1.0) -> bool:
+    """The server greets every new connection with INFO; a stopped or wedged server does not."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as conn:
+            conn.settimeout(timeout)
+            return conn.recv(4).startswith(b"INFO")
+    except OSError:
+        return False
 
 
 def _secret_file(path: Path, env_value: str | None, make: Any) -> str:
@@ -68,6 +83,13 @@ class Stack:
         self.metrics_ports = {name: free_port() for name in SERVICES}
         self.stopping = False
         self._lock_fd: int | None = None
+        self.health_dir = self.home / "health"
+        # Fault tests hold NATS down for minutes; in any real use it comes back as fast as the rest.
+        self.nats_restart_delay = float(self.env.get("DOSSIER_NATS_RESTART_DELAY") or RESTART_DELAY)
+        self.unhealthy_grace = float(self.env.get("DOSSIER_UNHEALTHY_RESTART_SECONDS") or UNHEALTHY_RESTART_SECONDS)
+        self._died_at: dict[str, float] = {}
+        self._nats_up_since: float | None = None
+        self._health_checked = 0.0
 
     # -- start -------------------------------------------------------------------------------------
 
@@ -130,6 +152,7 @@ class Stack:
                 "DOSSIER_BUS_SECRET": self.bus_secret,
                 "DOSSIER_ADMIN_TOKEN": self.admin_token,
                 "DOSSIER_HTTP_PORT": str(self.http_port),
+                "DOSSIER_HEALTH_FILE": str(self.health_dir / f"{name}.json"),
                 "PYTHONUNBUFFERED": "1",
             }
         )
@@ -168,15 +191,45 @@ class Stack:
     # -- supervise ---------------------------------------------------------------------------------
 
     def supervise_once(self) -> None:
+        now = time.monotonic()
         for child in list(self.children.values()):
             if self.stopping or child.alive():
+                self._died_at.pop(child.name, None)
+                continue
+            died_at = self._died_at.setdefault(child.name, now)
+            delay = self.nats_restart_delay if child.name == "nats" else RESTART_DELAY
+            if now - max(died_at, child.started_at) < delay:
                 continue
             code = child.proc.returncode if child.proc else None
-            if time.monotonic() - child.started_at < RESTART_DELAY:
-                continue
             child.restarts += 1
             print(f"dossier: {child.name} exited ({code}); restarting it", file=sys.stderr, flush=True)
             self._launch(child)
+        if not self.stopping and now - self._health_checked >= HEALTH_CHECK_SECONDS:
+            self._health_checked = now
+            self.restart_unhealthy(now)
+
+    def restart_unhealthy(self, now: float) -> None:
+        """Kill a service that stays deaf while NATS answers; the loop above starts it again."""
+        if not nats_answers(self.nats_port):
+            self._nats_up_since = None
+            return
+        if self._nats_up_since is None:
+            self._nats_up_since = now
+        if now - self._nats_up_since < self.unhealthy_grace:
+            return  # the bus just came back; give every service its grace to reconnect first
+        for child in list(self.children.values()):
+            report = child.env.get("DOSSIER_HEALTH_FILE")
+            if not report or child.pid is None or not child.alive():
+                continue  # infrastructure, or a process that is already being restarted
+            started_wall = time.time() - (now - child.started_at)
+            verdict = read_verdict(Path(report), child.pid, grace=self.unhealthy_grace, started_at=started_wall)
+            if not verdict.healthy:
+                print(
+                    f"dossier: {child.name} is unhealthy ({verdict.reason}); restarting it", file=sys.stderr, flush=True
+                )
+                assert child.proc is not None
+                child.proc.kill()
+                child.proc.wait(10)
 
     def run(self) -> int:
         self._lock()

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 
 import nats
@@ -22,6 +24,7 @@ from shared import tracing
 from shared.blobs import Blobs
 from shared.bus import BusClient
 from shared.db import Database
+from shared.health import HealthReporter, connection_answers
 from shared.settings import GatewaySettings
 
 MIGRATIONS = Path(__file__).parent / "migrations"
@@ -41,8 +44,20 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await db.connect(MIGRATIONS)
-        nc = await nats.connect(settings.nats_url, name="gateway", max_reconnect_attempts=-1)
+        nc = await nats.connect(
+            settings.nats_url,
+            name="gateway",
+            max_reconnect_attempts=-1,
+            reconnect_time_wait=settings.nats_reconnect_wait,
+            ping_interval=settings.nats_ping_interval,
+        )
         app.state.bus = BusClient(nc, timeout=settings.request_timeout)
+        health = None
+        if settings.health_file is not None:
+            reporter = HealthReporter(
+                settings.health_file, partial(connection_answers, nc), interval=settings.health_interval
+            )
+            health = asyncio.create_task(reporter.run())
         app.state.tokens = TokenService(
             db, admin_token=settings.admin_token, cache_seconds=settings.token_cache_seconds
         )
@@ -52,6 +67,8 @@ def create_app(settings: GatewaySettings) -> FastAPI:
             async with mcp.running():
                 yield
         finally:
+            if health is not None:
+                health.cancel()
             await nc.drain()
             await db.close()
 
