@@ -12,6 +12,7 @@ from faststream.nats import NatsBroker
 
 from shared.bus import BusClient, ensure_stream, health_endpoint
 from shared.db import Database
+from shared.natsauth import broker_options
 from shared.outbox import OutboxRelay
 from shared.settings import CommonSettings
 
@@ -32,7 +33,7 @@ class ServiceRuntime:
         self.settings = settings
         self.migrations = migrations
         # logger=None: FastStream's per-message logging costs about 30% of throughput.
-        self.broker = NatsBroker(settings.nats_url, logger=None, graceful_timeout=10.0)
+        self.broker = NatsBroker(settings.nats_url, logger=None, graceful_timeout=10.0, **broker_options(settings))
         self.db = Database(settings.database_url, max_size=settings.db_pool_size)
         self._background: list[BackgroundTask] = []
         self._on_start: list[BackgroundTask] = []

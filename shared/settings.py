@@ -15,6 +15,9 @@ class CommonSettings(BaseSettings):
 
     home: Path = Path(".dossier")
     nats_url: str = "nats://127.0.0.1:4222"
+    # The service's own NATS user (shared.natsauth); empty connects anonymously, which a secured server refuses.
+    nats_user: str = ""
+    nats_password: str = Field(default="", repr=False)
     database_url: str = ""
     # Above the bus handler concurrency's typical need; a handler holds at most one connection at a time.
     db_pool_size: int = 20

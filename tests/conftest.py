@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
 
-import nats
 import pytest
 
 from shared.bus import BusClient
@@ -15,7 +14,7 @@ from tests.support.stack import RunningStack, start_stack, stop_stack
 @pytest.fixture(scope="session")
 def infra(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Infra]:
     if docker_available():
-        with container_infra() as value:
+        with container_infra(tmp_path_factory.mktemp("infra")) as value:
             yield value
     else:
         with local_infra(tmp_path_factory.mktemp("infra")) as value:
@@ -24,7 +23,7 @@ def infra(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Infra]:
 
 @pytest.fixture
 async def bus(infra: Infra) -> AsyncIterator[BusClient]:
-    nc = await nats.connect(infra.nats_url)
+    nc = await infra.connect()
     try:
         yield BusClient(nc, timeout=5.0)
     finally:

@@ -16,6 +16,7 @@ from services.gateway.tokens import TokenService
 from shared.blobs import Blobs
 from shared.bus import BusClient
 from shared.db import Database
+from shared.natsauth import connect_options
 from shared.settings import GatewaySettings
 
 MIGRATIONS = Path(__file__).parent / "migrations"
@@ -30,7 +31,9 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await db.connect(MIGRATIONS)
-        nc = await nats.connect(settings.nats_url, name="gateway", max_reconnect_attempts=-1)
+        nc = await nats.connect(
+            settings.nats_url, name="gateway", max_reconnect_attempts=-1, **connect_options(settings)
+        )
         app.state.bus = BusClient(nc, timeout=settings.request_timeout)
         app.state.tokens = TokenService(db, admin_token=settings.admin_token)
         app.state.blobs = Blobs(settings)

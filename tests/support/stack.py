@@ -10,9 +10,12 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 
+from shared.infra import postgres_dsn
+from shared.natsauth import inbox_prefix
 from shared.procs import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,6 +33,26 @@ class RunningStack:
 
     def state(self) -> dict[str, object]:
         return dict(json.loads((self.home / "stack.json").read_text()))
+
+    def events_options(self) -> dict[str, Any]:
+        """`nats.connect` options of the read-only external subscriber ($DOSSIER_HOME/nats/events.json)."""
+        described = json.loads((self.home / "nats" / "events.json").read_text())
+        return {"servers": described["servers"], "user": described["user"], "password": described["password"]}
+
+    def nats_options(self, process: str) -> dict[str, Any]:
+        """`nats.connect` options of one process's own user, for tests that play that process."""
+        password = json.loads((self.home / "nats" / "users.json").read_text())[process]
+        return {
+            "servers": [self.state()["nats_url"]],
+            "user": process,
+            "password": password,
+            "inbox_prefix": inbox_prefix(process),
+        }
+
+    def dsn(self, database: str) -> str:
+        """The DSN of a service's database with that service's own role."""
+        password = json.loads((self.home / "pg-passwords.json").read_text())[database]
+        return postgres_dsn(int(str(self.state()["postgres_port"])), database, database, password)
 
     def pid(self, name: str) -> int:
         return int((self.home / "pids" / f"{name}.pid").read_text())
