@@ -167,6 +167,8 @@ def events_permissions(internal_durables: Iterable[str]) -> dict[str, Any]:
         f"{JS_API}.STREAM.INFO.{STREAM_NAME}",
         f"{JS_API}.CONSUMER.CREATE.{STREAM_NAME}.*.{EVENT_SUBJECT_PREFIX}.>",
         f"{JS_API}.CONSUMER.CREATE.{STREAM_NAME}.*",
+        # Ephemeral (ordered) consumers: they read the same events and vanish with the connection.
+        f"{JS_API}.CONSUMER.CREATE.{STREAM_NAME}",
         f"{JS_API}.CONSUMER.DURABLE.CREATE.{STREAM_NAME}.*",
         f"{JS_API}.CONSUMER.INFO.{STREAM_NAME}.*",
         f"{JS_API}.CONSUMER.MSG.NEXT.{STREAM_NAME}.*",
@@ -181,6 +183,8 @@ def events_permissions(internal_durables: Iterable[str]) -> dict[str, Any]:
     return {
         "publish": {"allow": api, "deny": deny},
         "subscribe": {"allow": [f"{EVENT_SUBJECT_PREFIX}.>", "_INBOX.>"]},
+        # Flow control and acks of push deliveries are replies to what it received.
+        "allow_responses": True,
     }
 
 
