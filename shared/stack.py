@@ -57,7 +57,9 @@ class Stack:
     def __init__(self, env: dict[str, str] | None = None):
         self.env = dict(os.environ if env is None else env)
         self.home = Path(self.env.get("DOSSIER_HOME") or ".dossier").resolve()
-        # Everything under it is either a secret or a tenant's data: the owner's alone.
+        # Everything under it is either a secret or a tenant's data: the owner's alone, and so is every
+        # file the stack and its children create (logs, pids, objects).
+        os.umask(0o077)
         private_folder(self.home)
         self.pid_dir = self.home / "pids"
         self.log_dir = self.home / "logs"

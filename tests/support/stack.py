@@ -73,6 +73,7 @@ def start_stack(home: Path, *, timeout: float = 120, extra_env: dict[str, str] |
     env = {k: v for k, v in os.environ.items() if not k.startswith("DOSSIER_")}
     env.update({"DOSSIER_HOME": str(home), "DOSSIER_HTTP_PORT": str(port)}, **(extra_env or {}))
     output = home / "stack.out"
+    output.touch(mode=0o600)
     offset = output.stat().st_size if output.exists() else 0
     with open(output, "ab") as out:
         proc = subprocess.Popen(
