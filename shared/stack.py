@@ -36,9 +36,20 @@ from shared.procs import Child, free_port, port_open, wait_until, write_pid
 from shared.secretfiles import private_folder, secret_table, secret_value
 
 # Secrets a process gets only when it uses them (see service_env), never inherited wholesale.
-SECRET_VARIABLES = ("DOSSIER_ADMIN_TOKEN", "DOSSIER_BUS_SECRET", "DOSSIER_OPENAI_API_KEY")
+SECRET_VARIABLES = (
+    "DOSSIER_ADMIN_TOKEN",
+    "DOSSIER_BUS_SECRET",
+    "DOSSIER_OPENAI_API_KEY",
+    "DOSSIER_S3_ACCESS_KEY",
+    "DOSSIER_S3_SECRET_KEY",
+    "DOSSIER_NATS_USER",
+    "DOSSIER_NATS_PASSWORD",
+    "DOSSIER_DATABASE_URL",
+)
 # Runhost signs run grants; publication and assets verify them.
 GRANT_HOLDERS = ("runhost", "publication", "assets")
+# The processes that read or write object bytes; the others get no object-store key.
+OBJECT_USERS = ("gateway", "runhost", "artifact", "assets")
 RESTART_DELAY = 0.5
 POLL_SECONDS = 0.2
 HEALTH_TIMEOUT = 90.0
@@ -71,7 +82,7 @@ class Stack:
         )
         self.bus_secret = secret_value(self.home / "bus-secret", None, lambda: secrets.token_urlsafe(48))
         self.nats_passwords = user_passwords(self.home)
-        self.s3_secrets = secret_table(self.home / "s3-secrets.json", ALL_PROCESSES)
+        self.s3_secrets = secret_table(self.home / "s3-secrets.json", OBJECT_USERS)
         self.pg_passwords = secret_table(self.home / "pg-passwords.json", [PG_SUPERUSER, *ALL_PROCESSES])
         self.children: dict[str, Child] = {}
         self.stopping = False
@@ -103,7 +114,7 @@ class Stack:
         self.s3_port = _port(self.env, "DOSSIER_S3_PORT")
         users = server_users(self.nats_passwords, durables=workspace_durables())
         # Each service's key may use the stack's bucket only.
-        keys = {s3_access_key(n): {"secret": self.s3_secrets[n], "buckets": ["dossier"]} for n in ALL_PROCESSES}
+        keys = {s3_access_key(n): {"secret": self.s3_secrets[n], "buckets": ["dossier"]} for n in OBJECT_USERS}
         infra = [
             (nats_child(self.home, self.nats_port, base, users), self.nats_port),
             (postgres_child(self.home, self.pg_port, base, self.pg_passwords[PG_SUPERUSER]), self.pg_port),
@@ -147,12 +158,13 @@ class Stack:
                 "DOSSIER_NATS_PASSWORD": self.nats_passwords[name],
                 "DOSSIER_DATABASE_URL": postgres_dsn(self.pg_port, name, name, self.pg_passwords[name]),
                 "DOSSIER_S3_ENDPOINT": f"127.0.0.1:{self.s3_port}",
-                "DOSSIER_S3_ACCESS_KEY": s3_access_key(name),
-                "DOSSIER_S3_SECRET_KEY": self.s3_secrets[name],
                 "DOSSIER_HTTP_PORT": str(self.http_port),
                 "PYTHONUNBUFFERED": "1",
             }
         )
+        if name in OBJECT_USERS:
+            env["DOSSIER_S3_ACCESS_KEY"] = s3_access_key(name)
+            env["DOSSIER_S3_SECRET_KEY"] = self.s3_secrets[name]
         if name in GRANT_HOLDERS:
             env["DOSSIER_BUS_SECRET"] = self.bus_secret
         if name == "gateway":
