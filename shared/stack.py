@@ -85,6 +85,8 @@ class Stack:
         self.s3_secrets = secret_table(self.home / "s3-secrets.json", OBJECT_USERS)
         self.pg_passwords = secret_table(self.home / "pg-passwords.json", [PG_SUPERUSER, *ALL_PROCESSES])
         self.children: dict[str, Child] = {}
+        # Each service process serves Prometheus metrics on a port of its own; the gateway on its HTTP port.
+        self.metrics_ports = {name: free_port() for name in SERVICES}
         self.stopping = False
         self._lock_fd: int | None = None
 
@@ -171,6 +173,8 @@ class Stack:
             env["DOSSIER_ADMIN_TOKEN"] = self.admin_token
         if name == "runhost" and "DOSSIER_OPENAI_API_KEY" in self.env:
             env["DOSSIER_OPENAI_API_KEY"] = self.env["DOSSIER_OPENAI_API_KEY"]
+        if name in self.metrics_ports:
+            env["DOSSIER_METRICS_PORT"] = str(self.metrics_ports[name])
         return env
 
     def start_services(self) -> None:
@@ -182,9 +186,14 @@ class Stack:
         state = {
             "gateway_url": f"http://127.0.0.1:{self.http_port}",
             "nats_url": self.nats_url,
+            "nats_urls": [self.nats_url],
             "postgres_port": self.pg_port,
             "s3_endpoint": f"127.0.0.1:{self.s3_port}",
             "services": list(SERVICES),
+            "metrics": {
+                "gateway": f"http://127.0.0.1:{self.http_port}/metrics",
+                **{name: f"http://127.0.0.1:{port}/metrics" for name, port in self.metrics_ports.items()},
+            },
             "supervisor_pid": os.getpid(),
         }
         (self.home / "stack.json").write_text(json.dumps(state, indent=2) + "\n")
