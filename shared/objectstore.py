@@ -51,7 +51,8 @@ class Key:
     buckets: tuple[str, ...]
 
     def allows(self, bucket: str) -> bool:
-        return "*" in self.buckets or bucket in self.buckets or (not bucket and "*" in self.buckets)
+        # Listing all buckets (bucket "") needs "*".
+        return "*" in self.buckets or bucket in self.buckets
 
 
 def load_keys(path: Path) -> dict[str, Key]:
