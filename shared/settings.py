@@ -39,6 +39,8 @@ class GatewaySettings(CommonSettings):
     http_host: str = "127.0.0.1"
     http_port: int = 8080
     admin_token: str = Field(default="", repr=False)
+    # How long a resolved token is trusted before its row is read again (revocations elsewhere show after it).
+    token_cache_seconds: float = Field(default=2.0, ge=0, le=4)
     max_json_bytes: int = 2 * 1024 * 1024
     max_upload_bytes: int = 52_428_800
     ingest_timeout: float = 300.0

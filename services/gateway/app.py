@@ -8,10 +8,13 @@ from pathlib import Path
 
 import nats
 from fastapi import FastAPI
+from starlette.routing import Route
 
 from services.gateway import observe
 from services.gateway.errors import install_error_handlers
 from services.gateway.limits import BodyLimit
+from services.gateway.mcp_endpoint import McpEndpoint
+from services.gateway.mcp_server import build_server
 from services.gateway.openapi import COMMON, errors, install_openapi, operation_id
 from services.gateway.routes import admin, artifacts, assets, checkpoints, health, publications, runs, workspaces
 from services.gateway.tokens import TokenService
@@ -34,6 +37,7 @@ MULTIPART_OVERHEAD = 1024 * 1024
 
 def create_app(settings: GatewaySettings) -> FastAPI:
     db = Database(settings.database_url)
+    mcp = McpEndpoint(build_server(version="1"))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -42,11 +46,14 @@ def create_app(settings: GatewaySettings) -> FastAPI:
             settings.nats_url, name="gateway", max_reconnect_attempts=-1, **connect_options(settings)
         )
         app.state.bus = BusClient(nc, timeout=settings.request_timeout)
-        app.state.tokens = TokenService(db, admin_token=settings.admin_token)
+        app.state.tokens = TokenService(
+            db, admin_token=settings.admin_token, cache_seconds=settings.token_cache_seconds
+        )
         app.state.blobs = Blobs(settings)
         await app.state.blobs.ensure_bucket()
         try:
-            yield
+            async with mcp.running():
+                yield
         finally:
             await nc.drain()
             await db.close()
@@ -66,6 +73,9 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     app.include_router(observe.router)
     for module in (admin, workspaces, checkpoints, runs, publications, assets, artifacts):
         app.include_router(module.router, responses=errors(*COMMON))
+    # The MCP face: a raw ASGI route (not a Mount, which would redirect `/mcp` to `/mcp/`). POST only: a
+    # stateless server has no session to resume or end, and GET answers 405 so no idle stream stays open.
+    app.router.routes.append(Route("/mcp", mcp, methods=["POST"], include_in_schema=False))
 
     def limit_for(path: str) -> int:
         if path.startswith(UPLOAD_PREFIXES):
