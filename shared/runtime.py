@@ -17,6 +17,7 @@ from shared.bus import BusClient, ensure_stream, health_endpoint
 from shared.db import Database
 from shared.health import HealthReporter, connection_answers
 from shared.metrics import serve_metrics
+from shared.natsauth import broker_options
 from shared.observe import configure_logging
 from shared.outbox import OutboxRelay
 from shared.settings import CommonSettings
@@ -44,6 +45,7 @@ class ServiceRuntime:
             max_reconnect_attempts=-1,
             reconnect_time_wait=settings.nats_reconnect_wait,
             ping_interval=settings.nats_ping_interval,
+            **broker_options(settings),
         )
         self.db = Database(settings.database_url, max_size=settings.db_pool_size)
         self._background: list[BackgroundTask] = []

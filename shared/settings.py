@@ -15,6 +15,9 @@ class CommonSettings(BaseSettings):
 
     home: Path = Path(".dossier")
     nats_url: str = "nats://127.0.0.1:4222"
+    # The service's own NATS user (shared.natsauth); empty connects anonymously, which a secured server refuses.
+    nats_user: str = ""
+    nats_password: str = Field(default="", repr=False)
     # Reconnect forever, this long between tries; ping this often so a silent server is noticed.
     nats_reconnect_wait: int = 2
     nats_ping_interval: int = 20

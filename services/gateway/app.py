@@ -25,6 +25,7 @@ from shared.blobs import Blobs
 from shared.bus import BusClient
 from shared.db import Database
 from shared.health import HealthReporter, connection_answers
+from shared.natsauth import connect_options
 from shared.settings import GatewaySettings
 
 MIGRATIONS = Path(__file__).parent / "migrations"
@@ -50,6 +51,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
             max_reconnect_attempts=-1,
             reconnect_time_wait=settings.nats_reconnect_wait,
             ping_interval=settings.nats_ping_interval,
+            **connect_options(settings),
         )
         app.state.bus = BusClient(nc, timeout=settings.request_timeout)
         health = None

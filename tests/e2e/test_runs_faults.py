@@ -9,7 +9,8 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import asyncpg
 import httpx
@@ -58,7 +59,9 @@ def fake_openai(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def slow_stack(tmp_path_factory: pytest.TempPathFactory, fake_openai: str) -> Iterator[RunningStack]:
+def slow_stack(
+    tmp_path_factory: pytest.TempPathFactory, dossier_homes: Callable[[str], Path], fake_openai: str
+) -> Iterator[RunningStack]:
     scripts = tmp_path_factory.mktemp("scripts")
     for name, steps in SCRIPTS.items():
         (scripts / f"{name}.json").write_text(json.dumps(steps))
@@ -71,7 +74,7 @@ def slow_stack(tmp_path_factory: pytest.TempPathFactory, fake_openai: str) -> It
         "DOSSIER_OPENAI_API_KEY": "sk-test",
         "DOSSIER_OPENAI_BACKOFF_SECONDS": "0.1",
     }
-    running = start_stack(tmp_path_factory.mktemp("slow-home"), extra_env=env)
+    running = start_stack(dossier_homes("slow-home"), extra_env=env)
     try:
         yield running
     finally:
