@@ -18,7 +18,7 @@ import nats
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._stats import report
+from bench._stats import goal, report
 from shared.bus import BusClient
 from shared.contracts import publication as c
 from shared.contracts.common import Actor
@@ -109,6 +109,8 @@ def main() -> None:
             print()
             print(f"ratio bus/raw      median {bus_med / raw_med:6.2f}x   p99 {bus_p99 / raw_p99:6.2f}x")
             print(f"ratio gateway/raw  median {gw_med / raw_med:6.2f}x   p99 {gw_p99 / raw_p99:6.2f}x")
+            goal("gateway exact read p50 ÷ raw nats-py p50", gw_med / raw_med, 4, at_most=True)
+            goal("bus read p50 ÷ raw nats-py p50", bus_med / raw_med, 2.5, at_most=True)
         finally:
             stop_stack(stack.proc)
 

@@ -1,0 +1,203 @@
+"""Gateway throughput and tail latency at 32 connections against a FastAPI floor, and RSS over a soak.
+
+In one run, on a stack of its own:
+1. wrk drives `GET /v1/publications/{id}/versions/1` on the gateway and the same route on `bench/floor.py`
+   (one uvicorn process answering the gateway's reply from memory), 32 connections each; prints
+   requests/s, the ratio to the floor, and the gateway's p99 ÷ p50.
+2. The RSS of every service process before and after a sustained load of the same read at 32 connections
+   (`--soak-seconds`, default 600: the issue's ten minutes; `BENCH_SOAK_SECONDS` sets the default).
+
+wrk comes from the system (`apt-get install -y wrk`); without it an in-process httpx load generator stands
+in and the output says so (its numbers are bounded by the generator, so compare them only to each other).
+Run with `make bench` (or `.venv/bin/python bench/load.py --soak-seconds 60`). Never part of the test run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench._stats import goal, summary
+from shared.procs import free_port
+from tests.support.stack import RunningStack, start_stack, stop_stack
+
+ROOT = Path(__file__).resolve().parents[1]
+CONNECTIONS = 32
+SECONDS = 15
+UNITS = {"us": 1e-3, "ms": 1.0, "s": 1000.0}
+
+
+@dataclass
+class Load:
+    rps: float
+    p50_ms: float
+    p99_ms: float
+    errors: int
+    tool: str
+
+
+def _ms(text: str) -> float:
+    match = re.fullmatch(r"([\d.]+)(us|ms|s)", text)
+    if match is None:
+        raise ValueError(f"unexpected wrk latency {text!r}")
+    return float(match.group(1)) * UNITS[match.group(2)]
+
+
+def wrk(url: str, token: str | None, seconds: int) -> Load:
+    cmd = ["wrk", "-t2", f"-c{CONNECTIONS}", f"-d{seconds}s", "--latency", url]
+    if token:
+        cmd[1:1] = ["-H", f"Authorization: Bearer {token}"]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    percentiles = dict(re.findall(r"^\s+(50|99)%\s+(\S+)$", out, re.MULTILINE))
+    bad = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    socket_errors = re.search(r"Socket errors: (.*)", out)
+    errors = int(bad.group(1)) if bad else 0
+    if socket_errors:
+        errors += sum(int(n) for n in re.findall(r"\d+", socket_errors.group(1)))
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
+    return Load(rps, _ms(percentiles["50"]), _ms(percentiles["99"]), errors, "wrk")
+
+
+async def _httpx_load(url: str, token: str | None, seconds: int) -> Load:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    samples: list[float] = []
+    errors = 0
+    deadline = time.monotonic() + seconds
+    limits = httpx.Limits(max_connections=CONNECTIONS, max_keepalive_connections=CONNECTIONS)
+    async with httpx.AsyncClient(headers=headers, limits=limits, timeout=30) as client:
+
+        async def worker() -> None:
+            nonlocal errors
+            while time.monotonic() < deadline:
+                t = time.perf_counter()
+                r = await client.get(url)
+                samples.append((time.perf_counter() - t) * 1000)
+                errors += r.status_code != 200
+
+        started = time.monotonic()
+        await asyncio.gather(*(worker() for _ in range(CONNECTIONS)))
+        elapsed = time.monotonic() - started
+    p50, p99 = summary(samples)
+    return Load(len(samples) / elapsed, p50, p99, errors, "in-process httpx (wrk missing)")
+
+
+def load(url: str, token: str | None, seconds: int) -> Load:
+    if shutil.which("wrk"):
+        return wrk(url, token, seconds)
+    return asyncio.run(_httpx_load(url, token, seconds))
+
+
+def start_floor(document: dict[str, object]) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    env = os.environ | {"BENCH_FLOOR_JSON": json.dumps(document)}
+    cmd = [sys.executable, "-m", "uvicorn", "bench.floor:app", "--port", str(port), "--log-level", "warning"]
+    proc = subprocess.Popen([*cmd, "--no-access-log"], cwd=ROOT, env=env)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            httpx.get(f"{url}/v1/publications/x/versions/1").raise_for_status()
+            return proc, url
+        except httpx.TransportError:
+            time.sleep(0.1)
+    proc.terminate()
+    raise RuntimeError("the floor app did not start")
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def service_rss(stack: RunningStack) -> dict[str, float]:
+    names = sorted(p.stem for p in (stack.home / "pids").glob("*.pid"))
+    return {name: rss_mb(stack.pid(name)) for name in names}
+
+
+def throughput(stack: RunningStack, token: str, pub_id: str) -> None:
+    path = f"/v1/publications/{pub_id}/versions/1"
+    document = httpx.get(f"{stack.url}{path}", headers={"Authorization": f"Bearer {token}"}).json()
+    floor_proc, floor_url = start_floor(document)
+    try:
+        load(f"{stack.url}{path}", token, 3)  # warm both before measuring
+        load(f"{floor_url}{path}", None, 3)
+        gateway = load(f"{stack.url}{path}", token, SECONDS)
+        floor = load(f"{floor_url}{path}", None, SECONDS)
+    finally:
+        floor_proc.terminate()
+        floor_proc.wait(10)
+    print(f"{CONNECTIONS} connections, {SECONDS} s each, load by {gateway.tool}")
+    for name, r in (("gateway", gateway), ("FastAPI floor", floor)):
+        print(f"  {name:<14} {r.rps:9.0f} req/s   p50 {r.p50_ms:7.2f} ms   p99 {r.p99_ms:7.2f} ms   errors {r.errors}")
+    if gateway.errors or floor.errors:
+        raise SystemExit("non-2xx answers or socket errors under load: the numbers are not valid")
+    goal("gateway throughput ÷ FastAPI floor (32 connections)", gateway.rps / floor.rps, 0.5, at_most=False)
+    goal("gateway p99 ÷ p50 (32 connections)", gateway.p99_ms / gateway.p50_ms, 10, at_most=True)
+
+
+def soak(stack: RunningStack, token: str, pub_id: str, seconds: int) -> None:
+    url = f"{stack.url}/v1/publications/{pub_id}/versions/1"
+    before = service_rss(stack)
+    peak = dict(before)
+    served = 0.0
+    left = seconds
+    while left > 0:
+        chunk = min(60, left)
+        r = load(url, token, chunk)
+        served += r.rps * chunk
+        if r.errors:
+            raise SystemExit(f"{r.errors} errors during the soak")
+        peak = {k: max(v, rss_mb(stack.pid(k))) for k, v in peak.items()}
+        left -= chunk
+    after = service_rss(stack)
+    print(f"\nRSS over a {seconds} s soak at {CONNECTIONS} connections ({served:,.0f} reads through the gateway)")
+    for name in before:
+        growth = after[name] - before[name]
+        print(
+            f"  {name:<12} before {before[name]:7.1f} MB   after {after[name]:7.1f} MB   peak {peak[name]:7.1f} MB"
+            f"   growth {growth:+6.1f} MB"
+        )
+    worst = max(after[n] / before[n] for n in before)
+    goal(f"largest RSS after ÷ before ({seconds} s soak)", worst, 1.1, at_most=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    default_soak = int(os.environ.get("BENCH_SOAK_SECONDS", "600"))
+    parser.add_argument("--soak-seconds", type=int, default=default_soak, help="sustained load for the RSS check")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="dossier-bench-") as tmp:
+        stack = start_stack(Path(tmp) / "home")
+        try:
+            token = stack.token("bench")
+            body = "Fund X can meet 30-day redemptions. " * 100
+            pub = httpx.post(
+                f"{stack.url}/v1/publications",
+                json={"title": "bench", "body": body},
+                headers={"Authorization": f"Bearer {token}"},
+            ).json()
+            throughput(stack, token, pub["id"])
+            if args.soak_seconds > 0:
+                soak(stack, token, pub["id"], args.soak_seconds)
+        finally:
+            stop_stack(stack.proc)
+
+
+if __name__ == "__main__":
+    main()
