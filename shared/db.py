@@ -25,6 +25,10 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
         await conn.set_type_codec(typename, encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
 
 
+async def _keep_session(conn: asyncpg.Connection) -> None:
+    """Nothing to undo: see `Database(session_state=False)`."""
+
+
 def database_name(dsn: str) -> str:
     return urlsplit(dsn).path.lstrip("/")
 
@@ -87,9 +91,13 @@ async def migrate(pool: asyncpg.Pool, *directories: Path) -> list[str]:
 class Database:
     """A lazily connected pool. Rules get this object; the runtime connects and closes it."""
 
-    def __init__(self, dsn: str, *, min_size: int = 1, max_size: int = 10):
+    def __init__(self, dsn: str, *, min_size: int = 1, max_size: int = 10, session_state: bool = True):
+        """`session_state=False` promises the code never leaves session state on a connection (no session
+        advisory locks, LISTEN, cursors or SET outside a transaction), so a released connection skips the
+        reset query: one round trip less per acquire (asyncpg still rolls back an open transaction)."""
         self.dsn = dsn
         self._min, self._max = min_size, max_size
+        self._reset = None if session_state else _keep_session
         self._pool: asyncpg.Pool | None = None
 
     @property
@@ -100,7 +108,9 @@ class Database:
 
     async def connect(self, *migration_dirs: Path) -> None:
         await ensure_database(self.dsn)
-        self._pool = await asyncpg.create_pool(self.dsn, min_size=self._min, max_size=self._max, init=_init_connection)
+        self._pool = await asyncpg.create_pool(
+            self.dsn, min_size=self._min, max_size=self._max, init=_init_connection, reset=self._reset
+        )
         await migrate(self._pool, *migration_dirs)
 
     async def close(self, timeout: float = 10.0) -> None:

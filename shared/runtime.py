@@ -8,6 +8,7 @@ import signal
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+import uvloop
 from faststream.nats import NatsBroker
 from faststream.nats.prometheus import NatsPrometheusMiddleware
 from prometheus_client import REGISTRY
@@ -30,7 +31,7 @@ BackgroundTask = Callable[[], Awaitable[None]]
 class ServiceRuntime:
     """Owns the broker, the database and the background loops of one service."""
 
-    def __init__(self, name: str, settings: CommonSettings, migrations: Path):
+    def __init__(self, name: str, settings: CommonSettings, migrations: Path, *, session_state: bool = True):
         self.name = name
         self.settings = settings
         self.migrations = migrations
@@ -47,7 +48,7 @@ class ServiceRuntime:
             ping_interval=settings.nats_ping_interval,
             **broker_options(settings),
         )
-        self.db = Database(settings.database_url, max_size=settings.db_pool_size)
+        self.db = Database(settings.database_url, max_size=settings.db_pool_size, session_state=session_state)
         self._background: list[BackgroundTask] = []
         self._on_start: list[BackgroundTask] = []
         self._tasks: list[asyncio.Task[None]] = []
@@ -141,4 +142,6 @@ async def serve_until_signalled(start: Callable[[], Awaitable[None]], stop: Call
 
 def run_service(runtime: ServiceRuntime) -> None:
     configure_logging(runtime.name, runtime.settings.log_level)
-    asyncio.run(serve_until_signalled(runtime.start, runtime.stop))
+    # uvloop: the bus hops and the pool's round trips cost less loop time than on the default loop.
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(serve_until_signalled(runtime.start, runtime.stop))

@@ -16,4 +16,6 @@ if __name__ == "__main__":
         port=settings.http_port,
         log_level="warning",
         access_log=False,
+        loop="uvloop",
+        http="httptools",
     )

@@ -37,6 +37,8 @@ async def require_admin(request: Request, _: HTTPAuthorizationCredentials | None
         raise Unauthenticated("this route needs the admin token")
 
 
-def bus(request: Request) -> BusClient:
+# async, though it awaits nothing: FastAPI runs a plain `def` dependency in its thread pool, a thread hop
+# on every request.
+async def bus(request: Request) -> BusClient:
     client: BusClient = request.app.state.bus
     return client

@@ -16,7 +16,8 @@ NAME = "publication"
 
 
 def create_app(settings: PublicationSettings) -> ServiceRuntime:
-    runtime = ServiceRuntime(NAME, settings, MIGRATIONS)
+    # Its SQL keeps no session state (locks are row locks inside transactions), so the pool skips the reset.
+    runtime = ServiceRuntime(NAME, settings, MIGRATIONS, session_state=False)
     service = PublicationService(runtime.db, settings)
     broker = runtime.broker
 
