@@ -13,6 +13,8 @@ from services.gateway.errors import install_error_handlers
 from services.gateway.limits import BodyLimit
 from services.gateway.routes import admin, artifacts, assets, checkpoints, health, publications, runs, workspaces
 from services.gateway.tokens import TokenService
+from services.gateway.web import UPLOAD_PATH
+from services.gateway.web import install as install_workbench
 from shared.blobs import Blobs
 from shared.bus import BusClient
 from shared.db import Database
@@ -20,7 +22,7 @@ from shared.settings import GatewaySettings
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 # Multipart routes stream files; their exact per-file limit is enforced by the route while streaming.
-UPLOAD_PREFIXES = ("/v1/assets", "/v1/artifacts")
+UPLOAD_PREFIXES = ("/v1/assets", "/v1/artifacts", UPLOAD_PATH)
 MULTIPART_OVERHEAD = 1024 * 1024
 
 
@@ -46,6 +48,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     install_error_handlers(app)
     for module in (health, admin, publications, workspaces, checkpoints, artifacts, assets, runs):
         app.include_router(module.router)
+    install_workbench(app)
 
     def limit_for(path: str) -> int:
         if path.startswith(UPLOAD_PREFIXES):

@@ -9,7 +9,7 @@ from fastapi.responses import JSONResponse
 from pydantic import Field, ValidationError
 
 from services.gateway.deps import bus, current_actor
-from services.gateway.uploads import read_multipart
+from services.gateway.uploads import UploadedFile, read_multipart
 from shared.blobs import Blobs, content_key
 from shared.bus import BusClient, validation_details
 from shared.contracts import assets as c
@@ -46,8 +46,15 @@ def _created_or_reused(data: Any) -> JSONResponse:
 async def upload(
     request: Request, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
 ) -> JSONResponse:
+    fields, upload = await read_multipart(request, max_file_bytes=_settings(request).max_upload_bytes)
+    return _created_or_reused(await register_upload(request, actor, client, fields, upload))
+
+
+async def register_upload(
+    request: Request, actor: Actor, client: BusClient, fields: dict[str, str], upload: UploadedFile
+) -> Any:
+    """Store a parsed upload under its content key and register it (the web workbench uses this too)."""
     settings = _settings(request)
-    fields, upload = await read_multipart(request, max_file_bytes=settings.max_upload_bytes)
     try:
         if upload.size == 0:
             raise Invalid("the file is empty", {"field": "file"})
@@ -67,7 +74,7 @@ async def upload(
             await blobs.put_file(key, str(upload.path))
     finally:
         upload.discard()
-    return _created_or_reused(await client.call(c.UPLOAD, req, actor=actor, timeout=settings.ingest_timeout))
+    return await client.call(c.UPLOAD, req, actor=actor, timeout=settings.ingest_timeout)
 
 
 @router.post("/assets/import", status_code=201)

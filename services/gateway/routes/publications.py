@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Query
 from fastapi.responses import JSONResponse
 from pydantic import Field
 
@@ -72,3 +72,16 @@ async def withdraw(
 ) -> JSONResponse:
     data = await client.call(c.WITHDRAW, {"id": pub_id, "version": version, "reason": body.reason}, actor=actor)
     return _json(data)
+
+
+@router.get("/{pub_id}/diff")
+async def diff(
+    pub_id: str,
+    from_: int = Query(alias="from", ge=1),
+    to: int = Query(ge=1),
+    actor: Actor = Depends(current_actor),
+    client: BusClient = Depends(bus),
+) -> JSONResponse:
+    return _json(
+        await client.call(c.DIFF, c.DiffRequest.model_validate({"id": pub_id, "from": from_, "to": to}), actor=actor)
+    )
