@@ -13,8 +13,15 @@ from tests.support.documents import ANNOUNCEMENT, pdf
 QUESTION = "Which earlier judgements about Fund X redemption liquidity still hold after the announcement?"
 
 
+# Screenshots are part of the docs: whole pages, cut at this height to keep the files small.
+MAX_SHOT_HEIGHT = 1600
+
+
 def shot(page: Page, screens: Path, name: str) -> None:
-    page.screenshot(path=str(screens / f"{name}.png"), full_page=True)
+    height = min(int(page.evaluate("document.documentElement.scrollHeight")), MAX_SHOT_HEIGHT)
+    width = page.viewport_size["width"] if page.viewport_size else 1100
+    clip = {"x": 0, "y": 0, "width": width, "height": height}
+    page.screenshot(path=str(screens / f"{name}.png"), full_page=True, clip=clip)
 
 
 def test_running_example_in_the_browser(user: User, screens: Path, tmp_path: Path) -> None:
