@@ -9,18 +9,25 @@ from pathlib import Path
 import nats
 from fastapi import FastAPI
 
+from services.gateway import observe
 from services.gateway.errors import install_error_handlers
 from services.gateway.limits import BodyLimit
+from services.gateway.openapi import COMMON, errors, install_openapi, operation_id
 from services.gateway.routes import admin, artifacts, assets, checkpoints, health, publications, runs, workspaces
 from services.gateway.tokens import TokenService
 from services.gateway.web import UPLOAD_PATH
 from services.gateway.web import install as install_workbench
+from shared import tracing
 from shared.blobs import Blobs
 from shared.bus import BusClient
 from shared.db import Database
 from shared.settings import GatewaySettings
 
 MIGRATIONS = Path(__file__).parent / "migrations"
+DESCRIPTION = (
+    "The HTTP API of Dossier. Every error answers the envelope `{error: {code, message, details}}`; "
+    "every response carries `X-Request-ID`. The bus underneath is described in docs/asyncapi.json."
+)
 # Multipart routes stream files; their exact per-file limit is enforced by the route while streaming.
 UPLOAD_PREFIXES = ("/v1/assets", "/v1/artifacts", UPLOAD_PATH)
 MULTIPART_OVERHEAD = 1024 * 1024
@@ -43,11 +50,21 @@ def create_app(settings: GatewaySettings) -> FastAPI:
             await nc.drain()
             await db.close()
 
-    app = FastAPI(title="Dossier", version="1", lifespan=lifespan, docs_url="/docs", redoc_url=None)
+    app = FastAPI(
+        title="Dossier",
+        version="1",
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        docs_url="/docs",
+        redoc_url=None,
+        generate_unique_id_function=operation_id,
+    )
     app.state.settings = settings
     install_error_handlers(app)
-    for module in (health, admin, publications, workspaces, checkpoints, artifacts, assets, runs):
-        app.include_router(module.router)
+    app.include_router(health.router)
+    app.include_router(observe.router)
+    for module in (admin, workspaces, checkpoints, runs, publications, assets, artifacts):
+        app.include_router(module.router, responses=errors(*COMMON))
     install_workbench(app)
 
     def limit_for(path: str) -> int:
@@ -56,4 +73,8 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         return settings.max_json_bytes
 
     app.add_middleware(BodyLimit, limit_for=limit_for)
+    # Outermost: the request id is bound before anything else runs, and every answer carries it.
+    app.add_middleware(observe.RequestIdAndMetrics)
+    tracing.instrument_fastapi(app)
+    install_openapi(app)
     return app

@@ -16,7 +16,7 @@ from typing import Any
 from services.runhost.ledger import Inclusion, RunLedger
 from services.runhost.memory import RunFiles, StaleLease
 from services.runhost.policies.base import TOOLS, ModelInput, Policy, RunView, ToolResult
-from services.runhost.repository import RunRepository
+from services.runhost.repository import RunRepository, WorkDone
 from services.runhost.tools import ToolBox
 from shared.db import Database
 
@@ -97,6 +97,21 @@ def build_messages(view: RunView, transcript: list[ToolResult]) -> list[dict[str
     return messages
 
 
+NO_WORK = WorkDone()
+
+
+def input_chars(messages: list[dict[str, Any]]) -> int:
+    """The characters one model request carries: every message's text (the tool schemas are constant)."""
+    total = 0
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, str):
+            total += len(content)
+        for call in message.get("tool_calls") or []:
+            total += len(str((call.get("function") or {}).get("arguments") or ""))
+    return total
+
+
 class RunLoop:
     def __init__(
         self,
@@ -127,12 +142,10 @@ class RunLoop:
         self.transcript: list[ToolResult] = []
         self.pending: list[Inclusion] = []
 
-    async def _bump(self, *, steps: int = 0, chars: int = 0, requests: int = 0) -> bool:
+    async def _bump(self, work: WorkDone = NO_WORK) -> bool:
         """Count work under the fence; returns whether a cancel was requested."""
         async with self.db.transaction() as conn:
-            row = await self.repo.add_counters(
-                conn, run_id=self.run["id"], epoch=self.epoch, steps=steps, chars=chars, requests=requests
-            )
+            row = await self.repo.add_counters(conn, run_id=self.run["id"], epoch=self.epoch, work=work)
         if row is None:
             raise StaleLease(self.run["id"])
         self.counters.steps, self.counters.chars, self.counters.requests = (
@@ -169,7 +182,14 @@ class RunLoop:
                 call = await asyncio.wait_for(self.policy.next_step(model_input), timeout=max(remaining, 0.01))
             except TimeoutError:
                 return Stopped("limit:time")
-            cancelled = await self._bump(steps=1, requests=1)
+            step = WorkDone(
+                steps=1,
+                requests=1,
+                input_chars=input_chars(model_input.messages),
+                tokens_in=call.tokens_in,
+                tokens_out=call.tokens_out,
+            )
+            cancelled = await self._bump(step)
             if cancelled:
                 return Stopped("cancelled")
             if call.name == "finish":
@@ -183,7 +203,7 @@ class RunLoop:
                 inclusions: list[Inclusion] = []
             else:
                 result, inclusions = await self.toolbox.execute(call)
-            await self._bump(chars=len(result.text))
+            await self._bump(WorkDone(chars=len(result.text), source_chars=int(result.data.get("fresh_chars", 0))))
             self.pending.extend(inclusions)
             self.transcript.append(result)
             if self.step_delay:

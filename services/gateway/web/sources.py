@@ -6,7 +6,7 @@ from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 
-from services.gateway.routes.artifacts import content as artifact_content
+from services.gateway.routes.artifacts import download_artifact
 from services.gateway.routes.assets import register_upload
 from services.gateway.uploads import read_multipart
 from services.gateway.web.render import WebRoute, bus_of, checked_form, field, go, render, signed_in
@@ -121,4 +121,4 @@ async def import_file(request: Request, actor: Actor = Depends(signed_in)) -> Re
 @router.get("/artifacts/{artifact_id}")
 async def artifact(request: Request, artifact_id: str, actor: Actor = Depends(signed_in)) -> Response:
     # The same download as the API: served inside a CSP sandbox, never type-sniffed.
-    return await artifact_content(artifact_id, request, actor=actor, client=bus_of(request))
+    return await download_artifact(artifact_id, request, actor=actor, client=bus_of(request))
