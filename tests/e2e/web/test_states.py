@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from playwright.sync_api import expect
 
 from tests.e2e.web.conftest import User, unique
@@ -71,3 +73,32 @@ def test_a_withdrawn_publication_and_a_retired_source_make_the_checkpoint_unavai
     expect(page.locator("#unavailable-sources")).to_contain_text(f"{source_id}@v1: retired")
     # A withdrawn version cannot be picked for a new run.
     expect(page.get_by_label("Report A: Fund X liquidity v1")).to_be_disabled()
+
+
+def test_refusals_are_readable_messages_on_the_page(user: User, tmp_path: Path) -> None:
+    ws = user.api.workspace(title="Refusals")
+    page = user.page()
+    page.goto(f"/workspaces/{ws['id']}")
+    page.get_by_role("button", name="Archive").click()
+    expect(page.locator(".notice")).to_contain_text("archived")
+    page.get_by_label("Question").fill("Anything new?")
+    page.get_by_role("button", name="Start run").click()
+    expect(page.get_by_role("heading", level=1)).to_have_text("Conflict")
+    expect(page.get_by_role("alert")).to_contain_text("archived")
+
+    page.goto(f"/workspaces/{ws['id']}")
+    page.get_by_role("button", name="Unarchive").click()
+    expect(page.locator(".notice")).to_contain_text("unarchived")
+    empty = tmp_path / "empty.txt"
+    empty.write_bytes(b"")
+    page.get_by_label("Source id").fill(unique("empty"))
+    page.get_by_label("File").set_input_files(str(empty))
+    page.get_by_role("button", name="Upload").click()
+    expect(page.locator(".upload-status")).to_contain_text("the file is empty")
+
+    page.goto(f"/workspaces/{ws['id']}/delete")
+    page.get_by_role("button", name="Delete workspace").click()
+    page.wait_for_url("**/workspaces?notice=*")
+    expect(page.get_by_role("link", name="Refusals")).to_have_count(0)
+    response = page.goto(f"/workspaces/{ws['id']}")
+    assert response is not None and response.status == 404

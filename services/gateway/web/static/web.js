@@ -19,6 +19,20 @@ function autoRefresh() {
   }, seconds * 1000);
 }
 
+// The refusal's own words: the error page's alert, or the API envelope's message (a body over the limit).
+function failure(xhr) {
+  if ((xhr.getResponseHeader("content-type") || "").indexOf("application/json") === 0) {
+    try {
+      return JSON.parse(xhr.responseText).error.message;
+    } catch (ignored) {
+      return "The upload failed (HTTP " + xhr.status + ").";
+    }
+  }
+  var page = new DOMParser().parseFromString(xhr.responseText, "text/html");
+  var alert = page.querySelector("[role=alert]");
+  return alert ? alert.textContent.trim().replace(/\s+/g, " ") : "The upload failed (HTTP " + xhr.status + ").";
+}
+
 // Uploads go through XHR so the progress bar moves; the server's answer (a redirect) is then followed.
 function uploadWithProgress(form) {
   var bar = form.querySelector("progress");
@@ -40,9 +54,7 @@ function uploadWithProgress(form) {
         window.location.assign(xhr.responseURL);
         return;
       }
-      var page = new DOMParser().parseFromString(xhr.responseText, "text/html");
-      var alert = page.querySelector("[role=alert]");
-      status.textContent = alert ? alert.textContent.trim() : "The upload failed (HTTP " + xhr.status + ").";
+      status.textContent = failure(xhr);
       button.disabled = false;
     });
     xhr.addEventListener("error", function () {
