@@ -15,8 +15,8 @@ from services.gateway.limits import BodyLimit
 from services.gateway.openapi import COMMON, errors, install_openapi, operation_id
 from services.gateway.routes import admin, artifacts, assets, checkpoints, health, publications, runs, workspaces
 from services.gateway.tokens import TokenService
-from services.gateway.web import UPLOAD_PATH
 from services.gateway.web import install as install_workbench
+from services.gateway.web.sources import UPLOAD_PATH
 from shared import tracing
 from shared.blobs import Blobs
 from shared.bus import BusClient

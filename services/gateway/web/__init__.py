@@ -9,11 +9,8 @@ from fastapi.staticfiles import StaticFiles
 
 from services.gateway.web import auth, publications, runs, sources, workspaces
 from services.gateway.web.security import PageHeaders
-from services.gateway.web.sources import UPLOAD_PATH
 
 STATIC = Path(__file__).parent / "static"
-
-__all__ = ["UPLOAD_PATH", "install"]
 
 
 def install(app: FastAPI) -> None:
