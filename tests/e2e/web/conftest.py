@@ -26,13 +26,15 @@ CHROMIUM_ARGS = [
 VIEWPORT = {"width": 1100, "height": 800}
 
 
-@pytest.fixture(scope="session")
+# Module-scoped, never session-scoped: Playwright's sync API holds an event loop as running for as long
+# as it is started, and the async tests that run after these modules need the thread's loop free.
+@pytest.fixture(scope="module")
 def playwright() -> Iterator[Playwright]:
     with sync_playwright() as driver:
         yield driver
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser(playwright: Playwright) -> Iterator[Browser]:
     if not Path(CHROMIUM).exists():
         pytest.fail(f"no browser at {CHROMIUM}: install Debian's chromium (`apt-get install chromium`; .ci/run does)")
