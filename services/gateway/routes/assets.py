@@ -9,8 +9,8 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
 from services.gateway.deps import bus, current_actor
-from services.gateway.openapi import errors
-from services.gateway.uploads import UploadedFile, read_multipart
+from services.gateway.openapi import errors, multipart_body
+from services.gateway.uploads import StoredUpload, stream_multipart
 from shared.blobs import Blobs, content_key
 from shared.bus import BusClient, validation_details
 from shared.contracts import assets as c
@@ -20,24 +20,9 @@ from shared.settings import GatewaySettings
 
 router = APIRouter(prefix="/v1", tags=["sources and evidence"])
 
-UPLOAD_BODY = {
-    "requestBody": {
-        "required": True,
-        "content": {
-            "multipart/form-data": {
-                "schema": {
-                    "type": "object",
-                    "required": ["file", "source_id"],
-                    "properties": {
-                        "file": {"type": "string", "format": "binary"},
-                        "source_id": {"type": "string", "pattern": c.SOURCE_ID_PATTERN},
-                        "workspace_id": {"type": "string"},
-                    },
-                }
-            }
-        },
-    }
-}
+UPLOAD_BODY = multipart_body(
+    ["source_id"], source_id={"type": "string", "pattern": c.SOURCE_ID_PATTERN}, workspace_id={"type": "string"}
+)
 REUSED: dict[int | str, dict[str, Any]] = {
     200: {"model": c.AssetVersion, "description": "Bytes this source already had: the existing version"}
 }
@@ -69,20 +54,22 @@ async def upload_asset(
     request: Request, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
 ) -> JSONResponse:
     """Upload a file as a new version of a source (multipart: `file`, `source_id`, optional `workspace_id`)."""
-    fields, upload = await read_multipart(request, max_file_bytes=_settings(request).max_upload_bytes)
+    fields, upload = await stream_multipart(
+        request, _blobs(request), max_file_bytes=_settings(request).max_upload_bytes
+    )
     return _created_or_reused(await register_upload(request, actor, client, fields, upload))
 
 
 async def register_upload(
-    request: Request, actor: Actor, client: BusClient, fields: dict[str, str], upload: UploadedFile
+    request: Request, actor: Actor, client: BusClient, fields: dict[str, str], upload: StoredUpload
 ) -> Any:
-    """Store a parsed upload under its content key and register it (the web workbench uses this too)."""
+    """Move a streamed upload to its content key and register it (the web workbench uses this too)."""
     settings = _settings(request)
+    blobs = _blobs(request)
+    key = content_key(upload.sha256)
     try:
         if upload.size == 0:
             raise Invalid("the file is empty", {"field": "file"})
-        blobs = _blobs(request)
-        key = content_key(upload.sha256)
         try:
             req = c.UploadRequest(
                 source_id=fields.get("source_id", ""),
@@ -92,11 +79,12 @@ async def register_upload(
             )
         except ValidationError as exc:
             raise Invalid("the upload's fields are malformed", validation_details(exc)) from exc
-        # Content-addressed: identical bytes are stored once, whoever uploads them.
+        # Content-addressed: identical bytes are stored once, whoever uploads them. The copy is done by
+        # the store itself; the bytes never pass through this process again.
         if not await blobs.exists(key):
-            await blobs.put_file(key, str(upload.path))
+            await blobs.copy(upload.key, key)
     finally:
-        upload.discard()
+        await blobs.delete(upload.key)
     return await client.call(c.UPLOAD, req, actor=actor, timeout=settings.ingest_timeout)
 
 
