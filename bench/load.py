@@ -1,7 +1,7 @@
 """Gateway throughput and tail latency at 32 connections against a FastAPI floor, and RSS over a soak.
 
 In one run, on a stack of its own:
-1. wrk drives `GET /v1/publications/{id}/versions/1` on the gateway and the same route on `bench/floor.py`
+1. wrk drives `GET /v1/publications/{id}/versions/1` on the gateway and the same route on `bench/_floor.py`
    (one uvicorn process answering the gateway's reply from memory), 32 connections each; prints
    requests/s, the ratio to the floor, and the gateway's p99 ÷ p50.
 2. The RSS of every service process before and after a sustained load of the same read at 32 connections
@@ -104,7 +104,7 @@ def load(url: str, token: str | None, seconds: int) -> Load:
 def start_floor(document: dict[str, object]) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     env = os.environ | {"BENCH_FLOOR_JSON": json.dumps(document)}
-    cmd = [sys.executable, "-m", "uvicorn", "bench.floor:app", "--port", str(port), "--log-level", "warning"]
+    cmd = [sys.executable, "-m", "uvicorn", "bench._floor:app", "--port", str(port), "--log-level", "warning"]
     proc = subprocess.Popen([*cmd, "--no-access-log"], cwd=ROOT, env=env)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
