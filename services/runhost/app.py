@@ -67,6 +67,11 @@ def create_app(settings: RunhostSettings, *, workers: bool = True) -> ServiceRun
     async def ledger(ctx: RequestContext, req: c.RunIdRequest) -> c.Ledger:
         return await service.ledger(ctx.actor, req.run_id)
 
+    @endpoint(broker, c.PROV, c.RunIdRequest, queue=NAME)
+    async def prov(ctx: RequestContext, req: c.RunIdRequest) -> c.ProvDocument:
+        """The run's lineage as W3C PROV-JSON."""
+        return await service.prov(ctx.actor, req.run_id)
+
     @endpoint(broker, c.LIST_FILES, c.RunIdRequest, queue=NAME)
     async def list_files(ctx: RequestContext, req: c.RunIdRequest) -> c.FileList:
         return await service.list_files(ctx.actor, req.run_id)

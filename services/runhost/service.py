@@ -13,6 +13,7 @@ import asyncpg
 from services.runhost.memory import RunFiles, validate_path
 from services.runhost.owners import Owners
 from services.runhost.policies.factory import validate_model
+from services.runhost.prov import run_prov
 from services.runhost.repository import RunRepository
 from shared.contracts import runhost as c
 from shared.contracts.common import Actor, Ref
@@ -97,6 +98,7 @@ class RunService:
                 values={
                     "id": run_id,
                     "scope": actor.scope,
+                    "principal": actor.principal,
                     "workspace_id": req.workspace_id,
                     "conversation_id": conversation_id,
                     "request_id": req.request_id,
@@ -205,6 +207,12 @@ class RunService:
             await self._run_row(conn, actor, run_id)
             rows = await self._repo.list_ledger(conn, run_id=run_id)
         return c.Ledger(items=[c.LedgerRow(**dict(r)) for r in rows])
+
+    async def prov(self, actor: Actor, run_id: str) -> c.ProvDocument:
+        async with self._db.pool.acquire() as conn:
+            row = await self._run_row(conn, actor, run_id)
+            rows = await self._repo.list_ledger(conn, run_id=run_id)
+        return run_prov(row, rows)
 
     async def list_files(self, actor: Actor, run_id: str) -> c.FileList:
         async with self._db.pool.acquire() as conn:

@@ -19,6 +19,7 @@ LEDGER = "dossier.runhost.ledger"
 LIST_FILES = "dossier.runhost.files.list"
 READ_FILE = "dossier.runhost.files.read"
 WRITE_PLAN = "dossier.runhost.files.write_plan"
+PROV = "dossier.runhost.run.prov"
 
 EVT_ADMITTED = "run.admitted"
 EVT_STARTED = "run.started"
@@ -168,6 +169,23 @@ class FileList(Model):
 class FileText(Model):
     path: str
     text: str
+
+
+class ProvDocument(Model):
+    """A run's lineage as W3C PROV-JSON (https://www.w3.org/Submission/prov-json/): maps from qualified
+    names (or blank ids, `_:…`) to records, each record a map of attributes to PROV-JSON literals. The
+    field names are PROV-JSON's own, camelCase included."""
+
+    prefix: dict[str, str]
+    entity: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    activity: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    agent: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    used: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    wasGeneratedBy: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    wasDerivedFrom: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    wasAssociatedWith: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    actedOnBehalfOf: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    hadMember: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
 
 class RunEvent(Model):

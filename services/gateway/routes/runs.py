@@ -73,6 +73,14 @@ async def get_ledger(
     return JSONResponse(await client.call(c.LEDGER, {"run_id": run_id}, actor=actor))
 
 
+@router.get("/v1/runs/{run_id}/prov", response_model=c.ProvDocument, responses=errors(404))
+async def get_run_prov(
+    run_id: str, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
+) -> JSONResponse:
+    """The run's lineage as W3C PROV-JSON: the run, what it used at which version, what it generated, who."""
+    return JSONResponse(await client.call(c.PROV, {"run_id": run_id}, actor=actor))
+
+
 @router.get("/v1/runs/{run_id}/files", response_model=c.FileList, responses=errors(404))
 async def list_run_files(
     run_id: str, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
