@@ -1,4 +1,4 @@
-"""Bus edge of the workspace service: decode, call the rules, encode; and its two event consumers."""
+"""Bus edge of the workspace service: decode, call the rules, encode; and its event consumers."""
 
 from __future__ import annotations
 
@@ -9,12 +9,14 @@ import nats
 from services.workspace.associations import Associations
 from services.workspace.catalog import CatalogReader
 from services.workspace.checkpoint import Checkpoints
+from services.workspace.drift import DriftWatch
 from services.workspace.owners import Owners
 from services.workspace.service import WorkspaceService
 from shared.bus import RequestContext, endpoint
 from shared.contracts import workspace as c
+from shared.contracts.assets import EVT_SOURCE_RETIRED, EVT_VERSION_ACTIVATED
 from shared.contracts.common import Model, event_subject
-from shared.contracts.publication import EVT_COMMITTED
+from shared.contracts.publication import EVT_COMMITTED, EVT_REVISED, EVT_WITHDRAWN
 from shared.outbox import consume
 from shared.runtime import ServiceRuntime
 from shared.settings import WorkspaceSettings
@@ -28,6 +30,18 @@ def consumer_names(prefix: str) -> dict[str, str]:
     return {
         f"{prefix}_publication_committed": event_subject(EVT_COMMITTED),
         f"{prefix}_asset_association_requested": event_subject(c.EVT_ASSET_ASSOCIATION_REQUESTED),
+        **drift_consumer_names(prefix),
+    }
+
+
+def drift_consumer_names(prefix: str) -> dict[str, str]:
+    """Drift follows its events with consumers of its own: a slow drift check never delays an association."""
+    return {
+        f"{prefix}_drift_publication_committed": event_subject(EVT_COMMITTED),
+        f"{prefix}_drift_publication_revised": event_subject(EVT_REVISED),
+        f"{prefix}_drift_publication_withdrawn": event_subject(EVT_WITHDRAWN),
+        f"{prefix}_drift_asset_version_activated": event_subject(EVT_VERSION_ACTIVATED),
+        f"{prefix}_drift_asset_source_retired": event_subject(EVT_SOURCE_RETIRED),
     }
 
 
@@ -39,6 +53,7 @@ def create_app(settings: WorkspaceSettings) -> ServiceRuntime:
     workspaces = WorkspaceService(runtime.db, settings, CatalogReader(owners, settings))
     associations = Associations(runtime.db, owners)
     checkpoints = Checkpoints(runtime.db, owners, settings)
+    drift = DriftWatch(runtime.db, checkpoints)
     broker = runtime.broker
 
     def on(subject: str, model: type[Model]):  # type: ignore[no-untyped-def]
@@ -113,18 +128,28 @@ def create_app(settings: WorkspaceSettings) -> ServiceRuntime:
     async def propose(ctx: RequestContext, req: c.RawProposal) -> c.ProposeReply:
         return await checkpoints.propose(ctx.actor, req)
 
+    @on(c.DRIFT, c.DriftRequest)
+    async def drifts(ctx: RequestContext, req: c.DriftRequest) -> c.DriftList:
+        return await drift.list_drifts(ctx.actor, req)
+
+    prefix = settings.consumer_prefix
     handlers = {
-        event_subject(EVT_COMMITTED): associations.on_publication_committed,
-        event_subject(c.EVT_ASSET_ASSOCIATION_REQUESTED): associations.on_asset_association_requested,
+        f"{prefix}_publication_committed": associations.on_publication_committed,
+        f"{prefix}_asset_association_requested": associations.on_asset_association_requested,
+        f"{prefix}_drift_publication_committed": drift.on_publication_committed,
+        f"{prefix}_drift_publication_revised": drift.on_publication_revised,
+        f"{prefix}_drift_publication_withdrawn": drift.on_publication_withdrawn,
+        f"{prefix}_drift_asset_version_activated": drift.on_version_activated,
+        f"{prefix}_drift_asset_source_retired": drift.on_source_retired,
     }
-    for durable, subject in consumer_names(settings.consumer_prefix).items():
+    for durable, subject in consumer_names(prefix).items():
 
         async def follow(durable: str = durable, subject: str = subject) -> None:
             # A connection of its own: at shutdown the broker drains its connection, and nats-py's drain
             # waits on a pull subscription's queue until its timeout (30 s) instead of returning.
             nc = await nats.connect(settings.nats_url, name=f"{NAME}-{durable}", max_reconnect_attempts=-1)
             try:
-                await consume(nc, runtime.db, consumer=durable, filter_subject=subject, handler=handlers[subject])
+                await consume(nc, runtime.db, consumer=durable, filter_subject=subject, handler=handlers[durable])
             finally:
                 await nc.close()
 

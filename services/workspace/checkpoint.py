@@ -182,6 +182,10 @@ class Checkpoints:
             max_chars=self._settings.max_question_chars,
         )
 
+    def questions_with(self, previous: Content, text: str) -> list[c.Question]:
+        """The previous questions plus one new open question (a drift's), under the same limits."""
+        return self._questions(previous, [text], [])
+
     async def update(self, actor: Actor, req: c.UpdateCheckpointRequest) -> c.Checkpoint:
         """A person's edit. A new summary is the person's own, so it derives from nothing."""
         replaces_summary = "summary" in req.model_fields_set
@@ -240,32 +244,53 @@ class Checkpoints:
         author: Literal["model", "user"],
     ) -> asyncpg.Record:
         async with self._db.transaction() as conn:
-            workspace = await self._repo.lock_workspace(conn, scope=actor.scope, id=workspace_id)
-            if workspace is None or workspace["status"] == "deleted":
-                raise not_found(workspace_id)
-            current = workspace["checkpoint_revision"]
-            if current != expected_revision:
-                raise Conflict("the checkpoint has a newer revision than expected", {"current_revision": current})
-            previous = None
-            if current:
-                previous = await self._repo.latest_checkpoint(conn, scope=actor.scope, workspace_id=workspace_id)
-            content = build(_content(previous))
-            row = await self._repo.insert_checkpoint(
+            return await self.write_in(
                 conn,
                 scope=actor.scope,
                 workspace_id=workspace_id,
-                revision=current + 1,
-                summary=content.summary,
-                questions=[q.model_dump() for q in content.questions],
-                derived_from=content.derived_from.model_dump(mode="json"),
+                expected_revision=expected_revision,
+                build=build,
                 author=author,
             )
-            await enqueue(
-                conn,
-                type=c.EVT_CHECKPOINT_REVISED,
-                scope=actor.scope,
-                data=c.CheckpointRevised(
-                    workspace_id=workspace_id, revision=current + 1, author=author, run_id=content.derived_from.run_id
-                ).model_dump(),
-            )
+
+    async def write_in(
+        self,
+        conn: asyncpg.Connection,
+        *,
+        scope: str,
+        workspace_id: str,
+        expected_revision: int | None,
+        build: Callable[[Content], Content],
+        author: c.Author,
+    ) -> asyncpg.Record:
+        """One revision in the caller's transaction. `expected_revision=None` is the service's own edit (a
+        drift's question): it builds on whatever revision is current under the workspace lock."""
+        workspace = await self._repo.lock_workspace(conn, scope=scope, id=workspace_id)
+        if workspace is None or workspace["status"] == "deleted":
+            raise not_found(workspace_id)
+        current = workspace["checkpoint_revision"]
+        if expected_revision is not None and current != expected_revision:
+            raise Conflict("the checkpoint has a newer revision than expected", {"current_revision": current})
+        previous = None
+        if current:
+            previous = await self._repo.latest_checkpoint(conn, scope=scope, workspace_id=workspace_id)
+        content = build(_content(previous))
+        row = await self._repo.insert_checkpoint(
+            conn,
+            scope=scope,
+            workspace_id=workspace_id,
+            revision=current + 1,
+            summary=content.summary,
+            questions=[q.model_dump() for q in content.questions],
+            derived_from=content.derived_from.model_dump(mode="json"),
+            author=author,
+        )
+        await enqueue(
+            conn,
+            type=c.EVT_CHECKPOINT_REVISED,
+            scope=scope,
+            data=c.CheckpointRevised(
+                workspace_id=workspace_id, revision=current + 1, author=author, run_id=content.derived_from.run_id
+            ).model_dump(),
+        )
         return row

@@ -99,7 +99,7 @@ class WorkspaceRepository:
 
     async def tombstone(self, conn: asyncpg.Connection, *, scope: str, id: str) -> None:
         """Remove what hangs off the workspace and keep only the row that reserves its id."""
-        for table in ("goal_versions", "checkpoint_revisions", "associations", "admissions"):
+        for table in ("goal_versions", "checkpoint_revisions", "associations", "admissions", "drifts"):
             await conn.execute(
                 f"DELETE FROM {table} t USING workspaces w WHERE t.workspace_id = w.id AND w.id = $1 AND w.scope = $2",
                 id,

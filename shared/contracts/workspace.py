@@ -28,6 +28,7 @@ CHECKPOINT_GET = "dossier.workspace.checkpoint.get"
 CHECKPOINT_UPDATE = "dossier.workspace.checkpoint.update"
 CHECKPOINT_REVISIONS = "dossier.workspace.checkpoint.revisions"
 CHECKPOINT_PROPOSE = "dossier.workspace.checkpoint.propose"
+DRIFT = "dossier.workspace.drift"
 
 EVT_CREATED = "workspace.created"
 EVT_GOAL_REVISED = "workspace.goal_revised"
@@ -36,6 +37,7 @@ EVT_UNARCHIVED = "workspace.unarchived"
 EVT_DELETED = "workspace.deleted"
 EVT_CHECKPOINT_REVISED = "workspace.checkpoint_revised"
 EVT_ASSOCIATION_REFUSED = "workspace.association_refused"
+EVT_DRIFT_DETECTED = "workspace.drift_detected"
 
 # What the assets service answers and announces: its own contract module owns these names.
 ASSETS_CHECK = assets.CHECK
@@ -209,6 +211,8 @@ class AssociationRefused(Model):
 # -- checkpoint -------------------------------------------------------------------------------------
 
 QuestionStatus = Literal["open", "resolved"]
+# `system`: a revision the service made itself (a drift's open question), not the model's or a person's.
+Author = Literal["model", "user", "system"]
 CheckpointStatus = Literal["valid", "unavailable"]
 
 
@@ -237,7 +241,7 @@ class Checkpoint(Model):
     open_questions: list[Question]
     derived_from: DerivedFrom
     unavailable_sources: list[UnavailableSource]
-    author: Literal["model", "user"]
+    author: Author
     created_at: datetime
 
 
@@ -290,6 +294,36 @@ class ProposeReply(Model):
     reason: str | None = None
 
 
+# -- drift -------------------------------------------------------------------------------------------
+
+DriftReason = Literal["new_version", "withdrawn", "retired"]
+
+
+class DriftRequest(Model):
+    workspace_id: str = Id
+    limit: int = Field(default=100, ge=1, le=500)
+    cursor: str | None = Field(default=None, max_length=40, pattern=r"^[0-9]+$")
+
+
+class Drift(Model):
+    """A ref the workspace's checkpoint or associated publications cite, changed since it was cited."""
+
+    ref: Ref
+    cited_by: list[Ref]
+    new_version: int | None
+    reason: DriftReason
+    detected_at: datetime
+
+
+class DriftList(Model):
+    items: list[Drift]
+    next_cursor: str | None
+
+
+class DriftDetected(Drift):
+    workspace_id: str
+
+
 # -- events ------------------------------------------------------------------------------------------
 
 
@@ -313,7 +347,7 @@ class WorkspaceChanged(Model):
 class CheckpointRevised(Model):
     workspace_id: str
     revision: int
-    author: Literal["model", "user"]
+    author: Author
     run_id: str | None
 
 
@@ -325,4 +359,5 @@ EVENTS: dict[str, type[Model]] = {
     EVT_DELETED: WorkspaceChanged,
     EVT_CHECKPOINT_REVISED: CheckpointRevised,
     EVT_ASSOCIATION_REFUSED: AssociationRefused,
+    EVT_DRIFT_DETECTED: DriftDetected,
 }

@@ -88,6 +88,19 @@ async def get_catalog(
     return JSONResponse(await client.call(c.CATALOG, {"workspace_id": workspace_id, "limit": limit}, actor=actor))
 
 
+@router.get("/{workspace_id}/drift", response_model=c.DriftList, responses=errors(404))
+async def list_drift(
+    workspace_id: str,
+    limit: int | None = Query(default=None, description="Page size, 1–500 (default 100)"),
+    cursor: str | None = Query(default=None, description="`next_cursor` of the previous page"),
+    actor: Actor = Depends(current_actor),
+    client: BusClient = Depends(bus),
+) -> JSONResponse:
+    """Refs cited by the checkpoint or the associated publications that changed since, oldest first."""
+    query = {k: v for k, v in {"limit": limit, "cursor": cursor}.items() if v is not None}
+    return JSONResponse(await client.call(c.DRIFT, {"workspace_id": workspace_id, **query}, actor=actor))
+
+
 @router.post("/{workspace_id}/sources", status_code=201, response_model=c.Association, responses=errors(404, 409, 413))
 async def associate_source(
     workspace_id: str,
