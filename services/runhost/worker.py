@@ -18,6 +18,7 @@ from typing import Any
 import asyncpg
 
 from services.runhost.finishing import Finisher
+from services.runhost.journal import ModelJournal
 from services.runhost.ledger import RunLedger
 from services.runhost.loop import Finished, Limits, RunLoop, Stopped
 from services.runhost.memory import RunFiles, StaleLease
@@ -200,6 +201,8 @@ class Worker:
             limits=Limits(limits["max_steps"], limits["max_chars"], limits["max_seconds"]),
             checkpoint_revision=revision,
             step_delay=self.settings.run_step_delay_seconds,
+            # Only a model endpoint costs a call (and answers differently twice); local policies re-decide.
+            journal=ModelJournal(self.db, run["id"], epoch) if run["model"] == "openai" else None,
         )
         return await loop.run_until_done()
 

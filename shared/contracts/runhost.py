@@ -28,7 +28,8 @@ EVT_FAILED = "run.failed"
 EVT_CANCELLED = "run.cancelled"
 
 RunStatus = Literal["admitted", "running", "completed", "failed", "cancelled"]
-Stage = Literal["listed", "read", "included", "unavailable"]
+# `replayed`: a model request answered from the run's model-call journal after a resume (no ref).
+Stage = Literal["listed", "read", "included", "unavailable", "replayed"]
 Id = Field(min_length=1, max_length=200)
 
 
@@ -145,7 +146,7 @@ class Conversation(Model):
 class LedgerRow(Model):
     seq: int
     stage: Stage
-    ref: Ref
+    ref: Ref | None
     content_hash: str | None
     locator: str | None
     reason: str | None
