@@ -8,7 +8,7 @@ import asyncpg
 
 _VERSION_COLUMNS = (
     "v.publication_id AS id, v.version, v.title, v.body, v.content_hash, v.sources, v.run_id,"
-    " v.status, v.withdrawn_reason, v.created_at, p.workspace_id"
+    " v.status, v.withdrawn_reason, v.created_at, p.workspace_id, v.claims"
 )
 
 
@@ -51,11 +51,12 @@ class PublicationRepository:
         content_hash: str,
         sources: list[dict[str, Any]],
         run_id: str | None,
+        claims: list[dict[str, Any]] | None = None,
     ) -> None:
         await conn.execute(
             "INSERT INTO publication_versions"
-            " (publication_id, version, title, body, content_hash, sources, run_id)"
-            " VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            " (publication_id, version, title, body, content_hash, sources, run_id, claims)"
+            " VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
             id,
             version,
             title,
@@ -63,6 +64,7 @@ class PublicationRepository:
             content_hash,
             sources,
             run_id,
+            claims or [],
         )
 
     async def lock_publication(self, conn: asyncpg.Connection, *, scope: str, id: str) -> asyncpg.Record | None:

@@ -101,6 +101,7 @@ class PublicationService:
                 content_hash=content_hash,
                 sources=sources,
                 run_id=req.run_id,
+                claims=[claim.model_dump(mode="json") for claim in req.claims],
             )
             row = await self._repo.get_version(conn, scope=actor.scope, id=pub_id, version=1)
             assert row is not None
@@ -165,6 +166,19 @@ class PublicationService:
                 details={"id": req.id, "version": req.version},
             )
         return _version(row)
+
+    async def claims(self, actor: Actor, req: c.ClaimsRequest) -> c.ClaimList:
+        """The checked claims of a version, under the same rules as reading it (a withdrawn one is unavailable)."""
+        version = await self.read(actor, c.ReadRequest(id=req.id, version=req.version), grant=None)
+        async with self._db.pool.acquire() as conn:
+            row = await self._repo.get_version(conn, scope=actor.scope, id=version.id, version=version.version)
+        assert row is not None  # it was just read
+        start = int(req.cursor) if req.cursor else 0
+        page = row["claims"][start : start + req.limit]
+        more = start + req.limit < len(row["claims"])
+        return c.ClaimList(
+            items=[c.Claim.model_validate(item) for item in page], next_cursor=str(start + req.limit) if more else None
+        )
 
     async def revise(self, actor: Actor, req: c.ReviseRequest) -> c.PublicationVersion:
         self._check_text(title=req.title, body=req.body)

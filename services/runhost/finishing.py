@@ -13,7 +13,8 @@ from typing import Any
 
 from pydantic import Field, ValidationError
 
-from services.runhost.memory import StaleLease
+from services.runhost.claims import check_answer, claim_counts
+from services.runhost.memory import RunFiles, StaleLease
 from services.runhost.owners import Owners
 from services.runhost.report import render_report
 from services.runhost.repository import RunRepository
@@ -58,8 +59,11 @@ class Finisher:
 
     async def complete(self, answer: str, proposal: dict[str, Any] | None) -> None:
         sources = await self.consumed_sources()
+        files = RunFiles(self.blobs, self.db, self.repo, self.run["id"], self.epoch)
+        claims = await check_answer(self.db, self.repo, files, answer)
         title = f"Run {self.run['id']}: {self.run['question'][:120]}"
         request = pub.CommitRequest(
+            claims=claims,
             title=title,
             body=answer,
             workspace_id=self.run["workspace_id"],
@@ -68,7 +72,8 @@ class Finisher:
             request_key=f"run:{self.run['id']}",
         )
         published = await self.owners.publish_answer(self.actor, request)
-        await self._fenced({"publication_id": published["id"], "publication_version": published["version"]})
+        published_ref = {"publication_id": published["id"], "publication_version": published["version"]}
+        await self._fenced(published_ref | claim_counts(claims))
         association = await self._associate(published)
         checkpoint = await self._propose(proposal, published, sources)
         await self._retain_report(title, answer)

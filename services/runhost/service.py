@@ -59,6 +59,9 @@ def to_run(row: asyncpg.Record) -> c.Run:
             source_chars_read=row["source_chars_read"],
             tokens_in=row["tokens_in"],
             tokens_out=row["tokens_out"],
+            claims_supported=row["claims_supported"],
+            claims_weak=row["claims_weak"],
+            claims_unsupported=row["claims_unsupported"],
         ),
     )
 

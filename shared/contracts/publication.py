@@ -15,6 +15,7 @@ READ = "dossier.publication.read"
 REVISE = "dossier.publication.revise"
 WITHDRAW = "dossier.publication.withdraw"
 CHECK = "dossier.publication.check"
+CLAIMS = "dossier.publication.claims"
 
 EVT_COMMITTED = "publication.committed"
 EVT_REVISED = "publication.revised"
@@ -31,11 +32,25 @@ class NewPublication(Model):
     workspace_id: str | None = Field(default=None, max_length=200)
 
 
+Support = Literal["supported", "weak", "unsupported"]
+
+
+class Claim(Model):
+    """One cited sentence of a run's answer, checked against the exact passage it cites."""
+
+    text: str = Field(max_length=4000)
+    refs: list[Ref] = Field(max_length=50)
+    support: Support
+    score: float = Field(ge=0, le=1)
+
+
 class CommitRequest(NewPublication):
     run_id: str | None = Field(default=None, max_length=200)
     sources: list[Ref] = Field(default_factory=list, max_length=1000)
     # Makes a retried commit (a run's retried finish) return the first publication instead of a second.
     request_key: str | None = Field(default=None, min_length=1, max_length=200)
+    # A run's answer, sentence by sentence: what each cited passage supports (runhost checks them).
+    claims: list[Claim] = Field(default_factory=list, max_length=1000)
 
 
 class GetRequest(Model):
@@ -45,6 +60,16 @@ class GetRequest(Model):
 class ReadRequest(Model):
     id: str = Id
     version: int = Field(ge=1)
+
+
+class ClaimsRequest(ReadRequest):
+    limit: int = Field(default=100, ge=1, le=500)
+    cursor: str | None = Field(default=None, max_length=20, pattern=r"^[0-9]+$")
+
+
+class ClaimList(Model):
+    items: list[Claim]
+    next_cursor: str | None
 
 
 class Revision(Model):

@@ -99,6 +99,10 @@ class RunStats(Model):
     source_chars_read: int = 0
     tokens_in: int | None = None
     tokens_out: int | None = None
+    # The answer's cited sentences, checked against the passages they cite (see the publication's claims).
+    claims_supported: int = 0
+    claims_weak: int = 0
+    claims_unsupported: int = 0
 
 
 class Run(Model):

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Query
 from fastapi.responses import JSONResponse
 
 from services.gateway.deps import bus, current_actor
@@ -35,6 +35,20 @@ async def read_publication_version(
 ) -> JSONResponse:
     """One exact version; a withdrawn one answers 409 `unavailable`."""
     return JSONResponse(await client.call(c.READ, {"id": pub_id, "version": version}, actor=actor))
+
+
+@router.get("/{pub_id}/versions/{version}/claims", response_model=c.ClaimList, responses=errors(404, 409))
+async def list_publication_claims(
+    pub_id: str,
+    version: int,
+    limit: int | None = Query(default=None, description="Page size, 1–500 (default 100)"),
+    cursor: str | None = Query(default=None, description="`next_cursor` of the previous page"),
+    actor: Actor = Depends(current_actor),
+    client: BusClient = Depends(bus),
+) -> JSONResponse:
+    """Every cited sentence of a run's answer, checked against the exact passage it cites."""
+    query = {k: v for k, v in {"limit": limit, "cursor": cursor}.items() if v is not None}
+    return JSONResponse(await client.call(c.CLAIMS, {"id": pub_id, "version": version, **query}, actor=actor))
 
 
 @router.post(
