@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-import argparse
-from typing import Any
+from typing import Annotated, Any
 
-from dossier_cli.client import Client, CliError, print_json
+import typer
+
+from dossier_cli.client import client
+from dossier_cli.commands import command
+from dossier_cli.output import print_json
 
 
 def client_config(url: str, token: str, *, name: str = "dossier") -> dict[str, Any]:
     """The `mcpServers` entry of a client's configuration: streamable HTTP at `<url>/mcp`, with the token."""
-    if not token:
-        raise CliError("DOSSIER_TOKEN is not set (ask an admin for a token: POST /v1/admin/tokens)")
     return {
         "mcpServers": {
             name: {
@@ -23,16 +24,13 @@ def client_config(url: str, token: str, *, name: str = "dossier") -> dict[str, A
     }
 
 
-def print_client_config(url: str, token: str, *, name: str = "dossier") -> None:
-    print_json(client_config(url, token, name=name))
+def register(app: typer.Typer) -> None:
+    command(app, "mcp")(mcp)
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("mcp", help="print the configuration an MCP client needs to reach Dossier")
-    parser.add_argument("--name", default="dossier", help="the server's name in the client's mcpServers")
-    parser.set_defaults(func=_mcp)
-
-
-def _mcp(client: Client, args: argparse.Namespace) -> int:
-    print_client_config(client.url, client.token, name=args.name)
-    return 0
+def mcp(
+    name: Annotated[str, typer.Option(help="The server's name in the client's mcpServers.")] = "dossier",
+) -> None:
+    """Print the configuration an MCP client needs to reach Dossier (JSON, with the URL and token in use)."""
+    with client() as api:
+        print_json(client_config(api.url, api.token, name=name))

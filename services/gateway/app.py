@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 
 import nats
@@ -22,6 +24,8 @@ from shared import tracing
 from shared.blobs import Blobs
 from shared.bus import BusClient
 from shared.db import Database
+from shared.health import HealthReporter, connection_answers
+from shared.natsauth import connect_options
 from shared.settings import GatewaySettings
 
 MIGRATIONS = Path(__file__).parent / "migrations"
@@ -41,15 +45,32 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await db.connect(MIGRATIONS)
-        nc = await nats.connect(settings.nats_url, name="gateway", max_reconnect_attempts=-1)
+        nc = await nats.connect(
+            settings.nats_url,
+            name="gateway",
+            max_reconnect_attempts=-1,
+            reconnect_time_wait=settings.nats_reconnect_wait,
+            ping_interval=settings.nats_ping_interval,
+            **connect_options(settings),
+        )
         app.state.bus = BusClient(nc, timeout=settings.request_timeout)
-        app.state.tokens = TokenService(db, admin_token=settings.admin_token)
+        health = None
+        if settings.health_file is not None:
+            reporter = HealthReporter(
+                settings.health_file, partial(connection_answers, nc), interval=settings.health_interval
+            )
+            health = asyncio.create_task(reporter.run())
+        app.state.tokens = TokenService(
+            db, admin_token=settings.admin_token, cache_seconds=settings.token_cache_seconds
+        )
         app.state.blobs = Blobs(settings)
         await app.state.blobs.ensure_bucket()
         try:
             async with mcp.running():
                 yield
         finally:
+            if health is not None:
+                health.cancel()
             await nc.drain()
             await db.close()
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import asyncpg
 import nats
 
 from services.workspace.associations import Associations
@@ -15,8 +16,9 @@ from services.workspace.service import WorkspaceService
 from shared.bus import RequestContext, endpoint
 from shared.contracts import workspace as c
 from shared.contracts.assets import EVT_SOURCE_RETIRED, EVT_VERSION_ACTIVATED
-from shared.contracts.common import Model, event_subject
+from shared.contracts.common import Event, Model, event_subject
 from shared.contracts.publication import EVT_COMMITTED, EVT_REVISED, EVT_WITHDRAWN
+from shared.natsauth import connect_options, workspace_durables
 from shared.outbox import consume
 from shared.runtime import ServiceRuntime
 from shared.settings import WorkspaceSettings
@@ -26,23 +28,8 @@ NAME = "workspace"
 
 
 def consumer_names(prefix: str) -> dict[str, str]:
-    """Durable consumer name → the event subject it follows."""
-    return {
-        f"{prefix}_publication_committed": event_subject(EVT_COMMITTED),
-        f"{prefix}_asset_association_requested": event_subject(c.EVT_ASSET_ASSOCIATION_REQUESTED),
-        **drift_consumer_names(prefix),
-    }
-
-
-def drift_consumer_names(prefix: str) -> dict[str, str]:
-    """Drift follows its events with consumers of its own: a slow drift check never delays an association."""
-    return {
-        f"{prefix}_drift_publication_committed": event_subject(EVT_COMMITTED),
-        f"{prefix}_drift_publication_revised": event_subject(EVT_REVISED),
-        f"{prefix}_drift_publication_withdrawn": event_subject(EVT_WITHDRAWN),
-        f"{prefix}_drift_asset_version_activated": event_subject(EVT_VERSION_ACTIVATED),
-        f"{prefix}_drift_asset_source_retired": event_subject(EVT_SOURCE_RETIRED),
-    }
+    """Durable consumer name → the event subject it follows (named in shared.natsauth, which grants them)."""
+    return workspace_durables(prefix)
 
 
 def create_app(settings: WorkspaceSettings) -> ServiceRuntime:
@@ -132,24 +119,28 @@ def create_app(settings: WorkspaceSettings) -> ServiceRuntime:
     async def drifts(ctx: RequestContext, req: c.DriftRequest) -> c.DriftList:
         return await drift.list_drifts(ctx.actor, req)
 
-    prefix = settings.consumer_prefix
+    async def on_committed(conn: asyncpg.Connection, event: Event) -> None:
+        await associations.on_publication_committed(conn, event)
+        await drift.on_publication_committed(conn, event)  # what the new version cites, for later drift
+
     handlers = {
-        f"{prefix}_publication_committed": associations.on_publication_committed,
-        f"{prefix}_asset_association_requested": associations.on_asset_association_requested,
-        f"{prefix}_drift_publication_committed": drift.on_publication_committed,
-        f"{prefix}_drift_publication_revised": drift.on_publication_revised,
-        f"{prefix}_drift_publication_withdrawn": drift.on_publication_withdrawn,
-        f"{prefix}_drift_asset_version_activated": drift.on_version_activated,
-        f"{prefix}_drift_asset_source_retired": drift.on_source_retired,
+        event_subject(EVT_COMMITTED): on_committed,
+        event_subject(c.EVT_ASSET_ASSOCIATION_REQUESTED): associations.on_asset_association_requested,
+        event_subject(EVT_REVISED): drift.on_publication_revised,
+        event_subject(EVT_WITHDRAWN): drift.on_publication_withdrawn,
+        event_subject(EVT_VERSION_ACTIVATED): drift.on_version_activated,
+        event_subject(EVT_SOURCE_RETIRED): drift.on_source_retired,
     }
-    for durable, subject in consumer_names(prefix).items():
+    for durable, subject in consumer_names(settings.consumer_prefix).items():
 
         async def follow(durable: str = durable, subject: str = subject) -> None:
             # A connection of its own: at shutdown the broker drains its connection, and nats-py's drain
             # waits on a pull subscription's queue until its timeout (30 s) instead of returning.
-            nc = await nats.connect(settings.nats_url, name=f"{NAME}-{durable}", max_reconnect_attempts=-1)
+            nc = await nats.connect(
+                settings.nats_url, name=f"{NAME}-{durable}", max_reconnect_attempts=-1, **connect_options(settings)
+            )
             try:
-                await consume(nc, runtime.db, consumer=durable, filter_subject=subject, handler=handlers[durable])
+                await consume(nc, runtime.db, consumer=durable, filter_subject=subject, handler=handlers[subject])
             finally:
                 await nc.close()
 

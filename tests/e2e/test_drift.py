@@ -22,26 +22,26 @@ def api(stack: RunningStack) -> Api:
     return Api(stack)
 
 
-def republish_activation(nats_url: str, scope: str, version: int) -> None:
-    """Deliver the version's `asset.version_activated` event again: once as it was (same event id), once as a
-    copy under a new event id, as an at-least-once relay could after a crash."""
+def republish_activation(stack: RunningStack, scope: str, version: int) -> None:
+    """Deliver the version's `asset.version_activated` event again, as the assets service's relay could after
+    a crash: once as it was (same event id), once as a copy under a new event id."""
 
     async def run() -> None:
-        nc = await nats.connect(nats_url)
+        reader, relay = await nats.connect(**stack.events_options()), await nats.connect(**stack.nats_options("assets"))
         try:
-            js = nc.jetstream()
-            sub = await js.subscribe("dossier.evt.asset.version_activated", ordered_consumer=True)
+            sub = await reader.jetstream().subscribe("dossier.evt.asset.version_activated", ordered_consumer=True)
             found = None
             while found is None:
                 msg = await sub.next_msg(timeout=5.0)
                 event = json.loads(msg.data)
                 if event["scope"] == scope and event["data"]["version"] == version:
                     found = event
+            js = relay.jetstream()
             await js.publish(msg.subject, json.dumps(found).encode())
-            copy = found | {"id": f"evt_{uuid.uuid4().hex}"}
-            await js.publish(msg.subject, json.dumps(copy).encode())
+            await js.publish(msg.subject, json.dumps(found | {"id": f"evt_{uuid.uuid4().hex}"}).encode())
         finally:
-            await nc.close()
+            await reader.close()
+            await relay.close()
 
     asyncio.run(run())
 
@@ -84,7 +84,7 @@ def test_a_new_announcement_version_drifts_once_with_one_checkpoint_question(api
 
     # Redelivered (same event id) and duplicated (new event id): neither adds a drift or a question. The
     # consumer handles its events in order, so once version 3's drift is there, both were handled.
-    republish_activation(str(stack.state()["nats_url"]), api.scope, 2)
+    republish_activation(stack, api.scope, 2)
     api.upload(pdf([*NEW_ANNOUNCEMENT, "Second correction."]), "announcement", "announcement-v3.pdf")
     items = probe(lambda: (d := api.ok("GET", drift_path)["items"]) and len(d) >= 2 and d, timeout=60)
     assert [(d["ref"]["version"], d["new_version"]) for d in items] == [(1, 2), (1, 3)]

@@ -126,7 +126,7 @@ async def fetch_event(env: dict[str, str], pub_id: str) -> dict:
 async def test_relay_publishing_twice_is_deduplicated_by_message_id(infra: Infra) -> None:
     db = Database(infra.dsn(f"relay_{uuid.uuid4().hex[:8]}"))
     await db.connect()
-    nc = await nats.connect(infra.nats_url)
+    nc = await infra.connect()
     try:
         from shared.bus import ensure_stream
         from shared.outbox import enqueue
