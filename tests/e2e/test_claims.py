@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.api import Api
+from tests.support.cli import dossier
 from tests.support.documents import ANNOUNCEMENT, pdf
 from tests.support.stack import RunningStack, start_stack, stop_stack
 
@@ -87,6 +88,11 @@ def test_claims_of_the_running_example_and_of_a_claim_citing_what_was_not_includ
     assert ("publication", a1["id"], 2) not in cited
     assert all(c["support"] == "supported" for c in claims), claims
     assert extractive["stats"]["claims_supported"] == len(claims) and extractive["stats"]["claims_unsupported"] == 0
+
+    token = api.http.headers["Authorization"].removeprefix("Bearer ")
+    pub = scripted["publication"]
+    printed = dossier(scripted_stack, token, "publication", "claims", pub["id"], str(pub["version"]))
+    assert printed.returncode == 0 and "supported" in printed.stdout and "unsupported" in printed.stdout
 
     missing = api.http.get(f"/v1/publications/{a1['id']}/versions/9/claims")
     assert missing.status_code == 404

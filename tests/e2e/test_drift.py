@@ -10,6 +10,7 @@ import nats
 import pytest
 
 from tests.support.api import Api, probe
+from tests.support.cli import dossier
 from tests.support.documents import ANNOUNCEMENT, pdf
 from tests.support.stack import RunningStack
 
@@ -96,6 +97,12 @@ def test_a_new_announcement_version_drifts_once_with_one_checkpoint_question(api
     assert len(page["items"]) == 1 and page["next_cursor"]
     rest = api.ok("GET", f"{drift_path}?limit=1&cursor={page['next_cursor']}")
     assert rest["items"] == items[1:] and rest["next_cursor"] is None
+
+    token = api.http.headers["Authorization"].removeprefix("Bearer ")
+    listed = dossier(stack, token, "workspace", "drift", ws["id"], "--json")
+    assert listed.returncode == 0 and json.loads(listed.stdout)["items"] == items
+    shown = dossier(stack, token, "workspace", "drift", ws["id"])
+    assert shown.returncode == 0 and "source:announcement@1" in shown.stdout and "new_version" in shown.stdout
 
     # The archived workspace's checkpoint cites announcement@1 too, but it is not followed any more.
     assert api.ok("GET", f"/v1/workspaces/{archived['id']}/drift")["items"] == []

@@ -10,6 +10,7 @@ import jsonschema
 import pytest
 
 from tests.support.api import Api
+from tests.support.cli import dossier
 from tests.support.documents import ANNOUNCEMENT, pdf
 from tests.support.stack import RunningStack
 
@@ -22,7 +23,7 @@ def api(stack: RunningStack) -> Api:
     return Api(stack)
 
 
-def test_prov_of_the_running_example_validates_and_names_a1(api: Api) -> None:
+def test_prov_of_the_running_example_validates_and_names_a1(api: Api, stack: RunningStack) -> None:
     ws = api.workspace()
     a1 = api.publish("Report A: Fund X liquidity", "Fund X can meet redemptions within 30 days.", ws["id"])
     api.revise(a1["id"], "Fund X liquidity is now weaker; redemptions may take 90 days.", 1)
@@ -61,6 +62,10 @@ def test_prov_of_the_running_example_validates_and_names_a1(api: Api) -> None:
     agents = {a["prov:agent"] for a in doc["wasAssociatedWith"].values() if a["prov:activity"] == activity}
     assert agents == {f"dossier:model/{run['model']}", f"dossier:principal/{api.scope}/tester"}
     assert {doc["agent"][a]["prov:type"]["$"] for a in agents} == {"prov:SoftwareAgent", "prov:Person"}
+
+    token = api.http.headers["Authorization"].removeprefix("Bearer ")
+    printed = dossier(stack, token, "run", "prov", run["id"])
+    assert printed.returncode == 0 and json.loads(printed.stdout) == doc
 
     missing = api.http.get("/v1/runs/run_missing/prov")
     assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found"
