@@ -104,6 +104,18 @@ def test_a_new_announcement_version_drifts_once_with_one_checkpoint_question(api
     shown = dossier(stack, token, "workspace", "drift", ws["id"])
     assert shown.returncode == 0 and "source:announcement@1" in shown.stdout and "new_version" in shown.stdout
 
+    # A retired source and a withdrawn publication version drift too, with no new version.
+    api.ok("POST", "/v1/sources/announcement/retire")
+    api.ok("POST", f"/v1/publications/{report['id']}/versions/1/withdraw", json={"reason": "superseded"})
+    items = probe(lambda: (d := api.ok("GET", drift_path)["items"]) and len(d) >= 4 and d, timeout=60)
+    assert sorted((d["ref"]["kind"], d["ref"]["version"], d["reason"], d["new_version"]) for d in items[2:]) == [
+        ("publication", 1, "withdrawn", None),
+        ("source", 1, "retired", None),
+    ]
+    questions = [q["text"] for q in api.ok("GET", f"/v1/workspaces/{ws['id']}/checkpoint")["open_questions"]]
+    assert f"{report['id']}@1, cited by the checkpoint, has been withdrawn" in " ".join(questions)
+    assert f"announcement@1, cited by {report['id']}@1, has been retired" in " ".join(questions)
+
     # The archived workspace's checkpoint cites announcement@1 too, but it is not followed any more.
     assert api.ok("GET", f"/v1/workspaces/{archived['id']}/drift")["items"] == []
     api.ok("DELETE", f"/v1/workspaces/{ws['id']}")
