@@ -7,6 +7,7 @@ its DomainError, and anything unexpected answers `internal` without a trace.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import api
 from nats.js.errors import NotFoundError
 from pydantic import BaseModel, ValidationError
+from pydantic_core import PydanticSerializationError
 
 from shared.contracts.common import (
     EVENT_SUBJECT_PREFIX,
@@ -32,6 +34,7 @@ from shared.contracts.common import (
     health_subject,
 )
 from shared.errors import DomainError, Invalid, Unreachable, from_envelope
+from shared.storable import require_storable
 
 log = logging.getLogger("dossier.bus")
 
@@ -74,7 +77,11 @@ async def dispatch(raw: bytes, subject: str, model: type[Model], handler: Handle
         try:
             request = BusRequest.model_validate_json(raw)
         except ValidationError as exc:
+            _name_unstorable(raw)
             raise Invalid("the request envelope is malformed", validation_details(exc)) from exc
+        # Text PostgreSQL cannot store is the sender's mistake: answer `invalid` before any rule sees it.
+        require_storable(request.data)
+        require_storable(request.actor.principal, "actor.principal")
         try:
             payload = model.model_validate(request.data)
         except ValidationError as exc:
@@ -87,6 +94,17 @@ async def dispatch(raw: bytes, subject: str, model: type[Model], handler: Handle
     except Exception:
         log.exception("handler for %s failed", subject)
         return _reply_error(DomainError("the service failed to handle the request", code="internal"))
+
+
+def _name_unstorable(raw: bytes) -> None:
+    """pydantic refuses a lone surrogate as bad JSON; the stdlib decodes it, so the field can be named."""
+    try:
+        decoded = json.loads(raw)
+    except ValueError:
+        return
+    if isinstance(decoded, dict):
+        require_storable(decoded.get("data"))
+        require_storable(decoded.get("actor"), "actor")
 
 
 # FastStream handles one message at a time per subscriber unless told otherwise (measured here: ten
@@ -134,7 +152,12 @@ class BusClient:
         timeout: float | None = None,
     ) -> Any:
         payload = data.model_dump(mode="json") if isinstance(data, BaseModel) else (data or {})
-        body = BusRequest(actor=actor, grant=grant, data=payload).model_dump_json().encode()
+        try:
+            body = BusRequest(actor=actor, grant=grant, data=payload).model_dump_json().encode()
+        except PydanticSerializationError:
+            # Only unencodable text (a lone surrogate) fails here: name it instead of failing as a fault.
+            require_storable(payload)
+            raise
         service = subject.split(".")[1] if subject.count(".") >= 2 else subject
         try:
             msg = await self._nc.request(subject, body, timeout=timeout or self._timeout)

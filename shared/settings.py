@@ -34,7 +34,7 @@ class GatewaySettings(CommonSettings):
     http_host: str = "127.0.0.1"
     http_port: int = 8080
     admin_token: str = Field(default="", repr=False)
-    max_json_bytes: int = 2 * 1024 * 1024
+    max_json_bytes: int = 1024 * 1024
     max_upload_bytes: int = 52_428_800
     ingest_timeout: float = 300.0
 

@@ -94,8 +94,15 @@ class AssetsRepository:
             return await conn.fetchrow(f"SELECT {_VERSION}{_FROM} WHERE a.id = $1", asset_id)
         return await conn.fetchrow(f"SELECT {_VERSION}{_FROM} WHERE a.id = $1 AND s.scope = $2", asset_id, scope)
 
-    async def list_versions(self, conn: asyncpg.Connection, *, source_pk: int) -> list[asyncpg.Record]:
-        return await conn.fetch(f"SELECT {_VERSION}{_FROM} WHERE a.source_pk = $1 ORDER BY a.version", source_pk)
+    async def list_versions(
+        self, conn: asyncpg.Connection, *, source_pk: int, limit: int, after: int
+    ) -> list[asyncpg.Record]:
+        return await conn.fetch(
+            f"SELECT {_VERSION}{_FROM} WHERE a.source_pk = $1 AND a.version > $3 ORDER BY a.version LIMIT $2",
+            source_pk,
+            limit,
+            after,
+        )
 
     async def active_version(self, conn: asyncpg.Connection, *, source_pk: int) -> asyncpg.Record | None:
         return await conn.fetchrow(

@@ -7,20 +7,21 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import nats
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
+from services.gateway.deps import check_token, reject_unstorable
 from services.gateway.errors import install_error_handlers
-from services.gateway.limits import BodyLimit
+from services.gateway.limits import STREAMED_ROUTES, Authenticate, BodyLimit
 from services.gateway.routes import admin, artifacts, assets, checkpoints, health, publications, runs, workspaces
 from services.gateway.tokens import TokenService
 from shared.blobs import Blobs
 from shared.bus import BusClient
+from shared.contracts.common import Actor
 from shared.db import Database
 from shared.settings import GatewaySettings
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 # Multipart routes stream files; their exact per-file limit is enforced by the route while streaming.
-UPLOAD_PREFIXES = ("/v1/assets", "/v1/artifacts")
 MULTIPART_OVERHEAD = 1024 * 1024
 
 
@@ -41,16 +42,28 @@ def create_app(settings: GatewaySettings) -> FastAPI:
             await nc.drain()
             await db.close()
 
-    app = FastAPI(title="Dossier", version="1", lifespan=lifespan, docs_url="/docs", redoc_url=None)
+    app = FastAPI(
+        title="Dossier",
+        version="1",
+        lifespan=lifespan,
+        docs_url="/docs",
+        redoc_url=None,
+        dependencies=[Depends(reject_unstorable)],
+    )
     app.state.settings = settings
     install_error_handlers(app)
     for module in (health, admin, publications, workspaces, checkpoints, artifacts, assets, runs):
         app.include_router(module.router)
 
-    def limit_for(path: str) -> int:
-        if path.startswith(UPLOAD_PREFIXES):
-            return settings.max_upload_bytes + MULTIPART_OVERHEAD
-        return settings.max_json_bytes
+    def limit_for(method: str, path: str) -> tuple[int, bool]:
+        if (method, path) in STREAMED_ROUTES:
+            return settings.max_upload_bytes + MULTIPART_OVERHEAD, True
+        return settings.max_json_bytes, False
 
+    async def check(path: str, authorization: str | None) -> Actor | None:
+        return await check_token(app.state.tokens, path, authorization)
+
+    # The last added runs first: the size limit before the token, the token before any parsing.
+    app.add_middleware(Authenticate, check=check)
     app.add_middleware(BodyLimit, limit_for=limit_for)
     return app

@@ -18,6 +18,7 @@ from fastapi import Request
 from python_multipart.multipart import MultipartParser, parse_options_header
 
 from shared.errors import Invalid, TooLarge
+from shared.storable import require_storable
 
 MAX_FIELD_BYTES = 64 * 1024
 MAX_PARTS = 16
@@ -157,6 +158,12 @@ async def read_multipart(
     if collector.upload is None:
         collector.cleanup()
         raise Invalid(f"the '{file_field}' part is missing", {"field": file_field})
+    try:
+        require_storable(collector.fields)
+        require_storable(collector.upload.filename, "filename")
+    except Invalid:
+        collector.upload.discard()
+        raise
     return collector.fields, collector.upload
 
 

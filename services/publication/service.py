@@ -15,6 +15,7 @@ from shared.db import Database
 from shared.errors import Conflict, Invalid, NotFound, TooLarge, Unavailable
 from shared.grants import require_ref, verify_grant
 from shared.outbox import enqueue
+from shared.paging import cut_page, decode_cursor
 from shared.settings import PublicationSettings
 
 
@@ -131,16 +132,19 @@ class PublicationService:
         return _version(row)
 
     async def get(self, actor: Actor, req: c.GetRequest) -> c.Publication:
+        (after,) = decode_cursor(req.cursor, int) if req.cursor else (0,)
         async with self._db.pool.acquire() as conn:
             pub = await self._repo.get_publication(conn, scope=actor.scope, id=req.id)
             if pub is None:
                 raise NotFound("publication not found", {"id": req.id})
-            versions = await self._repo.list_versions(conn, id=req.id)
+            rows = await self._repo.list_versions(conn, id=req.id, limit=req.limit + 1, after=after)
+        page, next_cursor = cut_page(rows, req.limit, lambda r: (r["version"],))
         return c.Publication(
             id=pub["id"],
             title=pub["title"],
             latest_version=pub["latest_version"],
-            versions=[c.VersionSummary(**dict(v)) for v in versions],
+            versions=[c.VersionSummary(**dict(v)) for v in page],
+            next_cursor=next_cursor,
         )
 
     async def read(self, actor: Actor, req: c.ReadRequest, *, grant: str | None) -> c.PublicationVersion:

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from shared.contracts.common import Model, Ref
+from shared.contracts.common import Model, Page, PageRequest, Ref
 
 UPLOAD = "dossier.assets.upload"
 IMPORT = "dossier.assets.import"
@@ -77,7 +77,9 @@ class PromoteRequest(Model):
     workspace_id: str | None = Field(default=None, min_length=1, max_length=200)
 
 
-class GetSourceRequest(Model):
+class GetSourceRequest(PageRequest):
+    """The source with a page of its versions."""
+
     source_id: str = SourceId
     # With a run grant: the run's own attachment of that name instead of the scope's source.
     run_local: bool = False
@@ -127,7 +129,9 @@ class AssetVersion(Model):
     run_local: bool = False
 
 
-class Source(Model):
+class Source(Page):
+    """`versions` oldest first, one page of them; `next_cursor` pages on through the versions."""
+
     source_id: str
     active_version: int | None
     versions: list[AssetVersion]

@@ -47,6 +47,25 @@ class Ref(Model):
         return f"{self.kind}:{self.id}@{self.version if self.version is not None else 'latest'}"
 
 
+# CONTRACT "Lists": one definition of the paging fields, reused by every list request and reply.
+PAGE_LIMIT_DEFAULT = 100
+PAGE_LIMIT_MAX = 500
+CURSOR_MAX_CHARS = 1000
+
+
+class PageRequest(Model):
+    """`limit` items after `cursor` (the `next_cursor` of the previous page; none for the first page)."""
+
+    limit: int = Field(default=PAGE_LIMIT_DEFAULT, ge=1, le=PAGE_LIMIT_MAX)
+    cursor: str | None = Field(default=None, min_length=1, max_length=CURSOR_MAX_CHARS)
+
+
+class Page(Model):
+    """A page of a list; `next_cursor` is null on the last page."""
+
+    next_cursor: str | None = None
+
+
 class BusRequest(Model):
     """The envelope of every request: who asks, on whose run's authority, and the payload."""
 

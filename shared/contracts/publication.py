@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from shared.contracts.common import Model, Ref
+from shared.contracts.common import Model, Page, PageRequest, Ref
 
 COMMIT = "dossier.publication.commit"
 GET = "dossier.publication.get"
@@ -33,7 +33,9 @@ class CommitRequest(Model):
     request_key: str | None = Field(default=None, min_length=1, max_length=200)
 
 
-class GetRequest(Model):
+class GetRequest(PageRequest):
+    """The publication with a page of its versions."""
+
     id: str = Id
 
 
@@ -80,7 +82,9 @@ class VersionSummary(Model):
     created_at: datetime
 
 
-class Publication(Model):
+class Publication(Page):
+    """`versions` oldest first, one page of them; `next_cursor` pages on through the versions."""
+
     id: str
     title: str
     latest_version: int

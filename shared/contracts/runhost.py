@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from shared.contracts.common import Model, Ref
+from shared.contracts.common import Model, Page, PageRequest, Ref
 
 ADMIT = "dossier.runhost.admit"
 GET_RUN = "dossier.runhost.run.get"
@@ -57,12 +57,19 @@ class RunIdRequest(Model):
     run_id: str = Id
 
 
-class ListRunsRequest(Model):
+class ListRunsRequest(PageRequest):
     workspace_id: str = Id
-    limit: int = Field(default=100, ge=1, le=500)
 
 
-class ConversationRequest(Model):
+class RunPageRequest(PageRequest):
+    """A page of one run's list (ledger rows, files)."""
+
+    run_id: str = Id
+
+
+class ConversationRequest(PageRequest):
+    """The conversation with a page of its runs."""
+
     conversation_id: str = Id
 
 
@@ -127,7 +134,9 @@ class AdmitReply(Model):
     created: bool
 
 
-class RunList(Model):
+class RunList(Page):
+    """Newest first: `created_at` then `id`, both descending."""
+
     items: list[Run]
 
 
@@ -138,7 +147,9 @@ class ConversationRun(Model):
     created_at: datetime
 
 
-class Conversation(Model):
+class Conversation(Page):
+    """`runs` oldest first, one page of them; `next_cursor` pages on through the runs."""
+
     id: str
     workspace_id: str
     runs: list[ConversationRun]
@@ -155,7 +166,9 @@ class LedgerRow(Model):
     at: datetime
 
 
-class Ledger(Model):
+class Ledger(Page):
+    """In `seq` order."""
+
     items: list[LedgerRow]
 
 
@@ -164,7 +177,9 @@ class FileEntry(Model):
     size: int
 
 
-class FileList(Model):
+class FileList(Page):
+    """By path."""
+
     items: list[FileEntry]
 
 

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from shared.contracts import assets
-from shared.contracts.common import Model, Ref
+from shared.contracts.common import Model, Page, PageRequest, Ref
 
 CREATE = "dossier.workspace.create"
 LIST = "dossier.workspace.list"
@@ -67,11 +67,15 @@ class Workspace(Model):
     updated_at: datetime
 
 
-class WorkspaceList(Model):
+class WorkspaceList(Page):
+    """Newest first: `created_at` then `id`, both descending."""
+
     items: list[Workspace]
 
 
-class GoalVersions(Model):
+class GoalVersions(Page):
+    """Oldest first."""
+
     items: list[Goal]
 
 
@@ -80,12 +84,18 @@ class CreateRequest(Model):
     goal: str
 
 
-class ListRequest(Model):
+class ListRequest(PageRequest):
     pass
 
 
 class WorkspaceIdRequest(Model):
     """Every request that names one workspace and nothing else."""
+
+    workspace_id: str = Id
+
+
+class WorkspacePageRequest(PageRequest):
+    """A page of one workspace's list (goal versions, checkpoint revisions)."""
 
     workspace_id: str = Id
 
@@ -240,7 +250,9 @@ class Checkpoint(Model):
     created_at: datetime
 
 
-class CheckpointRevisions(Model):
+class CheckpointRevisions(Page):
+    """Oldest first."""
+
     items: list[Checkpoint]
 
 

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import Field, ValidationError
 
-from services.gateway.deps import bus, current_actor
+from services.gateway.deps import bus, current_actor, page
 from services.gateway.uploads import read_multipart
 from shared.blobs import Blobs, content_key
 from shared.bus import BusClient, validation_details
@@ -85,8 +85,13 @@ async def get_asset(asset_id: str, actor: Actor = Depends(current_actor), client
 
 
 @router.get("/sources/{source_id}")
-async def get_source(source_id: str, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)) -> Any:
-    return await client.call(c.GET_SOURCE, {"source_id": source_id}, actor=actor)
+async def get_source(
+    source_id: str,
+    paging: dict[str, Any] = Depends(page),
+    actor: Actor = Depends(current_actor),
+    client: BusClient = Depends(bus),
+) -> Any:
+    return await client.call(c.GET_SOURCE, {"source_id": source_id, **paging}, actor=actor)
 
 
 @router.post("/sources/{source_id}/retire")

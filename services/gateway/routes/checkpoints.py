@@ -1,10 +1,12 @@
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse
 from pydantic import Field
 
-from services.gateway.deps import bus, current_actor
+from services.gateway.deps import bus, current_actor, page
 from shared.bus import BusClient
 from shared.contracts import workspace as c
 from shared.contracts.common import Actor, Model
@@ -39,6 +41,10 @@ async def update(
 
 @router.get("/revisions")
 async def revisions(
-    workspace_id: str, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
+    workspace_id: str,
+    paging: dict[str, Any] = Depends(page),
+    actor: Actor = Depends(current_actor),
+    client: BusClient = Depends(bus),
 ) -> JSONResponse:
-    return JSONResponse(await client.call(c.CHECKPOINT_REVISIONS, {"workspace_id": workspace_id}, actor=actor))
+    data = await client.call(c.CHECKPOINT_REVISIONS, {"workspace_id": workspace_id, **paging}, actor=actor)
+    return JSONResponse(data)

@@ -6,7 +6,7 @@ from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse
 from pydantic import Field
 
-from services.gateway.deps import bus, current_actor
+from services.gateway.deps import bus, current_actor, page
 from shared.bus import BusClient
 from shared.contracts import publication as c
 from shared.contracts.common import Actor, Model
@@ -43,8 +43,13 @@ async def create(
 
 
 @router.get("/{pub_id}")
-async def get(pub_id: str, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)) -> JSONResponse:
-    return _json(await client.call(c.GET, c.GetRequest(id=pub_id), actor=actor))
+async def get(
+    pub_id: str,
+    paging: dict[str, Any] = Depends(page),
+    actor: Actor = Depends(current_actor),
+    client: BusClient = Depends(bus),
+) -> JSONResponse:
+    return _json(await client.call(c.GET, {"id": pub_id, **paging}, actor=actor))
 
 
 @router.get("/{pub_id}/versions/{version}")

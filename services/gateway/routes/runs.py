@@ -1,14 +1,17 @@
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import Field
 
-from services.gateway.deps import bus, current_actor
+from services.gateway.deps import bus, current_actor, page
 from shared.bus import BusClient
 from shared.contracts import runhost as c
 from shared.contracts.common import Actor, Model
 from shared.errors import Invalid
+from shared.storable import require_storable
 
 router = APIRouter()
 
@@ -32,9 +35,12 @@ async def start_run(
 
 @router.get("/v1/workspaces/{workspace_id}/runs")
 async def list_runs(
-    workspace_id: str, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
+    workspace_id: str,
+    paging: dict[str, Any] = Depends(page),
+    actor: Actor = Depends(current_actor),
+    client: BusClient = Depends(bus),
 ) -> JSONResponse:
-    return JSONResponse(await client.call(c.LIST_RUNS, {"workspace_id": workspace_id}, actor=actor))
+    return JSONResponse(await client.call(c.LIST_RUNS, {"workspace_id": workspace_id, **paging}, actor=actor))
 
 
 @router.get("/v1/runs/{run_id}")
@@ -51,23 +57,33 @@ async def cancel_run(
 
 @router.get("/v1/conversations/{conversation_id}")
 async def get_conversation(
-    conversation_id: str, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
+    conversation_id: str,
+    paging: dict[str, Any] = Depends(page),
+    actor: Actor = Depends(current_actor),
+    client: BusClient = Depends(bus),
 ) -> JSONResponse:
-    return JSONResponse(await client.call(c.GET_CONVERSATION, {"conversation_id": conversation_id}, actor=actor))
+    data = await client.call(c.GET_CONVERSATION, {"conversation_id": conversation_id, **paging}, actor=actor)
+    return JSONResponse(data)
 
 
 @router.get("/v1/runs/{run_id}/ledger")
 async def get_ledger(
-    run_id: str, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
+    run_id: str,
+    paging: dict[str, Any] = Depends(page),
+    actor: Actor = Depends(current_actor),
+    client: BusClient = Depends(bus),
 ) -> JSONResponse:
-    return JSONResponse(await client.call(c.LEDGER, {"run_id": run_id}, actor=actor))
+    return JSONResponse(await client.call(c.LEDGER, {"run_id": run_id, **paging}, actor=actor))
 
 
 @router.get("/v1/runs/{run_id}/files")
 async def list_files(
-    run_id: str, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
+    run_id: str,
+    paging: dict[str, Any] = Depends(page),
+    actor: Actor = Depends(current_actor),
+    client: BusClient = Depends(bus),
 ) -> JSONResponse:
-    return JSONResponse(await client.call(c.LIST_FILES, {"run_id": run_id}, actor=actor))
+    return JSONResponse(await client.call(c.LIST_FILES, {"run_id": run_id, **paging}, actor=actor))
 
 
 @router.get("/v1/runs/{run_id}/files/{path:path}")
@@ -89,5 +105,6 @@ async def write_plan(
         text = (await request.body()).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise Invalid("the plan is not UTF-8 text", {"field": "body"}) from exc
+    require_storable(text, "body")
     await client.call(c.WRITE_PLAN, {"run_id": run_id, "text": text}, actor=actor)
     return Response(status_code=204)

@@ -6,7 +6,7 @@ from fastapi import APIRouter, Depends, Query, Response
 from fastapi.responses import JSONResponse
 from pydantic import Field
 
-from services.gateway.deps import bus, current_actor
+from services.gateway.deps import bus, current_actor, page
 from shared.bus import BusClient
 from shared.contracts import workspace as c
 from shared.contracts.common import Actor, Model
@@ -39,8 +39,10 @@ async def create(
 
 
 @router.get("")
-async def list_workspaces(actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)) -> JSONResponse:
-    return _json(await client.call(c.LIST, {}, actor=actor))
+async def list_workspaces(
+    paging: dict[str, Any] = Depends(page), actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
+) -> JSONResponse:
+    return _json(await client.call(c.LIST, paging, actor=actor))
 
 
 @router.get("/{workspace_id}")
@@ -60,9 +62,12 @@ async def revise_goal(
 
 @router.get("/{workspace_id}/goal/versions")
 async def goal_versions(
-    workspace_id: str, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
+    workspace_id: str,
+    paging: dict[str, Any] = Depends(page),
+    actor: Actor = Depends(current_actor),
+    client: BusClient = Depends(bus),
 ) -> JSONResponse:
-    return _json(await client.call(c.GOAL_VERSIONS, {"workspace_id": workspace_id}, actor=actor))
+    return _json(await client.call(c.GOAL_VERSIONS, {"workspace_id": workspace_id, **paging}, actor=actor))
 
 
 @router.post("/{workspace_id}/archive")
