@@ -60,23 +60,48 @@ def json_cases(ids: dict[str, Any]) -> list[tuple[str, str, dict[str, Any], str]
         ("POST", f"/v1/workspaces/{ws}/sources", {"source_id": BAD}, "source_id"),
         ("POST", f"/v1/workspaces/{ws}/artifacts", {"artifact_id": BAD}, "artifact_id"),
         ("PUT", f"/v1/workspaces/{ws}/checkpoint", {"expected_revision": 0, "summary": BAD}, "summary"),
-        ("PUT", f"/v1/workspaces/{ws}/checkpoint", {"expected_revision": 0, "add_questions": ["ok", BAD]}, "add_questions.1"),
-        ("PUT", f"/v1/workspaces/{ws}/checkpoint", {"expected_revision": 0, "resolve_questions": [BAD]}, "resolve_questions.0"),
+        (
+            "PUT",
+            f"/v1/workspaces/{ws}/checkpoint",
+            {"expected_revision": 0, "add_questions": ["ok", BAD]},
+            "add_questions.1",
+        ),
+        (
+            "PUT",
+            f"/v1/workspaces/{ws}/checkpoint",
+            {"expected_revision": 0, "resolve_questions": [BAD]},
+            "resolve_questions.0",
+        ),
         ("POST", f"/v1/workspaces/{ws}/runs", {**run, "question": BAD}, "question"),
         ("POST", f"/v1/workspaces/{ws}/runs", {**run, "request_id": BAD}, "request_id"),
         ("POST", f"/v1/workspaces/{ws}/runs", {**run, "model": BAD}, "model"),
         ("POST", f"/v1/workspaces/{ws}/runs", {**run, "conversation_id": BAD}, "conversation_id"),
-        ("POST", f"/v1/workspaces/{ws}/runs", {**run, "history": [{"publication_id": BAD, "version": 1}]}, "history.0.publication_id"),
+        (
+            "POST",
+            f"/v1/workspaces/{ws}/runs",
+            {**run, "history": [{"publication_id": BAD, "version": 1}]},
+            "history.0.publication_id",
+        ),
         ("POST", "/v1/publications", {"title": BAD, "body": "b"}, "title"),
         ("POST", "/v1/publications", {"title": "t", "body": BAD}, "body"),
         ("POST", "/v1/publications", {"title": "t", "body": "b", "workspace_id": BAD}, "workspace_id"),
         ("POST", f"/v1/publications/{pub}/versions", {"body": BAD, "expected_latest_version": 1}, "body"),
-        ("POST", f"/v1/publications/{pub}/versions", {"body": "b", "title": BAD, "expected_latest_version": 1}, "title"),
+        (
+            "POST",
+            f"/v1/publications/{pub}/versions",
+            {"body": "b", "title": BAD, "expected_latest_version": 1},
+            "title",
+        ),
         ("POST", f"/v1/publications/{pub}/versions/1/withdraw", {"reason": BAD}, "reason"),
         ("POST", "/v1/assets/import", {"root": BAD, "path": "a.txt", "source_id": "S1"}, "root"),
         ("POST", "/v1/assets/import", {"root": "docs", "path": BAD, "source_id": "S1"}, "path"),
         ("POST", "/v1/assets/import", {"root": "docs", "path": "a.txt", "source_id": BAD}, "source_id"),
-        ("POST", "/v1/assets/import", {"root": "docs", "path": "a.txt", "source_id": "S1", "workspace_id": BAD}, "workspace_id"),
+        (
+            "POST",
+            "/v1/assets/import",
+            {"root": "docs", "path": "a.txt", "source_id": "S1", "workspace_id": BAD},
+            "workspace_id",
+        ),
         ("POST", "/v1/workspaces", {"title": "t", "goal": "g", BAD: "x"}, "body"),
     ]
 
@@ -138,7 +163,7 @@ def test_undecodable_path_bytes_are_not_a_fault(api: Api) -> None:
 def multipart(fields: dict[str, bytes], filename: bytes, data: bytes = b"%PDF-1.4 hello") -> tuple[bytes, str]:
     boundary = uuid.uuid4().hex
     parts = [
-        b"--%s\r\nContent-Disposition: form-data; name=\"%s\"\r\n\r\n%s\r\n" % (boundary.encode(), k.encode(), v)
+        b'--%s\r\nContent-Disposition: form-data; name="%s"\r\n\r\n%s\r\n' % (boundary.encode(), k.encode(), v)
         for k, v in fields.items()
     ]
     parts.append(

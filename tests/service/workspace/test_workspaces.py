@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 import asyncpg
 import pytest
@@ -209,10 +210,8 @@ async def test_unstorable_text_on_the_bus_is_invalid(workspace: WorkspaceSetting
         await bus.call(w.CHECKPOINT_UPDATE, update, actor=who)
     assert nested.value.details["field"] == "add_questions.1"
     # A lone surrogate cannot even be encoded by a well-behaved sender; another one sends it escaped.
-    raw = (
-        '{"actor": {"scope": "%s", "principal": "p"}, "data": {"title": "t", "goal": "half \\ud800 a pair"}}'
-        % who.scope
-    )
+    envelope = {"actor": who.model_dump(), "data": {"title": "t", "goal": "half @ a pair"}}
+    raw = json.dumps(envelope).replace("@", "\\ud800")
     reply = BusReply.model_validate_json((await bus._nc.request(w.CREATE, raw.encode(), timeout=5)).data)
     assert reply.error is not None and reply.error.code == "invalid" and reply.error.details["field"] == "goal"
     with pytest.raises(Invalid) as lone:
