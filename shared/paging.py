@@ -12,13 +12,19 @@ import binascii
 import json
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import Field, TypeAdapter, ValidationError
 
 from shared.errors import Invalid
+from shared.storable import unstorable_field
 
 T = TypeVar("T")
+
+# Key types of a cursor, bounded like the columns they are compared with: a number no column can hold would
+# otherwise fail in the driver as a fault instead of answering `invalid`.
+Int32 = Annotated[int, Field(ge=0, le=2**31 - 1)]
+Int64 = Annotated[int, Field(ge=0, le=2**63 - 1)]
 
 _ADAPTERS: dict[tuple[type, ...], TypeAdapter[Any]] = {}
 
@@ -32,7 +38,7 @@ def encode_cursor(key: Sequence[Any]) -> str:
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def decode_cursor(cursor: str, *types: type) -> tuple[Any, ...]:
+def decode_cursor(cursor: str, *types: Any) -> tuple[Any, ...]:
     """The key a cursor holds, typed as `types`; anything else is `invalid` naming `cursor`."""
     adapter = _ADAPTERS.setdefault(types, TypeAdapter(tuple[types]))  # type: ignore[valid-type]
     try:
@@ -40,7 +46,7 @@ def decode_cursor(cursor: str, *types: type) -> tuple[Any, ...]:
         key = adapter.validate_python(json.loads(raw))
     except (binascii.Error, ValueError, ValidationError) as exc:
         raise Invalid("the cursor is not one this list gave out", {"field": "cursor"}) from exc
-    if any(isinstance(v, datetime) and v.tzinfo is None for v in key):
+    if unstorable_field(key) is not None or any(isinstance(v, datetime) and v.tzinfo is None for v in key):
         raise Invalid("the cursor is not one this list gave out", {"field": "cursor"})
     return tuple(key)
 

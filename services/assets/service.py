@@ -25,7 +25,7 @@ from shared.db import Database
 from shared.errors import Invalid, NotFound, Unauthenticated, Unavailable, Unsupported
 from shared.grants import GrantClaims, verify_grant
 from shared.outbox import enqueue
-from shared.paging import cut_page, decode_cursor
+from shared.paging import Int32, cut_page, decode_cursor
 from shared.settings import AssetsSettings
 
 UPLOAD_ROOT = "upload"
@@ -286,7 +286,7 @@ class AssetsService:
         self, conn: asyncpg.Connection, actor: Actor, namespace: str, source_id: str, page: PageRequest
     ) -> c.Source:
         """The source with one page of its versions (oldest first)."""
-        (after,) = decode_cursor(page.cursor, int) if page.cursor else (0,)
+        (after,) = decode_cursor(page.cursor, Int32) if page.cursor else (0,)
         source = await self._repo.find_source(conn, scope=actor.scope, namespace=namespace, source_id=source_id)
         if source is None:
             raise NotFound("source not found", {"source_id": source_id})

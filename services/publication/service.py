@@ -15,7 +15,7 @@ from shared.db import Database
 from shared.errors import Conflict, Invalid, NotFound, TooLarge, Unavailable
 from shared.grants import require_ref, verify_grant
 from shared.outbox import enqueue
-from shared.paging import cut_page, decode_cursor
+from shared.paging import Int32, cut_page, decode_cursor
 from shared.settings import PublicationSettings
 
 
@@ -132,7 +132,7 @@ class PublicationService:
         return _version(row)
 
     async def get(self, actor: Actor, req: c.GetRequest) -> c.Publication:
-        (after,) = decode_cursor(req.cursor, int) if req.cursor else (0,)
+        (after,) = decode_cursor(req.cursor, Int32) if req.cursor else (0,)
         async with self._db.pool.acquire() as conn:
             pub = await self._repo.get_publication(conn, scope=actor.scope, id=req.id)
             if pub is None:

@@ -20,7 +20,7 @@ from shared.contracts.common import Actor, Ref
 from shared.db import Database
 from shared.errors import Conflict, DomainError, Invalid, NotFound, TooLarge
 from shared.outbox import enqueue
-from shared.paging import cut_page, decode_cursor
+from shared.paging import Int64, cut_page, decode_cursor
 from shared.settings import RunhostSettings
 
 log = logging.getLogger("dossier.runhost")
@@ -205,7 +205,7 @@ class RunService:
         )
 
     async def ledger(self, actor: Actor, req: c.RunPageRequest) -> c.Ledger:
-        after_id, after_seq = decode_cursor(req.cursor, int, int) if req.cursor else (0, 0)
+        after_id, after_seq = decode_cursor(req.cursor, Int64, Int64) if req.cursor else (0, 0)
         async with self._db.pool.acquire() as conn:
             await self._run_row(conn, actor, req.run_id)
             rows = await self._repo.page_ledger(

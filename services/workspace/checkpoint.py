@@ -23,7 +23,7 @@ from shared.contracts.common import Actor, Ref
 from shared.db import Database
 from shared.errors import Conflict, Invalid, NotFound, TooLarge
 from shared.outbox import enqueue
-from shared.paging import cut_page, decode_cursor
+from shared.paging import Int32, cut_page, decode_cursor
 from shared.settings import WorkspaceSettings
 
 
@@ -124,7 +124,7 @@ class Checkpoints:
         return checkpoint
 
     async def revisions(self, actor: Actor, req: c.WorkspacePageRequest) -> c.CheckpointRevisions:
-        (after,) = decode_cursor(req.cursor, int) if req.cursor else (0,)
+        (after,) = decode_cursor(req.cursor, Int32) if req.cursor else (0,)
         async with self._db.pool.acquire() as conn:
             await self._require_live(conn, actor, req.workspace_id)
             rows = await self._repo.list_checkpoints(

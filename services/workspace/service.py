@@ -18,7 +18,7 @@ from shared.contracts.common import Actor
 from shared.db import Database
 from shared.errors import Conflict, Invalid, NotFound, TooLarge
 from shared.outbox import enqueue
-from shared.paging import cut_page, decode_cursor
+from shared.paging import Int32, cut_page, decode_cursor
 from shared.settings import WorkspaceSettings
 
 
@@ -136,7 +136,7 @@ class WorkspaceService:
         return workspace
 
     async def goal_versions(self, actor: Actor, req: c.WorkspacePageRequest) -> c.GoalVersions:
-        (after,) = decode_cursor(req.cursor, int) if req.cursor else (0,)
+        (after,) = decode_cursor(req.cursor, Int32) if req.cursor else (0,)
         async with self._db.pool.acquire() as conn:
             await self._live(conn, actor, req.workspace_id)
             rows = await self._repo.list_goal_versions(
