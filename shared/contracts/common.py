@@ -8,6 +8,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 SCOPE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+# Versions, revisions and counts are PostgreSQL `integer` columns: a larger number is bad input, not a fault.
+INT32_MAX = 2**31 - 1
 
 # Every service that exists answers its health subject; the gateway's /v1/health asks each of these.
 SERVICES: tuple[str, ...] = ("workspace", "runhost", "publication", "artifact", "assets")
@@ -41,7 +43,7 @@ RefKind = Literal["publication", "source", "artifact", "evidence"]
 class Ref(Model):
     kind: RefKind
     id: str = Field(min_length=1, max_length=200)
-    version: int | None = None
+    version: int | None = Field(default=None, le=INT32_MAX)
 
     def key(self) -> str:
         return f"{self.kind}:{self.id}@{self.version if self.version is not None else 'latest'}"

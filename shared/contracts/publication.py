@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from shared.contracts.common import Model, Page, PageRequest, Ref
+from shared.contracts.common import INT32_MAX, Model, Page, PageRequest, Ref
 
 COMMIT = "dossier.publication.commit"
 GET = "dossier.publication.get"
@@ -41,21 +41,21 @@ class GetRequest(PageRequest):
 
 class ReadRequest(Model):
     id: str = Id
-    version: int = Field(ge=1)
+    version: int = Field(ge=1, le=INT32_MAX)
 
 
 class ReviseRequest(Model):
     id: str = Id
     body: str
     title: str | None = Field(default=None, min_length=1)
-    expected_latest_version: int = Field(ge=1)
+    expected_latest_version: int = Field(ge=1, le=INT32_MAX)
     run_id: str | None = Field(default=None, max_length=200)
     sources: list[Ref] = Field(default_factory=list, max_length=1000)
 
 
 class WithdrawRequest(Model):
     id: str = Id
-    version: int = Field(ge=1)
+    version: int = Field(ge=1, le=INT32_MAX)
     reason: str = Field(min_length=1, max_length=2000)
 
 

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from shared.contracts.common import Model, Page, PageRequest, Ref
+from shared.contracts.common import INT32_MAX, Model, Page, PageRequest, Ref
 
 ADMIT = "dossier.runhost.admit"
 GET_RUN = "dossier.runhost.run.get"
@@ -32,14 +32,14 @@ Id = Field(min_length=1, max_length=200)
 
 class HistoryRef(Model):
     publication_id: str = Id
-    version: int = Field(ge=1)
+    version: int = Field(ge=1, le=INT32_MAX)
 
 
 class RunLimits(Model):
     """Per-run limits; each is capped by the server's own maximum."""
 
-    max_steps: int | None = Field(default=None, ge=1)
-    max_chars: int | None = Field(default=None, ge=1)
+    max_steps: int | None = Field(default=None, ge=1, le=INT32_MAX)
+    max_chars: int | None = Field(default=None, ge=1, le=INT32_MAX)
     max_seconds: float | None = Field(default=None, gt=0)
 
 

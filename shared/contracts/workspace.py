@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from shared.contracts import assets
-from shared.contracts.common import Model, Page, PageRequest, Ref
+from shared.contracts.common import INT32_MAX, Model, Page, PageRequest, Ref
 
 CREATE = "dossier.workspace.create"
 LIST = "dossier.workspace.list"
@@ -108,7 +108,7 @@ class DeleteReply(Model):
 class ReviseGoalRequest(Model):
     workspace_id: str = Id
     text: str
-    expected_version: int = Field(ge=1)
+    expected_version: int = Field(ge=1, le=INT32_MAX)
 
 
 # -- associations and the catalog -------------------------------------------------------------------
@@ -116,7 +116,7 @@ class ReviseGoalRequest(Model):
 
 class CatalogRequest(Model):
     workspace_id: str = Id
-    limit: int | None = Field(default=None, ge=1)
+    limit: int | None = Field(default=None, ge=1, le=INT32_MAX)
 
 
 class CatalogItem(Model):
@@ -167,7 +167,7 @@ class PinReply(Model):
 class AdmissionRequest(Model):
     workspace_id: str = Id
     run_id: str = Id
-    limit: int | None = Field(default=None, ge=1)
+    limit: int | None = Field(default=None, ge=1, le=INT32_MAX)
 
 
 class Admission(Model):
@@ -181,7 +181,7 @@ class AssociateRequest(Model):
     workspace_id: str = Id
     kind: AssociationKind
     ref_id: str = Id
-    version: int | None = Field(default=None, ge=1)
+    version: int | None = Field(default=None, ge=1, le=INT32_MAX)
     run_id: str | None = Field(default=None, max_length=200)
 
 
@@ -224,7 +224,7 @@ class Question(Model):
 
 class PublicationRef(Model):
     id: str = Id
-    version: int = Field(ge=1)
+    version: int = Field(ge=1, le=INT32_MAX)
 
 
 class DerivedFrom(Model):
@@ -260,7 +260,7 @@ class UpdateCheckpointRequest(Model):
     """A person's edit. An omitted `summary` keeps the current one; a question closes only when resolved."""
 
     workspace_id: str = Id
-    expected_revision: int = Field(ge=0)
+    expected_revision: int = Field(ge=0, le=INT32_MAX)
     summary: str | None = None
     add_questions: list[str] = Field(default_factory=list)
     resolve_questions: list[str] = Field(default_factory=list)
@@ -270,7 +270,7 @@ class ProposeRequest(Model):
     """What runhost sends at the end of a run. The first revision is made with `expected_revision` 0."""
 
     workspace_id: str = Id
-    expected_revision: int = Field(ge=0)
+    expected_revision: int = Field(ge=0, le=INT32_MAX)
     summary: str
     add_questions: list[str] = Field(default_factory=list)
     resolve_questions: list[str] = Field(default_factory=list)

@@ -9,13 +9,13 @@ from pydantic import Field
 from services.gateway.deps import bus, current_actor, page
 from shared.bus import BusClient
 from shared.contracts import workspace as c
-from shared.contracts.common import Actor, Model
+from shared.contracts.common import INT32_MAX, Actor, Model
 
 router = APIRouter(prefix="/v1/workspaces/{workspace_id}/checkpoint")
 
 
 class CheckpointBody(Model):
-    expected_revision: int = Field(ge=0)
+    expected_revision: int = Field(ge=0, le=INT32_MAX)
     summary: str | None = None
     add_questions: list[str] = Field(default_factory=list)
     resolve_questions: list[str] = Field(default_factory=list)

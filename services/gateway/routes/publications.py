@@ -9,7 +9,7 @@ from pydantic import Field
 from services.gateway.deps import bus, current_actor, page
 from shared.bus import BusClient
 from shared.contracts import publication as c
-from shared.contracts.common import Actor, Model
+from shared.contracts.common import INT32_MAX, Actor, Model
 
 router = APIRouter(prefix="/v1/publications")
 
@@ -23,7 +23,7 @@ class CreateBody(Model):
 class ReviseBody(Model):
     body: str
     title: str | None = Field(default=None, min_length=1)
-    expected_latest_version: int = Field(ge=1)
+    expected_latest_version: int = Field(ge=1, le=INT32_MAX)
 
 
 class WithdrawBody(Model):

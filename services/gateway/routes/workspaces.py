@@ -9,14 +9,14 @@ from pydantic import Field
 from services.gateway.deps import bus, current_actor, page
 from shared.bus import BusClient
 from shared.contracts import workspace as c
-from shared.contracts.common import Actor, Model
+from shared.contracts.common import INT32_MAX, Actor, Model
 
 router = APIRouter(prefix="/v1/workspaces")
 
 
 class GoalBody(Model):
     text: str
-    expected_version: int = Field(ge=1)
+    expected_version: int = Field(ge=1, le=INT32_MAX)
 
 
 class SourceBody(Model):
@@ -95,7 +95,7 @@ async def delete(
 @router.get("/{workspace_id}/catalog")
 async def catalog(
     workspace_id: str,
-    limit: int | None = Query(default=None),
+    limit: int | None = Query(default=None, ge=1, le=INT32_MAX),
     actor: Actor = Depends(current_actor),
     client: BusClient = Depends(bus),
 ) -> JSONResponse:
