@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup up test lint bench
+.PHONY: setup up test lint bench asyncapi
 
 setup: $(STAMP)
 
@@ -25,3 +25,6 @@ lint: setup
 
 bench: setup
 	for b in bench/[a-z]*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+asyncapi: setup
+	$(PY) -m shared.asyncapi

@@ -20,6 +20,7 @@ from nats.js import api
 
 from shared.contracts.common import STREAM_NAME, Event, event_subject
 from shared.db import Database
+from shared.metrics import EVENTS_CONSUMED, OUTBOX_LAG, OUTBOX_PENDING
 
 log = logging.getLogger("dossier.outbox")
 NOTIFY_CHANNEL = "dossier_outbox"
@@ -77,6 +78,16 @@ class OutboxRelay:
                 )
         return len(rows)
 
+    async def measure_lag(self) -> None:
+        """Outbox lag for the metrics: how many committed events wait, and since when."""
+        async with self._db.pool.acquire() as conn:
+            row = await conn.fetchrow(
+                "SELECT count(*) AS pending, coalesce(extract(epoch FROM now() - min(created_at)), 0) AS lag"
+                " FROM outbox WHERE published_at IS NULL"
+            )
+        OUTBOX_PENDING.set(row["pending"])
+        OUTBOX_LAG.set(float(row["lag"]))
+
     async def run(self) -> None:
         def on_notify(*_: object) -> None:
             self._wake.set()
@@ -102,6 +113,8 @@ class OutboxRelay:
                 await asyncio.sleep(self._idle)
             if published:
                 continue
+            with contextlib.suppress(asyncpg.PostgresError, OSError):
+                await self.measure_lag()
             self._wake.clear()
             try:
                 await asyncio.wait_for(self._wake.wait(), self._idle)
@@ -159,6 +172,8 @@ async def consume(
                 raise
             except Exception:
                 log.exception("consumer %s failed on event %s; it will be redelivered", consumer, event.id)
+                EVENTS_CONSUMED.labels(consumer, "failed").inc()
                 await msg.nak(delay=1.0)
                 continue
+            EVENTS_CONSUMED.labels(consumer, "handled").inc()
             await msg.ack()

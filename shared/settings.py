@@ -28,6 +28,8 @@ class CommonSettings(BaseSettings):
     # Off only in fault tests that must leave events unrelayed in the outbox.
     outbox_relay: bool = True
     log_level: str = "INFO"
+    # Prometheus /metrics of this process on 127.0.0.1 (0: any free port); None serves none.
+    metrics_port: int | None = None
 
 
 class GatewaySettings(CommonSettings):

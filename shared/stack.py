@@ -64,6 +64,8 @@ class Stack:
         self.bus_secret = _secret_file(self.home / "bus-secret", None, lambda: secrets.token_urlsafe(48))
         self.s3_secret = _secret_file(self.home / "s3-secret", None, lambda: secrets.token_urlsafe(24))
         self.children: dict[str, Child] = {}
+        # Each service process serves Prometheus metrics on a port of its own; the gateway on its HTTP port.
+        self.metrics_ports = {name: free_port() for name in SERVICES}
         self.stopping = False
         self._lock_fd: int | None = None
 
@@ -131,6 +133,8 @@ class Stack:
                 "PYTHONUNBUFFERED": "1",
             }
         )
+        if name in self.metrics_ports:
+            env["DOSSIER_METRICS_PORT"] = str(self.metrics_ports[name])
         return env
 
     def start_services(self) -> None:
@@ -142,9 +146,14 @@ class Stack:
         state = {
             "gateway_url": f"http://127.0.0.1:{self.http_port}",
             "nats_url": f"nats://127.0.0.1:{self.nats_port}",
+            "nats_urls": [f"nats://127.0.0.1:{self.nats_port}"],
             "postgres_port": self.pg_port,
             "s3_endpoint": f"127.0.0.1:{self.s3_port}",
             "services": list(SERVICES),
+            "metrics": {
+                "gateway": f"http://127.0.0.1:{self.http_port}/metrics",
+                **{name: f"http://127.0.0.1:{port}/metrics" for name, port in self.metrics_ports.items()},
+            },
             "supervisor_pid": os.getpid(),
         }
         (self.home / "stack.json").write_text(json.dumps(state, indent=2) + "\n")

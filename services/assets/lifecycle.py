@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from services.assets.sandbox import ExtractionFailed, Sandbox
 from shared.contracts import assets as c
 from shared.contracts.common import Ref
 from shared.db import Database
+from shared.metrics import EXTRACTION_FAILURES, EXTRACTION_SECONDS
 from shared.outbox import enqueue
 from shared.settings import AssetsSettings
 
@@ -105,7 +107,11 @@ class Lifecycle:
                 async with conn.transaction():
                     writer = EvidenceWriter(conn, self._repo, asset_id=row["asset_id"], scope=row["scope"])
                     try:
+                        started = time.perf_counter()
                         coverage = await self._sandbox.run(path, row["kind"], writer.add)
+                        EXTRACTION_SECONDS.labels(row["kind"], coverage["status"]).observe(
+                            time.perf_counter() - started
+                        )
                         await writer.finish()
                     except BaseException:
                         await writer.abandon()
@@ -116,6 +122,7 @@ class Lifecycle:
                         await asyncio.sleep(pause)
                     await self.activate(conn, row, coverage)
             except ExtractionFailed as exc:
+                EXTRACTION_FAILURES.labels(row["kind"]).inc()
                 async with conn.transaction():
                     await self._fail(conn, row, str(exc))
 

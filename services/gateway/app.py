@@ -9,11 +9,14 @@ from pathlib import Path
 import nats
 from fastapi import Depends, FastAPI
 
+from services.gateway import observe
 from services.gateway.deps import check_token, reject_unstorable
 from services.gateway.errors import install_error_handlers
 from services.gateway.limits import STREAMED_ROUTES, Authenticate, BodyLimit
+from services.gateway.openapi import COMMON, errors, install_openapi, operation_id
 from services.gateway.routes import admin, artifacts, assets, checkpoints, health, publications, runs, workspaces
 from services.gateway.tokens import TokenService
+from shared import tracing
 from shared.blobs import Blobs
 from shared.bus import BusClient
 from shared.contracts.common import Actor
@@ -21,6 +24,10 @@ from shared.db import Database
 from shared.settings import GatewaySettings
 
 MIGRATIONS = Path(__file__).parent / "migrations"
+DESCRIPTION = (
+    "The HTTP API of Dossier. Every error answers the envelope `{error: {code, message, details}}`; "
+    "every response carries `X-Request-ID`. The bus underneath is described in docs/asyncapi.json."
+)
 # Multipart routes stream files; their exact per-file limit is enforced by the route while streaming.
 MULTIPART_OVERHEAD = 1024 * 1024
 
@@ -45,15 +52,19 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     app = FastAPI(
         title="Dossier",
         version="1",
+        description=DESCRIPTION,
         lifespan=lifespan,
         docs_url="/docs",
         redoc_url=None,
+        generate_unique_id_function=operation_id,
         dependencies=[Depends(reject_unstorable)],
     )
     app.state.settings = settings
     install_error_handlers(app)
-    for module in (health, admin, publications, workspaces, checkpoints, artifacts, assets, runs):
-        app.include_router(module.router)
+    app.include_router(health.router)
+    app.include_router(observe.router)
+    for module in (admin, workspaces, checkpoints, runs, publications, assets, artifacts):
+        app.include_router(module.router, responses=errors(*COMMON))
 
     def limit_for(method: str, path: str) -> tuple[int, bool]:
         if (method, path) in STREAMED_ROUTES:
@@ -66,4 +77,8 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     # The last added runs first: the size limit before the token, the token before any parsing.
     app.add_middleware(Authenticate, check=check)
     app.add_middleware(BodyLimit, limit_for=limit_for)
+    # Outermost: the request id is bound before anything else runs, and every answer carries it.
+    app.add_middleware(observe.RequestIdAndMetrics)
+    tracing.instrument_fastapi(app)
+    install_openapi(app)
     return app

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import Query, Request
+from fastapi import Query, Request, Security
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from services.gateway.limits import STREAMED_ROUTES
 from services.gateway.tokens import TokenService, bearer
@@ -13,13 +14,21 @@ from shared.contracts.common import CURSOR_MAX_CHARS, PAGE_LIMIT_DEFAULT, PAGE_L
 from shared.errors import Invalid, Unauthenticated
 from shared.storable import require_storable, unstorable_field
 
+# Declared for the OpenAPI document (Swagger's Authorize button); the header itself is parsed below, so a
+# missing or malformed token answers the envelope rather than FastAPI's own 403.
+BEARER = HTTPBearer(
+    auto_error=False,
+    scheme_name="bearer",
+    description="A token issued by POST /v1/admin/tokens; the admin token is accepted only on /v1/admin routes.",
+)
+
 
 def _tokens(request: Request) -> TokenService:
     tokens: TokenService = request.app.state.tokens
     return tokens
 
 
-async def current_actor(request: Request) -> Actor:
+async def current_actor(request: Request, _: HTTPAuthorizationCredentials | None = Security(BEARER)) -> Actor:
     # The `Authenticate` guard has already resolved the token of every /v1 request, before any body parse.
     checked = getattr(request.state, "actor", None)
     if isinstance(checked, Actor):
@@ -43,7 +52,7 @@ async def check_token(tokens: TokenService, path: str, authorization: str | None
     return await resolve_actor(tokens, authorization)
 
 
-async def require_admin(request: Request) -> None:
+async def require_admin(request: Request, _: HTTPAuthorizationCredentials | None = Security(BEARER)) -> None:
     if not _tokens(request).is_admin(bearer(request.headers.get("authorization"))):
         raise Unauthenticated("this route needs the admin token")
 

@@ -85,7 +85,7 @@ class ToolBox:
         text = f"# {body['title']} ({id}@v{version}, {body['created_at']})\n\n{body['body']}"
         prov = {"ref": ref.model_dump(), "content_hash": body["content_hash"], "locator": None}
         await self.files.write(path, text, provenance=prov, with_record=self._read_row(ref, body["content_hash"], None))
-        return await self._pointer_result(call, path)
+        return await self._fresh_pointer(call, path, text)
 
     async def _search_evidence(self, call: ToolCall, query: str) -> tuple[ToolResult, list[Inclusion]]:
         if not query.strip():
@@ -118,7 +118,7 @@ class ToolBox:
         await self.files.write(
             path, text, provenance=prov, with_record=self._read_row(ref, content_hash, passage["locator"])
         )
-        return await self._pointer_result(call, path)
+        return await self._fresh_pointer(call, path, text)
 
     def _read_row(self, ref: Ref, content_hash: str | None, locator: str | None) -> Any:
         """The `read` ledger row, written in the same transaction as the source file's index entry."""
@@ -127,6 +127,12 @@ class ToolBox:
             return await self.ledger.append_in(conn, "read", ref, content_hash=content_hash, locator=locator)
 
         return record
+
+    async def _fresh_pointer(self, call: ToolCall, path: str, text: str) -> tuple[ToolResult, list[Inclusion]]:
+        """A source read for the first time: its characters count once in the run's `source_chars_read`."""
+        result, inclusions = await self._pointer_result(call, path)
+        result.data["fresh_chars"] = len(text)
+        return result, inclusions
 
     async def _pointer_result(self, call: ToolCall, path: str) -> tuple[ToolResult, list[Inclusion]]:
         """The model gets a pointer; the preview in it is part of the body, so it is included."""

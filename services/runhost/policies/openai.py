@@ -49,7 +49,15 @@ class OpenAIPolicy:
             "tool_choice": "auto",
             "stream": False,
         }
-        message = (await self._complete(body))["choices"][0]["message"]
+        reply = await self._complete(body)
+        step = self._step(reply["choices"][0]["message"])
+        usage = reply.get("usage")
+        if isinstance(usage, dict):
+            step.tokens_in = _count(usage.get("prompt_tokens"))
+            step.tokens_out = _count(usage.get("completion_tokens"))
+        return step
+
+    def _step(self, message: dict[str, Any]) -> ToolCall:
         calls = message.get("tool_calls") or []
         if calls:
             call = calls[0]
@@ -101,3 +109,7 @@ def _retry_after(response: httpx.Response, default: float) -> float:
         return min(float(response.headers.get("retry-after", default)), 30.0)
     except ValueError:
         return default
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
