@@ -219,6 +219,7 @@ def test_large_json_bodies_are_refused_before_parsing_and_auth(stack: RunningSta
         r = anonymous.post(path, content=chunks(2 * MiB), headers={"content-type": "application/json"})
         assert r.request.headers.get("transfer-encoding") == "chunked" and "content-length" not in r.request.headers
         assert r.status_code == 413 and error_of(r)["code"] == "too_large", r.text[:300]
+        assert r.headers.get("x-request-id"), "the early answer carries the request id too"
 
 
 def test_the_token_is_checked_before_a_body_is_parsed(stack: RunningStack, api: Api) -> None:
@@ -226,6 +227,7 @@ def test_the_token_is_checked_before_a_body_is_parsed(stack: RunningStack, api: 
         for body in (b"{not json", b'{"title": "t", "goal": "\\u0000"}', b'{"title": "t", "goal": "g"}'):
             r = anonymous.post("/v1/workspaces", content=body, headers={"content-type": "application/json"})
             assert r.status_code == 401 and error_of(r)["code"] == "unauthenticated", r.text
+            assert r.headers.get("x-request-id")
         assert anonymous.get("/v1/health").status_code == 200
     # Authenticated, a body under the limit is parsed and validated as usual.
     under = b"".join(chunks(MiB - 128 * 1024))
