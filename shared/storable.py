@@ -16,22 +16,26 @@ _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
 def unstorable_field(value: Any, path: str = "") -> str | None:
-    """The dotted path of the first string (or key) holding unstorable text, else None."""
-    if isinstance(value, str):
-        return (path or "body") if _UNSTORABLE.search(value) else None
-    if isinstance(value, dict):
-        for key, item in value.items():
-            here = f"{path}.{key}" if path else str(key)
-            if isinstance(key, str) and _UNSTORABLE.search(key):
-                return path or "body"
-            found = unstorable_field(item, here)
-            if found is not None:
-                return found
-    elif isinstance(value, list | tuple):
-        for index, item in enumerate(value):
-            found = unstorable_field(item, f"{path}.{index}" if path else str(index))
-            if found is not None:
-                return found
+    """The dotted path of the first string (or key) holding unstorable text, else None.
+
+    Walked with an explicit stack: a JSON body may nest as deep as its parser allows.
+    """
+    stack: list[tuple[Any, str]] = [(value, path)]
+    while stack:
+        item, here = stack.pop()
+        if isinstance(item, str):
+            if _UNSTORABLE.search(item):
+                return here or "body"
+        elif isinstance(item, dict):
+            children = []
+            for key, child in item.items():
+                if isinstance(key, str) and _UNSTORABLE.search(key):
+                    # The key itself cannot be echoed back (it may not even encode), so name its parent.
+                    return here or "body"
+                children.append((child, f"{here}.{key}" if here else str(key)))
+            stack.extend(reversed(children))
+        elif isinstance(item, list | tuple):
+            stack.extend(reversed([(child, f"{here}.{i}" if here else str(i)) for i, child in enumerate(item)]))
     return None
 
 

@@ -43,6 +43,9 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def on_http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 400:
+            # FastAPI's "error parsing the body" (a JSON body nested deeper than the parser goes): bad input.
+            return envelope("invalid", "the request body cannot be parsed", {"field": "body"})
         code = "not_found" if exc.status_code == 404 else "invalid"
         return envelope(code, str(exc.detail), status=exc.status_code)
 

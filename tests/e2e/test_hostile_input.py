@@ -236,3 +236,13 @@ def test_the_token_is_checked_before_a_body_is_parsed(stack: RunningStack, api: 
     assert r.status_code == 422 and error_of(r)["details"]["field"] == "pad", r.text[:300]
     r = api.http.post("/v1/assets/import", content=b"{not json", headers={"content-type": "application/json"})
     assert r.status_code == 422 and error_of(r)["details"]["field"] == "body"
+
+
+@pytest.mark.parametrize("depth", [900, 5000, 100_000])
+def test_deeply_nested_json_is_invalid_not_a_fault(api: Api, depth: int) -> None:
+    body = '{"title": "t", "goal": "g", "x": ' + "[" * depth + "]" * depth + "}"
+    r = api.http.post("/v1/workspaces", content=body.encode(), headers={"content-type": "application/json"})
+    assert r.status_code == 422 and error_of(r)["code"] == "invalid", r.text[:300]
+    nul = '{"title": "t", "goal": "g", "x": ' + "[" * depth + '"\\u0000"' + "]" * depth + "}"
+    r = api.http.post("/v1/workspaces", content=nul.encode(), headers={"content-type": "application/json"})
+    assert r.status_code == 422 and error_of(r)["code"] == "invalid", r.text[:300]

@@ -63,6 +63,10 @@ def test_unstorable_text_is_found_and_named() -> None:
     assert unstorable_field({"history": [{"id": "x"}, {"id": "\udc00"}]}) == "history.1.id"
     assert unstorable_field({"nested": {"k\x00": 1}}) == "nested"
     assert unstorable_field("\ud800", "body") == "body"
+    deep: object = "a\x00"
+    for _ in range(10_000):
+        deep = [deep]
+    assert unstorable_field({"x": deep}) == "x" + ".0" * 10_000
     with pytest.raises(Invalid) as err:
         require_storable({"q": "a\x00"})
     assert err.value.details == {"field": "q"}
