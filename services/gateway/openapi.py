@@ -28,6 +28,13 @@ def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     return {s: {"model": ErrorEnvelope, "description": DESCRIPTIONS[s]} for s in statuses}
 
 
+def multipart_body(required: list[str], **fields: dict[str, Any]) -> dict[str, Any]:
+    """`openapi_extra` for a route that reads its multipart body itself (a streamed `file` plus fields)."""
+    properties = {"file": {"type": "string", "format": "binary"}, **fields}
+    schema = {"type": "object", "required": ["file", *required], "properties": properties}
+    return {"requestBody": {"required": True, "content": {"multipart/form-data": {"schema": schema}}}}
+
+
 def operation_id(route: APIRoute) -> str:
     """The handler's own name: `start_run`, `read_publication_version`. Names are unique across routers."""
     return route.name

@@ -12,7 +12,7 @@ from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from services.gateway.deps import bus, current_actor
-from services.gateway.openapi import errors
+from services.gateway.openapi import errors, multipart_body
 from services.gateway.sniff import is_html_upload
 from services.gateway.uploads import read_multipart
 from shared.blobs import Blobs, content_key
@@ -38,24 +38,7 @@ def _blobs(request: Request) -> Blobs:
     return blobs
 
 
-UPLOAD_BODY = {
-    "requestBody": {
-        "required": True,
-        "content": {
-            "multipart/form-data": {
-                "schema": {
-                    "type": "object",
-                    "required": ["file", "title"],
-                    "properties": {
-                        "file": {"type": "string", "format": "binary", "description": "An HTML file"},
-                        "title": {"type": "string"},
-                        "expires_at": {"type": "string", "format": "date-time"},
-                    },
-                }
-            }
-        },
-    }
-}
+UPLOAD_BODY = multipart_body(["title"], title={"type": "string"}, expires_at={"type": "string", "format": "date-time"})
 
 
 @router.post(

@@ -9,7 +9,7 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
 from services.gateway.deps import bus, current_actor, page
-from services.gateway.openapi import errors
+from services.gateway.openapi import errors, multipart_body
 from services.gateway.uploads import read_multipart
 from shared.blobs import Blobs, content_key
 from shared.bus import BusClient, validation_details
@@ -20,24 +20,9 @@ from shared.settings import GatewaySettings
 
 router = APIRouter(prefix="/v1", tags=["sources and evidence"])
 
-UPLOAD_BODY = {
-    "requestBody": {
-        "required": True,
-        "content": {
-            "multipart/form-data": {
-                "schema": {
-                    "type": "object",
-                    "required": ["file", "source_id"],
-                    "properties": {
-                        "file": {"type": "string", "format": "binary"},
-                        "source_id": {"type": "string", "pattern": c.SOURCE_ID_PATTERN},
-                        "workspace_id": {"type": "string"},
-                    },
-                }
-            }
-        },
-    }
-}
+UPLOAD_BODY = multipart_body(
+    ["source_id"], source_id={"type": "string", "pattern": c.SOURCE_ID_PATTERN}, workspace_id={"type": "string"}
+)
 REUSED: dict[int | str, dict[str, Any]] = {
     200: {"model": c.AssetVersion, "description": "Bytes this source already had: the existing version"}
 }
