@@ -32,6 +32,9 @@ DEAD_LETTERS = Counter(
     "Events given up on after their retries, sent to the dead-letter subject",
     ["consumer"],
 )
+OUTBOX_PARKED = Counter(
+    "dossier_outbox_parked_total", "Outbox rows parked (with their error) after failing to publish", ["type"]
+)
 RUNS = Gauge("dossier_runs", "Runs by status (runhost)", ["status"])
 LEASE_TAKEOVERS = Counter("dossier_lease_takeovers_total", "Runs taken over from a worker whose lease expired")
 EXTRACTION_SECONDS = Histogram(

@@ -15,8 +15,9 @@ from typing import Any
 
 from services.runhost.ledger import Inclusion, RunLedger
 from services.runhost.memory import RunFiles, StaleLease
-from services.runhost.policies.base import TOOLS, ModelInput, Policy, RunView, ToolResult
+from services.runhost.policies.base import TOOLS, ModelInput, Policy, RunView, ToolCall, ToolResult
 from services.runhost.repository import RunRepository, WorkDone
+from services.runhost.tool_args import BadArguments, FinishArgs, parse_arguments
 from services.runhost.tools import ToolBox
 from shared.db import Database
 
@@ -207,13 +208,10 @@ class RunLoop:
             if cancelled:
                 return Stopped("cancelled")
             if call.name == "finish":
-                answer = str(call.arguments.get("answer") or "").strip()
-                if answer:
-                    proposal = call.arguments.get("checkpoint_proposal")
-                    return Finished(answer, proposal if isinstance(proposal, dict) else None)
-                result = ToolResult(
-                    "finish", call.arguments, "error: finish needs a non-empty answer", ok=False, call_id=call.call_id
-                )
+                outcome = self._finish(call)
+                if isinstance(outcome, Finished):
+                    return outcome
+                result = outcome
                 inclusions: list[Inclusion] = []
             else:
                 result, inclusions = await self.toolbox.execute(call)
@@ -222,6 +220,19 @@ class RunLoop:
             self.transcript.append(result)
             if self.step_delay:
                 await asyncio.sleep(self.step_delay)
+
+    def _finish(self, call: ToolCall) -> Finished | ToolResult:
+        """A finish with a usable answer ends the loop; any other is answered back to the model."""
+        try:
+            args = parse_arguments("finish", call.arguments)
+        except BadArguments as exc:
+            problem = str(exc)
+        else:
+            assert isinstance(args, FinishArgs)
+            if args.answer.strip():
+                return Finished(args.answer.strip(), args.checkpoint_proposal)
+            problem = "finish needs a non-empty answer"
+        return ToolResult("finish", call.arguments, f"error: {problem}", ok=False, call_id=call.call_id)
 
     async def _model_input(self) -> ModelInput:
         plan = await self.files.read("plan.md")

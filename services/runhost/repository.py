@@ -141,6 +141,13 @@ class RunRepository:
         )
         return done is not None
 
+    async def holds_lease(self, conn: asyncpg.Connection, *, run_id: str, epoch: int) -> bool:
+        return bool(
+            await conn.fetchval(
+                "SELECT 1 FROM runs WHERE id = $1 AND lease_epoch = $2 AND status = 'running'", run_id, epoch
+            )
+        )
+
     async def add_counters(
         self, conn: asyncpg.Connection, *, run_id: str, epoch: int, work: WorkDone
     ) -> asyncpg.Record | None:
@@ -287,5 +294,7 @@ class RunRepository:
 
     async def get_file(self, conn: asyncpg.Connection, *, run_id: str, path: str) -> asyncpg.Record | None:
         return await conn.fetchrow(
-            "SELECT path, size, ref, content_hash, locator FROM run_files WHERE run_id = $1 AND path = $2", run_id, path
+            "SELECT path, size, sha256, ref, content_hash, locator FROM run_files WHERE run_id = $1 AND path = $2",
+            run_id,
+            path,
         )

@@ -145,6 +145,10 @@ class Worker:
     async def _drive(self, run: dict[str, Any], epoch: int) -> None:
         finisher = Finisher(db=self.db, repo=self.repo, owners=self.owners, blobs=self.blobs, run=run, epoch=epoch)
         try:
+            if run.get("final_answer") is not None:
+                # An earlier worker reached its answer and began finishing: finish with that answer.
+                await finisher.resume_finish()
+                return
             outcome = await self._research(run, epoch)
             if isinstance(outcome, Finished):
                 await finisher.complete(outcome.answer, outcome.proposal)

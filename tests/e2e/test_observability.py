@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import json
 import uuid
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -13,24 +11,13 @@ import pytest
 from shared.contracts.common import ALL_PROCESSES
 from tests.support.api import Api, probe
 from tests.support.documents import ANNOUNCEMENT, pdf
+from tests.support.logs import lines_with
 from tests.support.stack import RunningStack
 
 
 @pytest.fixture
 def api(stack: RunningStack) -> Api:
     return Api(stack)
-
-
-def log_lines(stack: RunningStack, process: str) -> list[dict[str, Any]]:
-    lines = []
-    for raw in (stack.home / "logs" / f"{process}.log").read_text(errors="replace").splitlines():
-        if raw.startswith("{"):
-            lines.append(json.loads(raw))
-    return lines
-
-
-def lines_with(stack: RunningStack, process: str, request_id: str) -> list[dict[str, Any]]:
-    return [line for line in log_lines(stack, process) if line.get("request_id") == request_id]
 
 
 def test_a_request_id_follows_the_request_through_the_gateway_and_a_service(api: Api, stack: RunningStack) -> None:

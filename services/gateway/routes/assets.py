@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from services.gateway.deps import bus, current_actor, page
 from services.gateway.openapi import errors, multipart_body
-from services.gateway.uploads import read_multipart
+from services.gateway.uploads import stream_multipart
 from shared.blobs import Blobs, content_key
 from shared.bus import BusClient, validation_details
 from shared.contracts import assets as c
@@ -55,12 +55,12 @@ async def upload_asset(
 ) -> JSONResponse:
     """Upload a file as a new version of a source (multipart: `file`, `source_id`, optional `workspace_id`)."""
     settings = _settings(request)
-    fields, upload = await read_multipart(request, max_file_bytes=settings.max_upload_bytes)
+    blobs = _blobs(request)
+    fields, upload = await stream_multipart(request, blobs, max_file_bytes=settings.max_upload_bytes)
+    key = content_key(upload.sha256)
     try:
         if upload.size == 0:
             raise Invalid("the file is empty", {"field": "file"})
-        blobs = _blobs(request)
-        key = content_key(upload.sha256)
         try:
             req = c.UploadRequest(
                 source_id=fields.get("source_id", ""),
@@ -70,11 +70,12 @@ async def upload_asset(
             )
         except ValidationError as exc:
             raise Invalid("the upload's fields are malformed", validation_details(exc)) from exc
-        # Content-addressed: identical bytes are stored once, whoever uploads them.
+        # Content-addressed: identical bytes are stored once, whoever uploads them. The copy is done by
+        # the store itself; the bytes never pass through this process again.
         if not await blobs.exists(key):
-            await blobs.put_file(key, str(upload.path))
+            await blobs.copy(upload.key, key)
     finally:
-        upload.discard()
+        await blobs.delete(upload.key)
     return _created_or_reused(await client.call(c.UPLOAD, req, actor=actor, timeout=settings.ingest_timeout))
 
 

@@ -93,6 +93,10 @@ async def test_expired_lease_is_taken_over_and_the_stale_worker_is_fenced(db: Da
         await RunLedger(db, repo, run_id, 1).unavailable(Ref.model_validate(REF), reason="withdrawn")
     await RunFiles(blobs, db, repo, run_id, 2).write("notes/x.md", "current note")
     assert await RunFiles(blobs, db, repo, run_id, None).read("notes/x.md") == "current note"
+    # A stale worker that wakes after the current one wrote must not change the file's bytes either.
+    with pytest.raises(StaleLease):
+        await RunFiles(blobs, db, repo, run_id, 1).write("notes/x.md", "stale note, late")
+    assert await RunFiles(blobs, db, repo, run_id, None).read("notes/x.md") == "current note"
 
     async with db.pool.acquire() as conn:
         rows = await repo.list_ledger(conn, run_id=run_id)
