@@ -21,6 +21,8 @@ from services.gateway.mcp_server import build_server
 from services.gateway.openapi import COMMON, errors, install_openapi, operation_id
 from services.gateway.routes import admin, artifacts, assets, checkpoints, health, publications, runs, workspaces
 from services.gateway.tokens import TokenService
+from services.gateway.web import install as install_workbench
+from services.gateway.web.sources import UPLOAD_PATH
 from shared import tracing
 from shared.blobs import Blobs
 from shared.bus import BusClient
@@ -94,9 +96,11 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     # The MCP face: a raw ASGI route (not a Mount, which would redirect `/mcp` to `/mcp/`). POST only: a
     # stateless server has no session to resume or end, and GET answers 405 so no idle stream stays open.
     app.router.routes.append(Route("/mcp", mcp, methods=["POST"], include_in_schema=False))
+    install_workbench(app)
 
     def limit_for(method: str, path: str) -> tuple[int, bool]:
-        if (method, path) in STREAMED_ROUTES:
+        # The workbench's upload form streams its file like the API's multipart routes.
+        if (method, path) in STREAMED_ROUTES or (method, path) == ("POST", UPLOAD_PATH):
             return settings.max_upload_bytes + MULTIPART_OVERHEAD, True
         return settings.max_json_bytes, False
 

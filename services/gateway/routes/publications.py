@@ -2,14 +2,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Query
 from fastapi.responses import JSONResponse
 
 from services.gateway.deps import bus, current_actor, page
 from services.gateway.openapi import errors
 from shared.bus import BusClient
 from shared.contracts import publication as c
-from shared.contracts.common import Actor
+from shared.contracts.common import INT32_MAX, Actor
 
 router = APIRouter(prefix="/v1/publications", tags=["publications"])
 
@@ -66,3 +66,16 @@ async def withdraw_publication_version(
     """Withdraw one version; reads of it answer `unavailable(withdrawn)` from then on."""
     data = await client.call(c.WITHDRAW, {"id": pub_id, "version": version, "reason": body.reason}, actor=actor)
     return JSONResponse(data)
+
+
+@router.get("/{pub_id}/diff", response_model=c.Diff, responses=errors(404, 409))
+async def diff_publication_versions(
+    pub_id: str,
+    from_: int = Query(alias="from", ge=1, le=INT32_MAX),
+    to: int = Query(ge=1, le=INT32_MAX),
+    actor: Actor = Depends(current_actor),
+    client: BusClient = Depends(bus),
+) -> JSONResponse:
+    """A line diff of two versions' bodies; each is read under the rules of a version read."""
+    req = c.DiffRequest.model_validate({"id": pub_id, "from": from_, "to": to})
+    return JSONResponse(await client.call(c.DIFF, req, actor=actor))
