@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+
 from tests.support.api import Api
+from tests.support.cli import dossier, no_traceback
 from tests.support.stack import RunningStack
 
 
@@ -38,3 +41,21 @@ def test_diff_refuses_withdrawn_missing_and_foreign_versions(stack: RunningStack
     assert withdrawn.status_code == 409
     assert withdrawn.json()["error"]["code"] == "unavailable"
     assert withdrawn.json()["error"]["details"]["reason"] == "withdrawn"
+
+
+def test_the_cli_prints_the_diff_and_its_json(stack: RunningStack) -> None:
+    api = Api(stack)
+    pub = api.publish("Report A", "Fund X can meet redemptions.\nLiquidity is adequate.")
+    api.revise(pub["id"], "Fund X can meet redemptions.\nLiquidity is weaker.", 1)
+    token = api.http.headers["Authorization"].removeprefix("Bearer ")
+    shown = dossier(stack, token, "publication", "diff", pub["id"], "1", "2")
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.splitlines()[-3:] == [
+        " Fund X can meet redemptions.",
+        "-Liquidity is adequate.",
+        "+Liquidity is weaker.",
+    ]
+    as_json = dossier(stack, token, "publication", "diff", pub["id"], "1", "2", "--json")
+    assert json.loads(as_json.stdout)["hunks"][0]["lines"][1]["op"] == "removed"
+    missing = dossier(stack, token, "publication", "diff", pub["id"], "1", "9")
+    assert missing.returncode == 1 and no_traceback(missing) and "not_found" in missing.stderr
