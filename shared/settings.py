@@ -47,7 +47,7 @@ class GatewaySettings(CommonSettings):
     admin_token: str = Field(default="", repr=False)
     # How long a resolved token is trusted before its row is read again (revocations elsewhere show after it).
     token_cache_seconds: float = Field(default=2.0, ge=0, le=4)
-    max_json_bytes: int = 2 * 1024 * 1024
+    max_json_bytes: int = 1024 * 1024
     max_upload_bytes: int = 52_428_800
     ingest_timeout: float = 300.0
 
@@ -56,6 +56,8 @@ class PublicationSettings(CommonSettings):
     max_body_bytes: int = 1024 * 1024
     max_title_chars: int = 500
     grant_clock_skew: float = 5.0
+    # A diff lists at most this many lines (context included); past it the reply says `truncated`.
+    max_diff_lines: int = 5000
 
 
 class RunhostSettings(CommonSettings):

@@ -94,8 +94,15 @@ class AssetsRepository:
             return await conn.fetchrow(f"SELECT {_VERSION}{_FROM} WHERE a.id = $1", asset_id)
         return await conn.fetchrow(f"SELECT {_VERSION}{_FROM} WHERE a.id = $1 AND s.scope = $2", asset_id, scope)
 
-    async def list_versions(self, conn: asyncpg.Connection, *, source_pk: int) -> list[asyncpg.Record]:
-        return await conn.fetch(f"SELECT {_VERSION}{_FROM} WHERE a.source_pk = $1 ORDER BY a.version", source_pk)
+    async def list_versions(
+        self, conn: asyncpg.Connection, *, source_pk: int, limit: int, after: int
+    ) -> list[asyncpg.Record]:
+        return await conn.fetch(
+            f"SELECT {_VERSION}{_FROM} WHERE a.source_pk = $1 AND a.version > $3 ORDER BY a.version LIMIT $2",
+            source_pk,
+            limit,
+            after,
+        )
 
     async def active_version(self, conn: asyncpg.Connection, *, source_pk: int) -> asyncpg.Record | None:
         return await conn.fetchrow(
@@ -237,6 +244,21 @@ class AssetsRepository:
                 "SELECT 1 FROM run_evidence_hits WHERE run_id = $1 AND evidence_id = $2", run_id, evidence_id
             )
         )
+
+    async def find_evidence_id(
+        self, conn: asyncpg.Connection, *, scope: str, source_id: str, version: int, locator: str
+    ) -> str | None:
+        """The scope's own (not run-local) passage at this locator of this source version."""
+        value = await conn.fetchval(
+            "SELECT e.id FROM evidence e JOIN asset_versions a ON a.id = e.asset_id JOIN sources s ON s.pk = a.source_pk"
+            " WHERE s.scope = $1 AND s.namespace = '' AND s.source_id = $2 AND a.version = $3 AND e.locator = $4"
+            " AND e.scope = $1 ORDER BY e.ord LIMIT 1",
+            scope,
+            source_id,
+            version,
+            locator,
+        )
+        return str(value) if value is not None else None
 
     async def get_evidence(self, conn: asyncpg.Connection, *, scope: str, evidence_id: str) -> asyncpg.Record | None:
         return await conn.fetchrow(

@@ -87,11 +87,13 @@ class PublicationRepository:
             "SELECT id, title, latest_version FROM publications WHERE id = $1 AND scope = $2", id, scope
         )
 
-    async def list_versions(self, conn: asyncpg.Connection, *, id: str) -> list[asyncpg.Record]:
+    async def list_versions(self, conn: asyncpg.Connection, *, id: str, limit: int, after: int) -> list[asyncpg.Record]:
         return await conn.fetch(
             "SELECT version, content_hash, status, run_id, created_at FROM publication_versions"
-            " WHERE publication_id = $1 ORDER BY version",
+            " WHERE publication_id = $1 AND version > $3 ORDER BY version LIMIT $2",
             id,
+            limit,
+            after,
         )
 
     async def get_version(

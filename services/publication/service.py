@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import uuid
 from typing import Any
 
 import asyncpg
 
+from services.publication.diff import line_diff
 from services.publication.repository import PublicationRepository
 from shared.contracts import publication as c
 from shared.contracts.common import Actor, CheckReply, Eligibility, Ref
@@ -15,6 +17,7 @@ from shared.db import Database
 from shared.errors import Conflict, Invalid, NotFound, TooLarge, Unavailable
 from shared.grants import require_ref, verify_grant
 from shared.outbox import enqueue
+from shared.paging import Int32, cut_page, decode_cursor, encode_cursor
 from shared.settings import PublicationSettings
 
 
@@ -132,16 +135,19 @@ class PublicationService:
         return _version(row)
 
     async def get(self, actor: Actor, req: c.GetRequest) -> c.Publication:
+        (after,) = decode_cursor(req.cursor, Int32) if req.cursor else (0,)
         async with self._db.pool.acquire() as conn:
             pub = await self._repo.get_publication(conn, scope=actor.scope, id=req.id)
             if pub is None:
                 raise NotFound("publication not found", {"id": req.id})
-            versions = await self._repo.list_versions(conn, id=req.id)
+            rows = await self._repo.list_versions(conn, id=req.id, limit=req.limit + 1, after=after)
+        page, next_cursor = cut_page(rows, req.limit, lambda r: (r["version"],))
         return c.Publication(
             id=pub["id"],
             title=pub["title"],
             latest_version=pub["latest_version"],
-            versions=[c.VersionSummary(**dict(v)) for v in versions],
+            versions=[c.VersionSummary(**dict(v)) for v in page],
+            next_cursor=next_cursor,
         )
 
     async def read(self, actor: Actor, req: c.ReadRequest, *, grant: str | None) -> c.PublicationVersion:
@@ -173,11 +179,25 @@ class PublicationService:
         async with self._db.pool.acquire() as conn:
             row = await self._repo.get_version(conn, scope=actor.scope, id=version.id, version=version.version)
         assert row is not None  # it was just read
-        start = int(req.cursor) if req.cursor else 0
+        # The claims are one immutable list of the version: a page is a slice after the previous page's last.
+        (start,) = decode_cursor(req.cursor, Int32) if req.cursor else (0,)
         page = row["claims"][start : start + req.limit]
         more = start + req.limit < len(row["claims"])
         return c.ClaimList(
-            items=[c.Claim.model_validate(item) for item in page], next_cursor=str(start + req.limit) if more else None
+            items=[c.Claim.model_validate(item) for item in page],
+            next_cursor=encode_cursor((start + req.limit,)) if more else None,
+        )
+
+    async def diff(self, actor: Actor, req: c.DiffRequest) -> c.Diff:
+        """Both versions are read under the rules of `read`: another scope's is not found, a withdrawn one unavailable."""
+        old = await self.read(actor, c.ReadRequest(id=req.id, version=req.from_), grant=None)
+        new = await self.read(actor, c.ReadRequest(id=req.id, version=req.to), grant=None)
+        # Bodies are bounded (max_body_bytes), but a diff of two large ones is CPU work: keep it off the loop.
+        hunks, truncated = await asyncio.to_thread(
+            line_diff, old.body, new.body, max_lines=self._settings.max_diff_lines
+        )
+        return c.Diff.model_validate(
+            {"id": req.id, "from": req.from_, "to": req.to, "hunks": hunks, "truncated": truncated}
         )
 
     async def revise(self, actor: Actor, req: c.ReviseRequest) -> c.PublicationVersion:

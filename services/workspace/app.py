@@ -52,7 +52,7 @@ def create_app(settings: WorkspaceSettings) -> ServiceRuntime:
 
     @on(c.LIST, c.ListRequest)
     async def list_(ctx: RequestContext, req: c.ListRequest) -> c.WorkspaceList:
-        return await workspaces.list_workspaces(ctx.actor)
+        return await workspaces.list_workspaces(ctx.actor, req)
 
     @on(c.GET, c.WorkspaceIdRequest)
     async def get(ctx: RequestContext, req: c.WorkspaceIdRequest) -> c.Workspace:
@@ -62,9 +62,9 @@ def create_app(settings: WorkspaceSettings) -> ServiceRuntime:
     async def revise_goal(ctx: RequestContext, req: c.ReviseGoalRequest) -> c.Workspace:
         return await workspaces.revise_goal(ctx.actor, req)
 
-    @on(c.GOAL_VERSIONS, c.WorkspaceIdRequest)
-    async def goal_versions(ctx: RequestContext, req: c.WorkspaceIdRequest) -> c.GoalVersions:
-        return await workspaces.goal_versions(ctx.actor, req.workspace_id)
+    @on(c.GOAL_VERSIONS, c.WorkspacePageRequest)
+    async def goal_versions(ctx: RequestContext, req: c.WorkspacePageRequest) -> c.GoalVersions:
+        return await workspaces.goal_versions(ctx.actor, req)
 
     @on(c.ARCHIVE, c.WorkspaceIdRequest)
     async def archive(ctx: RequestContext, req: c.WorkspaceIdRequest) -> c.Workspace:
@@ -107,9 +107,9 @@ def create_app(settings: WorkspaceSettings) -> ServiceRuntime:
     async def update_checkpoint(ctx: RequestContext, req: c.UpdateCheckpointRequest) -> c.Checkpoint:
         return await checkpoints.update(ctx.actor, req)
 
-    @on(c.CHECKPOINT_REVISIONS, c.WorkspaceIdRequest)
-    async def checkpoint_revisions(ctx: RequestContext, req: c.WorkspaceIdRequest) -> c.CheckpointRevisions:
-        return await checkpoints.revisions(ctx.actor, req.workspace_id)
+    @on(c.CHECKPOINT_REVISIONS, c.WorkspacePageRequest)
+    async def checkpoint_revisions(ctx: RequestContext, req: c.WorkspacePageRequest) -> c.CheckpointRevisions:
+        return await checkpoints.revisions(ctx.actor, req)
 
     @on(c.CHECKPOINT_PROPOSE, c.RawProposal)
     async def propose(ctx: RequestContext, req: c.RawProposal) -> c.ProposeReply:

@@ -24,6 +24,7 @@ from shared.contracts.common import Actor, Ref
 from shared.db import Database
 from shared.errors import Conflict, Invalid, NotFound, TooLarge
 from shared.outbox import enqueue
+from shared.paging import Int32, cut_page, decode_cursor
 from shared.settings import WorkspaceSettings
 
 
@@ -123,11 +124,15 @@ class Checkpoints:
         [checkpoint] = await self._present(actor, [row])
         return checkpoint
 
-    async def revisions(self, actor: Actor, workspace_id: str) -> c.CheckpointRevisions:
+    async def revisions(self, actor: Actor, req: c.WorkspacePageRequest) -> c.CheckpointRevisions:
+        (after,) = decode_cursor(req.cursor, Int32) if req.cursor else (0,)
         async with self._db.pool.acquire() as conn:
-            await self._require_live(conn, actor, workspace_id)
-            rows = await self._repo.list_checkpoints(conn, scope=actor.scope, workspace_id=workspace_id)
-        return c.CheckpointRevisions(items=await self._present(actor, rows))
+            await self._require_live(conn, actor, req.workspace_id)
+            rows = await self._repo.list_checkpoints(
+                conn, scope=actor.scope, workspace_id=req.workspace_id, limit=req.limit + 1, after=after
+            )
+        page, next_cursor = cut_page(rows, req.limit, lambda r: (r["revision"],))
+        return c.CheckpointRevisions(items=await self._present(actor, page), next_cursor=next_cursor)
 
     async def _require_live(self, conn: asyncpg.Connection, actor: Actor, workspace_id: str) -> None:
         if await self._repo.find_workspace(conn, scope=actor.scope, id=workspace_id) is None:

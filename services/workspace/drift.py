@@ -27,6 +27,7 @@ from shared.contracts.common import Actor, Event, Ref
 from shared.contracts.publication import VersionEvent
 from shared.db import Database
 from shared.outbox import enqueue
+from shared.paging import Int64, cut_page, decode_cursor
 
 log = logging.getLogger("dossier.workspace.drift")
 
@@ -99,10 +100,9 @@ class DriftWatch:
         async with self._db.pool.acquire() as conn:
             if await self._repo.find_workspace(conn, scope=actor.scope, id=req.workspace_id) is None:
                 raise not_found(req.workspace_id)
-            after = int(req.cursor) if req.cursor else 0
+            (after,) = decode_cursor(req.cursor, Int64) if req.cursor else (0,)
             rows = await self._drifts.list_drifts(conn, workspace_id=req.workspace_id, after=after, limit=req.limit + 1)
-        page = rows[: req.limit]
-        next_cursor = str(page[-1]["seq"]) if len(rows) > req.limit else None
+        page, next_cursor = cut_page(rows, req.limit, lambda r: (r["seq"],))
         return c.DriftList(items=[self._drift(r) for r in page], next_cursor=next_cursor)
 
     # -- rules ---------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from shared.contracts.common import Model, Ref
+from shared.contracts.common import INT32_MAX, Model, Page, PageRequest, Ref
 
 UPLOAD = "dossier.assets.upload"
 IMPORT = "dossier.assets.import"
@@ -18,6 +18,8 @@ RETIRE = "dossier.assets.source.retire"
 GET_ASSET = "dossier.assets.get"
 SEARCH = "dossier.assets.evidence.search"
 READ = "dossier.assets.evidence.read"
+# The passage of a source version at a locator (as a ledger row names it), read under the rules of READ.
+LOCATE = "dossier.assets.evidence.locate"
 # Request `shared.contracts.common.CheckRequest`, reply `CheckReply`: refs of kind "source".
 CHECK = "dossier.assets.check"
 
@@ -77,7 +79,9 @@ class PromoteRequest(Model):
     workspace_id: str | None = Field(default=None, min_length=1, max_length=200)
 
 
-class GetSourceRequest(Model):
+class GetSourceRequest(PageRequest):
+    """The source with a page of its versions."""
+
     source_id: str = SourceId
     # With a run grant: the run's own attachment of that name instead of the scope's source.
     run_local: bool = False
@@ -99,6 +103,12 @@ class SearchRequest(Model):
 
 class ReadRequest(Model):
     evidence_id: str = Field(min_length=1, max_length=200)
+
+
+class LocateRequest(Model):
+    source_id: str = SourceId
+    version: int = Field(ge=1, le=INT32_MAX)
+    locator: str = Field(min_length=1, max_length=1000)
 
 
 class Extraction(Model):
@@ -127,7 +137,9 @@ class AssetVersion(Model):
     run_local: bool = False
 
 
-class Source(Model):
+class Source(Page):
+    """`versions` oldest first, one page of them; `next_cursor` pages on through the versions."""
+
     source_id: str
     active_version: int | None
     versions: list[AssetVersion]

@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
-from shared.contracts.common import Model, Ref
+from shared.contracts.common import INT32_MAX, Model, Page, PageRequest, Ref
 
 COMMIT = "dossier.publication.commit"
 GET = "dossier.publication.get"
@@ -16,6 +16,7 @@ REVISE = "dossier.publication.revise"
 WITHDRAW = "dossier.publication.withdraw"
 CHECK = "dossier.publication.check"
 CLAIMS = "dossier.publication.claims"
+DIFF = "dossier.publication.diff"
 
 EVT_COMMITTED = "publication.committed"
 EVT_REVISED = "publication.revised"
@@ -53,23 +54,23 @@ class CommitRequest(NewPublication):
     claims: list[Claim] = Field(default_factory=list, max_length=1000)
 
 
-class GetRequest(Model):
+class GetRequest(PageRequest):
+    """The publication with a page of its versions."""
+
     id: str = Id
 
 
 class ReadRequest(Model):
     id: str = Id
-    version: int = Field(ge=1)
+    version: int = Field(ge=1, le=INT32_MAX)
 
 
-class ClaimsRequest(ReadRequest):
-    limit: int = Field(default=100, ge=1, le=500)
-    cursor: str | None = Field(default=None, max_length=20, pattern=r"^[0-9]+$")
+class ClaimsRequest(ReadRequest, PageRequest):
+    """A page of one version's checked claims, in the order of the answer."""
 
 
-class ClaimList(Model):
+class ClaimList(Page):
     items: list[Claim]
-    next_cursor: str | None
 
 
 class Revision(Model):
@@ -77,7 +78,7 @@ class Revision(Model):
 
     body: str
     title: str | None = Field(default=None, min_length=1)
-    expected_latest_version: int = Field(ge=1)
+    expected_latest_version: int = Field(ge=1, le=INT32_MAX)
 
 
 class ReviseRequest(Revision):
@@ -94,7 +95,7 @@ class Withdrawal(Model):
 
 class WithdrawRequest(Withdrawal):
     id: str = Id
-    version: int = Field(ge=1)
+    version: int = Field(ge=1, le=INT32_MAX)
 
 
 VersionStatus = Literal["active", "withdrawn"]
@@ -120,7 +121,9 @@ class VersionSummary(Model):
     created_at: datetime
 
 
-class Publication(Model):
+class Publication(Page):
+    """`versions` oldest first, one page of them; `next_cursor` pages on through the versions."""
+
     id: str
     title: str
     latest_version: int
@@ -139,6 +142,48 @@ class VersionEvent(Model):
     sources: list[Ref]
     created_at: datetime
     reason: str | None = None
+
+
+class DiffRequest(Model):
+    """Two versions of one publication, each read under the same rules as `READ`."""
+
+    model_config = ConfigDict(validate_by_name=True, validate_by_alias=True, serialize_by_alias=True)
+
+    id: str = Id
+    from_: int = Field(alias="from", ge=1, le=INT32_MAX)
+    to: int = Field(ge=1, le=INT32_MAX)
+
+
+DiffOp = Literal["context", "removed", "added"]
+
+
+class DiffLine(Model):
+    op: DiffOp
+    text: str
+    # 1-based line numbers in the `from` and `to` bodies; null on the side the line is not in.
+    from_line: int | None
+    to_line: int | None
+
+
+class DiffHunk(Model):
+    from_start: int
+    from_count: int
+    to_start: int
+    to_count: int
+    lines: list[DiffLine]
+
+
+class Diff(Model):
+    """A line diff of two bodies (`from` → `to`), with three lines of context around each change."""
+
+    model_config = ConfigDict(validate_by_name=True, validate_by_alias=True, serialize_by_alias=True)
+
+    id: str
+    from_: int = Field(alias="from")
+    to: int
+    hunks: list[DiffHunk]
+    # True when the diff was cut at the service's line bound; the hunks given are still exact.
+    truncated: bool = False
 
 
 EVENTS: dict[str, type[Model]] = {EVT_COMMITTED: VersionEvent, EVT_REVISED: VersionEvent, EVT_WITHDRAWN: VersionEvent}

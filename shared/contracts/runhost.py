@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from shared.contracts.common import Model, PublicationRef, Ref
+from shared.contracts.common import INT32_MAX, Model, Page, PageRequest, PublicationRef, Ref
 from shared.contracts.workspace import Catalog
 
 ADMIT = "dossier.runhost.admit"
@@ -35,14 +35,14 @@ Id = Field(min_length=1, max_length=200)
 
 class HistoryRef(Model):
     publication_id: str = Id
-    version: int = Field(ge=1)
+    version: int = Field(ge=1, le=INT32_MAX)
 
 
 class RunLimits(Model):
     """Per-run limits; each is capped by the server's own maximum."""
 
-    max_steps: int | None = Field(default=None, ge=1)
-    max_chars: int | None = Field(default=None, ge=1)
+    max_steps: int | None = Field(default=None, ge=1, le=INT32_MAX)
+    max_chars: int | None = Field(default=None, ge=1, le=INT32_MAX)
     max_seconds: float | None = Field(default=None, gt=0)
 
 
@@ -65,12 +65,19 @@ class RunIdRequest(Model):
     run_id: str = Id
 
 
-class ListRunsRequest(Model):
+class ListRunsRequest(PageRequest):
     workspace_id: str = Id
-    limit: int = Field(default=100, ge=1, le=500)
 
 
-class ConversationRequest(Model):
+class RunPageRequest(PageRequest):
+    """A page of one run's list (ledger rows, files)."""
+
+    run_id: str = Id
+
+
+class ConversationRequest(PageRequest):
+    """The conversation with a page of its runs."""
+
     conversation_id: str = Id
 
 
@@ -130,7 +137,9 @@ class AdmitReply(Model):
     created: bool
 
 
-class RunList(Model):
+class RunList(Page):
+    """Newest first: `created_at` then `id`, both descending."""
+
     items: list[Run]
 
 
@@ -141,7 +150,9 @@ class ConversationRun(Model):
     created_at: datetime
 
 
-class Conversation(Model):
+class Conversation(Page):
+    """`runs` oldest first, one page of them; `next_cursor` pages on through the runs."""
+
     id: str
     workspace_id: str
     runs: list[ConversationRun]
@@ -158,7 +169,9 @@ class LedgerRow(Model):
     at: datetime
 
 
-class Ledger(Model):
+class Ledger(Page):
+    """In `seq` order."""
+
     items: list[LedgerRow]
 
 
@@ -167,7 +180,9 @@ class FileEntry(Model):
     size: int
 
 
-class FileList(Model):
+class FileList(Page):
+    """By path."""
+
     items: list[FileEntry]
 
 

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from shared.contracts import assets
-from shared.contracts.common import Model, PublicationRef, Ref
+from shared.contracts.common import INT32_MAX, Model, Page, PageRequest, PublicationRef, Ref
 
 CREATE = "dossier.workspace.create"
 LIST = "dossier.workspace.list"
@@ -69,11 +69,15 @@ class Workspace(Model):
     updated_at: datetime
 
 
-class WorkspaceList(Model):
+class WorkspaceList(Page):
+    """Newest first: `created_at` then `id`, both descending."""
+
     items: list[Workspace]
 
 
-class GoalVersions(Model):
+class GoalVersions(Page):
+    """Oldest first."""
+
     items: list[Goal]
 
 
@@ -82,12 +86,18 @@ class CreateRequest(Model):
     goal: str
 
 
-class ListRequest(Model):
+class ListRequest(PageRequest):
     pass
 
 
 class WorkspaceIdRequest(Model):
     """Every request that names one workspace and nothing else."""
+
+    workspace_id: str = Id
+
+
+class WorkspacePageRequest(PageRequest):
+    """A page of one workspace's list (goal versions, checkpoint revisions)."""
 
     workspace_id: str = Id
 
@@ -101,7 +111,7 @@ class GoalRevision(Model):
     """The body of `PUT /v1/workspaces/{id}/goal`."""
 
     text: str
-    expected_version: int = Field(ge=1)
+    expected_version: int = Field(ge=1, le=INT32_MAX)
 
 
 class ReviseGoalRequest(GoalRevision):
@@ -113,7 +123,7 @@ class ReviseGoalRequest(GoalRevision):
 
 class CatalogRequest(Model):
     workspace_id: str = Id
-    limit: int | None = Field(default=None, ge=1)
+    limit: int | None = Field(default=None, ge=1, le=INT32_MAX)
 
 
 class CatalogItem(Model):
@@ -174,7 +184,7 @@ class PinReply(Model):
 class AdmissionRequest(Model):
     workspace_id: str = Id
     run_id: str = Id
-    limit: int | None = Field(default=None, ge=1)
+    limit: int | None = Field(default=None, ge=1, le=INT32_MAX)
 
 
 class Admission(Model):
@@ -188,7 +198,7 @@ class AssociateRequest(Model):
     workspace_id: str = Id
     kind: AssociationKind
     ref_id: str = Id
-    version: int | None = Field(default=None, ge=1)
+    version: int | None = Field(default=None, ge=1, le=INT32_MAX)
     run_id: str | None = Field(default=None, max_length=200)
 
 
@@ -245,14 +255,16 @@ class Checkpoint(Model):
     created_at: datetime
 
 
-class CheckpointRevisions(Model):
+class CheckpointRevisions(Page):
+    """Oldest first."""
+
     items: list[Checkpoint]
 
 
 class CheckpointEdit(Model):
     """A person's edit. An omitted `summary` keeps the current one; a question closes only when resolved."""
 
-    expected_revision: int = Field(ge=0)
+    expected_revision: int = Field(ge=0, le=INT32_MAX)
     summary: str | None = None
     add_questions: list[str] = Field(default_factory=list)
     resolve_questions: list[str] = Field(default_factory=list)
@@ -266,7 +278,7 @@ class ProposeRequest(Model):
     """What runhost sends at the end of a run. The first revision is made with `expected_revision` 0."""
 
     workspace_id: str = Id
-    expected_revision: int = Field(ge=0)
+    expected_revision: int = Field(ge=0, le=INT32_MAX)
     summary: str
     add_questions: list[str] = Field(default_factory=list)
     resolve_questions: list[str] = Field(default_factory=list)
@@ -299,10 +311,8 @@ class ProposeReply(Model):
 DriftReason = Literal["new_version", "withdrawn", "retired"]
 
 
-class DriftRequest(Model):
+class DriftRequest(PageRequest):
     workspace_id: str = Id
-    limit: int = Field(default=100, ge=1, le=500)
-    cursor: str | None = Field(default=None, max_length=40, pattern=r"^[0-9]+$")
 
 
 class Drift(Model):
@@ -315,9 +325,8 @@ class Drift(Model):
     detected_at: datetime
 
 
-class DriftList(Model):
+class DriftList(Page):
     items: list[Drift]
-    next_cursor: str | None
 
 
 class DriftDetected(Drift):
