@@ -19,7 +19,7 @@ _INTACT = (
     "a.identity_key = encode(sha256(convert_to("
     "s.scope || '|' || a.root || '|' || s.source_id || '|' || a.content_hash, 'UTF8')), 'hex')"
 )
-EVIDENCE_COLUMNS = ["id", "asset_id", "scope", "ord", "locator", "text", "text_hash"]
+EVIDENCE_COLUMNS = ["id", "asset_id", "scope", "ord", "locator", "text", "text_hash", "lang", "ocr"]
 
 
 class AssetsRepository:
@@ -177,11 +177,28 @@ class AssetsRepository:
 
     async def copy_evidence(self, conn: asyncpg.Connection, *, from_asset: str, to_asset: str, prefix: str) -> None:
         await conn.execute(
-            "INSERT INTO evidence (id, asset_id, scope, ord, locator, text, text_hash)"
-            " SELECT $3 || ord, $2, scope, ord, locator, text, text_hash FROM evidence WHERE asset_id = $1",
+            "INSERT INTO evidence (id, asset_id, scope, ord, locator, text, text_hash, lang, ocr)"
+            " SELECT $3 || ord, $2, scope, ord, locator, text, text_hash, lang, ocr FROM evidence WHERE asset_id = $1",
             from_asset,
             to_asset,
             prefix,
+        )
+
+    async def search_terms(
+        self, conn: asyncpg.Connection, *, config: str, kinds: list[str], texts: list[str]
+    ) -> list[asyncpg.Record]:
+        """Each term as a tsquery (exact forms OR the query language's stems), and whether it is a stopword."""
+        return await conn.fetch(
+            "SELECT q::text AS q, stop FROM ("
+            " SELECT u.n, CASE u.k WHEN 'prefix' THEN to_tsquery('simple', u.x || ':*')"
+            "   ELSE phraseto_tsquery('simple', dossier_search_text(u.x))"
+            "     || phraseto_tsquery($1::regconfig, dossier_search_text(u.x)) END AS q,"
+            "  u.k <> 'prefix' AND numnode(phraseto_tsquery($1::regconfig, dossier_search_text(u.x))) = 0 AS stop"
+            " FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS u(k, x, n)) t"
+            " WHERE numnode(q) > 0 ORDER BY n",
+            config,
+            kinds,
+            texts,
         )
 
     async def search(
@@ -190,36 +207,53 @@ class AssetsRepository:
         *,
         scope: str,
         namespaces: list[str],
-        query: str,
+        terms: list[str],
         source_id: str | None,
         limit: int,
         max_snippet_words: int,
+        candidates_per_term: int,
     ) -> list[asyncpg.Record]:
-        """Full-text search over active versions; snippets are computed only for the rows returned.
+        """Passages of active versions matching ANY term, those matching more terms first.
+
+        Each term contributes at most `candidates_per_term` passages (a rare term all of its passages, a
+        very common one an arbitrary sample), so a question with common words costs the same as one
+        without; the candidates are then ranked by how many terms they match, then by ts_rank. Snippets
+        are computed only for the rows returned, and `<`/`>` in the text become `‹`/`›` so the `<<`/`>>`
+        highlight markers cannot be forged by a document.
 
         Runs inside a transaction: a prepared statement soon gets a generic plan, which cannot see how
-        selective this tsquery is and scans every passage (measured: 130 ms instead of 3.5 ms median at
-        100k passages), so each search is planned for its own query.
+        selective each tsquery is, so each search is planned for its own terms.
         """
         await conn.execute("SET LOCAL plan_cache_mode = force_custom_plan")
-        return await conn.fetch(
-            "WITH q AS (SELECT websearch_to_tsquery('english', $3) AS query),"
+        base = 7
+        params = [f"${base + i}::tsquery" for i in range(len(terms))]
+        active = (
+            "e.asset_id IN (SELECT a.id FROM asset_versions a JOIN sources s ON s.pk = a.source_pk"
+            " WHERE a.status = 'active' AND s.scope = $1 AND s.namespace = ANY($2::text[])"
+            " AND ($3::text IS NULL OR s.source_id = $3))"
+        )
+        branches = " UNION ".join(
+            f"(SELECT e.id FROM evidence e WHERE e.scope = $1 AND e.tsv @@ {p} AND {active} LIMIT $6)" for p in params
+        )
+        matched = " + ".join(f"(e.tsv @@ {p})::int" for p in params)
+        any_term = "(" + " || ".join(params) + ")"
+        sql = (
+            f"WITH cand AS ({branches}),"
             " hits AS ("
-            "  SELECT e.id, e.asset_id, e.locator, e.text, s.source_id, a.version, ts_rank(e.tsv, q.query) AS score"
-            "  FROM q, evidence e JOIN asset_versions a ON a.id = e.asset_id JOIN sources s ON s.pk = a.source_pk"
-            "  WHERE e.scope = $1 AND e.tsv @@ q.query AND a.status = 'active' AND s.namespace = ANY($2::text[])"
-            "   AND ($4::text IS NULL OR s.source_id = $4)"
-            "  ORDER BY score DESC, e.id LIMIT $5)"
-            " SELECT hits.id AS evidence_id, hits.asset_id, hits.source_id, hits.version, hits.locator, hits.score,"
-            "  ts_headline('english', hits.text, q.query,"
-            "   'MaxFragments=2, MaxWords=' || $6::int || ', MinWords=5, StartSel=<<, StopSel=>>') AS snippet"
-            " FROM hits, q ORDER BY hits.score DESC, hits.id",
-            scope,
-            namespaces,
-            query,
-            source_id,
-            limit,
-            max_snippet_words,
+            "  SELECT e.id, e.asset_id, e.locator, e.text, e.lang, e.ocr, s.source_id, a.version,"
+            f"   {matched} + ts_rank(e.tsv, {any_term}, 32) AS score"
+            "  FROM cand JOIN evidence e ON e.id = cand.id"
+            "  JOIN asset_versions a ON a.id = e.asset_id JOIN sources s ON s.pk = a.source_pk"
+            "  ORDER BY score DESC, e.id LIMIT $4)"
+            " SELECT hits.id AS evidence_id, hits.asset_id, hits.source_id, hits.version, hits.locator, hits.ocr,"
+            "  hits.score, ts_headline(hits.lang::regconfig,"
+            "   dossier_search_text(translate(hits.text, '<>', '‹›')),"
+            f"   {any_term}, 'MaxFragments=2, MaxWords=' || $5::int || ', MinWords=5, StartSel=<<, StopSel=>>')"
+            "  AS snippet"
+            " FROM hits ORDER BY hits.score DESC, hits.id"
+        )
+        return await conn.fetch(
+            sql, scope, namespaces, source_id, limit, max_snippet_words, candidates_per_term, *terms
         )
 
     async def record_hits(self, conn: asyncpg.Connection, *, run_id: str, scope: str, evidence_ids: list[str]) -> None:
@@ -240,7 +274,7 @@ class AssetsRepository:
 
     async def get_evidence(self, conn: asyncpg.Connection, *, scope: str, evidence_id: str) -> asyncpg.Record | None:
         return await conn.fetchrow(
-            f"SELECT e.id AS evidence_id, e.locator, e.text, e.text_hash, {_VERSION}, {_INTACT} AS intact"
+            f"SELECT e.id AS evidence_id, e.locator, e.text, e.text_hash, e.ocr, {_VERSION}, {_INTACT} AS intact"
             " FROM evidence e JOIN asset_versions a ON a.id = e.asset_id JOIN sources s ON s.pk = a.source_pk"
             " WHERE e.id = $1 AND e.scope = $2 AND s.scope = $2",
             evidence_id,
