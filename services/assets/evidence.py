@@ -36,12 +36,17 @@ class EvidenceService:
         namespaces = [""] if claims is None else ["", run_namespace(claims.run_id)]
         parsed = query.parse(req.q)
         async with self._db.transaction() as conn:
-            terms = await self._repo.search_terms(
-                conn,
-                config=parsed.config,
-                kinds=[t.kind for t in parsed.terms],
-                texts=[t.text for t in parsed.terms],
-            )
+            terms = [
+                t
+                for t in await self._repo.search_terms(
+                    conn,
+                    stop_config=parsed.config,
+                    configs=parsed.configs,
+                    kinds=[t.kind for t in parsed.terms],
+                    texts=[t.text for t in parsed.terms],
+                )
+                if t["q"] is not None
+            ]
             # A stopword ("the", "of") is dropped when the question has other words: it would match
             # nearly every passage and count as much as a word that matters.
             kept = [t["q"] for t in terms if not t["stop"]] or [t["q"] for t in terms]

@@ -92,3 +92,15 @@ def detect(text: str) -> str:
 def valid(config: object) -> str:
     """A configuration named by the parser process, checked: anything unknown becomes `simple`."""
     return config if isinstance(config, str) and config in CONFIGS else "simple"
+
+
+_LATIN_CONFIGS = ["english", *(lang for lang in _STOPWORDS if lang != "english")]
+
+
+def configs_for(text: str) -> list[str]:
+    """`simple` plus every stemming configuration of the scripts `text` is written in."""
+    configs = ["simple"]
+    if _LATIN.search(text):
+        configs += _LATIN_CONFIGS
+    configs += [name for name, pattern in _SCRIPTS if name != "simple" and pattern.search(text)]
+    return configs

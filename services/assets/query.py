@@ -1,8 +1,8 @@
 """A search question as terms: words, "quoted phrases" and prefixes (word*). Any term may match (OR).
 
 The ranking rewards passages that match more of the terms (see the repository's search). The terms are
-handed to PostgreSQL as text and normalised there, with the query's detected language and with
-`simple`; nothing the user types is ever spliced into SQL.
+handed to PostgreSQL as text and normalised there, with `simple` and with the stemmer of every language
+written in the query's script; nothing the user types is ever spliced into SQL.
 """
 
 from __future__ import annotations
@@ -33,7 +33,11 @@ class Term:
 @dataclass(frozen=True)
 class Query:
     terms: list[Term]
+    # The query's own language: its stopwords are dropped when other words remain.
     config: str
+    # Every configuration whose stems a query word is looked up with: a question is too short to tell
+    # its language reliably ("Anlegern" alone), so each word is tried in every language of its script.
+    configs: list[str]
 
 
 def parse(q: str) -> Query:
@@ -50,7 +54,7 @@ def parse(q: str) -> Query:
         else:
             terms.append(Term("word", word))
     unique = list(dict.fromkeys(terms))[:MAX_TERMS]
-    return Query(terms=unique, config=language.detect(q))
+    return Query(terms=unique, config=language.detect(q), configs=language.configs_for(q))
 
 
 def tidy_snippet(snippet: str) -> str:

@@ -185,18 +185,22 @@ class AssetsRepository:
         )
 
     async def search_terms(
-        self, conn: asyncpg.Connection, *, config: str, kinds: list[str], texts: list[str]
+        self, conn: asyncpg.Connection, *, stop_config: str, configs: list[str], kinds: list[str], texts: list[str]
     ) -> list[asyncpg.Record]:
-        """Each term as a tsquery (exact forms OR the query language's stems), and whether it is a stopword."""
+        """Each term as one tsquery: its exact form OR its stem in each of `configs` (duplicates merged).
+
+        `stop` says the term is a stopword of `stop_config` (the query's own detected language). A term
+        that normalises to nothing (punctuation) has a null `q`.
+        """
         return await conn.fetch(
-            "SELECT q::text AS q, stop FROM ("
-            " SELECT u.n, CASE u.k WHEN 'prefix' THEN to_tsquery('simple', u.x || ':*')"
-            "   ELSE phraseto_tsquery('simple', dossier_search_text(u.x))"
-            "     || phraseto_tsquery($1::regconfig, dossier_search_text(u.x)) END AS q,"
-            "  u.k <> 'prefix' AND numnode(phraseto_tsquery($1::regconfig, dossier_search_text(u.x))) = 0 AS stop"
-            " FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS u(k, x, n)) t"
-            " WHERE numnode(q) > 0 ORDER BY n",
-            config,
+            "SELECT CASE WHEN u.k = 'prefix' THEN to_tsquery('simple', u.x || ':*')::text"
+            "  ELSE (SELECT string_agg(DISTINCT '(' || z.q::text || ')', ' | ') FROM ("
+            "   SELECT phraseto_tsquery(c::regconfig, dossier_search_text(u.x)) AS q FROM unnest($2::text[]) AS c"
+            "  ) z WHERE numnode(z.q) > 0) END AS q,"
+            " u.k <> 'prefix' AND numnode(phraseto_tsquery($1::regconfig, dossier_search_text(u.x))) = 0 AS stop"
+            " FROM unnest($3::text[], $4::text[]) WITH ORDINALITY AS u(k, x, n) ORDER BY u.n",
+            stop_config,
+            configs,
             kinds,
             texts,
         )
