@@ -22,7 +22,7 @@ from shared.grants import GrantClaims
 # A snippet is a hint for choosing what to read, so it stays short.
 SNIPPET_WORDS = 35
 # How many passages one query term may bring into the ranking (see AssetsRepository.search).
-CANDIDATES_PER_TERM = 1000
+CANDIDATES_PER_TERM = 100
 
 
 class EvidenceService:

@@ -1,7 +1,7 @@
 """Which PostgreSQL text search configuration fits a passage (or a query): script first, then stopwords.
 
-A passage's configuration decides its stemming; every passage is also indexed with `simple` (exact word
-forms, no stopwords removed), so a word written the same way is found whatever the detected language.
+A passage's configuration decides its stemming; a query word is looked up with every configuration of
+its script (configs_for), so it meets the passage's stem whatever language the passage was detected as.
 Scripts with a stemmer get it (Arabic, Cyrillic as Russian, Greek, Devanagari as Hindi, Tamil, Armenian);
 Latin text picks the language whose stopwords it uses most, English when it shows none; Chinese, Japanese,
 Korean, Hebrew, Thai and the rest get `simple`, and CJK characters are indexed one by one (see the
@@ -70,20 +70,24 @@ _STOPWORDS = {
 }
 _STOP_INDEX = {lang: frozenset(words.split()) for lang, words in _STOPWORDS.items()}
 # Enough text to judge; a passage is up to 20,000 characters and judging all of it buys nothing.
-_SAMPLE = 4000
+_SAMPLE = 1500
+_NON_ASCII = re.compile(r"[^\x00-\x7f]+")
 
 
 def detect(text: str) -> str:
     """The text search configuration for `text` (always one of CONFIGS)."""
     sample = text[:_SAMPLE]
-    scripts = Counter({name: len(pattern.findall(sample)) for name, pattern in _SCRIPTS})
-    latin = len(_LATIN.findall(sample))
-    name, count = scripts.most_common(1)[0]
-    if count > latin:
-        return name
+    # Most passages are ASCII: the scripts are counted over the non-ASCII characters only.
+    other = "".join(_NON_ASCII.findall(sample))
+    latin = len(_LATIN.findall(sample)) if other else sum(1 for ch in sample if ch.isalpha())
+    if other:
+        scripts = Counter({name: len(pattern.findall(other)) for name, pattern in _SCRIPTS})
+        name, count = scripts.most_common(1)[0]
+        if count > latin:
+            return name
     if latin == 0:
         return "simple"
-    words = [w.lower() for w in _WORD.findall(sample)]
+    words = _WORD.findall(sample.lower())
     votes = Counter({lang: sum(1 for w in words if w in stops) for lang, stops in _STOP_INDEX.items()})
     best, hits = votes.most_common(1)[0]
     return best if hits >= 2 and hits > votes["english"] else "english"

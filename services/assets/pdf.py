@@ -53,6 +53,8 @@ def _image_regions(page: Any) -> list[Any]:
     """Large image areas of the page whose text layer is (nearly) empty."""
     import pymupdf
 
+    if not page.get_images(full=False):
+        return []  # the cheap look at the page's resources; get_image_info interprets its content
     area = abs(page.rect) or 1.0
     regions = []
     for info in page.get_image_info():
@@ -65,7 +67,7 @@ def _image_regions(page: Any) -> list[Any]:
 
 
 def _is_blank(page: Any) -> bool:
-    return not page.get_image_info() and not page.get_drawings()
+    return not page.get_images(full=False) and not page.get_drawings()
 
 
 class _Pages:

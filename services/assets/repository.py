@@ -187,16 +187,16 @@ class AssetsRepository:
     async def search_terms(
         self, conn: asyncpg.Connection, *, stop_config: str, configs: list[str], kinds: list[str], texts: list[str]
     ) -> list[asyncpg.Record]:
-        """Each term as one tsquery: its exact form OR its stem in each of `configs` (duplicates merged).
+        """Each term as one tsquery: its stem in each of `configs` OR'ed (`simple`: the exact form).
 
         `stop` says the term is a stopword of `stop_config` (the query's own detected language). A term
         that normalises to nothing (punctuation) has a null `q`.
         """
         return await conn.fetch(
-            "SELECT CASE WHEN u.k = 'prefix' THEN to_tsquery('simple', u.x || ':*')::text"
-            "  ELSE (SELECT string_agg(DISTINCT '(' || z.q::text || ')', ' | ') FROM ("
-            "   SELECT phraseto_tsquery(c::regconfig, dossier_search_text(u.x)) AS q FROM unnest($2::text[]) AS c"
-            "  ) z WHERE numnode(z.q) > 0) END AS q,"
+            "SELECT (SELECT string_agg(DISTINCT '(' || z.q::text || ')', ' | ') FROM ("
+            "  SELECT CASE WHEN u.k = 'prefix' THEN to_tsquery(c::regconfig, u.x || ':*')"
+            "   ELSE phraseto_tsquery(c::regconfig, dossier_search_text(u.x)) END AS q"
+            "  FROM unnest($2::text[]) AS c) z WHERE numnode(z.q) > 0) AS q,"
             " u.k <> 'prefix' AND numnode(phraseto_tsquery($1::regconfig, dossier_search_text(u.x))) = 0 AS stop"
             " FROM unnest($3::text[], $4::text[]) WITH ORDINALITY AS u(k, x, n) ORDER BY u.n",
             stop_config,
@@ -229,32 +229,31 @@ class AssetsRepository:
         selective each tsquery is, so each search is planned for its own terms.
         """
         await conn.execute("SET LOCAL plan_cache_mode = force_custom_plan")
-        base = 7
-        params = [f"${base + i}::tsquery" for i in range(len(terms))]
+        params = [f"${7 + i}::tsquery" for i in range(len(terms))]
         active = (
             "e.asset_id IN (SELECT a.id FROM asset_versions a JOIN sources s ON s.pk = a.source_pk"
             " WHERE a.status = 'active' AND s.scope = $1 AND s.namespace = ANY($2::text[])"
             " AND ($3::text IS NULL OR s.source_id = $3))"
         )
-        branches = " UNION ".join(
-            f"(SELECT e.id FROM evidence e WHERE e.scope = $1 AND e.tsv @@ {p} AND {active} LIMIT $6)" for p in params
-        )
-        matched = " + ".join(f"(e.tsv @@ {p})::int" for p in params)
         any_term = "(" + " || ".join(params) + ")"
+        score = " + ".join(f"(e.tsv @@ {p})::int" for p in params) + f" + ts_rank(e.tsv, {any_term}, 32)"
+        # One sample per term, and one of the passages matching every term (the best ones, which a
+        # common word's sample could miss). Each scores its rows while it holds them.
+        matches = params if len(params) == 1 else [*params, "(" + " && ".join(params) + ")"]
+        branches = " UNION ".join(
+            f"(SELECT e.id, {score} AS score FROM evidence e WHERE e.scope = $1 AND e.tsv @@ {m} AND {active} LIMIT $6)"
+            for m in matches
+        )
         sql = (
             f"WITH cand AS ({branches}),"
-            " hits AS ("
-            "  SELECT e.id, e.asset_id, e.locator, e.text, e.lang, e.ocr, s.source_id, a.version,"
-            f"   {matched} + ts_rank(e.tsv, {any_term}, 32) AS score"
-            "  FROM cand JOIN evidence e ON e.id = cand.id"
-            "  JOIN asset_versions a ON a.id = e.asset_id JOIN sources s ON s.pk = a.source_pk"
-            "  ORDER BY score DESC, e.id LIMIT $4)"
-            " SELECT hits.id AS evidence_id, hits.asset_id, hits.source_id, hits.version, hits.locator, hits.ocr,"
-            "  hits.score, ts_headline(hits.lang::regconfig,"
-            "   dossier_search_text(translate(hits.text, '<>', '‹›')),"
+            " top AS (SELECT id, max(score) AS score FROM cand GROUP BY id ORDER BY score DESC, id LIMIT $4)"
+            " SELECT e.id AS evidence_id, e.asset_id, s.source_id, a.version, e.locator, e.ocr, top.score,"
+            "  ts_headline(e.lang::regconfig, dossier_search_text(translate(e.text, '<>', '‹›')),"
             f"   {any_term}, 'MaxFragments=2, MaxWords=' || $5::int || ', MinWords=5, StartSel=<<, StopSel=>>')"
             "  AS snippet"
-            " FROM hits ORDER BY hits.score DESC, hits.id"
+            " FROM top JOIN evidence e ON e.id = top.id"
+            " JOIN asset_versions a ON a.id = e.asset_id JOIN sources s ON s.pk = a.source_pk"
+            " ORDER BY top.score DESC, e.id"
         )
         return await conn.fetch(
             sql, scope, namespaces, source_id, limit, max_snippet_words, candidates_per_term, *terms
