@@ -67,7 +67,8 @@ def _image_regions(page: Any) -> list[Any]:
 
 
 def _is_blank(page: Any) -> bool:
-    return not page.get_images(full=False) and not page.get_drawings()
+    # get_image_info also sees inline images (scanners write them), which the page's resources do not list.
+    return not page.get_image_info() and not page.get_drawings()
 
 
 class _Pages:
