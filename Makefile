@@ -3,12 +3,14 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup up test lint bench
+.PHONY: setup up test lint bench asyncapi
 
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	# The pip bundled with Python 3.11 (23.2) has an older resolver; a current one installs the set reliably.
+	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade 'pip>=25'
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 	touch $(STAMP)
 
@@ -25,3 +27,6 @@ lint: setup
 
 bench: setup
 	for b in bench/[a-z]*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+asyncapi: setup
+	$(PY) -m shared.asyncapi

@@ -11,6 +11,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import nats
@@ -27,20 +28,24 @@ WARMUP = 200
 N = 3000
 
 
-async def measure_raw(nats_url: str) -> list[float]:
+# A subject the publication user may both answer and call (its own), so the floor runs on real credentials.
+ECHO = "dossier.publication.bench_echo"
+
+
+async def measure_raw(options: dict[str, Any]) -> list[float]:
     """The floor: one nats-py request to an in-process echo responder on the same server."""
-    nc = await nats.connect(nats_url)
+    nc = await nats.connect(**options)
     try:
 
         async def echo(msg: nats.aio.msg.Msg) -> None:
             await msg.respond(msg.data)
 
-        await nc.subscribe("bench.raw.echo", cb=echo)
+        await nc.subscribe(ECHO, cb=echo)
         body = b'{"id":"pub_x","version":1}'
         samples = []
         for i in range(WARMUP + N):
             t = time.perf_counter()
-            await nc.request("bench.raw.echo", body, timeout=5)
+            await nc.request(ECHO, body, timeout=5)
             if i >= WARMUP:
                 samples.append((time.perf_counter() - t) * 1000)
         return samples
@@ -48,9 +53,9 @@ async def measure_raw(nats_url: str) -> list[float]:
         await nc.close()
 
 
-async def measure_bus(nats_url: str, scope: str, pub_id: str) -> list[float]:
+async def measure_bus(options: dict[str, Any], scope: str, pub_id: str) -> list[float]:
     """The publication service on the bus, without HTTP: envelope, validation, scoped SQL read, hash check."""
-    nc = await nats.connect(nats_url)
+    nc = await nats.connect(**options)
     try:
         bus = BusClient(nc)
         actor = Actor(scope=scope, principal="bench")
@@ -90,11 +95,13 @@ def main() -> None:
                 json={"title": "bench", "body": body},
                 headers={"Authorization": f"Bearer {token}"},
             ).json()
-            nats_url = str(stack.state()["nats_url"])
             print(f"exact-version read of a {len(body)}-char publication, {N} sequential requests each\n")
-            raw_med, raw_p99 = report("raw nats-py request/reply (echo)", asyncio.run(measure_raw(nats_url)))
+            raw_med, raw_p99 = report(
+                "raw nats-py request/reply (echo)", asyncio.run(measure_raw(stack.nats_options("publication")))
+            )
             bus_med, bus_p99 = report(
-                "publication.read over the bus", asyncio.run(measure_bus(nats_url, scope, pub["id"]))
+                "publication.read over the bus",
+                asyncio.run(measure_bus(stack.nats_options("gateway"), scope, pub["id"])),
             )
             gw_med, gw_p99 = report(
                 "GET /v1/publications/{id}/versions/1", measure_gateway(stack.url, token, pub["id"])

@@ -89,7 +89,7 @@ def main() -> int:
                     n: api.post("/v1/workspaces", json={"title": f"{n} associations", "goal": "bench"}).json()["id"]
                     for n in (SMALL, LARGE)
                 }
-                dsn = f"postgresql://postgres@127.0.0.1:{stack.state()['postgres_port']}/workspace"
+                dsn = stack.dsn("workspace")
                 for n, wid in workspaces.items():
                     asyncio.run(fill(dsn, wid, n, pubs))
 

@@ -29,7 +29,6 @@ import pymupdf
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from shared.infra import postgres_dsn
 from tests.support.documents import big_pdf
 from tests.support.stack import start_stack, stop_stack
 
@@ -163,7 +162,7 @@ def main() -> int:
             headers = {"Authorization": f"Bearer {token}"}
             with httpx.Client(base_url=stack.url, headers=headers, timeout=600) as api:
                 ingest_benchmark(api)
-            dsn = postgres_dsn(int(str(stack.state()["postgres_port"])), "assets")
+            dsn = stack.dsn("assets")
             search_benchmark(stack.url, token, dsn, scope)
         finally:
             stop_stack(stack.proc)

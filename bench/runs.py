@@ -1,5 +1,6 @@
-"""Extractive runs per minute with 10 and with 100 sources in the workspace, and the reads a
-crash-resumed run makes divided by the reads a clean run makes (it must be 1.0).
+"""Extractive runs per minute with 10 and with 100 sources in the workspace, the reads a
+crash-resumed run makes divided by the reads a clean run makes (it must be 1.0), and the context economy
+of a 30-source run (its largest model input divided by the source characters it read) next to the seed's.
 
 Starts its own stacks in a temporary folder (the crash part uses short leases and paced steps so the
 kill lands mid-run), measures, prints, and stops them. Never part of the test run.
@@ -21,6 +22,8 @@ from tests.support.stack import RunningStack, start_stack, stop_stack
 
 QUESTION = "What do the Fund X liquidity reports conclude about redemptions?"
 RUNS = 6
+# The L06 seed: 2,763 characters of pointers in the model's context against 91,366 characters of sources.
+SEED_INPUT_CHARS, SEED_SOURCE_CHARS = 2_763, 91_366
 
 
 def seed(api: Api, sources: int) -> str:
@@ -52,7 +55,7 @@ def reads_of(api: Api, run_id: str) -> tuple[int, int]:
     return len(reads), len(set(reads))
 
 
-def crash_ratio(stack: RunningStack) -> tuple[tuple[int, int], tuple[int, int]]:
+def crash_ratio(stack: RunningStack) -> tuple[tuple[int, int], tuple[int, int], dict[str, int]]:
     """The same 30 sources in two workspaces (a run's own answer joins its workspace's catalog afterwards)."""
     api = Api(stack)
     clean_ws, crash_ws = seed(api, 30), seed(api, 30)
@@ -62,7 +65,7 @@ def crash_ratio(stack: RunningStack) -> tuple[tuple[int, int], tuple[int, int]]:
     os.kill(stack.pid("runhost"), signal.SIGKILL)
     done = api.wait_run(crashed["id"], timeout=600)
     assert clean["status"] == done["status"] == "completed"
-    return reads_of(api, clean["id"]), reads_of(api, done["id"])
+    return reads_of(api, clean["id"]), reads_of(api, done["id"]), clean["stats"]
 
 
 def main() -> None:
@@ -81,12 +84,19 @@ def main() -> None:
             Path(tmp) / "slow", extra_env={"DOSSIER_RUN_LEASE_SECONDS": "3", "DOSSIER_RUN_STEP_DELAY_SECONDS": "0.05"}
         )
         try:
-            clean, resumed = crash_ratio(slow)
+            clean, resumed, stats = crash_ratio(slow)
         finally:
             stop_stack(slow.proc)
         print(
             f"crash resume: clean run {clean[0]} reads ({clean[1]} distinct), crash-resumed run {resumed[0]} reads"
             f" ({resumed[1]} distinct); ratio {resumed[0] / clean[0]:.2f}"
+        )
+        largest, read = stats["model_input_chars_max"], stats["source_chars_read"]
+        print(
+            f"context economy of a 30-source run: largest model input {largest:,} chars / {read:,} source chars read"
+            f" = {largest / read:.3f} (seed: {SEED_INPUT_CHARS:,} / {SEED_SOURCE_CHARS:,}"
+            f" = {SEED_INPUT_CHARS / SEED_SOURCE_CHARS:.3f}); {stats['model_requests']} model requests,"
+            f" {stats['model_input_chars_total']:,} input chars in all"
         )
 
 

@@ -1,132 +1,203 @@
-"""`dossier ingest PATH...`, `dossier source show|retire`, `dossier evidence search|read`."""
+"""`dossier ingest`, `dossier import`, `dossier source|asset|evidence ...`: files become versioned evidence."""
 
 from __future__ import annotations
 
-import argparse
-import sys
+from contextlib import nullcontext
 from pathlib import Path
-from typing import Any
-from urllib.parse import quote
+from typing import Annotated, Any
 
-from dossier_cli.client import Client, CliError, print_json
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+from dossier_cli.client import Client, CliError, UsageProblem, client, seg, wants_json
+from dossier_cli.commands import command
+from dossier_cli.output import emit, err, out, print_json, record, table
 
 # An upload's reply waits for extraction; a large file may take a while on a busy machine.
 INGEST_TIMEOUT = 600.0
 
+source = typer.Typer(help="Sources: logical documents with numbered versions.", no_args_is_help=True)
+asset = typer.Typer(help="Asset versions: one exact version of a source.", no_args_is_help=True)
+evidence = typer.Typer(help="Search passages of active versions, or read one.", no_args_is_help=True)
 
-def register(sub: argparse._SubParsersAction) -> None:
-    ingest = sub.add_parser("ingest", help="upload files as versions of sources (one failure does not stop the rest)")
-    ingest.add_argument("paths", nargs="+", type=Path, metavar="PATH")
-    naming = ingest.add_mutually_exclusive_group(required=True)
-    naming.add_argument("--source-id", help="every file becomes the next version of this source")
-    naming.add_argument(
-        "--source-id-from-name", action="store_true", help="each file is its own source, named after the file"
-    )
-    ingest.add_argument("--workspace", dest="workspace_id", help="associate the sources with this workspace")
-    ingest.set_defaults(func=_ingest)
-
-    source = sub.add_parser("source", help="a source and its versions")
-    actions = source.add_subparsers(dest="action", required=True)
-    show = actions.add_parser("show", help="the versions of a source")
-    show.add_argument("source_id")
-    show.set_defaults(
-        func=lambda client, args: _print(client.request("GET", f"/v1/sources/{quote(args.source_id, safe='')}"))
-    )
-    retire = actions.add_parser("retire", help="make every version of a source unavailable")
-    retire.add_argument("source_id")
-    retire.set_defaults(
-        func=lambda client, args: _print(client.request("POST", f"/v1/sources/{quote(args.source_id, safe='')}/retire"))
-    )
-
-    evidence = sub.add_parser("evidence", help="search passages of active versions, or read one")
-    ev_actions = evidence.add_subparsers(dest="action", required=True)
-    search = ev_actions.add_parser("search")
-    search.add_argument("q")
-    search.add_argument("--source-id")
-    search.add_argument("--limit", type=int, default=10)
-    search.set_defaults(func=_search)
-    read = ev_actions.add_parser("read")
-    read.add_argument("evidence_id")
-    read.set_defaults(
-        func=lambda client, args: _print(client.request("GET", f"/v1/evidence/{quote(args.evidence_id, safe='')}"))
-    )
+WorkspaceOption = Annotated[str | None, typer.Option("--workspace", help="Associate the source with this workspace.")]
 
 
-def _print(value: Any) -> int:
-    print_json(value)
-    return 0
+def register(app: typer.Typer) -> None:
+    command(app, "ingest")(ingest)
+    command(app, "import")(import_file)
+    app.add_typer(source, name="source")
+    app.add_typer(asset, name="asset")
+    app.add_typer(evidence, name="evidence")
 
 
-def _search(client: Client, args: argparse.Namespace) -> int:
-    params: dict[str, Any] = {"q": args.q, "limit": args.limit}
-    if args.source_id:
-        params["source_id"] = args.source_id
-    return _print(client.request("GET", "/v1/evidence/search", params=params))
-
-
-def _progress(done: int, total: int, name: str) -> None:
-    width = 24
-    filled = width * done // total
-    bar = "#" * filled + "-" * (width - filled)
-    sys.stderr.write(f"\r[{bar}] {done}/{total} {name[:40]:<40}")
-    if done == total:
-        sys.stderr.write("\n")
-    sys.stderr.flush()
-
-
-def _coverage(version: dict[str, Any]) -> str:
+def coverage(version: dict[str, Any]) -> str:
     extraction = version.get("extraction") or {}
     if not extraction:
         return "-"
     return f"{extraction['status']} {extraction['units_extracted']}/{extraction['units_total']}"
 
 
-def _upload(client: Client, path: Path, source_id: str, workspace_id: str | None) -> dict[str, Any]:
-    fields = {"source_id": source_id}
-    if workspace_id:
-        fields["workspace_id"] = workspace_id
+def show_version(v: dict[str, Any]) -> None:
+    record(
+        {
+            "asset_id": v["asset_id"],
+            "source": f"{v['source_id']}@{v['version']}",
+            "status": v["status"] + (" (reused)" if v.get("reused") else ""),
+            "kind": v["kind"],
+            "size": v["size"],
+            "content_hash": v["content_hash"],
+            "extraction": coverage(v),
+            "notes": "; ".join((v.get("extraction") or {}).get("notes") or []) or "-",
+            "error": v.get("error"),
+            "created_at": v["created_at"],
+        }
+    )
+
+
+def show_source(d: dict[str, Any]) -> None:
+    out().print(f"source {d['source_id']}, active version: {d['active_version'] or '-'}")
+    rows = [
+        (v["version"], v["status"], v["kind"], v["size"], coverage(v), v["asset_id"], v["created_at"])
+        for v in d["versions"]
+    ]
+    table(("VERSION", "STATUS", "KIND", "SIZE", "EXTRACTION", "ASSET", "CREATED"), rows)
+
+
+def printable(text: str) -> str:
+    """A file name as the shell gave it, made UTF-8 (bytes that are not become U+FFFD)."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def _upload(api: Client, path: Path, source_id: str, workspace_id: str | None) -> dict[str, Any]:
+    fields = {"source_id": source_id} | ({"workspace_id": workspace_id} if workspace_id else {})
     try:
         handle = path.open("rb")
     except OSError as exc:
-        raise CliError(f"cannot read {path}: {exc.strerror}") from exc
+        raise UsageProblem(f"cannot read {path}: {exc.strerror}") from exc
     with handle:
-        result: dict[str, Any] = client.request(
-            "POST", "/v1/assets", data=fields, files={"file": (path.name, handle)}, timeout=INGEST_TIMEOUT
+        reply = api.json(
+            "POST", "/v1/assets", data=fields, files={"file": (printable(path.name), handle)}, timeout=INGEST_TIMEOUT
         )
-    return result
+    return dict(reply)
 
 
-def _ingest(client: Client, args: argparse.Namespace) -> int:
-    paths: list[Path] = args.paths
-    rows: list[tuple[str, ...]] = []
-    failures = 0
-    show_progress = len(paths) > 1
-    for number, path in enumerate(paths, start=1):
-        if show_progress:
-            _progress(number - 1, len(paths), path.name)
-        source_id = path.name if args.source_id_from_name else args.source_id
-        try:
-            version = _upload(client, path, source_id, args.workspace_id)
-        except CliError as exc:
-            failures += 1
-            rows.append((str(path), source_id, "-", "error", str(exc)))
-        else:
-            status = version["status"] + (" (reused)" if version.get("reused") else "")
-            if version["status"] == "failed":
-                failures += 1
-                detail = version.get("error") or ""
-            else:
-                detail = _coverage(version)
-            rows.append((str(path), source_id, str(version["version"]), status, detail))
-        if show_progress:
-            _progress(number, len(paths), path.name)
-    _table(("FILE", "SOURCE", "VERSION", "STATUS", "COVERAGE"), rows)
+def _row(path: Path, source_id: str, api: Client, workspace_id: str | None) -> dict[str, Any]:
+    try:
+        version = _upload(api, path, source_id, workspace_id)
+    except CliError as exc:
+        if exc.exit_code == 3:  # the gateway is gone: every other file would fail the same way
+            raise
+        return {"path": printable(str(path)), "source_id": source_id, "ok": False, "error": str(exc), "version": None}
+    ok = version["status"] != "failed"
+    row = {"path": printable(str(path)), "source_id": source_id, "ok": ok, "error": version.get("error")}
+    return row | {"version": version}
+
+
+def ingest(
+    paths: Annotated[list[Path], typer.Argument(metavar="PATH...", help="Files to upload.")],
+    source_id: Annotated[str | None, typer.Option(help="Every file becomes the next version of this source.")] = None,
+    from_name: Annotated[
+        bool, typer.Option("--source-id-from-name", help="Each file is its own source, named after the file.")
+    ] = False,
+    workspace_id: WorkspaceOption = None,
+) -> None:
+    """Upload files as versions of sources (one failure does not stop the rest; a progress bar for several)."""
+    if (source_id is None) == (not from_name):
+        raise UsageProblem("give exactly one of --source-id and --source-id-from-name")
+    rows: list[dict[str, Any]] = []
+    several = len(paths) > 1
+    bar = Progress(
+        TextColumn("ingest"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"), console=err()
+    )
+    with client() as api, bar if several else nullcontext():
+        task = bar.add_task("", total=len(paths)) if several else None
+        for path in paths:
+            if task is not None:
+                bar.update(task, description=printable(path.name))
+            rows.append(_row(path, printable(path.name) if from_name else str(source_id), api, workspace_id))
+            if task is not None:
+                bar.advance(task)
+    failures = sum(1 for r in rows if not r["ok"])
+    if wants_json():
+        print_json({"items": rows, "failed": failures})
+    else:
+        table(("FILE", "SOURCE", "VERSION", "STATUS", "COVERAGE"), [_cells(r) for r in rows])
     if failures:
-        print(f"dossier: {failures} of {len(paths)} files failed", file=sys.stderr)
-    return 1 if failures else 0
+        raise CliError(f"{failures} of {len(paths)} files failed")
 
 
-def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    for row in [header, *rows]:
-        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+def _cells(r: dict[str, Any]) -> tuple[Any, ...]:
+    v = r["version"]
+    if v is None:
+        return (r["path"], r["source_id"], "-", "error", r["error"])
+    status = v["status"] + (" (reused)" if v.get("reused") else "")
+    return (r["path"], r["source_id"], v["version"], status, v.get("error") if v["status"] == "failed" else coverage(v))
+
+
+def import_file(
+    root: Annotated[str, typer.Argument(metavar="ROOT", help="An approved root's name (DOSSIER_APPROVED_ROOTS).")],
+    path: Annotated[str, typer.Argument(metavar="PATH", help="A path inside that root.")],
+    source_id: Annotated[str, typer.Option(help="The file becomes the next version of this source.")],
+    workspace_id: WorkspaceOption = None,
+) -> None:
+    """Import a file from an approved root on the server's side."""
+    body = {"root": root, "path": path, "source_id": source_id} | (
+        {"workspace_id": workspace_id} if workspace_id else {}
+    )
+    with client() as api:
+        emit(api.json("POST", "/v1/assets/import", json=body, timeout=INGEST_TIMEOUT), show_version)
+
+
+@command(source, "show")
+def source_show(source_id: Annotated[str, typer.Argument(metavar="SOURCE_ID")]) -> None:
+    """A source's versions and which one is active."""
+    with client() as api:
+        emit(api.get(f"/v1/sources/{seg(source_id)}"), show_source)
+
+
+@command(source, "retire")
+def source_retire(source_id: Annotated[str, typer.Argument(metavar="SOURCE_ID")]) -> None:
+    """Make every version of a source unavailable."""
+    with client() as api:
+        emit(api.json("POST", f"/v1/sources/{seg(source_id)}/retire"), show_source)
+
+
+@command(asset, "show")
+def asset_show(asset_id: Annotated[str, typer.Argument(metavar="ASSET_ID")]) -> None:
+    """One asset version: identity, hash, state, extraction coverage."""
+    with client() as api:
+        emit(api.get(f"/v1/assets/{seg(asset_id)}"), show_version)
+
+
+@command(evidence, "search")
+def search(
+    q: Annotated[str, typer.Argument(metavar="QUERY")],
+    source_id: Annotated[str | None, typer.Option(help="Only this source.")] = None,
+    limit: Annotated[int, typer.Option(min=1, max=100, help="At most this many passages.")] = 10,
+) -> None:
+    """Full-text search over active versions: snippets with locators (a snippet is not a read)."""
+    with client() as api:
+        data = api.get("/v1/evidence/search", q=q, source_id=source_id, limit=limit)
+
+    def human(d: dict[str, Any]) -> None:
+        rows = [
+            (i["evidence_id"], f"{i['source_id']}@{i['version']}", i["locator"], f"{i['score']:.3f}", i["snippet"])
+            for i in d["items"]
+        ]
+        table(("EVIDENCE", "SOURCE", "LOCATOR", "SCORE", "SNIPPET"), rows)
+
+    emit(data, human)
+
+
+@command(evidence, "read")
+def read(evidence_id: Annotated[str, typer.Argument(metavar="EVIDENCE_ID")]) -> None:
+    """One passage, at its exact version and locator."""
+    with client() as api:
+        data = api.get(f"/v1/evidence/{seg(evidence_id)}")
+
+    def human(d: dict[str, Any]) -> None:
+        out().print(f"{d['source_id']}@{d['version']} {d['locator']} ({d['evidence_id']})")
+        out().print(d["text"])
+
+    emit(data, human)

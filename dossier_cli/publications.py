@@ -1,38 +1,127 @@
-"""`dossier publication create|show`."""
+"""`dossier publication create|show|read|revise|withdraw`: publications and their exact versions."""
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
+from typing import Annotated, Any
 
-from dossier_cli.client import Client, print_json
+import typer
 
+from dossier_cli.client import UsageProblem, client, seg
+from dossier_cli.commands import command, read_text
+from dossier_cli.output import emit, out, record, ref, table
 
-def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("publication", help="publications and their exact versions")
-    actions = parser.add_subparsers(dest="action", required=True)
+publication = typer.Typer(help="Publications and their immutable versions.", no_args_is_help=True)
 
-    create = actions.add_parser("create", help="publish a body as version 1")
-    create.add_argument("--title", required=True)
-    create.add_argument("--body-file", type=Path, required=True)
-    create.add_argument("--workspace", dest="workspace_id")
-    create.set_defaults(func=_create)
-
-    show = actions.add_parser("show", help="a publication, or one exact version of it")
-    show.add_argument("id")
-    show.add_argument("--version", type=int)
-    show.set_defaults(func=_show)
+PublicationId = Annotated[str, typer.Argument(metavar="PUBLICATION", help="A publication id (pub_...).")]
+BodyFile = Annotated[Path, typer.Option(metavar="FILE", help="The body, from a UTF-8 file ('-' for stdin).")]
 
 
-def _create(client: Client, args: argparse.Namespace) -> int:
-    body = {"title": args.title, "body": args.body_file.read_text(encoding="utf-8")}
-    if args.workspace_id:
-        body["workspace_id"] = args.workspace_id
-    print_json(client.request("POST", "/v1/publications", json=body))
-    return 0
+def register(app: typer.Typer) -> None:
+    app.add_typer(publication, name="publication")
 
 
-def _show(client: Client, args: argparse.Namespace) -> int:
-    path = f"/v1/publications/{args.id}" + (f"/versions/{args.version}" if args.version else "")
-    print_json(client.request("GET", path))
-    return 0
+def _path(pub_id: str, tail: str = "") -> str:
+    return f"/v1/publications/{seg(pub_id)}{tail}"
+
+
+def show_version(v: dict[str, Any]) -> None:
+    record(
+        {
+            "id": f"{v['id']}@{v['version']}",
+            "title": v["title"],
+            "status": v["status"],
+            "content_hash": v["content_hash"],
+            "run": v.get("run_id"),
+            "sources": ", ".join(ref(s) for s in v.get("sources") or []) or "-",
+            "created_at": v["created_at"],
+        }
+    )
+    console = out()
+    console.print()
+    console.print(v["body"])
+
+
+def show_summary(p: dict[str, Any]) -> None:
+    out().print(f"{p['id']}  {p['title']}  (latest v{p['latest_version']})")
+    rows = [
+        (v["version"], v["status"], v["content_hash"][:16], v.get("run_id"), v["created_at"]) for v in p["versions"]
+    ]
+    table(("VERSION", "STATUS", "HASH", "RUN", "CREATED"), rows)
+
+
+@command(publication, "create")
+def create(
+    title: Annotated[str, typer.Option(help="The title.")],
+    body_file: BodyFile,
+    workspace_id: Annotated[str | None, typer.Option("--workspace", help="Associate it with this workspace.")] = None,
+) -> None:
+    """Publish a body as version 1."""
+    body: dict[str, Any] = {"title": title, "body": read_text(body_file)}
+    if workspace_id:
+        body["workspace_id"] = workspace_id
+    with client() as api:
+        emit(api.json("POST", "/v1/publications", json=body), show_version)
+
+
+@command(publication, "show")
+def show(
+    pub_id: PublicationId,
+    version: Annotated[int | None, typer.Option(help="Read this exact version instead of the summary.")] = None,
+) -> None:
+    """A publication's versions, or one exact version with --version."""
+    with client() as api:
+        if version is None:
+            emit(api.get(_path(pub_id)), show_summary)
+        else:
+            emit(api.get(_path(pub_id, f"/versions/{version}")), show_version)
+
+
+@command(publication, "read")
+def read(
+    pub_id: PublicationId,
+    version: Annotated[str, typer.Argument(metavar="VERSION", help="A version number, or 'latest'.")] = "latest",
+) -> None:
+    """One exact version's body and sources (latest only when asked for)."""
+    with client() as api:
+        if version == "latest":
+            number = int(api.get(_path(pub_id))["latest_version"])
+        elif version.isdigit():
+            number = int(version)
+        else:
+            raise UsageProblem(f"VERSION is a number or 'latest', not {version!r}")
+        emit(api.get(_path(pub_id, f"/versions/{number}")), show_version)
+
+
+@command(publication, "revise")
+def revise(
+    pub_id: PublicationId,
+    body_file: BodyFile,
+    title: Annotated[str | None, typer.Option(help="A new title (default: keep it).")] = None,
+    expected_latest_version: Annotated[
+        int | None,
+        typer.Option(
+            help="The latest version you revise (default: the current one; a concurrent one still conflicts)."
+        ),
+    ] = None,
+) -> None:
+    """Publish a new version."""
+    text = read_text(body_file)
+    with client() as api:
+        if expected_latest_version is None:
+            expected_latest_version = int(api.get(_path(pub_id))["latest_version"])
+        body: dict[str, Any] = {"body": text, "expected_latest_version": expected_latest_version}
+        if title:
+            body["title"] = title
+        emit(api.json("POST", _path(pub_id, "/versions"), json=body), show_version)
+
+
+@command(publication, "withdraw")
+def withdraw(
+    pub_id: PublicationId,
+    version: Annotated[int, typer.Argument(metavar="VERSION")],
+    reason: Annotated[str, typer.Option(help="Why (kept with the version).")],
+) -> None:
+    """Withdraw one version: reads of it answer unavailable(withdrawn) from now on."""
+    with client() as api:
+        emit(api.json("POST", _path(pub_id, f"/versions/{version}/withdraw"), json={"reason": reason}), show_version)

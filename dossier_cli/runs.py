@@ -1,35 +1,43 @@
-"""`dossier run WORKSPACE "question" [--history ID@V] [--wait]` and `dossier ledger RUN`."""
+"""`dossier run ...`, `dossier ledger RUN` and `dossier conversation show`: start, follow and inspect runs."""
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 import uuid
 from collections import Counter
-from typing import Any
+from pathlib import Path
+from typing import Annotated, Any
 
-from dossier_cli.client import Client, CliError
+import typer
+
+from dossier_cli.client import EXIT_UNREACHABLE, Client, CliError, UsageProblem, client, seg, wants_json
+from dossier_cli.commands import command, default_group, read_text
+from dossier_cli.output import cell, emit, err, out, print_json, record, ref, table
 
 FINAL = ("completed", "failed", "cancelled")
+POLL_SECONDS = 1.0
+# Polls in a row that may fail while a service restarts (the supervisor restarts one within seconds).
+PATIENCE = 60
+
+run = typer.Typer(
+    cls=default_group("start"),
+    help='Research runs. `dossier run WS "question"` is `dossier run start WS "question"`.',
+    no_args_is_help=True,
+)
+conversation = typer.Typer(help="Conversations: runs that continue one another.", no_args_is_help=True)
+
+RunId = Annotated[str, typer.Argument(metavar="RUN", help="A run id (run_...).")]
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    run = sub.add_parser("run", help="start a research run in a workspace")
-    run.add_argument("workspace")
-    run.add_argument("question")
-    run.add_argument(
-        "--history", action="append", default=[], metavar="ID@V", help="an earlier publication version to read"
-    )
-    run.add_argument("--model", help="extractive (default), openai, ...")
-    run.add_argument("--request-id", help="makes a retried command start no second run (default: a new id)")
-    run.add_argument("--conversation", help="continue this conversation")
-    run.add_argument("--wait", action="store_true", help="show progress, then the answer and the ledger summary")
-    run.set_defaults(func=_run)
+def register(app: typer.Typer) -> None:
+    app.add_typer(run, name="run")
+    app.add_typer(conversation, name="conversation")
+    command(app, "ledger")(ledger)
 
-    ledger = sub.add_parser("ledger", help="what a run listed, read, included and found unavailable")
-    ledger.add_argument("run_id")
-    ledger.set_defaults(func=_ledger)
+
+def _path(run_id: str, tail: str = "") -> str:
+    return f"/v1/runs/{seg(run_id)}{tail}"
 
 
 def _history(values: list[str]) -> list[dict[str, Any]]:
@@ -37,76 +45,230 @@ def _history(values: list[str]) -> list[dict[str, Any]]:
     for value in values:
         pub_id, _, version = value.rpartition("@")
         if not pub_id or not version.isdigit():
-            raise CliError(f"--history takes ID@VERSION, not {value!r}")
+            raise UsageProblem(f"--history takes ID@VERSION, not {value!r}")
         refs.append({"publication_id": pub_id, "version": int(version)})
     return refs
 
 
-def _run(client: Client, args: argparse.Namespace) -> int:
+def show_run(r: dict[str, Any]) -> None:
+    stats = r.get("stats") or {}
+    proposal = r.get("checkpoint_proposal") or {}
+    record(
+        {
+            "id": r["id"],
+            "status": r["status"],
+            "workspace": r["workspace_id"],
+            "conversation": r["conversation_id"],
+            "question": r["question"],
+            "model": r.get("model"),
+            "goal_version": r.get("goal_version"),
+            "history": ", ".join(ref(h) for h in r.get("history") or []) or "-",
+            "catalog": f"{len(r['catalog']['items'])} items, complete: {cell(r['catalog']['complete'])}",
+            "publication": ref(r["publication"]) if r.get("publication") else "-",
+            "checkpoint": f"{proposal.get('status', '-')} (revision {proposal.get('revision') or '-'})",
+            "association": r.get("workspace_association"),
+            "error": r.get("error"),
+            "created_at": r.get("created_at"),
+            "finished_at": r.get("finished_at"),
+            **({"stats": stats} if stats else {}),
+        }
+    )
+
+
+@command(run, "start")
+def start(
+    workspace_id: Annotated[str, typer.Argument(metavar="WORKSPACE")],
+    question: Annotated[str, typer.Argument(metavar="QUESTION")],
+    history: Annotated[
+        list[str] | None, typer.Option(metavar="ID@V", help="An earlier publication version to read (repeatable).")
+    ] = None,
+    model: Annotated[str | None, typer.Option(help="extractive (default), openai, ...")] = None,
+    request_id: Annotated[
+        str | None, typer.Option(help="Makes a retried command start no second run (default: a new id).")
+    ] = None,
+    conversation_id: Annotated[str | None, typer.Option("--conversation", help="Continue this conversation.")] = None,
+    wait: Annotated[bool, typer.Option("--wait", help="Follow the run, then print its answer and ledger.")] = False,
+) -> None:
+    """Start a research run in a workspace."""
     body: dict[str, Any] = {
-        "question": args.question,
-        "request_id": args.request_id or f"cli-{uuid.uuid4().hex}",
-        "history": _history(args.history),
+        "question": question,
+        "request_id": request_id or f"cli-{uuid.uuid4().hex}",
+        "history": _history(history or []),
     }
-    if args.model:
-        body["model"] = args.model
-    if args.conversation:
-        body["conversation_id"] = args.conversation
-    run = client.request("POST", f"/v1/workspaces/{args.workspace}/runs", json=body)
-    print(
-        f"run {run['id']} ({run['status']}), goal v{run['goal_version']}, catalog {len(run['catalog']['items'])} items"
-    )
-    if not args.wait:
-        return 0
-    run = _wait(client, run["id"])
-    if run["status"] != "completed":
-        raise CliError(f"run {run['id']} {run['status']}: {run.get('error') or 'no answer'}")
-    answer = client.request(
-        "GET", f"/v1/publications/{run['publication']['id']}/versions/{run['publication']['version']}"
-    )
-    print(answer["body"])
-    print(_summary(client.request("GET", f"/v1/runs/{run['id']}/ledger")["items"]))
-    print(
-        f"publication {run['publication']['id']}@{run['publication']['version']}, workspace association: {run['workspace_association']}, checkpoint: {run['checkpoint_proposal']['status']}"
-    )
-    return 0
+    if model:
+        body["model"] = model
+    if conversation_id:
+        body["conversation_id"] = conversation_id
+    with client() as api:
+        started = api.json("POST", f"/v1/workspaces/{seg(workspace_id)}/runs", json=body)
+        if not wait:
+            emit(started, _started)
+            return
+        if not wants_json():
+            _started(started)
+        finished = _follow(api, started["id"])
+        if wants_json():
+            print_json(finished)
+        else:
+            _answer(api, finished)
+    if finished["status"] != "completed":
+        raise CliError(f"run {finished['id']} {finished['status']}: {finished.get('error') or 'no answer'}")
 
 
-def _wait(client: Client, run_id: str) -> dict[str, Any]:
-    interactive = sys.stderr.isatty()
+def _started(r: dict[str, Any]) -> None:
+    out().print(f"run {r['id']} ({r['status']}), goal v{r['goal_version']}, catalog {len(r['catalog']['items'])} items")
+
+
+def _progress_line(api: Client, r: dict[str, Any]) -> str:
+    files = api.collect(_path(r["id"], "/files"))["items"]
+    notes = sum(1 for f in files if f["path"].startswith("notes/"))
+    sources = sum(1 for f in files if f["path"].startswith("sources/"))
+    return f"{r['status']}: {sources} sources read, {notes} notes"
+
+
+def _poll(api: Client, run_id: str) -> tuple[dict[str, Any], str]:
+    """The run and a progress line; a gateway or runhost that is restarting is waited out, up to a bound."""
+    failures = 0
     while True:
-        run = client.request("GET", f"/v1/runs/{run_id}")
-        files = client.request("GET", f"/v1/runs/{run_id}/files")["items"]
-        notes = sum(1 for f in files if f["path"].startswith("notes/"))
-        sources = sum(1 for f in files if f["path"].startswith("sources/"))
-        line = f"{run['status']}: {sources} sources read, {notes} notes"
-        print(
-            ("\r" + line.ljust(60)) if interactive else line,
-            end="" if interactive else "\n",
-            file=sys.stderr,
-            flush=True,
-        )
-        if run["status"] in FINAL:
-            if interactive:
-                print(file=sys.stderr)
-            return dict(run)
-        time.sleep(1.0)
+        try:
+            r = dict(api.get(_path(run_id)))
+            return r, _progress_line(api, r)
+        except CliError as exc:
+            code = (exc.envelope or {}).get("error", {}).get("code")
+            failures += 1
+            if failures > PATIENCE or not (exc.exit_code == EXIT_UNREACHABLE or code in ("timeout", "internal")):
+                raise
+            time.sleep(POLL_SECONDS)
 
 
-def _summary(items: list[dict[str, Any]]) -> str:
+def _follow(api: Client, run_id: str) -> dict[str, Any]:
+    """Poll until the run is final: a Rich status on a terminal, one line per change otherwise."""
+    console = err()
+    if console.is_terminal:
+        with console.status(f"run {run_id}: waiting") as status:
+            while (polled := _poll(api, run_id))[0]["status"] not in FINAL:
+                status.update(f"run {run_id}: {polled[1]}")
+                time.sleep(POLL_SECONDS)
+        return polled[0]
+    last = ""
+    while True:
+        r, line = _poll(api, run_id)
+        if line != last:
+            console.print(line)
+            last = line
+        if r["status"] in FINAL:
+            return r
+        time.sleep(POLL_SECONDS)
+
+
+def _answer(api: Client, r: dict[str, Any]) -> None:
+    if r["status"] != "completed" or not r.get("publication"):
+        return
+    pub = r["publication"]
+    body = api.get(f"/v1/publications/{seg(pub['id'])}/versions/{seg(pub['version'])}")["body"]
+    console = out()
+    console.print(body)
+    console.print(summary(api.collect(_path(r["id"], "/ledger"))["items"]))
+    proposal = r["checkpoint_proposal"]["status"]
+    console.print(
+        f"publication {pub['id']}@{pub['version']}, workspace association: {r['workspace_association']},"
+        f" checkpoint: {proposal}"
+    )
+
+
+def summary(items: list[dict[str, Any]]) -> str:
     stages = Counter(i["stage"] for i in items)
-    consumed = {(i["ref"]["kind"], i["ref"]["id"], i["ref"]["version"]) for i in items if i["stage"] == "included"}
+    consumed = {ref(i["ref"]) for i in items if i["stage"] == "included"}
     return (
         f"ledger: {stages['listed']} listed, {stages['read']} read, {stages['included']} included"
         f" ({len(consumed)} distinct sources consumed), {stages['unavailable']} unavailable"
     )
 
 
-def _ledger(client: Client, args: argparse.Namespace) -> int:
-    items = client.request("GET", f"/v1/runs/{args.run_id}/ledger")["items"]
-    for i in items:
-        ref = f"{i['ref']['kind']}:{i['ref']['id']}@{i['ref']['version']}"
-        extra = i["locator"] or i["reason"] or ""
-        print(f"{i['seq']:>5}  {i['stage']:<11} {ref:<60} {extra:<24} {i['model_request'] or ''}")
-    print(_summary(items))
-    return 0
+def _ledger(data: dict[str, Any]) -> None:
+    rows = [
+        (i["seq"], i["stage"], ref(i["ref"]), i.get("locator") or i.get("reason") or "", i.get("model_request") or "")
+        for i in data["items"]
+    ]
+    table(("SEQ", "STAGE", "REF", "LOCATOR/REASON", "MODEL REQUEST"), rows)
+    out().print(summary(data["items"]))
+
+
+def ledger(run_id: RunId) -> None:
+    """What a run listed, read, included and found unavailable."""
+    with client() as api:
+        emit(api.collect(_path(run_id, "/ledger")), _ledger)
+
+
+command(run, "ledger")(ledger)
+
+
+@command(run, "show")
+def show(run_id: RunId) -> None:
+    """One run: status, snapshot, publication, checkpoint proposal, stats."""
+    with client() as api:
+        emit(api.get(_path(run_id)), show_run)
+
+
+@command(run, "cancel")
+def cancel(run_id: RunId) -> None:
+    """Cancel a run that has not finished."""
+    with client() as api:
+        emit(api.json("POST", _path(run_id, "/cancel")), show_run)
+
+
+@command(run, "files")
+def files(run_id: RunId) -> None:
+    """The run's working memory: plan.md, sources/, notes/, draft.md."""
+    with client() as api:
+        data = api.collect(_path(run_id, "/files"))
+    emit(data, lambda d: table(("PATH", "SIZE"), [(f["path"], f["size"]) for f in d["items"]]))
+
+
+def _file(api: Client, run_id: str, path: str) -> None:
+    text = api.text(_path(run_id, "/files/" + "/".join(seg(part) for part in path.split("/"))))
+    if wants_json():
+        print_json({"run_id": run_id, "path": path, "text": text})
+    else:
+        sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")
+
+
+@command(run, "file")
+def file(run_id: RunId, path: Annotated[str, typer.Argument(help="A path from `dossier run files`.")]) -> None:
+    """One file of the run, as text."""
+    with client() as api:
+        _file(api, run_id, path)
+
+
+@command(run, "plan")
+def plan(
+    run_id: RunId,
+    source: Annotated[
+        Path | None, typer.Option("--from", metavar="FILE", help="Replace plan.md with this file ('-' for stdin).")
+    ] = None,
+) -> None:
+    """Print plan.md, or replace it (the run's next step recites the edit)."""
+    with client() as api:
+        if source is None:
+            _file(api, run_id, "plan.md")
+            return
+        text = read_text(source)
+        headers = {"content-type": "text/plain; charset=utf-8"}
+        api.send("PUT", _path(run_id, "/files/plan.md"), content=text.encode(), headers=headers)
+    emit({"run_id": run_id, "path": "plan.md", "size": len(text.encode())}, lambda _: err().print("plan.md replaced"))
+
+
+@command(conversation, "show")
+def conversation_show(conversation_id: Annotated[str, typer.Argument(metavar="CONVERSATION")]) -> None:
+    """A conversation and its runs."""
+    with client() as api:
+        data = api.get(f"/v1/conversations/{seg(conversation_id)}")
+
+    def human(d: dict[str, Any]) -> None:
+        out().print(f"conversation {d['id']} in workspace {d['workspace_id']}")
+        table(
+            ("RUN", "STATUS", "CREATED", "QUESTION"),
+            [(r["id"], r["status"], r["created_at"], r["question"]) for r in d["runs"]],
+        )
+
+    emit(data, human)

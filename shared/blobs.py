@@ -7,13 +7,25 @@ content-addressed (`sha256/ab/abcdef…`); run working files live under `runs/<r
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import io
 from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
 
 from minio import Minio
+from minio.commonconfig import CopySource
 from minio.error import S3Error
 
 from shared.settings import CommonSettings
+
+# S3's smallest multipart part: what one streamed upload holds in memory at most (plus its queue).
+PART_SIZE = 5 * 1024 * 1024
+_CHUNK = 1024 * 1024
+
+
+class TooManyBytes(Exception):
+    """The object is larger than the reader's limit; nothing past the limit was kept."""
 
 
 def content_key(sha256_hex: str, prefix: str = "sha256") -> str:
@@ -57,6 +69,36 @@ class Blobs:
 
     async def put_file(self, key: str, path: str, content_type: str = "application/octet-stream") -> None:
         await asyncio.to_thread(self._client.fput_object, self.bucket, key, path, content_type=content_type)
+
+    async def put_stream(self, key: str, stream: BinaryIO, content_type: str = "application/octet-stream") -> None:
+        """A multipart upload of unknown length, read from `stream` one part at a time (in a worker thread)."""
+        await asyncio.to_thread(
+            self._client.put_object, self.bucket, key, stream, -1, content_type=content_type, part_size=PART_SIZE
+        )
+
+    async def copy(self, source_key: str, key: str) -> None:
+        await asyncio.to_thread(self._client.copy_object, self.bucket, key, CopySource(self.bucket, source_key))
+
+    async def download(self, key: str, path: Path, *, max_bytes: int) -> tuple[str, int]:
+        """Stream the object into `path` chunk by chunk, hashing on the way; returns (sha256, size)."""
+
+        def run() -> tuple[str, int]:
+            digest, size = hashlib.sha256(), 0
+            response = self._client.get_object(self.bucket, key)
+            try:
+                with open(path, "wb") as out:
+                    for chunk in response.stream(_CHUNK):
+                        size += len(chunk)
+                        if size > max_bytes:
+                            raise TooManyBytes(key)
+                        digest.update(chunk)
+                        out.write(chunk)
+            finally:
+                response.close()
+                response.release_conn()
+            return digest.hexdigest(), size
+
+        return await asyncio.to_thread(run)
 
     async def get_bytes(self, key: str, *, offset: int = 0, length: int = 0) -> bytes:
         def run() -> bytes:

@@ -8,6 +8,9 @@ its DomainError, and anything unexpected answers `internal` without a trace.
 from __future__ import annotations
 
 import logging
+import time
+import typing
+import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -20,6 +23,7 @@ from nats.js import api
 from nats.js.errors import NotFoundError
 from pydantic import BaseModel, ValidationError
 
+from shared import tracing
 from shared.contracts.common import (
     EVENT_SUBJECT_PREFIX,
     STREAM_NAME,
@@ -32,6 +36,8 @@ from shared.contracts.common import (
     health_subject,
 )
 from shared.errors import DomainError, Invalid, Unreachable, from_envelope
+from shared.metrics import BUS_CALLS, BUS_REQUESTS, BUS_SECONDS
+from shared.observe import bound, new_request_id, request_id_var
 
 log = logging.getLogger("dossier.bus")
 
@@ -46,6 +52,25 @@ class RequestContext:
 
 
 Handler = Callable[[RequestContext, Any], Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class EndpointSpec:
+    """What one request subject takes and answers: the source of the bus's AsyncAPI document."""
+
+    subject: str
+    queue: str
+    request: type[Model]
+    reply: Any
+    description: str
+
+
+# Per broker, the endpoints registered on it (the AsyncAPI generator reads them; nothing else does).
+_ENDPOINTS: weakref.WeakKeyDictionary[NatsBroker, list[EndpointSpec]] = weakref.WeakKeyDictionary()
+
+
+def described_endpoints(broker: NatsBroker) -> list[EndpointSpec]:
+    return list(_ENDPOINTS.get(broker, []))
 
 
 def validation_details(exc: ValidationError, prefix: str = "") -> dict[str, Any]:
@@ -70,23 +95,34 @@ def _reply_error(err: DomainError) -> bytes:
 
 async def dispatch(raw: bytes, subject: str, model: type[Model], handler: Handler) -> bytes:
     """Decode, call the rule, encode. Never raises: every outcome becomes a reply."""
+    started = time.perf_counter()
     try:
-        try:
-            request = BusRequest.model_validate_json(raw)
-        except ValidationError as exc:
-            raise Invalid("the request envelope is malformed", validation_details(exc)) from exc
+        request = BusRequest.model_validate_json(raw)
+    except ValidationError as exc:
+        reply, code = _reply_error(Invalid("the request envelope is malformed", validation_details(exc))), "invalid"
+    else:
+        with bound(request_id=request.request_id, scope=request.actor.scope):
+            reply, code = await _answer(request, subject, model, handler)
+    BUS_REQUESTS.labels(subject, code).inc()
+    BUS_SECONDS.labels(subject).observe(time.perf_counter() - started)
+    return reply
+
+
+async def _answer(request: BusRequest, subject: str, model: type[Model], handler: Handler) -> tuple[bytes, str]:
+    try:
         try:
             payload = model.model_validate(request.data)
         except ValidationError as exc:
             raise Invalid("the request is malformed", validation_details(exc)) from exc
         ctx = RequestContext(actor=request.actor, grant=request.grant, subject=subject)
         result = await handler(ctx, payload)
-        return BusReply(ok=True, data=_encode(result)).model_dump_json().encode()
+        return BusReply(ok=True, data=_encode(result)).model_dump_json().encode(), "ok"
     except DomainError as err:
-        return _reply_error(err)
+        log.info("%s answered %s: %s", subject, err.code, err.message)
+        return _reply_error(err), err.code
     except Exception:
         log.exception("handler for %s failed", subject)
-        return _reply_error(DomainError("the service failed to handle the request", code="internal"))
+        return _reply_error(DomainError("the service failed to handle the request", code="internal")), "internal"
 
 
 # FastStream handles one message at a time per subscriber unless told otherwise (measured here: ten
@@ -105,6 +141,9 @@ def endpoint(
 
         on_message.__name__ = f"on_{subject.replace('.', '_')}"
         broker.subscriber(subject, queue=queue, max_workers=concurrency)(on_message)
+        reply = typing.get_type_hints(handler).get("return")
+        spec = EndpointSpec(subject, queue, model, reply, (handler.__doc__ or "").strip())
+        _ENDPOINTS.setdefault(broker, []).append(spec)
         return handler
 
     return register
@@ -134,17 +173,30 @@ class BusClient:
         timeout: float | None = None,
     ) -> Any:
         payload = data.model_dump(mode="json") if isinstance(data, BaseModel) else (data or {})
-        body = BusRequest(actor=actor, grant=grant, data=payload).model_dump_json().encode()
+        request_id = request_id_var.get() or new_request_id()
+        body = BusRequest(actor=actor, grant=grant, request_id=request_id, data=payload).model_dump_json().encode()
         service = subject.split(".")[1] if subject.count(".") >= 2 else subject
+        if tracing.enabled():
+            with tracing.client_span(subject):
+                return await self._send(subject, service, body, timeout, tracing.inject_headers())
+        return await self._send(subject, service, body, timeout, None)
+
+    async def _send(
+        self, subject: str, service: str, body: bytes, timeout: float | None, headers: dict[str, str] | None
+    ) -> Any:
         try:
-            msg = await self._nc.request(subject, body, timeout=timeout or self._timeout)
+            msg = await self._nc.request(subject, body, timeout=timeout or self._timeout, headers=headers)
         except NoRespondersError as exc:
+            BUS_CALLS.labels(subject, "unreachable").inc()
             raise Unreachable(f"the {service} service is not answering", {"service": service}) from exc
         except (TimeoutError, NatsTimeoutError) as exc:
+            BUS_CALLS.labels(subject, "timeout").inc()
             raise Unreachable(f"the {service} service did not answer in time", {"service": service}) from exc
         reply = BusReply.model_validate_json(msg.data)
         if not reply.ok:
+            BUS_CALLS.labels(subject, reply.error.code if reply.error else "internal").inc()
             raise from_envelope(reply.error.model_dump() if reply.error else {})
+        BUS_CALLS.labels(subject, "ok").inc()
         return reply.data
 
     async def ping(self, service: str, *, timeout: float = 1.0) -> bool:

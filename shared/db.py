@@ -30,11 +30,18 @@ def database_name(dsn: str) -> str:
 
 
 async def ensure_database(dsn: str) -> None:
-    """Create the database named by `dsn` when it is missing (the server's own `postgres` db is used)."""
+    """Create the database named by `dsn` when it is missing (through the server's own `postgres` db),
+    open to its creator alone: CONNECT is revoked from PUBLIC, so no other service's role gets in."""
     parts = urlsplit(dsn)
     name = database_name(dsn)
     if not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", name):
         raise ValueError(f"refusing to create a database with the name {name!r}")
+    try:
+        # The usual case, and the only one a role without access to `postgres` can take.
+        await (await asyncpg.connect(dsn)).close()
+        return
+    except asyncpg.InvalidCatalogNameError:
+        pass
     admin = await asyncpg.connect(urlunsplit(parts._replace(path="/postgres")))
     try:
         exists = await admin.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", name)
@@ -43,6 +50,7 @@ async def ensure_database(dsn: str) -> None:
                 await admin.execute(f'CREATE DATABASE "{name}"')
             except asyncpg.DuplicateDatabaseError:
                 pass
+            await admin.execute(f'REVOKE ALL ON DATABASE "{name}" FROM PUBLIC')
     finally:
         await admin.close()
 

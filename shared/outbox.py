@@ -1,14 +1,22 @@
 """Transactional outbox (enqueue + relay to JetStream) and inbox (effectively-once consumers).
 
 The relay publishes each row with `Nats-Msg-Id = event id`, so a crash between publish and marking
-the row published only causes a duplicate that the stream drops within its duplicate window.
+the row published only causes a duplicate that the stream drops within its duplicate window. A row that
+fails to publish while the bus is up is retried a few times, then parked with its error; the rows
+behind it never wait on it.
+
+A consumer retries a failing event with growing delays; after the last try the event goes, with its
+error, to the dead-letter stream (`dossier.dlq.<consumer>.<event type>`) and is counted. Nothing is
+dropped silently.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
+import re
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
@@ -16,13 +24,46 @@ from typing import Any
 
 import asyncpg
 import nats
+from nats.errors import ConnectionClosedError, NoRespondersError, OutboundBufferLimitError
+from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import api
+from nats.js.errors import NotFoundError
 
 from shared.contracts.common import STREAM_NAME, Event, event_subject
 from shared.db import Database
+from shared.metrics import DEAD_LETTERS, EVENTS_CONSUMED, OUTBOX_LAG, OUTBOX_PARKED, OUTBOX_PENDING
 
 log = logging.getLogger("dossier.outbox")
 NOTIFY_CHANNEL = "dossier_outbox"
+
+DLQ_STREAM = "DOSSIER_DLQ"
+DLQ_SUBJECT_PREFIX = "dossier.dlq"
+# The delays between a consumer's tries of one event; after the last, the event is dead-lettered.
+RETRY_BACKOFF: tuple[float, ...] = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0)
+# Tries of one outbox row while the bus is up before the row is parked.
+PUBLISH_ATTEMPTS = 3
+# What a bus that is down (or slow) looks like; such a failure says nothing about the row.
+_TRANSIENT = (NatsTimeoutError, TimeoutError, NoRespondersError, ConnectionClosedError, OutboundBufferLimitError)
+
+_SUBJECT = re.compile(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*")
+
+
+def dlq_subject(consumer: str, event_type: str) -> str:
+    """`dossier.dlq.<consumer>.<event type>`; a type that is not a clean token is named `unknown`."""
+    safe = event_type if all(part.isidentifier() for part in event_type.split(".")) else "unknown"
+    return f"{DLQ_SUBJECT_PREFIX}.{consumer}.{safe}"
+
+
+async def ensure_dlq_stream(js: Any) -> None:
+    try:
+        await js.stream_info(DLQ_STREAM)
+    except NotFoundError:
+        config = api.StreamConfig(name=DLQ_STREAM, subjects=[f"{DLQ_SUBJECT_PREFIX}.>"], storage=api.StorageType.FILE)
+        try:
+            await js.add_stream(config)
+        except Exception:
+            # Another process created it between our look and our add; that is the same outcome.
+            await js.stream_info(DLQ_STREAM)
 
 
 def new_event_id() -> str:
@@ -53,29 +94,68 @@ class OutboxRelay:
 
     async def publish_row(self, row: asyncpg.Record) -> None:
         event = Event.model_validate(row["payload"])
+        subject = event_subject(event.type)
+        # A bad subject is a protocol error that costs the whole connection; refuse it here instead.
+        if not _SUBJECT.fullmatch(subject):
+            raise ValueError(f"the event type {event.type[:200]!r} does not make a valid subject")
         await self._js.publish(
-            event_subject(event.type),
+            subject,
             event.model_dump_json().encode(),
             stream=STREAM_NAME,
             headers={"Nats-Msg-Id": event.id},
         )
 
     async def flush(self) -> int:
-        """Publish one batch of unpublished rows in order; returns how many were published."""
+        """Publish one batch of unpublished rows in order; returns how many were published or parked."""
         async with self._db.transaction() as conn:
             rows = await conn.fetch(
-                "SELECT seq, id, payload FROM outbox WHERE published_at IS NULL"
+                "SELECT seq, id, type, payload, attempts FROM outbox WHERE published_at IS NULL AND parked_at IS NULL"
                 " ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED",
                 self._batch,
             )
+            published: list[int] = []
+            handled = 0
             for row in rows:
-                await self.publish_row(row)
-            if rows:
-                await conn.execute(
-                    "UPDATE outbox SET published_at = now() WHERE seq = ANY($1::bigint[])",
-                    [r["seq"] for r in rows],
-                )
-        return len(rows)
+                try:
+                    await self.publish_row(row)
+                except _TRANSIENT:
+                    # The bus is down or slow: keep what is done, try the rest later, blame no row.
+                    break
+                except Exception as exc:
+                    handled += await self._failed(conn, row, exc)
+                    continue
+                published.append(row["seq"])
+            if published:
+                await conn.execute("UPDATE outbox SET published_at = now() WHERE seq = ANY($1::bigint[])", published)
+        return len(published) + handled
+
+    async def _failed(self, conn: asyncpg.Connection, row: asyncpg.Record, exc: Exception) -> int:
+        """Count a failed try of one row; park it after its last. Returns 1 when the row was parked."""
+        error = f"{type(exc).__name__}: {exc}"[:2000]
+        park = row["attempts"] + 1 >= PUBLISH_ATTEMPTS
+        await conn.execute(
+            "UPDATE outbox SET attempts = attempts + 1, last_error = $2,"
+            " parked_at = CASE WHEN $3 THEN now() END WHERE seq = $1",
+            row["seq"],
+            error,
+            park,
+        )
+        if park:
+            OUTBOX_PARKED.labels(row["type"]).inc()
+            log.error("outbox row %s parked after %d tries: %s", row["id"], PUBLISH_ATTEMPTS, error)
+            return 1
+        log.warning("outbox row %s failed to publish (try %d): %s", row["id"], row["attempts"] + 1, error)
+        return 0
+
+    async def measure_lag(self) -> None:
+        """Outbox lag for the metrics: how many committed events wait, and since when."""
+        async with self._db.pool.acquire() as conn:
+            row = await conn.fetchrow(
+                "SELECT count(*) AS pending, coalesce(extract(epoch FROM now() - min(created_at)), 0) AS lag"
+                " FROM outbox WHERE published_at IS NULL AND parked_at IS NULL"
+            )
+        OUTBOX_PENDING.set(row["pending"])
+        OUTBOX_LAG.set(float(row["lag"]))
 
     async def run(self) -> None:
         def on_notify(*_: object) -> None:
@@ -102,6 +182,8 @@ class OutboxRelay:
                 await asyncio.sleep(self._idle)
             if published:
                 continue
+            with contextlib.suppress(asyncpg.PostgresError, OSError):
+                await self.measure_lag()
             self._wake.clear()
             try:
                 await asyncio.wait_for(self._wake.wait(), self._idle)
@@ -130,14 +212,22 @@ async def consume(
     filter_subject: str,
     handler: EventHandler,
     batch: int = 50,
+    backoff: tuple[float, ...] = RETRY_BACKOFF,
 ) -> None:
-    """A durable pull consumer: each event's effect and its inbox row commit together, then it is acked."""
+    """A durable pull consumer: each event's effect and its inbox row commit together, then it is acked.
+
+    A failure is retried after `backoff[n]` seconds; after `len(backoff) + 1` tries the event is
+    dead-lettered with its error and acknowledged, so the events behind it are handled.
+    """
     js = nc.jetstream()
+    await ensure_dlq_stream(js)
+    tries = len(backoff) + 1
     sub = await js.pull_subscribe(
         filter_subject,
         durable=consumer,
         stream=STREAM_NAME,
-        config=api.ConsumerConfig(ack_wait=30, max_deliver=20),
+        # The server's own limit sits above ours, so our dead-letter step always runs first.
+        config=api.ConsumerConfig(ack_wait=30, max_deliver=tries + 5),
     )
     while True:
         try:
@@ -147,9 +237,8 @@ async def consume(
         for msg in msgs:
             try:
                 event = Event.model_validate_json(msg.data)
-            except ValueError:
-                log.error("dropping a malformed event on %s", msg.subject)
-                await msg.term()
+            except ValueError as exc:
+                await dead_letter(js, msg, consumer=consumer, event_type="unknown", error=f"malformed event: {exc}")
                 continue
             try:
                 async with db.transaction() as conn:
@@ -157,8 +246,40 @@ async def consume(
                         await handler(conn, event)
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                log.exception("consumer %s failed on event %s; it will be redelivered", consumer, event.id)
-                await msg.nak(delay=1.0)
+            except Exception as exc:
+                EVENTS_CONSUMED.labels(consumer, "failed").inc()
+                delivered = msg.metadata.num_delivered or 1
+                if delivered >= tries:
+                    error = f"{type(exc).__name__}: {exc}"
+                    await dead_letter(js, msg, consumer=consumer, event_type=event.type, error=error)
+                    continue
+                delay = backoff[min(delivered - 1, len(backoff) - 1)]
+                log.warning(
+                    "consumer %s failed on event %s (try %d of %d); retrying in %.0fs",
+                    consumer,
+                    event.id,
+                    delivered,
+                    tries,
+                    delay,
+                    exc_info=True,
+                )
+                await msg.nak(delay=delay)
                 continue
+            EVENTS_CONSUMED.labels(consumer, "handled").inc()
             await msg.ack()
+
+
+async def dead_letter(js: Any, msg: Any, *, consumer: str, event_type: str, error: str) -> None:
+    """Keep the event and its error on the dead-letter stream, count it, then let the consumer move on."""
+    body = {
+        "consumer": consumer,
+        "subject": msg.subject,
+        "error": error[:4000],
+        "deliveries": msg.metadata.num_delivered,
+        "event": msg.data.decode("utf-8", "replace"),
+    }
+    # If this publish fails the message is not acked: it comes back, and dead-lettering is tried again.
+    await js.publish(dlq_subject(consumer, event_type), json.dumps(body).encode(), stream=DLQ_STREAM)
+    DEAD_LETTERS.labels(consumer).inc()
+    log.error("consumer %s dead-lettered an event on %s: %s", consumer, msg.subject, error)
+    await msg.term()

@@ -77,6 +77,8 @@ class Child:
     def start(self) -> int:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:
+            # With only `user`, the child would keep the supervisor's groups (root's, when it runs as root).
+            group = system_group(self.user) if self.user else None
             self.proc = subprocess.Popen(
                 self.argv,
                 env=self.env,
@@ -86,6 +88,8 @@ class Child:
                 start_new_session=True,
                 preexec_fn=_die_with_parent,
                 user=self.user,
+                group=group,
+                extra_groups=[] if self.user else None,
             )
         self.started_at = time.monotonic()
         return self.proc.pid
@@ -108,6 +112,12 @@ class Child:
             self.proc.wait(5)
         except ProcessLookupError:
             pass
+
+
+def system_group(user: str) -> int:
+    import pwd
+
+    return pwd.getpwnam(user).pw_gid
 
 
 def write_pid(pid_dir: Path, name: str, pid: int) -> None:

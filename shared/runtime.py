@@ -9,19 +9,22 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from faststream.nats import NatsBroker
+from faststream.nats.prometheus import NatsPrometheusMiddleware
+from prometheus_client import REGISTRY
 
+from shared import tracing
 from shared.bus import BusClient, ensure_stream, health_endpoint
 from shared.db import Database
+from shared.health import HealthReporter, connection_answers
+from shared.metrics import serve_metrics
+from shared.natsauth import broker_options
+from shared.observe import configure_logging
 from shared.outbox import OutboxRelay
 from shared.settings import CommonSettings
 
 log = logging.getLogger("dossier.runtime")
 
 BackgroundTask = Callable[[], Awaitable[None]]
-
-
-def configure_logging(level: str) -> None:
-    logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
 class ServiceRuntime:
@@ -31,8 +34,19 @@ class ServiceRuntime:
         self.name = name
         self.settings = settings
         self.migrations = migrations
+        tracing.setup_tracing(name)
+        middlewares = [NatsPrometheusMiddleware(registry=REGISTRY, app_name=name), *tracing.broker_middlewares()]
         # logger=None: FastStream's per-message logging costs about 30% of throughput.
-        self.broker = NatsBroker(settings.nats_url, logger=None, graceful_timeout=10.0)
+        self.broker = NatsBroker(
+            settings.nats_url,
+            logger=None,
+            graceful_timeout=10.0,
+            middlewares=middlewares,
+            max_reconnect_attempts=-1,
+            reconnect_time_wait=settings.nats_reconnect_wait,
+            ping_interval=settings.nats_ping_interval,
+            **broker_options(settings),
+        )
         self.db = Database(settings.database_url, max_size=settings.db_pool_size)
         self._background: list[BackgroundTask] = []
         self._on_start: list[BackgroundTask] = []
@@ -55,6 +69,12 @@ class ServiceRuntime:
         self._background.append(task)
 
     async def start(self) -> None:
+        if self.settings.health_file is not None:
+            reporter = HealthReporter(self.settings.health_file, self._healthy, interval=self.settings.health_interval)
+            self._spawn(reporter.run)
+        if self.settings.metrics_port is not None:
+            port = serve_metrics(self.settings.metrics_port)
+            log.info("%s serves metrics on 127.0.0.1:%d", self.name, port)
         await self.db.connect(self.migrations)
         await self.broker.connect()
         nc = self.broker.connection
@@ -70,6 +90,12 @@ class ServiceRuntime:
         # Subscriptions reach the server asynchronously; a flush makes them live before we say we serve.
         await nc.flush()
         log.info("%s service is serving", self.name)
+
+    async def _healthy(self) -> bool:
+        """Connected, the server answers, and this service's own health subject answers over the bus."""
+        if self._bus is None:
+            return False
+        return await connection_answers(self.broker.connection) and await self.bus.ping(self.name)
 
     def _spawn(self, task: BackgroundTask) -> None:
         async def guarded() -> None:
@@ -114,5 +140,5 @@ async def serve_until_signalled(start: Callable[[], Awaitable[None]], stop: Call
 
 
 def run_service(runtime: ServiceRuntime) -> None:
-    configure_logging(runtime.settings.log_level)
+    configure_logging(runtime.name, runtime.settings.log_level)
     asyncio.run(serve_until_signalled(runtime.start, runtime.stop))

@@ -15,6 +15,15 @@ class CommonSettings(BaseSettings):
 
     home: Path = Path(".dossier")
     nats_url: str = "nats://127.0.0.1:4222"
+    # The service's own NATS user (shared.natsauth); empty connects anonymously, which a secured server refuses.
+    nats_user: str = ""
+    nats_password: str = Field(default="", repr=False)
+    # Reconnect forever, this long between tries; ping this often so a silent server is noticed.
+    nats_reconnect_wait: int = 2
+    nats_ping_interval: int = 20
+    # Where this process reports its health for the local supervisor (set by the stack; off if unset).
+    health_file: Path | None = None
+    health_interval: float = 2.0
     database_url: str = ""
     # Above the bus handler concurrency's typical need; a handler holds at most one connection at a time.
     db_pool_size: int = 20
@@ -28,12 +37,16 @@ class CommonSettings(BaseSettings):
     # Off only in fault tests that must leave events unrelayed in the outbox.
     outbox_relay: bool = True
     log_level: str = "INFO"
+    # Prometheus /metrics of this process on 127.0.0.1 (0: any free port); None serves none.
+    metrics_port: int | None = None
 
 
 class GatewaySettings(CommonSettings):
     http_host: str = "127.0.0.1"
     http_port: int = 8080
     admin_token: str = Field(default="", repr=False)
+    # How long a resolved token is trusted before its row is read again (revocations elsewhere show after it).
+    token_cache_seconds: float = Field(default=2.0, ge=0, le=4)
     max_json_bytes: int = 2 * 1024 * 1024
     max_upload_bytes: int = 52_428_800
     ingest_timeout: float = 300.0
@@ -109,7 +122,11 @@ class AssetsSettings(CommonSettings):
     max_zip_total_bytes: int = 512 * 1024 * 1024
     max_zip_ratio: int = 100
     extract_concurrency: int = 2
+    # Versions of one scope that may wait for a parser slot; more answer `timeout` (try again later).
+    extract_queue_per_scope: int = 64
     extract_attempts: int = 2
     recovery_interval_seconds: float = 30.0
     # Fault injection for crash tests only: sleep after extraction, inside the activation transaction.
     assets_pause_before_activate_seconds: float = 0.0
+    # Fault tests only: every parse takes this much longer (a slow parser, holding its slot).
+    assets_parse_delay_seconds: float = 0.0

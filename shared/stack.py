@@ -13,34 +13,65 @@ import json
 import os
 import secrets
 import signal
+import socket
 import sys
 import time
 import urllib.error
 import urllib.request
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 from shared.contracts.common import ALL_PROCESSES, SERVICES
-from shared.db import ensure_database
-from shared.infra import nats_child, postgres_child, postgres_dsn, s3_child
+from shared.health import read_verdict
+from shared.infra import (
+    PG_SUPERUSER,
+    lock_maintenance_databases,
+    nats_child,
+    postgres_child,
+    postgres_dsn,
+    provision_database,
+    provision_roles,
+    s3_child,
+)
+from shared.natsauth import server_users, user_passwords, workspace_durables, write_events_descriptor
 from shared.procs import Child, free_port, port_open, wait_until, write_pid
+from shared.secretfiles import private_folder, secret_table, secret_value
 
+# Secrets a process gets only when it uses them (see service_env), never inherited wholesale.
+SECRET_VARIABLES = (
+    "DOSSIER_ADMIN_TOKEN",
+    "DOSSIER_BUS_SECRET",
+    "DOSSIER_OPENAI_API_KEY",
+    "DOSSIER_S3_ACCESS_KEY",
+    "DOSSIER_S3_SECRET_KEY",
+    "DOSSIER_NATS_USER",
+    "DOSSIER_NATS_PASSWORD",
+    "DOSSIER_DATABASE_URL",
+)
+# Runhost signs run grants; publication and assets verify them.
+GRANT_HOLDERS = ("runhost", "publication", "assets")
+# The processes that read or write object bytes; the others get no object-store key.
+OBJECT_USERS = ("gateway", "runhost", "artifact", "assets")
 RESTART_DELAY = 0.5
 POLL_SECONDS = 0.2
 HEALTH_TIMEOUT = 90.0
+HEALTH_CHECK_SECONDS = 1.0
+# A service whose own health report stays bad this long, while NATS answers, is restarted.
+UNHEALTHY_RESTART_SECONDS = 60.0
 
 
-def _secret_file(path: Path, env_value: str | None, make: Any) -> str:
-    """A secret from the environment, else the one kept in `path`, else a new one kept there."""
-    if env_value:
-        return str(env_value)
-    if path.exists():
-        return path.read_text().strip()
-    value = make()
-    path.touch(mode=0o600)
-    path.write_text(value + "\n")
-    return str(value)
+def nats_answers(port: int, timeout: float = 1.0) -> bool:
+    """The server greets every new connection with INFO; a stopped or wedged server does not."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as conn:
+            conn.settimeout(timeout)
+            return conn.recv(4).startswith(b"INFO")
+    except OSError:
+        return False
+
+
+def s3_access_key(process: str) -> str:
+    return f"dossier-{process}"
 
 
 def _port(env: dict[str, str], name: str) -> int:
@@ -52,20 +83,34 @@ class Stack:
     def __init__(self, env: dict[str, str] | None = None):
         self.env = dict(os.environ if env is None else env)
         self.home = Path(self.env.get("DOSSIER_HOME") or ".dossier").resolve()
-        self.home.mkdir(parents=True, exist_ok=True)
+        # Everything under it is either a secret or a tenant's data: the owner's alone, and so is every
+        # file the stack and its children create (logs, pids, objects).
+        os.umask(0o077)
+        private_folder(self.home)
         self.pid_dir = self.home / "pids"
         self.log_dir = self.home / "logs"
         self.http_port = int(self.env.get("DOSSIER_HTTP_PORT") or 8080)
-        self.admin_token = _secret_file(
+        self.admin_token = secret_value(
             self.home / "admin-token",
             self.env.get("DOSSIER_ADMIN_TOKEN"),
             lambda: f"adm_{secrets.token_urlsafe(32)}",
         )
-        self.bus_secret = _secret_file(self.home / "bus-secret", None, lambda: secrets.token_urlsafe(48))
-        self.s3_secret = _secret_file(self.home / "s3-secret", None, lambda: secrets.token_urlsafe(24))
+        self.bus_secret = secret_value(self.home / "bus-secret", None, lambda: secrets.token_urlsafe(48))
+        self.nats_passwords = user_passwords(self.home)
+        self.s3_secrets = secret_table(self.home / "s3-secrets.json", OBJECT_USERS)
+        self.pg_passwords = secret_table(self.home / "pg-passwords.json", [PG_SUPERUSER, *ALL_PROCESSES])
         self.children: dict[str, Child] = {}
+        # Each service process serves Prometheus metrics on a port of its own; the gateway on its HTTP port.
+        self.metrics_ports = {name: free_port() for name in SERVICES}
         self.stopping = False
         self._lock_fd: int | None = None
+        self.health_dir = self.home / "health"
+        # Fault tests hold NATS down for minutes; in any real use it comes back as fast as the rest.
+        self.nats_restart_delay = float(self.env.get("DOSSIER_NATS_RESTART_DELAY") or RESTART_DELAY)
+        self.unhealthy_grace = float(self.env.get("DOSSIER_UNHEALTHY_RESTART_SECONDS") or UNHEALTHY_RESTART_SECONDS)
+        self._died_at: dict[str, float] = {}
+        self._nats_up_since: float | None = None
+        self._health_checked = 0.0
 
     # -- start -------------------------------------------------------------------------------------
 
@@ -91,46 +136,68 @@ class Stack:
         self.nats_port = _port(self.env, "DOSSIER_NATS_PORT")
         self.pg_port = _port(self.env, "DOSSIER_PG_PORT")
         self.s3_port = _port(self.env, "DOSSIER_S3_PORT")
+        users = server_users(self.nats_passwords, durables=workspace_durables())
+        # Each service's key may use the stack's bucket only.
+        keys = {s3_access_key(n): {"secret": self.s3_secrets[n], "buckets": ["dossier"]} for n in OBJECT_USERS}
         infra = [
-            (nats_child(self.home, self.nats_port, base), self.nats_port),
-            (postgres_child(self.home, self.pg_port, base), self.pg_port),
-            (s3_child(self.home, self.s3_port, base), self.s3_port),
+            (nats_child(self.home, self.nats_port, base, users), self.nats_port),
+            (postgres_child(self.home, self.pg_port, base, self.pg_passwords[PG_SUPERUSER]), self.pg_port),
+            (s3_child(self.home, self.s3_port, base, keys), self.s3_port),
         ]
         for child, _ in infra:
             self._launch(child)
         for child, port in infra:
             wait_until(partial(port_open, port), timeout=60, what=child.name, alive=child.alive)
         asyncio.run(self._create_databases())
+        write_events_descriptor(self.home, [self.nats_url], self.nats_passwords["events"])
+
+    @property
+    def nats_url(self) -> str:
+        return f"nats://127.0.0.1:{self.nats_port}"
 
     async def _create_databases(self) -> None:
+        admin = postgres_dsn(self.pg_port, "postgres", PG_SUPERUSER, self.pg_passwords[PG_SUPERUSER])
         # Postgres accepts TCP a moment before it accepts logins; retry until the deadline.
         deadline = time.monotonic() + 30
+        while True:
+            try:
+                await provision_roles(admin, {name: self.pg_passwords[name] for name in ALL_PROCESSES})
+                break
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(0.1)
         for name in ALL_PROCESSES:
-            while True:
-                try:
-                    await ensure_database(postgres_dsn(self.pg_port, name))
-                    break
-                except Exception:
-                    if time.monotonic() > deadline:
-                        raise
-                    await asyncio.sleep(0.1)
+            await provision_database(admin, name, owner=name)
+        await lock_maintenance_databases(admin)
 
     def service_env(self, name: str) -> dict[str, str]:
-        env = dict(self.env)
+        """The process's own credentials, and only the secrets it uses."""
+        env = {k: v for k, v in self.env.items() if k not in SECRET_VARIABLES}
         env.update(
             {
                 "DOSSIER_HOME": str(self.home),
-                "DOSSIER_NATS_URL": f"nats://127.0.0.1:{self.nats_port}",
-                "DOSSIER_DATABASE_URL": postgres_dsn(self.pg_port, name),
+                "DOSSIER_NATS_URL": self.nats_url,
+                "DOSSIER_NATS_USER": name,
+                "DOSSIER_NATS_PASSWORD": self.nats_passwords[name],
+                "DOSSIER_DATABASE_URL": postgres_dsn(self.pg_port, name, name, self.pg_passwords[name]),
                 "DOSSIER_S3_ENDPOINT": f"127.0.0.1:{self.s3_port}",
-                "DOSSIER_S3_ACCESS_KEY": "dossier",
-                "DOSSIER_S3_SECRET_KEY": self.s3_secret,
-                "DOSSIER_BUS_SECRET": self.bus_secret,
-                "DOSSIER_ADMIN_TOKEN": self.admin_token,
                 "DOSSIER_HTTP_PORT": str(self.http_port),
+                "DOSSIER_HEALTH_FILE": str(self.health_dir / f"{name}.json"),
                 "PYTHONUNBUFFERED": "1",
             }
         )
+        if name in OBJECT_USERS:
+            env["DOSSIER_S3_ACCESS_KEY"] = s3_access_key(name)
+            env["DOSSIER_S3_SECRET_KEY"] = self.s3_secrets[name]
+        if name in GRANT_HOLDERS:
+            env["DOSSIER_BUS_SECRET"] = self.bus_secret
+        if name == "gateway":
+            env["DOSSIER_ADMIN_TOKEN"] = self.admin_token
+        if name == "runhost" and "DOSSIER_OPENAI_API_KEY" in self.env:
+            env["DOSSIER_OPENAI_API_KEY"] = self.env["DOSSIER_OPENAI_API_KEY"]
+        if name in self.metrics_ports:
+            env["DOSSIER_METRICS_PORT"] = str(self.metrics_ports[name])
         return env
 
     def start_services(self) -> None:
@@ -141,10 +208,15 @@ class Stack:
     def write_state(self) -> None:
         state = {
             "gateway_url": f"http://127.0.0.1:{self.http_port}",
-            "nats_url": f"nats://127.0.0.1:{self.nats_port}",
+            "nats_url": self.nats_url,
+            "nats_urls": [self.nats_url],
             "postgres_port": self.pg_port,
             "s3_endpoint": f"127.0.0.1:{self.s3_port}",
             "services": list(SERVICES),
+            "metrics": {
+                "gateway": f"http://127.0.0.1:{self.http_port}/metrics",
+                **{name: f"http://127.0.0.1:{port}/metrics" for name, port in self.metrics_ports.items()},
+            },
             "supervisor_pid": os.getpid(),
         }
         (self.home / "stack.json").write_text(json.dumps(state, indent=2) + "\n")
@@ -159,15 +231,45 @@ class Stack:
     # -- supervise ---------------------------------------------------------------------------------
 
     def supervise_once(self) -> None:
+        now = time.monotonic()
         for child in list(self.children.values()):
             if self.stopping or child.alive():
+                self._died_at.pop(child.name, None)
+                continue
+            died_at = self._died_at.setdefault(child.name, now)
+            delay = self.nats_restart_delay if child.name == "nats" else RESTART_DELAY
+            if now - max(died_at, child.started_at) < delay:
                 continue
             code = child.proc.returncode if child.proc else None
-            if time.monotonic() - child.started_at < RESTART_DELAY:
-                continue
             child.restarts += 1
             print(f"dossier: {child.name} exited ({code}); restarting it", file=sys.stderr, flush=True)
             self._launch(child)
+        if not self.stopping and now - self._health_checked >= HEALTH_CHECK_SECONDS:
+            self._health_checked = now
+            self.restart_unhealthy(now)
+
+    def restart_unhealthy(self, now: float) -> None:
+        """Kill a service that stays deaf while NATS answers; the loop above starts it again."""
+        if not nats_answers(self.nats_port):
+            self._nats_up_since = None
+            return
+        if self._nats_up_since is None:
+            self._nats_up_since = now
+        if now - self._nats_up_since < self.unhealthy_grace:
+            return  # the bus just came back; give every service its grace to reconnect first
+        for child in list(self.children.values()):
+            report = child.env.get("DOSSIER_HEALTH_FILE")
+            if not report or child.pid is None or not child.alive():
+                continue  # infrastructure, or a process that is already being restarted
+            started_wall = time.time() - (now - child.started_at)
+            verdict = read_verdict(Path(report), child.pid, grace=self.unhealthy_grace, started_at=started_wall)
+            if not verdict.healthy:
+                print(
+                    f"dossier: {child.name} is unhealthy ({verdict.reason}); restarting it", file=sys.stderr, flush=True
+                )
+                assert child.proc is not None
+                child.proc.kill()
+                child.proc.wait(10)
 
     def run(self) -> int:
         self._lock()

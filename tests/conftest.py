@@ -2,29 +2,45 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+import shutil
+import tempfile
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
 
-import nats
 import pytest
 
 from shared.bus import BusClient
 from tests.support.infra import Infra, container_infra, docker_available, local_infra
 from tests.support.stack import RunningStack, start_stack, stop_stack
 
+HomeFactory = Callable[[str], Path]
+
 
 @pytest.fixture(scope="session")
-def infra(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Infra]:
+def dossier_homes() -> Iterator[HomeFactory]:
+    """New folders for a $DOSSIER_HOME, outside pytest's own temporary root: every pytest session that
+    starts re-locks that root to 0700, and Postgres (run as a system user under root) must traverse
+    the path to its data folder."""
+    root = Path(tempfile.mkdtemp(prefix="dossier-tests-"))
+    try:
+        yield lambda name: Path(tempfile.mkdtemp(prefix=f"{name}-", dir=root))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def infra(dossier_homes: HomeFactory) -> Iterator[Infra]:
     if docker_available():
-        with container_infra() as value:
+        with container_infra(dossier_homes("infra")) as value:
             yield value
     else:
-        with local_infra(tmp_path_factory.mktemp("infra")) as value:
+        with local_infra(dossier_homes("infra")) as value:
             yield value
 
 
 @pytest.fixture
 async def bus(infra: Infra) -> AsyncIterator[BusClient]:
-    nc = await nats.connect(infra.nats_url)
+    nc = await infra.connect()
     try:
         yield BusClient(nc, timeout=5.0)
     finally:
@@ -32,10 +48,10 @@ async def bus(infra: Infra) -> AsyncIterator[BusClient]:
 
 
 @pytest.fixture(scope="session")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
+def stack(tmp_path_factory: pytest.TempPathFactory, dossier_homes: HomeFactory) -> Iterator[RunningStack]:
     """One whole stack for all e2e tests of the session; tests isolate themselves by scope."""
     docs = tmp_path_factory.mktemp("approved-docs")
-    running = start_stack(tmp_path_factory.mktemp("stack-home"), extra_env={"DOSSIER_APPROVED_ROOTS": f"docs={docs}"})
+    running = start_stack(dossier_homes("stack-home"), extra_env={"DOSSIER_APPROVED_ROOTS": f"docs={docs}"})
     running.approved_roots = {"docs": docs}
     try:
         yield running

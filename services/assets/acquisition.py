@@ -6,7 +6,6 @@ so what is parsed and what is recorded are the same bytes. No path here ever fet
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import os
 import re
@@ -15,7 +14,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from shared.blobs import Blobs
+from shared.blobs import Blobs, TooManyBytes
 from shared.contracts.assets import BlobRef
 from shared.errors import Invalid, NotFound, TooLarge
 
@@ -59,23 +58,21 @@ async def stage_blob(blobs: Blobs, blob: BlobRef, *, max_bytes: int) -> StagedFi
         raise Invalid("the file is empty", {"field": "file"})
     if blob.bucket != blobs.bucket:
         raise Invalid("the blob is not in the assets bucket", {"field": "blob.bucket"})
+    fd, path = _new_temp()
+    os.close(fd)
     try:
-        data = await blobs.get_bytes(blob.key, length=max_bytes + 1)
+        # Streamed to disk and hashed on the way: a file is never whole in this process's memory.
+        digest, size = await blobs.download(blob.key, path, max_bytes=max_bytes)
+    except TooManyBytes as exc:
+        path.unlink(missing_ok=True)
+        raise TooLarge("the file is larger than the limit", {"field": "file", "limit": max_bytes}) from exc
     except Exception as exc:
+        path.unlink(missing_ok=True)
         raise Invalid("the uploaded bytes are not in object storage", {"field": "blob.key"}) from exc
-    if len(data) > max_bytes:
-        raise TooLarge("the file is larger than the limit", {"field": "file", "limit": max_bytes})
-
-    def write() -> StagedFile:
-        digest = hashlib.sha256(data).hexdigest()
-        if digest != blob.sha256 or len(data) != blob.size:
-            raise Invalid("the stored bytes do not match the declared sha256 and size", {"field": "blob.sha256"})
-        fd, path = _new_temp()
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        return StagedFile(path, digest, len(data))
-
-    return await asyncio.to_thread(write)
+    if digest != blob.sha256 or size != blob.size:
+        path.unlink(missing_ok=True)
+        raise Invalid("the stored bytes do not match the declared sha256 and size", {"field": "blob.sha256"})
+    return StagedFile(path, digest, size)
 
 
 def resolve_import(roots: dict[str, Path], root: str, relative: str) -> Path:

@@ -29,6 +29,7 @@ class AssetsRuntime(ServiceRuntime):
         super().__init__(NAME, settings, MIGRATIONS)
         self.blobs = blobs
         self.sandbox = sandbox
+        self.lifecycle: Lifecycle | None = None
 
     async def start(self) -> None:
         await self.blobs.ensure_bucket()
@@ -36,6 +37,8 @@ class AssetsRuntime(ServiceRuntime):
 
     async def stop(self) -> None:
         await super().stop()
+        if self.lifecycle is not None:
+            await self.lifecycle.claims.close()
         await self.sandbox.close()
 
 
@@ -66,6 +69,7 @@ def create_app(settings: AssetsSettings) -> AssetsRuntime:
     runtime = AssetsRuntime(settings, Blobs(settings), create_sandbox(settings))
     repo = AssetsRepository()
     lifecycle = Lifecycle(runtime.db, runtime.sandbox, settings, repo)
+    runtime.lifecycle = lifecycle
     service = AssetsService(runtime.db, runtime.blobs, lifecycle, settings, repo)
     evidence = EvidenceService(runtime.db, service, repo)
     broker = runtime.broker

@@ -12,22 +12,26 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
 import asyncpg
 
 from services.assets import language
+from services.assets.queueing import ClaimHolder, FairSlots
 from services.assets.repository import AssetsRepository
 from services.assets.sandbox import ExtractionFailed, Sandbox
 from shared.contracts import assets as c
 from shared.contracts.common import Ref
 from shared.db import Database
+from shared.metrics import EXTRACTION_FAILURES, EXTRACTION_SECONDS
 from shared.outbox import enqueue
 from shared.settings import AssetsSettings
 
 log = logging.getLogger("dossier.assets")
 SETTLED = ("active", "failed", "superseded", "retired")
+RECOVERY_QUEUE = "\x00recovery"
 # Passages are written in batches while the parser still runs; each batch is one COPY.
 _BATCH = 200
 
@@ -98,30 +102,56 @@ class Lifecycle:
         self._sandbox = sandbox
         self._settings = settings
         self._repo = repo
-        self._slots = asyncio.Semaphore(max(1, settings.extract_concurrency))
+        self.slots = FairSlots(settings.extract_concurrency, per_scope=settings.extract_queue_per_scope)
+        self.claims = ClaimHolder(db.dsn, repo)
+
+    async def ingest_when_free(self, asset_id: str, scope: str, path: Path) -> asyncpg.Record:
+        """Wait for this scope's turn at a parser slot, holding no pooled connection, then ingest.
+
+        The caller has the version's claim on the holder; it moves to the ingesting connection here.
+        """
+        async with self.slots.slot(scope):
+            async with self._db.pool.acquire() as conn:
+                await self.claims.let_go(asset_id)
+                if await self._repo.try_claim(conn, asset_id=asset_id):
+                    try:
+                        row = await self._repo.get_version(conn, asset_id=asset_id)
+                        assert row is not None
+                        if row["status"] == "registered":
+                            await self.ingest(conn, row, path)
+                    finally:
+                        await self._repo.release(conn, asset_id=asset_id)
+        # Settled by us, or (when the claim was lost on the way) by the recovery sweep.
+        return await self.wait_settled(asset_id)
 
     async def ingest(self, conn: asyncpg.Connection, row: asyncpg.Record, path: Path) -> None:
-        """Extract and settle a version this connection has claimed (it stays claimed until released)."""
-        async with self._slots:
+        """Extract and settle a version this connection has claimed, in a slot the caller holds."""
+        async with conn.transaction():
+            await self._repo.mark_extracting(conn, asset_id=row["asset_id"])
+        try:
             async with conn.transaction():
-                await self._repo.mark_extracting(conn, asset_id=row["asset_id"])
-            try:
-                async with conn.transaction():
-                    writer = EvidenceWriter(conn, self._repo, asset_id=row["asset_id"], scope=row["scope"])
-                    try:
-                        coverage = await self._sandbox.run(path, row["kind"], writer.add)
-                        await writer.finish()
-                    except BaseException:
-                        await writer.abandon()
-                        raise
-                    pause = self._settings.assets_pause_before_activate_seconds
-                    if pause > 0:
-                        log.warning("fault injection: pausing %.1f s before activating %s", pause, row["asset_id"])
-                        await asyncio.sleep(pause)
-                    await self.activate(conn, row, coverage)
-            except ExtractionFailed as exc:
-                async with conn.transaction():
-                    await self._fail(conn, row, str(exc))
+                writer = EvidenceWriter(conn, self._repo, asset_id=row["asset_id"], scope=row["scope"])
+                try:
+                    delay = self._settings.assets_parse_delay_seconds
+                    if delay > 0:
+                        log.warning("fault injection: a slow parse of %.1f s for %s", delay, row["asset_id"])
+                        await asyncio.sleep(delay)
+                    started = time.perf_counter()
+                    coverage = await self._sandbox.run(path, row["kind"], writer.add)
+                    EXTRACTION_SECONDS.labels(row["kind"], coverage["status"]).observe(time.perf_counter() - started)
+                    await writer.finish()
+                except BaseException:
+                    await writer.abandon()
+                    raise
+                pause = self._settings.assets_pause_before_activate_seconds
+                if pause > 0:
+                    log.warning("fault injection: pausing %.1f s before activating %s", pause, row["asset_id"])
+                    await asyncio.sleep(pause)
+                await self.activate(conn, row, coverage)
+        except ExtractionFailed as exc:
+            EXTRACTION_FAILURES.labels(row["kind"]).inc()
+            async with conn.transaction():
+                await self._fail(conn, row, str(exc))
 
     async def activate(self, conn: asyncpg.Connection, row: asyncpg.Record, coverage: dict[str, Any]) -> None:
         source = await self._repo.lock_source(conn, pk=row["source_pk"])
@@ -184,9 +214,10 @@ class Lifecycle:
             candidates = await self._repo.unfinished(conn, limit=100)
         settled = 0
         for asset_id in candidates:
-            async with self._db.pool.acquire() as conn:
+            # The sweep waits its turn like any scope, and holds no connection while it waits.
+            async with self.slots.slot(RECOVERY_QUEUE), self._db.pool.acquire() as conn:
                 if not await self._repo.try_claim(conn, asset_id=asset_id):
-                    continue  # a live ingestion holds it
+                    continue  # a live ingestion, or a version waiting for its slot, holds it
                 try:
                     row = await self._repo.get_version(conn, asset_id=asset_id)
                     if row is None or row["status"] not in ("registered", "extracting"):

@@ -54,7 +54,12 @@ class Ocr:
             for callback in _started:
                 callback()
             _lift_soft_limits()
+            import cv2
             from rapidocr_onnxruntime import RapidOCR
+
+            # The sandbox may start no thread (RLIMIT_NPROC 0 where it applies): OpenCV works sequentially,
+            # and ONNX Runtime with one intra- and one inter-op thread runs on the calling thread.
+            cv2.setNumThreads(0)
 
             # No angle classifier: scans are upright, and here it lost lines more often than it turned any.
             self._engine = RapidOCR(intra_op_num_threads=1, inter_op_num_threads=1, use_cls=False)

@@ -3,7 +3,9 @@
 Parsers of hostile files crash, hang and balloon, so each file is parsed by its own short-lived process
 (`python -m services.assets.sandbox`): RLIMIT_CPU and RLIMIT_AS are set before any parser is imported,
 the parent kills it at the wall-clock deadline, and whatever happens to it is one failed version, never
-a failed service. The child gets no secrets (a bare environment) and dies with its parent.
+a failed service. The child gets no secrets (a bare environment: PATH, the locale and the code's path),
+no network (its own network namespace on Linux), cannot start processes or write files, and dies with
+its parent.
 
 One spare process is kept warm (started, limits set, parsers imported, waiting for its single job on
 stdin), so the interpreter start is not on the path of an upload. The child streams passages as JSON
@@ -204,6 +206,40 @@ async def _tail(stream: asyncio.StreamReader) -> bytes:
 # -- the child ---------------------------------------------------------------------------------------
 
 
+# A parser needs a handful of descriptors (stdio, the file, imports), writes no file and starts nothing.
+_MAX_OPEN_FILES = 64
+_CLONE_NEWNET = 0x40000000
+_CLONE_NEWUSER = 0x10000000
+
+
+def _confine(resource: Any) -> None:
+    """No new processes, no files written, few descriptors, and no network.
+
+    The network goes with a new, empty network namespace (not even a loopback that is up). That needs
+    CAP_SYS_ADMIN (root) or unprivileged user namespaces; where neither is allowed (not Linux, or a
+    locked-down kernel), the parser keeps the host's network and says so on stderr, and the other
+    limits still hold.
+    """
+    resource.setrlimit(resource.RLIMIT_NOFILE, (_MAX_OPEN_FILES, _MAX_OPEN_FILES))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
+    if not _leave_network():
+        print("sandbox: no network namespace is permitted here; the parser keeps the network", file=sys.stderr)
+
+
+def _leave_network() -> bool:
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return False
+    if getattr(libc, "unshare", None) is None:
+        return False
+    # Root may unshare the network alone; anyone else needs a user namespace around it.
+    return any(libc.unshare(flags) == 0 for flags in (_CLONE_NEWNET, _CLONE_NEWUSER | _CLONE_NEWNET))
+
+
 def _child(config: dict[str, Any]) -> int:
     import ctypes
     import resource
@@ -218,6 +254,7 @@ def _child(config: dict[str, Any]) -> int:
     memory = int(config["memory"])
     resource.setrlimit(resource.RLIMIT_AS, (memory, max(memory, int(config.get("ocr_memory", memory)))))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    _confine(resource)
     # Warm up: import every parser before the job arrives (trusted code, under the limits already).
     import docx  # noqa: F401
     import openpyxl  # noqa: F401

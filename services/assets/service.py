@@ -149,8 +149,11 @@ class AssetsService:
         run_id: str | None,
     ) -> c.AssetVersion:
         identity = identity_key(actor.scope, root, source_id, staged.sha256)
-        async with self._db.pool.acquire() as conn:
-            async with conn.transaction():
+        asset_id = new_asset_id()
+        # Claimed before the row exists, so the recovery sweep never takes a version that waits its turn.
+        await self._lifecycle.claims.hold(asset_id)
+        try:
+            async with self._db.transaction() as conn:
                 source = await self._repo.lock_or_create_source(
                     conn, scope=actor.scope, namespace=namespace, source_id=source_id
                 )
@@ -158,7 +161,6 @@ class AssetsService:
                     raise Unavailable(f"the source {source_id} is retired", {"source_id": source_id}, reason="retired")
                 existing = await self._repo.find_by_identity(conn, identity_key=identity)
                 if existing is None:
-                    asset_id = new_asset_id()
                     version = await self._repo.insert_version(
                         conn,
                         source_pk=source["pk"],
@@ -173,26 +175,20 @@ class AssetsService:
                         blob_key=blob.key,
                         run_id=run_id,
                     )
-                    # Claimed before commit, so the recovery sweep can never take a version being ingested.
-                    await self._repo.claim(conn, asset_id=asset_id)
                 else:
-                    asset_id, version = existing["asset_id"], existing["version"]
+                    version = existing["version"]
                 if workspace_id is not None:
-                    await self._request_association(conn, actor, workspace_id, source_id, asset_id, version)
+                    await self._request_association(
+                        conn, actor, workspace_id, source_id, existing["asset_id"] if existing else asset_id, version
+                    )
             if existing is None:
-                try:
-                    row = await self._repo.get_version(conn, asset_id=asset_id)
-                    assert row is not None
-                    await self._lifecycle.ingest(conn, row, staged.path)
-                    settled = await self._repo.get_version(conn, asset_id=asset_id)
-                finally:
-                    await self._repo.release(conn, asset_id=asset_id)
-                assert settled is not None
-                return to_version(settled)
-        # A reused version that another request is still ingesting: wait without holding a connection,
-        # since waiting polls with a connection of its own (holding both exhausted the pool under load).
+                # No connection is held from here until this scope's turn at a parser slot comes.
+                return to_version(await self._lifecycle.ingest_when_free(asset_id, actor.scope, staged.path))
+        finally:
+            await self._lifecycle.claims.let_go(asset_id)
+        # A reused version that another request is still ingesting: wait without holding a connection.
         if existing["status"] not in SETTLED:
-            existing = await self._lifecycle.wait_settled(asset_id)
+            existing = await self._lifecycle.wait_settled(existing["asset_id"])
         return to_version(existing, reused=True)
 
     async def _request_association(

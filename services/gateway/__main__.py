@@ -1,12 +1,14 @@
 import uvicorn
 
 from services.gateway.app import create_app
-from shared.runtime import configure_logging
+from shared import tracing
+from shared.observe import configure_logging
 from shared.settings import GatewaySettings
 
 if __name__ == "__main__":
     settings = GatewaySettings()
-    configure_logging(settings.log_level)
+    configure_logging("gateway", settings.log_level)
+    tracing.setup_tracing("gateway")
     # uvicorn handles SIGTERM: it stops accepting, finishes in-flight requests, then runs the lifespan exit.
     uvicorn.run(
         create_app(settings),

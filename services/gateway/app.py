@@ -2,23 +2,37 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 
 import nats
 from fastapi import FastAPI
+from starlette.routing import Route
 
+from services.gateway import observe
 from services.gateway.errors import install_error_handlers
 from services.gateway.limits import BodyLimit
+from services.gateway.mcp_endpoint import McpEndpoint
+from services.gateway.mcp_server import build_server
+from services.gateway.openapi import COMMON, errors, install_openapi, operation_id
 from services.gateway.routes import admin, artifacts, assets, checkpoints, health, publications, runs, workspaces
 from services.gateway.tokens import TokenService
+from shared import tracing
 from shared.blobs import Blobs
 from shared.bus import BusClient
 from shared.db import Database
+from shared.health import HealthReporter, connection_answers
+from shared.natsauth import connect_options
 from shared.settings import GatewaySettings
 
 MIGRATIONS = Path(__file__).parent / "migrations"
+DESCRIPTION = (
+    "The HTTP API of Dossier. Every error answers the envelope `{error: {code, message, details}}`; "
+    "every response carries `X-Request-ID`. The bus underneath is described in docs/asyncapi.json."
+)
 # Multipart routes stream files; their exact per-file limit is enforced by the route while streaming.
 UPLOAD_PREFIXES = ("/v1/assets", "/v1/artifacts")
 MULTIPART_OVERHEAD = 1024 * 1024
@@ -26,26 +40,58 @@ MULTIPART_OVERHEAD = 1024 * 1024
 
 def create_app(settings: GatewaySettings) -> FastAPI:
     db = Database(settings.database_url)
+    mcp = McpEndpoint(build_server(version="1"))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await db.connect(MIGRATIONS)
-        nc = await nats.connect(settings.nats_url, name="gateway", max_reconnect_attempts=-1)
+        nc = await nats.connect(
+            settings.nats_url,
+            name="gateway",
+            max_reconnect_attempts=-1,
+            reconnect_time_wait=settings.nats_reconnect_wait,
+            ping_interval=settings.nats_ping_interval,
+            **connect_options(settings),
+        )
         app.state.bus = BusClient(nc, timeout=settings.request_timeout)
-        app.state.tokens = TokenService(db, admin_token=settings.admin_token)
+        health = None
+        if settings.health_file is not None:
+            reporter = HealthReporter(
+                settings.health_file, partial(connection_answers, nc), interval=settings.health_interval
+            )
+            health = asyncio.create_task(reporter.run())
+        app.state.tokens = TokenService(
+            db, admin_token=settings.admin_token, cache_seconds=settings.token_cache_seconds
+        )
         app.state.blobs = Blobs(settings)
         await app.state.blobs.ensure_bucket()
         try:
-            yield
+            async with mcp.running():
+                yield
         finally:
+            if health is not None:
+                health.cancel()
             await nc.drain()
             await db.close()
 
-    app = FastAPI(title="Dossier", version="1", lifespan=lifespan, docs_url="/docs", redoc_url=None)
+    app = FastAPI(
+        title="Dossier",
+        version="1",
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        docs_url="/docs",
+        redoc_url=None,
+        generate_unique_id_function=operation_id,
+    )
     app.state.settings = settings
     install_error_handlers(app)
-    for module in (health, admin, publications, workspaces, checkpoints, artifacts, assets, runs):
-        app.include_router(module.router)
+    app.include_router(health.router)
+    app.include_router(observe.router)
+    for module in (admin, workspaces, checkpoints, runs, publications, assets, artifacts):
+        app.include_router(module.router, responses=errors(*COMMON))
+    # The MCP face: a raw ASGI route (not a Mount, which would redirect `/mcp` to `/mcp/`). POST only: a
+    # stateless server has no session to resume or end, and GET answers 405 so no idle stream stays open.
+    app.router.routes.append(Route("/mcp", mcp, methods=["POST"], include_in_schema=False))
 
     def limit_for(path: str) -> int:
         if path.startswith(UPLOAD_PREFIXES):
@@ -53,4 +99,8 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         return settings.max_json_bytes
 
     app.add_middleware(BodyLimit, limit_for=limit_for)
+    # Outermost: the request id is bound before anything else runs, and every answer carries it.
+    app.add_middleware(observe.RequestIdAndMetrics)
+    tracing.instrument_fastapi(app)
+    install_openapi(app)
     return app

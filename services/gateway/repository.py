@@ -2,17 +2,59 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import asyncpg
+
+_COLUMNS = "id, scope, principal, expires_at, created_at"
 
 
 class TokenRepository:
-    async def insert_token(self, conn: asyncpg.Connection, *, token_hash: str, scope: str, principal: str) -> None:
-        await conn.execute(
-            "INSERT INTO api_tokens (token_hash, scope, principal) VALUES ($1, $2, $3)",
+    async def insert_token(
+        self,
+        conn: asyncpg.Connection,
+        *,
+        token_id: str,
+        token_hash: str,
+        scope: str,
+        principal: str,
+        expires_in: int | None,
+    ) -> asyncpg.Record:
+        return await conn.fetchrow(
+            "INSERT INTO api_tokens (id, token_hash, scope, principal, expires_at)"
+            " VALUES ($1, $2, $3, $4, now() + make_interval(secs => $5::double precision))"
+            f" RETURNING {_COLUMNS}",
+            token_id,
             token_hash,
             scope,
             principal,
+            expires_in,
         )
 
     async def find_token(self, conn: asyncpg.Connection, *, token_hash: str) -> asyncpg.Record | None:
-        return await conn.fetchrow("SELECT scope, principal FROM api_tokens WHERE token_hash = $1", token_hash)
+        return await conn.fetchrow(
+            "SELECT id, scope, principal, expires_at, revoked_at FROM api_tokens WHERE token_hash = $1", token_hash
+        )
+
+    async def list_tokens(
+        self, conn: asyncpg.Connection, *, scope: str | None, after: tuple[datetime, str] | None, limit: int
+    ) -> list[asyncpg.Record]:
+        """Unrevoked tokens in (created_at, id) order, starting after the cursor's position."""
+        return list(
+            await conn.fetch(
+                f"SELECT {_COLUMNS} FROM api_tokens"
+                " WHERE revoked_at IS NULL AND ($1::text IS NULL OR scope = $1)"
+                " AND ($2::timestamptz IS NULL OR (created_at, id) > ($2, $3::text))"
+                " ORDER BY created_at, id LIMIT $4",
+                scope,
+                after[0] if after else None,
+                after[1] if after else None,
+                limit,
+            )
+        )
+
+    async def revoke_token(self, conn: asyncpg.Connection, *, token_id: str) -> bool:
+        revoked = await conn.fetchval(
+            "UPDATE api_tokens SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL RETURNING id", token_id
+        )
+        return revoked is not None

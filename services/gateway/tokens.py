@@ -1,40 +1,123 @@
-"""API tokens: issue (admin only), resolve a bearer token to its actor."""
+"""API tokens: issue, list and revoke (admin only), and resolve a bearer token to its actor."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import hmac
+import json
 import re
 import secrets
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import asyncpg
 
 from services.gateway.repository import TokenRepository
 from shared.contracts.common import Actor
+from shared.contracts.gateway import IssuedToken, IssueTokenRequest, TokenInfo, TokenPage
 from shared.db import Database
-from shared.errors import Unauthenticated
+from shared.errors import Invalid, NotFound, Unauthenticated
 
 _TOKEN_SHAPE = re.compile(r"^dsk_[A-Za-z0-9_-]{20,200}$")
+_ID_SHAPE = re.compile(r"^tok_[0-9a-f]{1,64}$")
 _CACHE_LIMIT = 10_000
+# A revocation in another gateway process is seen here once the cached row is older than this.
+DEFAULT_CACHE_SECONDS = 2.0
 
 
 def _hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
+@dataclass(frozen=True)
+class _Resolved:
+    actor: Actor
+    token_id: str
+    expires_at: datetime | None
+    fresh_until: float
+
+
+def encode_cursor(created_at: datetime, token_id: str) -> str:
+    raw = json.dumps([created_at.isoformat(), token_id]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, str]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        created_at, token_id = json.loads(raw)
+        moment = datetime.fromisoformat(created_at)
+        if not isinstance(token_id, str) or moment.tzinfo is None:
+            raise ValueError("not a token cursor")
+    except (ValueError, TypeError, binascii.Error, UnicodeDecodeError) as exc:
+        raise Invalid("the cursor is malformed (pass the next_cursor of an earlier page)", {"field": "cursor"}) from exc
+    return moment, token_id
+
+
+def _info(row: asyncpg.Record) -> TokenInfo:
+    return TokenInfo(
+        id=row["id"],
+        scope=row["scope"],
+        principal=row["principal"],
+        expires_at=row["expires_at"],
+        created_at=row["created_at"],
+    )
+
+
 class TokenService:
-    def __init__(self, db: Database, *, admin_token: str, repo: TokenRepository | None = None):
+    def __init__(
+        self,
+        db: Database,
+        *,
+        admin_token: str,
+        repo: TokenRepository | None = None,
+        cache_seconds: float = DEFAULT_CACHE_SECONDS,
+    ):
         if not admin_token:
             raise ValueError("DOSSIER_ADMIN_TOKEN must be set")
         self._db = db
         self._admin = admin_token
         self._repo = repo or TokenRepository()
-        # Tokens cannot be revoked through the API, so a resolved token may be cached for the process's life.
-        self._cache: dict[str, Actor] = {}
+        # Short-lived: other gateway processes revoke tokens too, and only the database tells us so.
+        self._cache_seconds = cache_seconds
+        self._cache: dict[str, _Resolved] = {}
 
-    async def issue(self, actor: Actor) -> str:
+    async def issue(self, request: IssueTokenRequest) -> IssuedToken:
         token = f"dsk_{secrets.token_urlsafe(32)}"
         async with self._db.transaction() as conn:
-            await self._repo.insert_token(conn, token_hash=_hash(token), scope=actor.scope, principal=actor.principal)
-        return token
+            row = await self._repo.insert_token(
+                conn,
+                token_id=f"tok_{secrets.token_hex(12)}",
+                token_hash=_hash(token),
+                scope=request.scope,
+                principal=request.principal,
+                expires_in=request.expires_in,
+            )
+        return IssuedToken(token=token, **_info(row).model_dump(exclude={"created_at"}))
+
+    async def list_page(self, *, scope: str | None, limit: int, cursor: str | None) -> TokenPage:
+        after = decode_cursor(cursor) if cursor else None
+        async with self._db.pool.acquire() as conn:
+            rows = await self._repo.list_tokens(conn, scope=scope, after=after, limit=limit + 1)
+        items = [_info(row) for row in rows[:limit]]
+        more = len(rows) > limit
+        return TokenPage(items=items, next_cursor=encode_cursor(items[-1].created_at, items[-1].id) if more else None)
+
+    async def revoke(self, token_id: str) -> None:
+        if not _ID_SHAPE.match(token_id):
+            # No stored id has another shape; text a database cannot hold is bad input, not a miss.
+            if "\x00" in token_id:
+                raise Invalid("token_id: a NUL character is not allowed", {"field": "token_id"})
+            raise NotFound("token not found")
+        async with self._db.transaction() as conn:
+            if not await self._repo.revoke_token(conn, token_id=token_id):
+                raise NotFound("token not found")
+        # This process forgets it at once; the others within their cache period.
+        for digest in [d for d, r in self._cache.items() if r.token_id == token_id]:
+            self._cache.pop(digest, None)
 
     def is_admin(self, token: str) -> bool:
         return hmac.compare_digest(token.encode(), self._admin.encode())
@@ -43,18 +126,34 @@ class TokenService:
         if not _TOKEN_SHAPE.match(token):
             raise Unauthenticated("the bearer token is malformed")
         digest = _hash(token)
-        cached = self._cache.get(digest)
-        if cached is not None:
-            return cached
+        now = time.monotonic()
+        resolved = self._cache.get(digest)
+        if resolved is None or resolved.fresh_until <= now:
+            resolved = await self._lookup(digest, fresh_until=now + self._cache_seconds)
+        # Checked on every request, cached or not: expiry needs no other process to tell us.
+        if resolved.expires_at is not None and resolved.expires_at <= datetime.now(UTC):
+            raise Unauthenticated("the bearer token has expired")
+        return resolved.actor
+
+    async def _lookup(self, digest: str, *, fresh_until: float) -> _Resolved:
         async with self._db.pool.acquire() as conn:
             row = await self._repo.find_token(conn, token_hash=digest)
         if row is None:
+            self._cache.pop(digest, None)
             raise Unauthenticated("the bearer token is not known")
-        actor = Actor(scope=row["scope"], principal=row["principal"])
+        if row["revoked_at"] is not None:
+            self._cache.pop(digest, None)
+            raise Unauthenticated("the bearer token was revoked")
+        resolved = _Resolved(
+            actor=Actor(scope=row["scope"], principal=row["principal"]),
+            token_id=row["id"],
+            expires_at=row["expires_at"],
+            fresh_until=fresh_until,
+        )
         if len(self._cache) >= _CACHE_LIMIT:
             self._cache.clear()
-        self._cache[digest] = actor
-        return actor
+        self._cache[digest] = resolved
+        return resolved
 
 
 def bearer(header: str | None) -> str:

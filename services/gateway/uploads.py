@@ -1,8 +1,8 @@
 """Streaming multipart uploads: the byte limit is enforced while the body streams in, never after.
 
-The file part is hashed (sha256) and spooled to a bounded temporary file as it arrives; the caller then
-puts it in object storage under its content-addressed key (the key needs the hash, so the bytes are
-staged once) and sends only `{bucket, key, sha256, size}` on the bus. Small text fields are capped too.
+The file part is hashed (sha256) as it arrives and either spooled to a bounded temporary file
+(`read_multipart`) or streamed straight into object storage (`stream_multipart`, for asset uploads);
+only `{bucket, key, sha256, size}` then travels on the bus. Small text fields are capped too.
 """
 
 from __future__ import annotations
@@ -10,13 +10,16 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from fastapi import Request
 from python_multipart.multipart import MultipartParser, parse_options_header
+from starlette.requests import ClientDisconnect
 
+from services.gateway.upload_sink import ObjectSink, upload_key
+from shared.blobs import Blobs
 from shared.errors import Invalid, TooLarge
 
 MAX_FIELD_BYTES = 64 * 1024
@@ -36,6 +39,17 @@ class UploadedFile:
 
 
 @dataclass
+class StoredUpload:
+    """A file part that is already in object storage under `key` (not yet its content key)."""
+
+    filename: str
+    content_type: str
+    key: str
+    size: int
+    sha256: str
+
+
+@dataclass
 class _Part:
     headers: dict[str, str] = field(default_factory=dict)
     name: str = ""
@@ -44,11 +58,14 @@ class _Part:
 
 
 class _Collector:
-    def __init__(self, file_field: str, max_file_bytes: int, spool_dir: str | None):
+    def __init__(self, file_field: str, max_file_bytes: int, spool_dir: str | None, store: Blobs | None = None):
         self.file_field = file_field
+        self._store = store
+        self.sink: ObjectSink | None = None
         self.max_file_bytes = max_file_bytes
         self.fields: dict[str, str] = {}
         self.upload: UploadedFile | None = None
+        self.stored: StoredUpload | None = None
         self._spool_dir = spool_dir
         self._part = _Part()
         self._header_field = bytearray()
@@ -83,20 +100,24 @@ class _Collector:
         filename = params.get(b"filename")
         self._part.filename = filename.decode("utf-8", "replace") if filename is not None else None
         if self._part.name == self.file_field:
-            if self._file is not None:
+            if self._file is not None or self.sink is not None:
                 raise Invalid(f"only one '{self.file_field}' part is accepted", {"field": self.file_field})
-            self._file = tempfile.NamedTemporaryFile(prefix="dossier-upload-", dir=self._spool_dir, delete=False)
+            if self._store is not None:
+                self.sink = ObjectSink(self._store, upload_key())
+            else:
+                self._file = tempfile.NamedTemporaryFile(prefix="dossier-upload-", dir=self._spool_dir, delete=False)
 
     def on_part_data(self, data: bytes, start: int, end: int) -> None:
         chunk = data[start:end]
-        if self._part.name == self.file_field and self._file is not None:
+        sink = self.sink if self.sink is not None else self._file
+        if self._part.name == self.file_field and sink is not None:
             self._size += len(chunk)
             if self._size > self.max_file_bytes:
                 raise TooLarge(
                     "the file is larger than the limit", {"field": self.file_field, "limit": self.max_file_bytes}
                 )
             self._hash.update(chunk)
-            self._file.write(chunk)
+            sink.write(chunk)
         else:
             self._part.data += chunk
             if len(self._part.data) > MAX_FIELD_BYTES:
@@ -105,7 +126,15 @@ class _Collector:
                 )
 
     def on_part_end(self) -> None:
-        if self._part.name == self.file_field and self._file is not None and self.upload is None:
+        if self._part.name == self.file_field and self.sink is not None and self.stored is None:
+            self.stored = StoredUpload(
+                filename=os.path.basename(self._part.filename or "upload"),
+                content_type=self._part.headers.get("content-type", "application/octet-stream"),
+                key=self.sink.key,
+                size=self._size,
+                sha256=self._hash.hexdigest(),
+            )
+        elif self._part.name == self.file_field and self._file is not None and self.upload is None:
             self._file.close()
             self.upload = UploadedFile(
                 filename=os.path.basename(self._part.filename or "upload"),
@@ -127,11 +156,43 @@ async def read_multipart(
     request: Request, *, file_field: str = "file", max_file_bytes: int, spool_dir: str | None = None
 ) -> tuple[dict[str, str], UploadedFile]:
     """Parse `multipart/form-data` from the request stream. The caller must `discard()` the upload."""
+    collector = _Collector(file_field, max_file_bytes, spool_dir)
+    try:
+        await _parse(request, collector)
+    except BaseException:
+        collector.cleanup()
+        raise
+    if collector.upload is None:
+        collector.cleanup()
+        raise Invalid(f"the '{file_field}' part is missing", {"field": file_field})
+    return collector.fields, collector.upload
+
+
+async def stream_multipart(
+    request: Request, store: Blobs, *, file_field: str = "file", max_file_bytes: int
+) -> tuple[dict[str, str], StoredUpload]:
+    """Parse `multipart/form-data`, streaming the file part into object storage as it arrives.
+
+    The caller owns the stored object (`key`) afterwards: it moves it to its content key or deletes it.
+    """
+    collector = _Collector(file_field, max_file_bytes, None, store)
+    try:
+        await _parse(request, collector)
+        if collector.stored is None or collector.sink is None:
+            raise Invalid(f"the '{file_field}' part is missing", {"field": file_field})
+        await collector.sink.finish()
+    except BaseException:
+        if collector.sink is not None:
+            await collector.sink.abort()
+        raise
+    return collector.fields, collector.stored
+
+
+async def _parse(request: Request, collector: _Collector) -> None:
     content_type, params = parse_options_header(request.headers.get("content-type", ""))
     boundary = params.get(b"boundary")
     if content_type != b"multipart/form-data" or not boundary:
         raise Invalid("the body must be multipart/form-data", {"field": "body"})
-    collector = _Collector(file_field, max_file_bytes, spool_dir)
     parser = MultipartParser(
         boundary,
         {
@@ -144,23 +205,27 @@ async def read_multipart(
             "on_headers_finished": collector.on_headers_finished,
         },
     )
+    async for chunk in _chunks(request):
+        _feed(parser.write, chunk)
+        if collector.sink is not None:
+            # Outside the parser's error mapping: a store that fails is a fault, not a malformed body.
+            await collector.sink.flush_pending()
+    _feed(lambda _: parser.finalize(), b"")
+
+
+def _feed(step: Callable[[bytes], object], chunk: bytes) -> None:
     try:
-        async for chunk in _chunks(request):
-            parser.write(chunk)
-        parser.finalize()
+        step(chunk)
     except (Invalid, TooLarge):
-        collector.cleanup()
         raise
     except Exception as exc:
-        collector.cleanup()
         raise Invalid("the multipart body is malformed", {"field": "body"}) from exc
-    if collector.upload is None:
-        collector.cleanup()
-        raise Invalid(f"the '{file_field}' part is missing", {"field": file_field})
-    return collector.fields, collector.upload
 
 
 async def _chunks(request: Request) -> AsyncIterator[bytes]:
-    async for chunk in request.stream():
-        if chunk:
-            yield chunk
+    try:
+        async for chunk in request.stream():
+            if chunk:
+                yield chunk
+    except ClientDisconnect as exc:
+        raise Invalid("the multipart body ended early", {"field": "body"}) from exc

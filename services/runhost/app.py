@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
+from services.runhost.gauges import count_runs_forever
 from services.runhost.memory import RunFiles
 from services.runhost.owners import Owners
 from services.runhost.repository import RunRepository
@@ -39,6 +41,7 @@ def create_app(settings: RunhostSettings, *, workers: bool = True) -> ServiceRun
         worker = Worker(db=runtime.db, repo=repo, blobs=blobs, owners=owners, settings=settings)
         runtime.background(worker.run_forever)
         runtime.background(AssociationSweeper(db=runtime.db, repo=repo, owners=owners).run_forever)
+    runtime.background(partial(count_runs_forever, runtime.db, repo))
 
     @endpoint(broker, c.ADMIT, c.AdmitRequest, queue=NAME)
     async def admit(ctx: RequestContext, req: c.AdmitRequest) -> c.AdmitReply:

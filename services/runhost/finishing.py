@@ -1,7 +1,10 @@
 """How a run ends: publish (idempotent), associate, propose the checkpoint, retain the report, record.
 
 Each step can be repeated by a worker that took the run over: the publication is committed with the
-request key `run:<run_id>`, so a retried finish never makes a second publication.
+request key `run:<run_id>`, so a retried finish never makes a second publication. The answer is kept
+under the lease fence before the first step, and a worker that takes over finishes with that same
+answer: a stale worker's late publish is then the same request (never a conflict for the current one),
+and every step leaving the service is preceded by a fence check, so a stale worker stops at the next.
 """
 
 from __future__ import annotations
@@ -51,12 +54,25 @@ class Finisher:
             if event is not None:
                 await enqueue(conn, type=event[0], scope=self.run["scope"], data=event[1])
 
+    async def _check_fence(self) -> None:
+        async with self.db.pool.acquire() as conn:
+            if not await self.repo.holds_lease(conn, run_id=self.run["id"], epoch=self.epoch):
+                raise StaleLease(self.run["id"])
+
     async def consumed_sources(self) -> list[Ref]:
         async with self.db.pool.acquire() as conn:
             rows = await self.repo.included_refs(conn, run_id=self.run["id"])
         return [Ref.model_validate(r["ref"]) for r in rows]
 
     async def complete(self, answer: str, proposal: dict[str, Any] | None) -> None:
+        if self.run.get("final_answer") is None:
+            await self._fenced({"final_answer": answer, "final_proposal": proposal})
+            self.run = self.run | {"final_answer": answer, "final_proposal": proposal}
+        await self.resume_finish()
+
+    async def resume_finish(self) -> None:
+        """Every finishing step, from the kept answer; safe to repeat from the start by a later worker."""
+        answer, proposal = self.run["final_answer"], self.run["final_proposal"]
         sources = await self.consumed_sources()
         title = f"Run {self.run['id']}: {self.run['question'][:120]}"
         request = pub.CommitRequest(
@@ -67,10 +83,13 @@ class Finisher:
             sources=sources,
             request_key=f"run:{self.run['id']}",
         )
+        await self._check_fence()
         published = await self.owners.publish_answer(self.actor, request)
         await self._fenced({"publication_id": published["id"], "publication_version": published["version"]})
         association = await self._associate(published)
+        await self._check_fence()
         checkpoint = await self._propose(proposal, published, sources)
+        await self._check_fence()
         await self._retain_report(title, answer)
         result = {"workspace_association": association, "checkpoint_proposal": checkpoint, "status": "completed"}
         event = run_event(self.run, "completed", publication={"id": published["id"], "version": published["version"]})

@@ -15,12 +15,19 @@ from typing import Any
 
 from services.runhost.ledger import Inclusion, RunLedger
 from services.runhost.memory import RunFiles, StaleLease
-from services.runhost.policies.base import TOOLS, ModelInput, Policy, RunView, ToolResult
-from services.runhost.repository import RunRepository
+from services.runhost.policies.base import TOOLS, ModelInput, Policy, RunView, ToolCall, ToolResult
+from services.runhost.repository import RunRepository, WorkDone
+from services.runhost.tool_args import BadArguments, FinishArgs, parse_arguments
 from services.runhost.tools import ToolBox
 from shared.db import Database
 
-CONTEXT_CHARS = 60_000
+# The model's context is a window, not an archive: the most recent tool calls and results up to this many
+# characters (arguments included), never more than RECENT_STEPS of them. Older work lives in the files and
+# the recited plan, and bodies are read back on demand.
+CONTEXT_CHARS = 8_000
+RECENT_STEPS = 12
+# A long argument (a note or a draft the model wrote) is already in a file; the context keeps its size.
+ARGUMENT_CHARS = 200
 SYSTEM_PROMPT = (
     "You are a research agent working toward a long-running goal. Earlier publications describe what was"
     " concluded then; new evidence is dated by its source version; keep the two apart. Read only through the"
@@ -77,14 +84,15 @@ def build_messages(view: RunView, transcript: list[ToolResult]) -> list[dict[str
     messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": task}]
     budget = CONTEXT_CHARS
     kept: list[list[dict[str, Any]]] = []
-    for result in reversed(transcript):
-        text = result.text if len(result.text) <= budget else f"[elided: {len(result.text)} chars; read files back]"
-        budget -= len(text)
-        call = {
-            "id": result.call_id,
-            "type": "function",
-            "function": {"name": result.tool, "arguments": json.dumps(result.arguments)},
-        }
+    for result in reversed(transcript[-RECENT_STEPS:]):
+        arguments = json.dumps(_shortened(result.arguments))
+        text = result.text
+        if len(text) + len(arguments) > budget:
+            text = f"[elided: {len(result.text):,} chars; read files back]"
+        budget -= len(text) + len(arguments)
+        if budget < 0:
+            break
+        call = {"id": result.call_id, "type": "function", "function": {"name": result.tool, "arguments": arguments}}
         kept.append(
             [
                 {"role": "assistant", "content": None, "tool_calls": [call]},
@@ -95,6 +103,28 @@ def build_messages(view: RunView, transcript: list[ToolResult]) -> list[dict[str
         messages.extend(pair)
     messages.append({"role": "user", "content": f"Current plan (plan.md, recited):\n{view.plan}"})
     return messages
+
+
+def _shortened(arguments: dict[str, Any]) -> dict[str, Any]:
+    return {
+        key: f"[{len(value):,} chars]" if isinstance(value, str) and len(value) > ARGUMENT_CHARS else value
+        for key, value in arguments.items()
+    }
+
+
+NO_WORK = WorkDone()
+
+
+def input_chars(messages: list[dict[str, Any]]) -> int:
+    """The characters one model request carries: every message's text (the tool schemas are constant)."""
+    total = 0
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, str):
+            total += len(content)
+        for call in message.get("tool_calls") or []:
+            total += len(str((call.get("function") or {}).get("arguments") or ""))
+    return total
 
 
 class RunLoop:
@@ -127,12 +157,10 @@ class RunLoop:
         self.transcript: list[ToolResult] = []
         self.pending: list[Inclusion] = []
 
-    async def _bump(self, *, steps: int = 0, chars: int = 0, requests: int = 0) -> bool:
+    async def _bump(self, work: WorkDone = NO_WORK) -> bool:
         """Count work under the fence; returns whether a cancel was requested."""
         async with self.db.transaction() as conn:
-            row = await self.repo.add_counters(
-                conn, run_id=self.run["id"], epoch=self.epoch, steps=steps, chars=chars, requests=requests
-            )
+            row = await self.repo.add_counters(conn, run_id=self.run["id"], epoch=self.epoch, work=work)
         if row is None:
             raise StaleLease(self.run["id"])
         self.counters.steps, self.counters.chars, self.counters.requests = (
@@ -169,25 +197,42 @@ class RunLoop:
                 call = await asyncio.wait_for(self.policy.next_step(model_input), timeout=max(remaining, 0.01))
             except TimeoutError:
                 return Stopped("limit:time")
-            cancelled = await self._bump(steps=1, requests=1)
+            step = WorkDone(
+                steps=1,
+                requests=1,
+                input_chars=input_chars(model_input.messages),
+                tokens_in=call.tokens_in,
+                tokens_out=call.tokens_out,
+            )
+            cancelled = await self._bump(step)
             if cancelled:
                 return Stopped("cancelled")
             if call.name == "finish":
-                answer = str(call.arguments.get("answer") or "").strip()
-                if answer:
-                    proposal = call.arguments.get("checkpoint_proposal")
-                    return Finished(answer, proposal if isinstance(proposal, dict) else None)
-                result = ToolResult(
-                    "finish", call.arguments, "error: finish needs a non-empty answer", ok=False, call_id=call.call_id
-                )
+                outcome = self._finish(call)
+                if isinstance(outcome, Finished):
+                    return outcome
+                result = outcome
                 inclusions: list[Inclusion] = []
             else:
                 result, inclusions = await self.toolbox.execute(call)
-            await self._bump(chars=len(result.text))
+            await self._bump(WorkDone(chars=len(result.text), source_chars=int(result.data.get("fresh_chars", 0))))
             self.pending.extend(inclusions)
             self.transcript.append(result)
             if self.step_delay:
                 await asyncio.sleep(self.step_delay)
+
+    def _finish(self, call: ToolCall) -> Finished | ToolResult:
+        """A finish with a usable answer ends the loop; any other is answered back to the model."""
+        try:
+            args = parse_arguments("finish", call.arguments)
+        except BadArguments as exc:
+            problem = str(exc)
+        else:
+            assert isinstance(args, FinishArgs)
+            if args.answer.strip():
+                return Finished(args.answer.strip(), args.checkpoint_proposal)
+            problem = "finish needs a non-empty answer"
+        return ToolResult("finish", call.arguments, f"error: {problem}", ok=False, call_id=call.call_id)
 
     async def _model_input(self) -> ModelInput:
         plan = await self.files.read("plan.md")

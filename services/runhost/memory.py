@@ -2,7 +2,9 @@
 
 plan.md (the goal, the question, the source list, the next steps), sources/<name>.txt (what was read,
 lossless), notes/<name>.md (one per source: a note means the source is done) and draft.md. The index
-row is written after the bytes and under the lease fence, so a stale worker's file never counts.
+row is written after the bytes and under the lease fence, so a stale worker's file never counts. Each
+version of a file has its own key (`<path>@<sha256>`), so a stale worker's bytes land beside the current
+ones instead of over them, and only the fenced index says which version is the file.
 """
 
 from __future__ import annotations
@@ -50,8 +52,8 @@ class RunFiles:
         self._blobs, self._db, self._repo = blobs, db, repo
         self.run_id, self.epoch = run_id, epoch
 
-    def key(self, path: str) -> str:
-        return f"runs/{self.run_id}/{path}"
+    def key(self, path: str, sha256: str) -> str:
+        return f"runs/{self.run_id}/{path}@{sha256}"
 
     async def write(
         self,
@@ -67,7 +69,8 @@ class RunFiles:
         if len(text) > MAX_FILE_CHARS:
             raise Invalid("the file is larger than a run's working file may be", {"limit": MAX_FILE_CHARS})
         data = text.encode("utf-8")
-        await self._blobs.put_bytes(self.key(path), data, content_type="text/plain; charset=utf-8")
+        digest = hashlib.sha256(data).hexdigest()
+        await self._blobs.put_bytes(self.key(path, digest), data, content_type="text/plain; charset=utf-8")
         async with self._db.transaction() as conn:
             if with_record is not None and not await with_record(conn):
                 raise StaleLease(self.run_id)
@@ -76,7 +79,7 @@ class RunFiles:
                 run_id=self.run_id,
                 path=path,
                 size=len(data),
-                sha256=hashlib.sha256(data).hexdigest(),
+                sha256=digest,
                 epoch=self.epoch,
                 provenance=provenance,
             )
@@ -86,9 +89,11 @@ class RunFiles:
 
     async def read(self, path: str) -> str:
         validate_path(path)
-        if path not in await self.listing():
+        async with self._db.pool.acquire() as conn:
+            row = await self._repo.get_file(conn, run_id=self.run_id, path=path)
+        if row is None:
             raise NotFound("no such file in this run", {"path": path})
-        return (await self._blobs.get_bytes(self.key(path))).decode("utf-8")
+        return (await self._blobs.get_bytes(self.key(path, row["sha256"]))).decode("utf-8")
 
     async def provenance(self, path: str) -> dict[str, Any] | None:
         async with self._db.pool.acquire() as conn:

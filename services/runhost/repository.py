@@ -2,11 +2,25 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
 
 _FENCE = "EXISTS (SELECT 1 FROM runs WHERE id = $1 AND lease_epoch = $2 AND status = 'running')"
+
+
+@dataclass(frozen=True)
+class WorkDone:
+    """What one step of a run adds to its counters (all under the lease fence)."""
+
+    steps: int = 0
+    chars: int = 0
+    requests: int = 0
+    input_chars: int = 0
+    source_chars: int = 0
+    tokens_in: int | None = None
+    tokens_out: int | None = None
 
 
 class RunRepository:
@@ -113,19 +127,39 @@ class RunRepository:
         )
         return done is not None
 
+    async def holds_lease(self, conn: asyncpg.Connection, *, run_id: str, epoch: int) -> bool:
+        return bool(
+            await conn.fetchval(
+                "SELECT 1 FROM runs WHERE id = $1 AND lease_epoch = $2 AND status = 'running'", run_id, epoch
+            )
+        )
+
     async def add_counters(
-        self, conn: asyncpg.Connection, *, run_id: str, epoch: int, steps: int, chars: int, requests: int
+        self, conn: asyncpg.Connection, *, run_id: str, epoch: int, work: WorkDone
     ) -> asyncpg.Record | None:
         return await conn.fetchrow(
-            "UPDATE runs SET steps = steps + $3, chars_read = chars_read + $4, model_requests = model_requests + $5"
+            "UPDATE runs SET steps = steps + $3, chars_read = chars_read + $4, model_requests = model_requests + $5,"
+            " model_input_chars_max = greatest(model_input_chars_max, $6),"
+            " model_input_chars_total = model_input_chars_total + $6,"
+            " source_chars_read = source_chars_read + $7,"
+            " tokens_in = CASE WHEN $8::bigint IS NULL THEN tokens_in ELSE coalesce(tokens_in, 0) + $8 END,"
+            " tokens_out = CASE WHEN $9::bigint IS NULL THEN tokens_out ELSE coalesce(tokens_out, 0) + $9 END"
             " WHERE id = $1 AND lease_epoch = $2 AND status = 'running'"
             " RETURNING steps, chars_read, model_requests, cancel_requested",
             run_id,
             epoch,
-            steps,
-            chars,
-            requests,
+            work.steps,
+            work.chars,
+            work.requests,
+            work.input_chars,
+            work.source_chars,
+            work.tokens_in,
+            work.tokens_out,
         )
+
+    async def count_by_status(self, conn: asyncpg.Connection) -> dict[str, int]:
+        rows = await conn.fetch("SELECT status, count(*) AS n FROM runs GROUP BY status")
+        return {r["status"]: r["n"] for r in rows}
 
     async def pending_associations(self, conn: asyncpg.Connection, *, limit: int) -> list[asyncpg.Record]:
         return await conn.fetch(
@@ -222,5 +256,7 @@ class RunRepository:
 
     async def get_file(self, conn: asyncpg.Connection, *, run_id: str, path: str) -> asyncpg.Record | None:
         return await conn.fetchrow(
-            "SELECT path, size, ref, content_hash, locator FROM run_files WHERE run_id = $1 AND path = $2", run_id, path
+            "SELECT path, size, sha256, ref, content_hash, locator FROM run_files WHERE run_id = $1 AND path = $2",
+            run_id,
+            path,
         )

@@ -50,6 +50,15 @@ def to_run(row: asyncpg.Record) -> c.Run:
         error=row["error"],
         created_at=row["created_at"],
         finished_at=row["finished_at"],
+        stats=c.RunStats(
+            steps=row["steps"],
+            model_requests=row["model_requests"],
+            model_input_chars_max=row["model_input_chars_max"],
+            model_input_chars_total=row["model_input_chars_total"],
+            source_chars_read=row["source_chars_read"],
+            tokens_in=row["tokens_in"],
+            tokens_out=row["tokens_out"],
+        ),
     )
 
 

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
+
+import asyncpg
 
 from services.runhost.ledger import Inclusion, RunLedger
 from services.runhost.memory import RunFiles, StaleLease, pointer, source_name
 from services.runhost.owners import Owners
 from services.runhost.policies.base import TOOL_NAMES, ToolCall, ToolResult
 from services.runhost.policies.openai import MALFORMED
+from services.runhost.tool_args import BadArguments, parse_arguments
 from shared.contracts.common import Actor, Ref
 from shared.errors import DomainError, Invalid, NotFound, Unavailable
 
+log = logging.getLogger("dossier.runhost.tools")
 READ_LIMIT_DEFAULT = 8000
 READ_LIMIT_MAX = 20000
 SEARCH_LIMIT = 10
@@ -36,19 +41,27 @@ class ToolBox:
 
     async def execute(self, call: ToolCall) -> tuple[ToolResult, list[Inclusion]]:
         """Run one tool. Bad arguments and refusals are answered back to the model, never raised."""
+        if not call.name:
+            return self._error(call, "the reply held neither a tool call nor an answer; call a tool or finish"), []
         if call.name not in TOOL_NAMES or call.name == "finish":
             return self._error(call, f"unknown tool {call.name!r}"), []
         if MALFORMED in call.arguments:
             return self._error(call, f"the arguments of {call.name} are not a JSON object"), []
         try:
+            args = parse_arguments(call.name, call.arguments)
             handler = getattr(self, f"_{call.name}")
-            result, inclusions = await handler(call, **call.arguments)
-        except StaleLease:
+            result, inclusions = await handler(call, **args.model_dump())
+        except (StaleLease, OSError, asyncpg.PostgresError):
+            # Lost lease and broken infrastructure are the worker's business, not the model's.
             raise
-        except TypeError as exc:
-            return self._error(call, f"bad arguments for {call.name}: {exc}"), []
+        except BadArguments as exc:
+            return self._error(call, str(exc)), []
         except DomainError as exc:
             return self._error(call, f"{exc.code}: {exc.message}"), []
+        except Exception as exc:
+            # A tool that trips over what the model asked for is answered back; the run goes on.
+            log.warning("run tool %s failed on its arguments: %r", call.name, exc)
+            return self._error(call, f"the tool {call.name} failed ({type(exc).__name__})"), []
         result.call_id = call.call_id
         return result, inclusions
 
@@ -71,7 +84,7 @@ class ToolBox:
         return ToolResult("list_catalog", {}, text, data={"items": self.catalog["items"]}), []
 
     async def _read_publication(self, call: ToolCall, id: str, version: int) -> tuple[ToolResult, list[Inclusion]]:
-        ref = Ref(kind="publication", id=id, version=int(version))
+        ref = Ref(kind="publication", id=id, version=version)
         path = f"sources/{source_name('publication', id, ref.version)}.txt"
         if path in await self.files.listing():
             return await self._pointer_result(call, path)
@@ -85,7 +98,7 @@ class ToolBox:
         text = f"# {body['title']} ({id}@v{version}, {body['created_at']})\n\n{body['body']}"
         prov = {"ref": ref.model_dump(), "content_hash": body["content_hash"], "locator": None}
         await self.files.write(path, text, provenance=prov, with_record=self._read_row(ref, body["content_hash"], None))
-        return await self._pointer_result(call, path)
+        return await self._fresh_pointer(call, path, text)
 
     async def _search_evidence(self, call: ToolCall, query: str) -> tuple[ToolResult, list[Inclusion]]:
         if not query.strip():
@@ -118,7 +131,7 @@ class ToolBox:
         await self.files.write(
             path, text, provenance=prov, with_record=self._read_row(ref, content_hash, passage["locator"])
         )
-        return await self._pointer_result(call, path)
+        return await self._fresh_pointer(call, path, text)
 
     def _read_row(self, ref: Ref, content_hash: str | None, locator: str | None) -> Any:
         """The `read` ledger row, written in the same transaction as the source file's index entry."""
@@ -127,6 +140,12 @@ class ToolBox:
             return await self.ledger.append_in(conn, "read", ref, content_hash=content_hash, locator=locator)
 
         return record
+
+    async def _fresh_pointer(self, call: ToolCall, path: str, text: str) -> tuple[ToolResult, list[Inclusion]]:
+        """A source read for the first time: its characters count once in the run's `source_chars_read`."""
+        result, inclusions = await self._pointer_result(call, path)
+        result.data["fresh_chars"] = len(text)
+        return result, inclusions
 
     async def _pointer_result(self, call: ToolCall, path: str) -> tuple[ToolResult, list[Inclusion]]:
         """The model gets a pointer; the preview in it is part of the body, so it is included."""
@@ -144,7 +163,7 @@ class ToolBox:
     async def _read_file(
         self, call: ToolCall, path: str, offset: int = 0, limit: int = READ_LIMIT_DEFAULT
     ) -> tuple[ToolResult, list[Inclusion]]:
-        offset, limit = max(0, int(offset)), max(1, min(int(limit), READ_LIMIT_MAX))
+        offset, limit = max(0, offset), max(1, min(limit, READ_LIMIT_MAX))
         text = await self.files.read(path)
         part = text[offset : offset + limit]
         end = offset + len(part)

@@ -33,6 +33,8 @@ from shared.contracts.common import Actor, Ref
 from shared.db import Database
 from shared.errors import DomainError
 from shared.grants import GrantClaims, sign_grant
+from shared.metrics import LEASE_TAKEOVERS
+from shared.observe import bound
 from shared.outbox import enqueue
 from shared.settings import RunhostSettings
 
@@ -94,6 +96,8 @@ class Worker:
             row = await self.repo.claim_run(conn, owner=self.id, lease_seconds=self.settings.run_lease_seconds)
             if row is not None and row["lease_epoch"] == 1:
                 await enqueue(conn, type=c.EVT_STARTED, scope=row["scope"], data=run_event(row, "running"))
+        if row is not None and row["lease_epoch"] > 1:
+            LEASE_TAKEOVERS.inc()
         return row
 
     async def _execute_in_slot(self, run: dict[str, Any]) -> None:
@@ -103,6 +107,12 @@ class Worker:
             self._slots.release()
 
     async def execute(self, run: dict[str, Any]) -> None:
+        # Every log line and bus call of this attempt carries the run, its scope and one request id.
+        with bound(run_id=run["id"], scope=run["scope"], request_id=f"{run['id']}.e{run['lease_epoch']}"):
+            log.info("run %s: working (lease epoch %s)", run["id"], run["lease_epoch"])
+            await self._execute_bound(run)
+
+    async def _execute_bound(self, run: dict[str, Any]) -> None:
         epoch = run["lease_epoch"]
         lost = asyncio.Event()
         heartbeat = asyncio.create_task(self._heartbeat(run["id"], epoch, lost))
@@ -135,6 +145,10 @@ class Worker:
     async def _drive(self, run: dict[str, Any], epoch: int) -> None:
         finisher = Finisher(db=self.db, repo=self.repo, owners=self.owners, blobs=self.blobs, run=run, epoch=epoch)
         try:
+            if run.get("final_answer") is not None:
+                # An earlier worker reached its answer and began finishing: finish with that answer.
+                await finisher.resume_finish()
+                return
             outcome = await self._research(run, epoch)
             if isinstance(outcome, Finished):
                 await finisher.complete(outcome.answer, outcome.proposal)

@@ -15,6 +15,7 @@ from shared.bus import RequestContext, endpoint
 from shared.contracts import workspace as c
 from shared.contracts.common import Model, event_subject
 from shared.contracts.publication import EVT_COMMITTED
+from shared.natsauth import connect_options, workspace_durables
 from shared.outbox import consume
 from shared.runtime import ServiceRuntime
 from shared.settings import WorkspaceSettings
@@ -24,11 +25,8 @@ NAME = "workspace"
 
 
 def consumer_names(prefix: str) -> dict[str, str]:
-    """Durable consumer name → the event subject it follows."""
-    return {
-        f"{prefix}_publication_committed": event_subject(EVT_COMMITTED),
-        f"{prefix}_asset_association_requested": event_subject(c.EVT_ASSET_ASSOCIATION_REQUESTED),
-    }
+    """Durable consumer name → the event subject it follows (named in shared.natsauth, which grants them)."""
+    return workspace_durables(prefix)
 
 
 def create_app(settings: WorkspaceSettings) -> ServiceRuntime:
@@ -122,7 +120,9 @@ def create_app(settings: WorkspaceSettings) -> ServiceRuntime:
         async def follow(durable: str = durable, subject: str = subject) -> None:
             # A connection of its own: at shutdown the broker drains its connection, and nats-py's drain
             # waits on a pull subscription's queue until its timeout (30 s) instead of returning.
-            nc = await nats.connect(settings.nats_url, name=f"{NAME}-{durable}", max_reconnect_attempts=-1)
+            nc = await nats.connect(
+                settings.nats_url, name=f"{NAME}-{durable}", max_reconnect_attempts=-1, **connect_options(settings)
+            )
             try:
                 await consume(nc, runtime.db, consumer=durable, filter_subject=subject, handler=handlers[subject])
             finally:

@@ -16,6 +16,7 @@ from services.workspace.owners import FAILED, UNREACHABLE, Owners
 from services.workspace.repository import WorkspaceRepository
 from services.workspace.service import not_found
 from shared.contracts import workspace as c
+from shared.contracts.assets import AssociationRequested
 from shared.contracts.common import Actor, Event, Ref
 from shared.contracts.publication import VersionEvent
 from shared.db import Database
@@ -192,8 +193,8 @@ class Associations:
     async def on_asset_association_requested(self, conn: asyncpg.Connection, event: Event) -> None:
         try:
             # Only the fields this side relies on; the producer may add more.
-            wanted = {k: event.data.get(k) for k in c.AssetAssociationRequested.model_fields if k in event.data}
-            requested = c.AssetAssociationRequested.model_validate(wanted)
+            wanted = {k: event.data.get(k) for k in AssociationRequested.model_fields if k in event.data}
+            requested = AssociationRequested.model_validate(wanted)
         except ValidationError:
             log.error("ignoring a malformed asset.association_requested event %s", event.id)
             return

@@ -10,6 +10,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import asyncpg
 from pydantic import ValidationError
@@ -236,7 +237,7 @@ class Checkpoints:
         expected_revision: int,
         build: Callable[[Content], Content],
         *,
-        author: str,
+        author: Literal["model", "user"],
     ) -> asyncpg.Record:
         async with self._db.transaction() as conn:
             workspace = await self._repo.lock_workspace(conn, scope=actor.scope, id=workspace_id)
@@ -263,11 +264,8 @@ class Checkpoints:
                 conn,
                 type=c.EVT_CHECKPOINT_REVISED,
                 scope=actor.scope,
-                data={
-                    "workspace_id": workspace_id,
-                    "revision": current + 1,
-                    "author": author,
-                    "run_id": content.derived_from.run_id,
-                },
+                data=c.CheckpointRevised(
+                    workspace_id=workspace_id, revision=current + 1, author=author, run_id=content.derived_from.run_id
+                ).model_dump(),
             )
         return row

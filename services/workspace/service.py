@@ -96,7 +96,7 @@ class WorkspaceService:
                 conn,
                 type=c.EVT_CREATED,
                 scope=actor.scope,
-                data={"workspace_id": workspace_id, "title": title, "goal_version": 1},
+                data=c.WorkspaceCreated(workspace_id=workspace_id, title=title, goal_version=1).model_dump(),
             )
         return workspace
 
@@ -127,7 +127,7 @@ class WorkspaceService:
                 conn,
                 type=c.EVT_GOAL_REVISED,
                 scope=actor.scope,
-                data={"workspace_id": req.workspace_id, "version": version},
+                data=c.GoalRevised(workspace_id=req.workspace_id, version=version).model_dump(),
             )
         return workspace
 
@@ -155,7 +155,8 @@ class WorkspaceService:
             if changed:
                 # Repeating an archive would move its instant and so change which runs count as "before" it.
                 await self._repo.set_status(conn, scope=actor.scope, id=workspace_id, status=status)
-                await enqueue(conn, type=event, scope=actor.scope, data={"workspace_id": workspace_id})
+                changed = c.WorkspaceChanged(workspace_id=workspace_id).model_dump()
+                await enqueue(conn, type=event, scope=actor.scope, data=changed)
             return workspace_view(await self._live(conn, actor, workspace_id))
 
     async def delete(self, actor: Actor, workspace_id: str) -> None:
@@ -165,7 +166,8 @@ class WorkspaceService:
             if row is None or row["status"] == "deleted":
                 raise not_found(workspace_id)
             await self._repo.tombstone(conn, scope=actor.scope, id=workspace_id)
-            await enqueue(conn, type=c.EVT_DELETED, scope=actor.scope, data={"workspace_id": workspace_id})
+            deleted = c.WorkspaceChanged(workspace_id=workspace_id).model_dump()
+            await enqueue(conn, type=c.EVT_DELETED, scope=actor.scope, data=deleted)
 
     # -- catalog and admission ----------------------------------------------------------------------
 

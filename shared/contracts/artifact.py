@@ -67,3 +67,6 @@ class Retention(Model):
     status: Literal["retained"]
     retained_at: datetime
     expires_at: datetime | None
+
+
+EVENTS: dict[str, type[Model]] = {EVT_REGISTERED: Artifact, EVT_RETAINED: Retention}

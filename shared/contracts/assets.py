@@ -196,3 +196,11 @@ class AssociationRequested(Model):
     source_id: str
     asset_id: str
     version: int
+
+
+EVENTS: dict[str, type[Model]] = {
+    EVT_VERSION_ACTIVATED: VersionActivated,
+    EVT_VERSION_FAILED: VersionFailed,
+    EVT_SOURCE_RETIRED: SourceRetired,
+    EVT_ASSOCIATION_REQUESTED: AssociationRequested,
+}

@@ -47,11 +47,20 @@ class Ref(Model):
         return f"{self.kind}:{self.id}@{self.version if self.version is not None else 'latest'}"
 
 
+class PublicationRef(Model):
+    """One publication at one exact version."""
+
+    id: str = Field(min_length=1, max_length=200)
+    version: int = Field(ge=1)
+
+
 class BusRequest(Model):
     """The envelope of every request: who asks, on whose run's authority, and the payload."""
 
     actor: Actor
     grant: str | None = None
+    # The id of the HTTP request (or run step) this call serves; every service logs it.
+    request_id: str | None = Field(default=None, max_length=128)
     data: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -59,6 +68,12 @@ class ErrorBody(Model):
     code: str
     message: str
     details: dict[str, Any] = Field(default_factory=dict)
+
+
+class ErrorEnvelope(Model):
+    """The body of every error answer of the HTTP API."""
+
+    error: ErrorBody
 
 
 class BusReply(Model):

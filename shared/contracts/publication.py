@@ -23,10 +23,15 @@ EVT_WITHDRAWN = "publication.withdrawn"
 Id = Field(min_length=1, max_length=200)
 
 
-class CommitRequest(Model):
+class NewPublication(Model):
+    """The body of `POST /v1/publications`."""
+
     title: str = Field(min_length=1)
     body: str
     workspace_id: str | None = Field(default=None, max_length=200)
+
+
+class CommitRequest(NewPublication):
     run_id: str | None = Field(default=None, max_length=200)
     sources: list[Ref] = Field(default_factory=list, max_length=1000)
     # Makes a retried commit (a run's retried finish) return the first publication instead of a second.
@@ -42,19 +47,29 @@ class ReadRequest(Model):
     version: int = Field(ge=1)
 
 
-class ReviseRequest(Model):
-    id: str = Id
+class Revision(Model):
+    """The body of `POST /v1/publications/{id}/versions`."""
+
     body: str
     title: str | None = Field(default=None, min_length=1)
     expected_latest_version: int = Field(ge=1)
+
+
+class ReviseRequest(Revision):
+    id: str = Id
     run_id: str | None = Field(default=None, max_length=200)
     sources: list[Ref] = Field(default_factory=list, max_length=1000)
 
 
-class WithdrawRequest(Model):
+class Withdrawal(Model):
+    """The body of `POST /v1/publications/{id}/versions/{v}/withdraw`."""
+
+    reason: str = Field(min_length=1, max_length=2000)
+
+
+class WithdrawRequest(Withdrawal):
     id: str = Id
     version: int = Field(ge=1)
-    reason: str = Field(min_length=1, max_length=2000)
 
 
 VersionStatus = Literal["active", "withdrawn"]
@@ -99,3 +114,6 @@ class VersionEvent(Model):
     sources: list[Ref]
     created_at: datetime
     reason: str | None = None
+
+
+EVENTS: dict[str, type[Model]] = {EVT_COMMITTED: VersionEvent, EVT_REVISED: VersionEvent, EVT_WITHDRAWN: VersionEvent}

@@ -7,7 +7,8 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from shared.contracts.common import Model, Ref
+from shared.contracts.common import Model, PublicationRef, Ref
+from shared.contracts.workspace import Catalog
 
 ADMIT = "dossier.runhost.admit"
 GET_RUN = "dossier.runhost.run.get"
@@ -43,14 +44,19 @@ class RunLimits(Model):
     max_seconds: float | None = Field(default=None, gt=0)
 
 
-class AdmitRequest(Model):
-    workspace_id: str = Id
+class RunRequest(Model):
+    """The body of `POST /v1/workspaces/{id}/runs`."""
+
     question: str = Field(min_length=1, max_length=4000)
     request_id: str = Id
     history: list[HistoryRef] = Field(default_factory=list, max_length=50)
     model: str | None = Field(default=None, max_length=100)
     conversation_id: str | None = Field(default=None, max_length=200)
     limits: RunLimits | None = None
+
+
+class AdmitRequest(RunRequest):
+    workspace_id: str = Id
 
 
 class RunIdRequest(Model):
@@ -76,31 +82,21 @@ class WritePlanRequest(Model):
     text: str
 
 
-class CatalogItem(Model):
-    kind: Literal["publication", "source", "artifact"]
-    id: str
-    version: int | None
-    title: str | None
-    created_at: datetime | None
-    run_id: str | None
-    available: bool
-    reason: str | None
-
-
-class Catalog(Model):
-    items: list[CatalogItem]
-    complete: bool
-    omitted: int
-
-
-class PublicationRef(Model):
-    id: str
-    version: int
-
-
 class CheckpointProposalResult(Model):
     status: Literal["applied", "stale", "invalid", "none"]
     revision: int | None = None
+
+
+class RunStats(Model):
+    """A run's context economy: how much its model inputs held against how much source text it read."""
+
+    steps: int = 0
+    model_requests: int = 0
+    model_input_chars_max: int = 0
+    model_input_chars_total: int = 0
+    source_chars_read: int = 0
+    tokens_in: int | None = None
+    tokens_out: int | None = None
 
 
 class Run(Model):
@@ -120,6 +116,7 @@ class Run(Model):
     error: str | None
     created_at: datetime
     finished_at: datetime | None
+    stats: RunStats = Field(default_factory=RunStats)
 
 
 class AdmitReply(Model):
@@ -183,3 +180,12 @@ class RunEvent(Model):
     publication: PublicationRef | None = None
     error: str | None = None
     extra: dict[str, Any] = Field(default_factory=dict)
+
+
+EVENTS: dict[str, type[Model]] = {
+    EVT_ADMITTED: RunEvent,
+    EVT_STARTED: RunEvent,
+    EVT_COMPLETED: RunEvent,
+    EVT_FAILED: RunEvent,
+    EVT_CANCELLED: RunEvent,
+}

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from shared.contracts import assets
-from shared.contracts.common import Model, Ref
+from shared.contracts.common import Model, PublicationRef, Ref
 
 CREATE = "dossier.workspace.create"
 LIST = "dossier.workspace.list"
@@ -95,10 +95,15 @@ class DeleteReply(Model):
     status: Literal["deleted"]
 
 
-class ReviseGoalRequest(Model):
-    workspace_id: str = Id
+class GoalRevision(Model):
+    """The body of `PUT /v1/workspaces/{id}/goal`."""
+
     text: str
     expected_version: int = Field(ge=1)
+
+
+class ReviseGoalRequest(GoalRevision):
+    workspace_id: str = Id
 
 
 # -- associations and the catalog -------------------------------------------------------------------
@@ -126,9 +131,14 @@ class Catalog(Model):
     omitted: int
 
 
-class AddSourceRequest(Model):
-    workspace_id: str = Id
+class SourceAssociation(Model):
+    """The body of `POST /v1/workspaces/{id}/sources`."""
+
     source_id: str = Id
+
+
+class AddSourceRequest(SourceAssociation):
+    workspace_id: str = Id
 
 
 class Association(Model):
@@ -140,9 +150,14 @@ class Association(Model):
     created_at: datetime
 
 
-class PinRequest(Model):
-    workspace_id: str = Id
+class ArtifactPin(Model):
+    """The body of `POST /v1/workspaces/{id}/artifacts`."""
+
     artifact_id: str = Id
+
+
+class PinRequest(ArtifactPin):
+    workspace_id: str = Id
 
 
 class PinReply(Model):
@@ -191,15 +206,6 @@ class AssociationRefused(Model):
     reason: Literal["workspace_deleted", "workspace_not_found", "workspace_archived"]
 
 
-class AssetAssociationRequested(Model):
-    """Payload of `asset.association_requested` (produced by the assets service, consumed here)."""
-
-    workspace_id: str = Id
-    source_id: str = Id
-    asset_id: str | None = None
-    version: int | None = None
-
-
 # -- checkpoint -------------------------------------------------------------------------------------
 
 QuestionStatus = Literal["open", "resolved"]
@@ -210,11 +216,6 @@ class Question(Model):
     id: str
     text: str
     status: QuestionStatus
-
-
-class PublicationRef(Model):
-    id: str = Id
-    version: int = Field(ge=1)
 
 
 class DerivedFrom(Model):
@@ -244,14 +245,17 @@ class CheckpointRevisions(Model):
     items: list[Checkpoint]
 
 
-class UpdateCheckpointRequest(Model):
+class CheckpointEdit(Model):
     """A person's edit. An omitted `summary` keeps the current one; a question closes only when resolved."""
 
-    workspace_id: str = Id
     expected_revision: int = Field(ge=0)
     summary: str | None = None
     add_questions: list[str] = Field(default_factory=list)
     resolve_questions: list[str] = Field(default_factory=list)
+
+
+class UpdateCheckpointRequest(CheckpointEdit):
+    workspace_id: str = Id
 
 
 class ProposeRequest(Model):
@@ -284,3 +288,41 @@ class ProposeReply(Model):
     result: Literal["applied", "stale", "invalid"]
     revision: int | None
     reason: str | None = None
+
+
+# -- events ------------------------------------------------------------------------------------------
+
+
+class WorkspaceCreated(Model):
+    workspace_id: str
+    title: str
+    goal_version: int
+
+
+class GoalRevised(Model):
+    workspace_id: str
+    version: int
+
+
+class WorkspaceChanged(Model):
+    """Payload of `workspace.archived`, `workspace.unarchived` and `workspace.deleted`."""
+
+    workspace_id: str
+
+
+class CheckpointRevised(Model):
+    workspace_id: str
+    revision: int
+    author: Literal["model", "user"]
+    run_id: str | None
+
+
+EVENTS: dict[str, type[Model]] = {
+    EVT_CREATED: WorkspaceCreated,
+    EVT_GOAL_REVISED: GoalRevised,
+    EVT_ARCHIVED: WorkspaceChanged,
+    EVT_UNARCHIVED: WorkspaceChanged,
+    EVT_DELETED: WorkspaceChanged,
+    EVT_CHECKPOINT_REVISED: CheckpointRevised,
+    EVT_ASSOCIATION_REFUSED: AssociationRefused,
+}

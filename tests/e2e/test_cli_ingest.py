@@ -2,24 +2,14 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 
 import httpx
 
 from tests.support import documents
-from tests.support.stack import ROOT, RunningStack
-
-
-def dossier(stack: RunningStack, token: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DOSSIER_")}
-    env.update({"DOSSIER_URL": stack.url, "DOSSIER_TOKEN": token})
-    return subprocess.run(
-        [sys.executable, "-m", "dossier_cli", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
-    )
+from tests.support.cli import dossier
+from tests.support.stack import RunningStack
 
 
 def test_ingest_several_files_one_failing(stack: RunningStack, tmp_path: Path) -> None:

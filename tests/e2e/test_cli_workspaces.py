@@ -3,40 +3,30 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import uuid
 
 import httpx
 
-from tests.support.stack import ROOT, RunningStack
-
-
-def dossier(stack: RunningStack, token: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DOSSIER_")}
-    env.update({"DOSSIER_URL": stack.url, "DOSSIER_TOKEN": token})
-    return subprocess.run(
-        [sys.executable, "-m", "dossier_cli", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
-    )
+from tests.support.cli import dossier
+from tests.support.stack import RunningStack
 
 
 def test_workspace_and_checkpoint_commands(stack: RunningStack) -> None:
     token = stack.token(f"s{uuid.uuid4().hex[:8]}")
-    created = dossier(stack, token, "workspace", "create", "--title", "Fund X", "--goal", "Assess liquidity")
+    created = dossier(stack, token, "workspace", "create", "--title", "Fund X", "--goal", "Assess liquidity", "--json")
     assert created.returncode == 0, created.stderr
     ws = json.loads(created.stdout)
     assert ws["goal"] == {"version": 1, "text": "Assess liquidity", "created_at": ws["goal"]["created_at"]}
 
     listed = dossier(stack, token, "workspace", "list")
     assert listed.returncode == 0 and ws["id"] in listed.stdout and "Fund X" in listed.stdout
-    assert json.loads(dossier(stack, token, "workspace", "show", ws["id"]).stdout) == ws
+    assert json.loads(dossier(stack, token, "workspace", "show", ws["id"], "--json").stdout) == ws
 
-    revised = dossier(stack, token, "workspace", "goal", ws["id"], "Which judgements still hold?")
+    revised = dossier(stack, token, "workspace", "goal", ws["id"], "Which judgements still hold?", "--json")
     assert revised.returncode == 0 and json.loads(revised.stdout)["goal"]["version"] == 2
     stale = dossier(stack, token, "workspace", "goal", ws["id"], "late", "--expected-version", "1")
     assert stale.returncode == 1 and stale.stderr.startswith("dossier: conflict:")
-    versions = json.loads(dossier(stack, token, "workspace", "goal", ws["id"]).stdout)["items"]
+    versions = json.loads(dossier(stack, token, "workspace", "goal", ws["id"], "--json").stdout)["items"]
     assert [v["version"] for v in versions] == [1, 2]
 
     none_yet = dossier(stack, token, "checkpoint", ws["id"])

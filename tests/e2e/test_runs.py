@@ -96,18 +96,19 @@ def test_running_example(api: Api, stack: RunningStack) -> None:
     html = api.http.get(f"/v1/artifacts/{reports[0]['id']}/content")
     assert html.status_code == 200 and "What earlier reports concluded" in html.text
     assert html.headers["content-security-policy"] == "sandbox"
-    assert [e["type"] for e in run_events(str(stack.state()["nats_url"]), run["id"])] == [
+    assert [e["type"] for e in run_events(stack.events_options(), run["id"])] == [
         "run.admitted",
         "run.started",
         "run.completed",
     ]
 
 
-def run_events(nats_url: str, run_id: str) -> list[dict]:
+def run_events(options: dict, run_id: str) -> list[dict]:
     """The run's events as they are on the stream (an ephemeral consumer from the first message)."""
 
     async def read() -> list[dict]:
-        nc = await nats.connect(nats_url)
+        # As an outside subscriber would: the read-only credentials of $DOSSIER_HOME/nats/events.json.
+        nc = await nats.connect(**options)
         try:
             sub = await nc.jetstream().subscribe("dossier.evt.run.>", ordered_consumer=True)
             events: list[dict] = []

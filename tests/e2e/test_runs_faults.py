@@ -3,16 +3,20 @@ limits, an invalid checkpoint proposal, and the openai policy against a fake Ope
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
+import asyncpg
 import httpx
 import pytest
 
+from shared.infra import postgres_dsn
 from shared.procs import free_port, port_open, wait_until
 from tests.support.api import Api, probe
 from tests.support.stack import ROOT, RunningStack, start_stack, stop_stack
@@ -24,6 +28,21 @@ SCRIPTS = {
     "slow-finish": [{"name": "write_draft", "arguments": {"text": "draft"}} for _ in range(10)]
     + [{"name": "finish", "arguments": {"answer": "# late answer\n", "checkpoint_proposal": {"summary": "s"}}}],
     "bad-proposal": [{"name": "finish", "arguments": {"answer": "# done\n", "checkpoint_proposal": {"summary": ""}}}],
+    # Thirty paced draft writes, then an answer: long enough to pause a worker in the middle.
+    "stale-draft": [{"name": "write_draft", "arguments": {"text": f"draft {i}"}} for i in range(30)]
+    + [{"name": "finish", "arguments": {"answer": "# fenced answer\n", "checkpoint_proposal": {"summary": "f"}}}],
+    # Arguments of the wrong type, as models send them; each is answered back and the run goes on.
+    "wrong-types": [
+        {"name": "read_publication", "arguments": {"id": "pub_x", "version": "x"}},
+        {"name": "search_evidence", "arguments": {"query": None}},
+        {"name": "read_file", "arguments": {"path": "plan.md", "offset": "x", "limit": None}},
+        {"name": "write_note", "arguments": {"source": 5, "text": ["a"]}},
+        {"name": "write_draft", "arguments": {"text": {"a": 1}}},
+        {"name": "read_evidence", "arguments": {"evidence_id": "ev", "extra": True}},
+        {"name": "finish", "arguments": {"answer": 42}},
+        {"name": "write_draft", "arguments": {"text": "recovered"}},
+        {"name": "finish", "arguments": {"answer": "# answered after seven bad calls\n"}},
+    ],
 }
 
 
@@ -40,7 +59,9 @@ def fake_openai(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def slow_stack(tmp_path_factory: pytest.TempPathFactory, fake_openai: str) -> Iterator[RunningStack]:
+def slow_stack(
+    tmp_path_factory: pytest.TempPathFactory, dossier_homes: Callable[[str], Path], fake_openai: str
+) -> Iterator[RunningStack]:
     scripts = tmp_path_factory.mktemp("scripts")
     for name, steps in SCRIPTS.items():
         (scripts / f"{name}.json").write_text(json.dumps(steps))
@@ -53,7 +74,7 @@ def slow_stack(tmp_path_factory: pytest.TempPathFactory, fake_openai: str) -> It
         "DOSSIER_OPENAI_API_KEY": "sk-test",
         "DOSSIER_OPENAI_BACKOFF_SECONDS": "0.1",
     }
-    running = start_stack(tmp_path_factory.mktemp("slow-home"), extra_env=env)
+    running = start_stack(dossier_homes("slow-home"), extra_env=env)
     try:
         yield running
     finally:
@@ -191,3 +212,67 @@ def test_a_run_finishing_after_its_workspace_was_deleted_publishes_but_is_refuse
     assert run["checkpoint_proposal"]["status"] in ("invalid", "stale")
     assert api.read(run["publication"])["body"] == "# late answer"
     assert api.http.get(f"/v1/workspaces/{ws['id']}/runs").status_code == 404
+
+
+def lease_epoch(stack: RunningStack, run_id: str) -> int:
+    async def fetch() -> int:
+        conn = await asyncpg.connect(postgres_dsn(int(str(stack.state()["postgres_port"])), "runhost"))
+        try:
+            return int(await conn.fetchval("SELECT lease_epoch FROM runs WHERE id = $1", run_id))
+        finally:
+            await conn.close()
+
+    return asyncio.run(fetch())
+
+
+def stood_down(stack: RunningStack, run_id: str) -> bool:
+    text = (stack.home / "logs" / "runhost.log").read_text()
+    return f"run {run_id}: lease epoch 1 lost" in text or f"run {run_id}: a newer worker owns the run" in text
+
+
+def test_a_stale_worker_cannot_overwrite_files_or_break_the_publish(slow_stack: RunningStack) -> None:
+    """SIGSTOP the runhost past its lease, let a second runhost take the run over, SIGCONT the first."""
+    api = Api(slow_stack)
+    ws = api.workspace()
+    run = api.start_run(ws["id"], "Fence me", model="scripted:stale-draft")
+    probe(lambda: "draft.md" in api.files(run["id"]))
+    victim = slow_stack.pid("runhost")
+    os.kill(victim, signal.SIGSTOP)
+    log = open(slow_stack.home / "logs" / "runhost-second.log", "ab")
+    second = subprocess.Popen(
+        [sys.executable, "-m", "services.runhost"],
+        cwd=ROOT,
+        env=slow_stack.service_env("runhost"),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        probe(lambda: lease_epoch(slow_stack, run["id"]) >= 2, timeout=60)
+        os.kill(victim, signal.SIGCONT)
+        done = api.wait_run(run["id"], timeout=120)
+        assert done["status"] == "completed", done["error"]
+        assert api.ok("GET", f"/v1/runs/{run['id']}/files/draft.md") == "draft 29"
+        assert api.ok("GET", f"/v1/runs/{run['id']}/files/plan.md").startswith(f"# Plan of run {run['id']}")
+        assert api.read(done["publication"])["body"] == "# fenced answer"
+        summary = api.ok("GET", f"/v1/publications/{done['publication']['id']}")
+        assert summary["latest_version"] == 1
+        catalog = api.ok("GET", f"/v1/workspaces/{ws['id']}/catalog?limit=200")
+        assert [i["run_id"] for i in catalog["items"] if i["kind"] == "publication"] == [run["id"]]
+        assert done["checkpoint_proposal"]["status"] == "applied"
+        # The stale worker woke, found its lease gone and stood down without dying.
+        probe(lambda: stood_down(slow_stack, run["id"]))
+        assert slow_stack.pid("runhost") == victim and alive(victim)
+    finally:
+        os.kill(victim, signal.SIGCONT)
+        second.terminate()
+        second.wait(30)
+        log.close()
+
+
+def test_tool_calls_with_wrong_argument_types_are_answered_back(slow_stack: RunningStack) -> None:
+    api = Api(slow_stack)
+    ws = api.workspace()
+    run = api.wait_run(api.start_run(ws["id"], "Types", model="scripted:wrong-types")["id"])
+    assert run["status"] == "completed", run["error"]
+    assert api.read(run["publication"])["body"] == "# answered after seven bad calls"
+    assert api.ok("GET", f"/v1/runs/{run['id']}/files/draft.md") == "recovered"

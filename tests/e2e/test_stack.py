@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -33,8 +34,8 @@ def children_of(pid: int) -> list[int]:
     return found
 
 
-def test_stack_restarts_services_keeps_data_and_stops_cleanly(tmp_path: Path) -> None:
-    home = tmp_path / "home"
+def test_stack_restarts_services_keeps_data_and_stops_cleanly(dossier_homes: Callable[[str], Path]) -> None:
+    home = dossier_homes("home")
     stack = start_stack(home)
     try:
         names = ["gateway", "publication", "nats", "postgres", "s3"]

@@ -132,8 +132,8 @@ def test_checkpoint_over_http(api: httpx.Client) -> None:
     assert [c["revision"] for c in api.get(f"{path}/revisions").json()["items"]] == [1, 2, 3]
 
 
-async def _workspace_events(nats_url: str, scope: str, seen: list[Event]) -> nats.NATS:
-    nc = await nats.connect(nats_url)
+async def _workspace_events(options: dict[str, Any], scope: str, seen: list[Event]) -> nats.NATS:
+    nc = await nats.connect(**options)
 
     async def record(msg: Any) -> None:
         event = Event.model_validate_json(msg.data)
@@ -146,8 +146,7 @@ async def _workspace_events(nats_url: str, scope: str, seen: list[Event]) -> nat
 
 
 async def _associations(stack: RunningStack, workspace_id: str) -> int:
-    port = stack.state()["postgres_port"]
-    conn = await asyncpg.connect(f"postgresql://postgres@127.0.0.1:{port}/workspace")
+    conn = await asyncpg.connect(stack.dsn("workspace"))
     try:
         return int(await conn.fetchval("SELECT count(*) FROM associations WHERE workspace_id = $1", workspace_id))
     finally:
@@ -203,7 +202,7 @@ async def test_catalog_pin_and_delete_leave_other_records_readable(stack: Runnin
             assert r.status_code == 422 and error_of(r)["details"]["field"] == "limit"
 
         seen: list[Event] = []
-        nc = await _workspace_events(str(stack.state()["nats_url"]), scope, seen)
+        nc = await _workspace_events(stack.events_options(), scope, seen)
         try:
             assert (await api.delete(f"/v1/workspaces/{wid}")).status_code == 204
             # Records other services own stay readable, exactly as they were.

@@ -105,12 +105,20 @@ async def test_event_committed_before_a_crash_is_delivered_once(infra: Infra, bu
 
 
 async def fetch_event(env: dict[str, str], pub_id: str) -> dict:
-    conn = await asyncpg.connect(env["DOSSIER_DATABASE_URL"])
-    try:
-        row = await conn.fetchrow("SELECT payload, published_at FROM outbox WHERE payload->'data'->>'id' = $1", pub_id)
-    finally:
-        await conn.close()
-    assert row is not None and row["published_at"] is not None
+    """The relayed outbox row. The relay marks it published when its transaction commits, which can be just
+    after a consumer already received the event, so wait for the mark."""
+
+    async def published() -> asyncpg.Record | None:
+        conn = await asyncpg.connect(env["DOSSIER_DATABASE_URL"])
+        try:
+            row = await conn.fetchrow(
+                "SELECT payload, published_at FROM outbox WHERE payload->'data'->>'id' = $1", pub_id
+            )
+        finally:
+            await conn.close()
+        return row if row is not None and row["published_at"] is not None else None
+
+    row = await probe_until(published, timeout=10)
     payload = row["payload"]
     return payload if isinstance(payload, dict) else json.loads(payload)
 
@@ -118,7 +126,7 @@ async def fetch_event(env: dict[str, str], pub_id: str) -> dict:
 async def test_relay_publishing_twice_is_deduplicated_by_message_id(infra: Infra) -> None:
     db = Database(infra.dsn(f"relay_{uuid.uuid4().hex[:8]}"))
     await db.connect()
-    nc = await nats.connect(infra.nats_url)
+    nc = await infra.connect()
     try:
         from shared.bus import ensure_stream
         from shared.outbox import enqueue

@@ -1,6 +1,9 @@
 """Real NATS, PostgreSQL and S3 for tests: containers when a Docker engine answers, else local processes.
 
-Both paths hand out the same `Infra` value, so every fixture above it is the same.
+Both paths hand out the same `Infra` value, so every fixture above it is the same. The servers are as
+locked down as the stack's: every service under test gets its own restricted credentials (NATS user,
+PostgreSQL role, S3 key); test code that plays a caller uses the `tester` user and role, broad but
+never stream administration or a superuser.
 """
 
 from __future__ import annotations
@@ -12,9 +15,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from shared.infra import nats_child, postgres_child, postgres_dsn, s3_child
+import nats
+
+from shared.contracts.common import ALL_PROCESSES
+from shared.infra import PG_SUPERUSER, nats_child, postgres_child, postgres_dsn, provision_roles, s3_child
+from shared.natsauth import EVENTS_USER, TESTER_USER, inbox_prefix, server_users
 from shared.procs import Child, free_port, port_open, wait_until
+from shared.secretfiles import new_password, private_folder
+
+TEST_ROLES = (*ALL_PROCESSES, TESTER_USER)
 
 
 @dataclass
@@ -22,23 +33,33 @@ class Infra:
     nats_url: str
     pg_host: str
     pg_port: int
-    pg_user: str
     s3_endpoint: str
-    s3_access_key: str
-    s3_secret_key: str
+    # NATS user → password; PostgreSQL role → password; S3 access key per process → secret.
+    nats_passwords: dict[str, str]
+    pg_passwords: dict[str, str]
+    s3_keys: dict[str, tuple[str, str]]
     bus_secret: str = field(default_factory=lambda: secrets.token_urlsafe(32))
 
-    def dsn(self, database: str) -> str:
-        return f"postgresql://{self.pg_user}@{self.pg_host}:{self.pg_port}/{database}"
+    def dsn(self, database: str, role: str = TESTER_USER) -> str:
+        return f"postgresql://{role}:{self.pg_passwords[role]}@{self.pg_host}:{self.pg_port}/{database}"
+
+    def nats_options(self, user: str = TESTER_USER) -> dict[str, Any]:
+        return {"user": user, "password": self.nats_passwords[user], "inbox_prefix": inbox_prefix(user)}
+
+    async def connect(self, user: str = TESTER_USER, **options: Any) -> nats.NATS:
+        return await nats.connect(self.nats_url, **(self.nats_options(user) | options))
 
     def settings_env(self, service: str, **extra: str) -> dict[str, str]:
-        """Environment for one service under test, with a database of its own."""
+        """Environment for one service under test, with a database of its own and its own credentials."""
+        access_key, secret_key = self.s3_keys[service]
         env = {
             "DOSSIER_NATS_URL": self.nats_url,
-            "DOSSIER_DATABASE_URL": self.dsn(f"{service}_{uuid.uuid4().hex[:10]}"),
+            "DOSSIER_NATS_USER": service,
+            "DOSSIER_NATS_PASSWORD": self.nats_passwords[service],
+            "DOSSIER_DATABASE_URL": self.dsn(f"{service}_{uuid.uuid4().hex[:10]}", role=service),
             "DOSSIER_S3_ENDPOINT": self.s3_endpoint,
-            "DOSSIER_S3_ACCESS_KEY": self.s3_access_key,
-            "DOSSIER_S3_SECRET_KEY": self.s3_secret_key,
+            "DOSSIER_S3_ACCESS_KEY": access_key,
+            "DOSSIER_S3_SECRET_KEY": secret_key,
             "DOSSIER_S3_BUCKET": f"test-{uuid.uuid4().hex[:12]}",
             "DOSSIER_BUS_SECRET": self.bus_secret,
         }
@@ -56,13 +77,25 @@ def docker_available() -> bool:
     return True
 
 
+def _passwords(names: Any) -> dict[str, str]:
+    return {name: new_password() for name in names}
+
+
 @contextmanager
 def local_infra(home: Path) -> Iterator[Infra]:
+    private_folder(home)
     nats_port, pg_port, s3_port = free_port(), free_port(), free_port()
+    nats_passwords = _passwords([*ALL_PROCESSES, EVENTS_USER, TESTER_USER])
+    pg_passwords = _passwords([PG_SUPERUSER, *TEST_ROLES])
+    s3_keys = {name: (f"test-{name}", new_password()) for name in ALL_PROCESSES}
+    # Tests give every instance its own durable consumer names, so those are granted by filter, not name.
+    users = server_users(nats_passwords, durables=None, with_tester=True)
+    # Tests give every service instance a bucket of its own.
+    keys = {key: {"secret": secret, "buckets": ["*"]} for key, secret in s3_keys.values()}
     children: list[tuple[Child, int]] = [
-        (nats_child(home, nats_port, {}), nats_port),
-        (postgres_child(home, pg_port, {"LC_ALL": "C.UTF-8"}), pg_port),
-        (s3_child(home, s3_port, {}), s3_port),
+        (nats_child(home, nats_port, {}, users), nats_port),
+        (postgres_child(home, pg_port, {"LC_ALL": "C.UTF-8"}, pg_passwords[PG_SUPERUSER]), pg_port),
+        (s3_child(home, s3_port, {}, keys), s3_port),
     ]
     try:
         for child, _ in children:
@@ -73,50 +106,68 @@ def local_infra(home: Path) -> Iterator[Infra]:
             nats_url=f"nats://127.0.0.1:{nats_port}",
             pg_host="127.0.0.1",
             pg_port=pg_port,
-            pg_user="postgres",
             s3_endpoint=f"127.0.0.1:{s3_port}",
-            s3_access_key="test",
-            s3_secret_key="test-secret",
+            nats_passwords=nats_passwords,
+            pg_passwords=pg_passwords,
+            s3_keys=s3_keys,
         )
-        asyncio.run(_wait_for_postgres(postgres_dsn(pg_port, "postgres")))
+        admin = postgres_dsn(pg_port, "postgres", PG_SUPERUSER, pg_passwords[PG_SUPERUSER])
+        asyncio.run(_provision(admin, {r: pg_passwords[r] for r in TEST_ROLES}))
         yield infra
     finally:
         for child, _ in reversed(children):
             child.stop()
 
 
-async def _wait_for_postgres(dsn: str) -> None:
-    import asyncpg
-
-    for _ in range(300):
+async def _provision(admin_dsn: str, roles: dict[str, str]) -> None:
+    # Postgres accepts TCP a moment before it accepts logins.
+    for attempt in range(300):
         try:
-            conn = await asyncpg.connect(dsn)
-            await conn.close()
+            await provision_roles(admin_dsn, roles, create_db=True)
             return
         except Exception:
+            if attempt == 299:
+                raise
             await asyncio.sleep(0.1)
-    raise TimeoutError("postgres did not accept connections")
 
 
 @contextmanager
-def container_infra() -> Iterator[Infra]:
+def container_infra(home: Path) -> Iterator[Infra]:
     from testcontainers.core.container import DockerContainer
     from testcontainers.core.waiting_utils import wait_for_logs
     from testcontainers.minio import MinioContainer
     from testcontainers.postgres import PostgresContainer
 
-    nats = DockerContainer("nats:2.10").with_command("-js").with_exposed_ports(4222)
-    pg = PostgresContainer("postgres:16", username="postgres", password="postgres")
-    minio = MinioContainer()
-    with nats, pg, minio:
-        wait_for_logs(nats, "Server is ready")
+    from shared.natsauth import authorization_block
+
+    nats_passwords = _passwords([*ALL_PROCESSES, EVENTS_USER, TESTER_USER])
+    pg_passwords = _passwords([PG_SUPERUSER, *TEST_ROLES])
+    conf = private_folder(home / "nats-conf") / "nats.conf"
+    users = server_users(nats_passwords, durables=None, with_tester=True)
+    conf.write_text('jetstream { store_dir: "/data" }\nmax_payload: 8MB\n' + authorization_block(users))
+    conf.chmod(0o644)  # read by the container's own user
+    nats_c = DockerContainer("nats:2.10.29").with_command("-c /etc/dossier/nats.conf").with_exposed_ports(4222)
+    nats_c = nats_c.with_volume_mapping(str(conf.parent), "/etc/dossier", "ro")
+    pg = PostgresContainer("postgres:16.10", username=PG_SUPERUSER, password=pg_passwords[PG_SUPERUSER])
+    minio = MinioContainer("minio/minio:RELEASE.2025-09-07T16-13-09Z")
+    with nats_c, pg, minio:
+        wait_for_logs(nats_c, "Server is ready")
         minio_cfg = minio.get_config()
+        pg_host, pg_port = pg.get_container_host_ip(), int(pg.get_exposed_port(5432))
+        admin = f"postgresql://{PG_SUPERUSER}:{pg_passwords[PG_SUPERUSER]}@{pg_host}:{pg_port}/postgres"
+        asyncio.run(_provision(admin, {r: pg_passwords[r] for r in TEST_ROLES}))
+        root = (minio_cfg["access_key"], minio_cfg["secret_key"])
         yield Infra(
-            nats_url=f"nats://{nats.get_container_host_ip()}:{nats.get_exposed_port(4222)}",
-            pg_host=pg.get_container_host_ip(),
-            pg_port=int(pg.get_exposed_port(5432)),
-            pg_user="postgres:postgres",
+            nats_url=f"nats://{nats_c.get_container_host_ip()}:{nats_c.get_exposed_port(4222)}",
+            pg_host=pg_host,
+            pg_port=pg_port,
             s3_endpoint=minio_cfg["endpoint"],
-            s3_access_key=minio_cfg["access_key"],
-            s3_secret_key=minio_cfg["secret_key"],
+            nats_passwords=nats_passwords,
+            pg_passwords=pg_passwords,
+            # MinIO's per-user policies need its admin API; container tests use the root key.
+            s3_keys={name: root for name in ALL_PROCESSES},
         )
+
+
+def events_descriptor(infra: Infra) -> dict[str, Any]:
+    return {"servers": [infra.nats_url], "user": EVENTS_USER, "password": infra.nats_passwords[EVENTS_USER]}

@@ -10,10 +10,14 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 
+from shared.infra import postgres_dsn
+from shared.natsauth import inbox_prefix
 from shared.procs import free_port
+from shared.stack import GRANT_HOLDERS, OBJECT_USERS, SECRET_VARIABLES, s3_access_key
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -27,12 +31,58 @@ class RunningStack:
     output: Path
     # Approved import roots by name (DOSSIER_APPROVED_ROOTS), when the starter configured some.
     approved_roots: dict[str, Path] = field(default_factory=dict)
+    # The DOSSIER_ settings the stack was started with (beyond its home and port).
+    env: dict[str, str] = field(default_factory=dict)
 
     def state(self) -> dict[str, object]:
         return dict(json.loads((self.home / "stack.json").read_text()))
 
+    def events_options(self) -> dict[str, Any]:
+        """`nats.connect` options of the read-only external subscriber ($DOSSIER_HOME/nats/events.json)."""
+        described = json.loads((self.home / "nats" / "events.json").read_text())
+        return {"servers": described["servers"], "user": described["user"], "password": described["password"]}
+
+    def nats_options(self, process: str) -> dict[str, Any]:
+        """`nats.connect` options of one process's own user, for tests that play that process."""
+        password = json.loads((self.home / "nats" / "users.json").read_text())[process]
+        return {
+            "servers": [self.state()["nats_url"]],
+            "user": process,
+            "password": password,
+            "inbox_prefix": inbox_prefix(process),
+        }
+
+    def dsn(self, database: str) -> str:
+        """The DSN of a service's database with that service's own role."""
+        password = json.loads((self.home / "pg-passwords.json").read_text())[database]
+        return postgres_dsn(int(str(self.state()["postgres_port"])), database, database, password)
+
     def pid(self, name: str) -> int:
         return int((self.home / "pids" / f"{name}.pid").read_text())
+
+    def service_env(self, name: str, extra: dict[str, str] | None = None) -> dict[str, str]:
+        """The environment the supervisor gives `name` (its own credentials only), for a second process of it."""
+        state = self.state()
+        base = {k: v for k, v in os.environ.items() if not k.startswith("DOSSIER_")}
+        stack_env = {k: v for k, v in self.env.items() if k.startswith("DOSSIER_") and k not in SECRET_VARIABLES}
+        env = base | stack_env
+        env |= {
+            "DOSSIER_HOME": str(self.home),
+            "DOSSIER_NATS_URL": str(state["nats_url"]),
+            "DOSSIER_NATS_USER": name,
+            "DOSSIER_NATS_PASSWORD": json.loads((self.home / "nats" / "users.json").read_text())[name],
+            "DOSSIER_DATABASE_URL": self.dsn(name),
+            "DOSSIER_S3_ENDPOINT": str(state["s3_endpoint"]),
+            "PYTHONUNBUFFERED": "1",
+        }
+        if name in OBJECT_USERS:
+            env["DOSSIER_S3_ACCESS_KEY"] = s3_access_key(name)
+            env["DOSSIER_S3_SECRET_KEY"] = json.loads((self.home / "s3-secrets.json").read_text())[name]
+        if name in GRANT_HOLDERS:
+            env["DOSSIER_BUS_SECRET"] = (self.home / "bus-secret").read_text().strip()
+        if name == "gateway":
+            env["DOSSIER_ADMIN_TOKEN"] = self.admin_token
+        return env | (extra or {})
 
     def token(self, scope: str, principal: str = "tester") -> str:
         r = httpx.post(
@@ -50,6 +100,7 @@ def start_stack(home: Path, *, timeout: float = 120, extra_env: dict[str, str] |
     env = {k: v for k, v in os.environ.items() if not k.startswith("DOSSIER_")}
     env.update({"DOSSIER_HOME": str(home), "DOSSIER_HTTP_PORT": str(port)}, **(extra_env or {}))
     output = home / "stack.out"
+    output.touch(mode=0o600)
     offset = output.stat().st_size if output.exists() else 0
     with open(output, "ab") as out:
         proc = subprocess.Popen(
@@ -61,7 +112,12 @@ def start_stack(home: Path, *, timeout: float = 120, extra_env: dict[str, str] |
             raise RuntimeError(f"the stack exited early:\n{output.read_text()[-3000:]}")
         if "Dossier is up" in output.read_text()[offset:]:
             return RunningStack(
-                home, f"http://127.0.0.1:{port}", (home / "admin-token").read_text().strip(), proc, output
+                home,
+                f"http://127.0.0.1:{port}",
+                (home / "admin-token").read_text().strip(),
+                proc,
+                output,
+                env=dict(extra_env or {}),
             )
         time.sleep(0.1)
     stop_stack(proc)

@@ -1,15 +1,40 @@
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Request
-from fastapi.responses import JSONResponse
+from fastapi import APIRouter, Depends, Query, Request, Response
 
 from services.gateway.deps import require_admin
-from shared.contracts.common import Actor
+from services.gateway.openapi import errors
+from services.gateway.tokens import TokenService
+from shared.contracts.common import SCOPE_PATTERN
+from shared.contracts.gateway import PAGE_DEFAULT, PAGE_MAX, IssuedToken, IssueTokenRequest, TokenPage
 
-router = APIRouter(prefix="/v1/admin", dependencies=[Depends(require_admin)])
+router = APIRouter(prefix="/v1/admin", dependencies=[Depends(require_admin)], tags=["admin"])
 
 
-@router.post("/tokens", status_code=201)
-async def issue_token(body: Actor, request: Request) -> JSONResponse:
-    token = await request.app.state.tokens.issue(body)
-    return JSONResponse({"token": token, "scope": body.scope, "principal": body.principal}, status_code=201)
+def _tokens(request: Request) -> TokenService:
+    tokens: TokenService = request.app.state.tokens
+    return tokens
+
+
+@router.post("/tokens", status_code=201, response_model=IssuedToken, responses=errors(413))
+async def issue_token(body: IssueTokenRequest, request: Request) -> IssuedToken:
+    """Issue a token for a scope and principal, optionally expiring (admin token). The secret is shown once."""
+    return await _tokens(request).issue(body)
+
+
+@router.get("/tokens", response_model=TokenPage)
+async def list_tokens(
+    request: Request,
+    scope: str | None = Query(default=None, pattern=SCOPE_PATTERN),
+    limit: int = Query(default=PAGE_DEFAULT, ge=1, le=PAGE_MAX),
+    cursor: str | None = Query(default=None, min_length=1, max_length=500),
+) -> TokenPage:
+    """Tokens that are not revoked, oldest first, a page at a time (never their secrets)."""
+    return await _tokens(request).list_page(scope=scope, limit=limit, cursor=cursor)
+
+
+@router.delete("/tokens/{token_id}", status_code=204, responses=errors(404))
+async def revoke_token(token_id: str, request: Request) -> Response:
+    """Revoke a token: every gateway process refuses it within 5 seconds."""
+    await _tokens(request).revoke(token_id)
+    return Response(status_code=204)

@@ -12,6 +12,7 @@ from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from services.gateway.deps import bus, current_actor
+from services.gateway.openapi import errors, multipart_body
 from services.gateway.uploads import read_multipart
 from shared.blobs import Blobs, content_key
 from shared.bus import BusClient
@@ -21,7 +22,7 @@ from shared.errors import DomainError, Invalid, Unavailable, Unsupported
 from shared.settings import GatewaySettings
 from shared.sniff import is_html_upload
 
-router = APIRouter(prefix="/v1/artifacts")
+router = APIRouter(prefix="/v1/artifacts", tags=["artifacts"])
 
 CHUNK_BYTES = 1024 * 1024
 SANDBOX_HEADERS = {
@@ -37,10 +38,20 @@ def _blobs(request: Request) -> Blobs:
     return blobs
 
 
-@router.post("", status_code=201)
-async def upload(
+UPLOAD_BODY = multipart_body(["title"], title={"type": "string"}, expires_at={"type": "string", "format": "date-time"})
+
+
+@router.post(
+    "",
+    status_code=201,
+    response_model=a.Artifact,
+    responses=errors(413, 415),
+    openapi_extra=UPLOAD_BODY,
+)
+async def upload_artifact(
     request: Request, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
 ) -> JSONResponse:
+    """Retain an HTML file (multipart: `file`, `title`, optional `expires_at`)."""
     settings: GatewaySettings = request.app.state.settings
     blobs = _blobs(request)
     fields, upload = await read_multipart(request, max_file_bytes=settings.max_upload_bytes)
@@ -72,17 +83,26 @@ async def upload(
     return JSONResponse(data, status_code=201)
 
 
-@router.get("/{artifact_id}")
-async def get(
+@router.get("/{artifact_id}", response_model=a.Artifact, responses=errors(404))
+async def get_artifact(
     artifact_id: str, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
 ) -> JSONResponse:
+    """The artifact's metadata."""
     return JSONResponse(await client.call(a.GET, {"artifact_id": artifact_id}, actor=actor))
 
 
-@router.get("/{artifact_id}/content")
-async def content(
+@router.get(
+    "/{artifact_id}/content",
+    response_model=None,
+    responses={
+        **errors(404, 409),
+        200: {"content": {a.MEDIA_TYPE_HTML: {"schema": {"type": "string"}}}, "description": "The retained bytes"},
+    },
+)
+async def download_artifact(
     artifact_id: str, request: Request, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
 ) -> Response:
+    """The bytes, served inside a CSP sandbox and never type-sniffed."""
     # The artifact service answers with the location only after checking scope, expiry and the hash reference.
     location = a.ArtifactLocation.model_validate(await client.call(a.OPEN, {"artifact_id": artifact_id}, actor=actor))
     blobs = _blobs(request)

@@ -6,25 +6,26 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
-from pydantic import Field, ValidationError
+from pydantic import ValidationError
 
 from services.gateway.deps import bus, current_actor
-from services.gateway.uploads import read_multipart
+from services.gateway.openapi import errors, multipart_body
+from services.gateway.uploads import stream_multipart
 from shared.blobs import Blobs, content_key
 from shared.bus import BusClient, validation_details
 from shared.contracts import assets as c
-from shared.contracts.common import Actor, Model
+from shared.contracts.common import Actor
 from shared.errors import Invalid
 from shared.settings import GatewaySettings
 
-router = APIRouter(prefix="/v1")
+router = APIRouter(prefix="/v1", tags=["sources and evidence"])
 
-
-class ImportBody(Model):
-    root: str = Field(min_length=1, max_length=100)
-    path: str = Field(min_length=1, max_length=4096)
-    source_id: str = Field(pattern=c.SOURCE_ID_PATTERN)
-    workspace_id: str | None = Field(default=None, min_length=1, max_length=200)
+UPLOAD_BODY = multipart_body(
+    ["source_id"], source_id={"type": "string", "pattern": c.SOURCE_ID_PATTERN}, workspace_id={"type": "string"}
+)
+REUSED: dict[int | str, dict[str, Any]] = {
+    200: {"model": c.AssetVersion, "description": "Bytes this source already had: the existing version"}
+}
 
 
 def _settings(request: Request) -> GatewaySettings:
@@ -42,17 +43,24 @@ def _created_or_reused(data: Any) -> JSONResponse:
     return JSONResponse(data, status_code=200 if data.get("reused") else 201)
 
 
-@router.post("/assets", status_code=201)
-async def upload(
+@router.post(
+    "/assets",
+    status_code=201,
+    response_model=c.AssetVersion,
+    responses={**errors(404, 409, 413, 415), **REUSED},
+    openapi_extra=UPLOAD_BODY,
+)
+async def upload_asset(
     request: Request, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
 ) -> JSONResponse:
+    """Upload a file as a new version of a source (multipart: `file`, `source_id`, optional `workspace_id`)."""
     settings = _settings(request)
-    fields, upload = await read_multipart(request, max_file_bytes=settings.max_upload_bytes)
+    blobs = _blobs(request)
+    fields, upload = await stream_multipart(request, blobs, max_file_bytes=settings.max_upload_bytes)
+    key = content_key(upload.sha256)
     try:
         if upload.size == 0:
             raise Invalid("the file is empty", {"field": "file"})
-        blobs = _blobs(request)
-        key = content_key(upload.sha256)
         try:
             req = c.UploadRequest(
                 source_id=fields.get("source_id", ""),
@@ -62,51 +70,68 @@ async def upload(
             )
         except ValidationError as exc:
             raise Invalid("the upload's fields are malformed", validation_details(exc)) from exc
-        # Content-addressed: identical bytes are stored once, whoever uploads them.
+        # Content-addressed: identical bytes are stored once, whoever uploads them. The copy is done by
+        # the store itself; the bytes never pass through this process again.
         if not await blobs.exists(key):
-            await blobs.put_file(key, str(upload.path))
+            await blobs.copy(upload.key, key)
     finally:
-        upload.discard()
+        await blobs.delete(upload.key)
     return _created_or_reused(await client.call(c.UPLOAD, req, actor=actor, timeout=settings.ingest_timeout))
 
 
-@router.post("/assets/import", status_code=201)
-async def import_file(
-    body: ImportBody, request: Request, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
+@router.post(
+    "/assets/import",
+    status_code=201,
+    response_model=c.AssetVersion,
+    responses={**errors(404, 409, 413, 415), **REUSED},
+)
+async def import_asset(
+    body: c.ImportRequest, request: Request, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
 ) -> JSONResponse:
-    req = c.ImportRequest(**body.model_dump())
-    data = await client.call(c.IMPORT, req, actor=actor, timeout=_settings(request).ingest_timeout)
+    """A file from an approved root; a path that resolves outside the root answers 422."""
+    data = await client.call(c.IMPORT, body, actor=actor, timeout=_settings(request).ingest_timeout)
     return _created_or_reused(data)
 
 
-@router.get("/assets/{asset_id}")
-async def get_asset(asset_id: str, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)) -> Any:
-    return await client.call(c.GET_ASSET, {"asset_id": asset_id}, actor=actor)
+@router.get("/assets/{asset_id}", response_model=c.AssetVersion, responses=errors(404))
+async def get_asset(
+    asset_id: str, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
+) -> JSONResponse:
+    """One asset version with its extraction coverage."""
+    return JSONResponse(await client.call(c.GET_ASSET, {"asset_id": asset_id}, actor=actor))
 
 
-@router.get("/sources/{source_id}")
-async def get_source(source_id: str, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)) -> Any:
-    return await client.call(c.GET_SOURCE, {"source_id": source_id}, actor=actor)
+@router.get("/sources/{source_id}", response_model=c.Source, responses=errors(404))
+async def get_source(
+    source_id: str, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
+) -> JSONResponse:
+    """A source with its active version and every version."""
+    return JSONResponse(await client.call(c.GET_SOURCE, {"source_id": source_id}, actor=actor))
 
 
-@router.post("/sources/{source_id}/retire")
-async def retire(source_id: str, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)) -> Any:
-    return await client.call(c.RETIRE, {"source_id": source_id}, actor=actor)
+@router.post("/sources/{source_id}/retire", response_model=c.Source, responses=errors(404, 413))
+async def retire_source(
+    source_id: str, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
+) -> JSONResponse:
+    """Retire a source: its versions stop being read."""
+    return JSONResponse(await client.call(c.RETIRE, {"source_id": source_id}, actor=actor))
 
 
-@router.get("/evidence/search")
-async def search(
+@router.get("/evidence/search", response_model=c.SearchReply)
+async def search_evidence(
     q: str = Query(min_length=1, max_length=1000, pattern=r"\S"),
     source_id: str | None = Query(default=None, min_length=1, max_length=200),
     limit: int = Query(default=10, ge=1, le=100),
     actor: Actor = Depends(current_actor),
     client: BusClient = Depends(bus),
-) -> Any:
-    return await client.call(c.SEARCH, {"q": q, "source_id": source_id, "limit": limit}, actor=actor)
+) -> JSONResponse:
+    """Full-text search over active versions; a snippet is not a delivered passage."""
+    return JSONResponse(await client.call(c.SEARCH, {"q": q, "source_id": source_id, "limit": limit}, actor=actor))
 
 
-@router.get("/evidence/{evidence_id}")
+@router.get("/evidence/{evidence_id}", response_model=c.Evidence, responses=errors(404, 409))
 async def read_evidence(
     evidence_id: str, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
-) -> Any:
-    return await client.call(c.READ, {"evidence_id": evidence_id}, actor=actor)
+) -> JSONResponse:
+    """One passage at its exact version."""
+    return JSONResponse(await client.call(c.READ, {"evidence_id": evidence_id}, actor=actor))

@@ -2,34 +2,29 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse
-from pydantic import Field
 
 from services.gateway.deps import bus, current_actor
+from services.gateway.openapi import errors
 from shared.bus import BusClient
 from shared.contracts import workspace as c
-from shared.contracts.common import Actor, Model
+from shared.contracts.common import Actor
 
-router = APIRouter(prefix="/v1/workspaces/{workspace_id}/checkpoint")
-
-
-class CheckpointBody(Model):
-    expected_revision: int = Field(ge=0)
-    summary: str | None = None
-    add_questions: list[str] = Field(default_factory=list)
-    resolve_questions: list[str] = Field(default_factory=list)
+router = APIRouter(prefix="/v1/workspaces/{workspace_id}/checkpoint", tags=["checkpoints"])
 
 
-@router.get("")
-async def get(
+@router.get("", response_model=c.Checkpoint, responses=errors(404))
+async def get_checkpoint(
     workspace_id: str, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
 ) -> JSONResponse:
+    """The current checkpoint, every source re-validated; 404 when none exists yet."""
     return JSONResponse(await client.call(c.CHECKPOINT_GET, {"workspace_id": workspace_id}, actor=actor))
 
 
-@router.put("")
-async def update(
-    workspace_id: str, body: CheckpointBody, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
+@router.put("", response_model=c.Checkpoint, responses=errors(404, 409, 413))
+async def update_checkpoint(
+    workspace_id: str, body: c.CheckpointEdit, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
 ) -> JSONResponse:
+    """A person's edit under CAS; the first revision is made with `expected_revision: 0`."""
     # exclude_unset: an omitted summary keeps the current one, an explicit null clears it.
     data = await client.call(
         c.CHECKPOINT_UPDATE, {"workspace_id": workspace_id, **body.model_dump(exclude_unset=True)}, actor=actor
@@ -37,8 +32,9 @@ async def update(
     return JSONResponse(data)
 
 
-@router.get("/revisions")
-async def revisions(
+@router.get("/revisions", response_model=c.CheckpointRevisions, responses=errors(404))
+async def list_checkpoint_revisions(
     workspace_id: str, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
 ) -> JSONResponse:
+    """Every revision of the checkpoint."""
     return JSONResponse(await client.call(c.CHECKPOINT_REVISIONS, {"workspace_id": workspace_id}, actor=actor))

@@ -1,74 +1,63 @@
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse
-from pydantic import Field
 
 from services.gateway.deps import bus, current_actor
+from services.gateway.openapi import errors
 from shared.bus import BusClient
 from shared.contracts import publication as c
-from shared.contracts.common import Actor, Model
+from shared.contracts.common import Actor
 
-router = APIRouter(prefix="/v1/publications")
-
-
-class CreateBody(Model):
-    title: str = Field(min_length=1)
-    body: str
-    workspace_id: str | None = Field(default=None, max_length=200)
+router = APIRouter(prefix="/v1/publications", tags=["publications"])
 
 
-class ReviseBody(Model):
-    body: str
-    title: str | None = Field(default=None, min_length=1)
-    expected_latest_version: int = Field(ge=1)
-
-
-class WithdrawBody(Model):
-    reason: str = Field(min_length=1, max_length=2000)
-
-
-def _json(data: Any, status: int = 200) -> JSONResponse:
-    return JSONResponse(data, status_code=status)
-
-
-@router.post("", status_code=201)
-async def create(
-    body: CreateBody, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
+@router.post("", status_code=201, response_model=c.PublicationVersion, responses=errors(404, 409, 413))
+async def create_publication(
+    body: c.NewPublication, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
 ) -> JSONResponse:
+    """Publish version 1 of a new publication; associated with the workspace when one is named."""
     data = await client.call(c.COMMIT, c.CommitRequest(**body.model_dump()), actor=actor)
-    return _json(data, 201)
+    return JSONResponse(data, status_code=201)
 
 
-@router.get("/{pub_id}")
-async def get(pub_id: str, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)) -> JSONResponse:
-    return _json(await client.call(c.GET, c.GetRequest(id=pub_id), actor=actor))
+@router.get("/{pub_id}", response_model=c.Publication, responses=errors(404))
+async def get_publication(
+    pub_id: str, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
+) -> JSONResponse:
+    """The publication with the summary of every version."""
+    return JSONResponse(await client.call(c.GET, c.GetRequest(id=pub_id), actor=actor))
 
 
-@router.get("/{pub_id}/versions/{version}")
-async def read_version(
+@router.get("/{pub_id}/versions/{version}", response_model=c.PublicationVersion, responses=errors(404, 409))
+async def read_publication_version(
     pub_id: str, version: int, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
 ) -> JSONResponse:
-    return _json(await client.call(c.READ, {"id": pub_id, "version": version}, actor=actor))
+    """One exact version; a withdrawn one answers 409 `unavailable`."""
+    return JSONResponse(await client.call(c.READ, {"id": pub_id, "version": version}, actor=actor))
 
 
-@router.post("/{pub_id}/versions", status_code=201)
-async def revise(
-    pub_id: str, body: ReviseBody, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
+@router.post(
+    "/{pub_id}/versions", status_code=201, response_model=c.PublicationVersion, responses=errors(404, 409, 413)
+)
+async def revise_publication(
+    pub_id: str, body: c.Revision, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
 ) -> JSONResponse:
+    """A new version, made only when `expected_latest_version` is still the latest (CAS)."""
     data = await client.call(c.REVISE, c.ReviseRequest(id=pub_id, **body.model_dump()), actor=actor)
-    return _json(data, 201)
+    return JSONResponse(data, status_code=201)
 
 
-@router.post("/{pub_id}/versions/{version}/withdraw")
-async def withdraw(
+@router.post(
+    "/{pub_id}/versions/{version}/withdraw", response_model=c.PublicationVersion, responses=errors(404, 409, 413)
+)
+async def withdraw_publication_version(
     pub_id: str,
     version: int,
-    body: WithdrawBody,
+    body: c.Withdrawal,
     actor: Actor = Depends(current_actor),
     client: BusClient = Depends(bus),
 ) -> JSONResponse:
+    """Withdraw one version; reads of it answer `unavailable(withdrawn)` from then on."""
     data = await client.call(c.WITHDRAW, {"id": pub_id, "version": version, "reason": body.reason}, actor=actor)
-    return _json(data)
+    return JSONResponse(data)

@@ -2,86 +2,111 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
-from pydantic import Field
 
 from services.gateway.deps import bus, current_actor
+from services.gateway.openapi import errors
 from shared.bus import BusClient
 from shared.contracts import runhost as c
-from shared.contracts.common import Actor, Model
+from shared.contracts.common import Actor
 from shared.errors import Invalid
 
-router = APIRouter()
+router = APIRouter(tags=["runs"])
+
+TEXT_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {"text/plain": {"schema": {"type": "string"}}},
+        "description": "The whole new plan.md, UTF-8",
+    }
+}
 
 
-class RunBody(Model):
-    question: str = Field(min_length=1, max_length=4000)
-    request_id: str = Field(min_length=1, max_length=200)
-    history: list[c.HistoryRef] = Field(default_factory=list, max_length=50)
-    model: str | None = Field(default=None, max_length=100)
-    conversation_id: str | None = Field(default=None, max_length=200)
-    limits: c.RunLimits | None = None
-
-
-@router.post("/v1/workspaces/{workspace_id}/runs", status_code=202)
+@router.post(
+    "/v1/workspaces/{workspace_id}/runs",
+    status_code=202,
+    response_model=c.Run,
+    responses={**errors(404, 409, 413), 200: {"model": c.Run, "description": "The same request_id again: that run"}},
+)
 async def start_run(
-    workspace_id: str, body: RunBody, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
+    workspace_id: str, body: c.RunRequest, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
 ) -> JSONResponse:
+    """Admit a run, idempotently on `request_id`."""
     reply = await client.call(c.ADMIT, c.AdmitRequest(workspace_id=workspace_id, **body.model_dump()), actor=actor)
     return JSONResponse(reply["run"], status_code=202 if reply["created"] else 200)
 
 
-@router.get("/v1/workspaces/{workspace_id}/runs")
+@router.get("/v1/workspaces/{workspace_id}/runs", response_model=c.RunList, responses=errors(404))
 async def list_runs(
     workspace_id: str, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
 ) -> JSONResponse:
+    """The workspace's runs, newest first."""
     return JSONResponse(await client.call(c.LIST_RUNS, {"workspace_id": workspace_id}, actor=actor))
 
 
-@router.get("/v1/runs/{run_id}")
+@router.get("/v1/runs/{run_id}", response_model=c.Run, responses=errors(404))
 async def get_run(run_id: str, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)) -> JSONResponse:
+    """One run: status, frozen admission, outcome and `stats`."""
     return JSONResponse(await client.call(c.GET_RUN, {"run_id": run_id}, actor=actor))
 
 
-@router.post("/v1/runs/{run_id}/cancel")
+@router.post("/v1/runs/{run_id}/cancel", response_model=c.Run, responses=errors(404, 413))
 async def cancel_run(
     run_id: str, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
 ) -> JSONResponse:
+    """Ask the run to stop; the worker stops at its next step."""
     return JSONResponse(await client.call(c.CANCEL, {"run_id": run_id}, actor=actor))
 
 
-@router.get("/v1/conversations/{conversation_id}")
+@router.get("/v1/conversations/{conversation_id}", response_model=c.Conversation, responses=errors(404))
 async def get_conversation(
     conversation_id: str, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
 ) -> JSONResponse:
+    """A conversation and its runs."""
     return JSONResponse(await client.call(c.GET_CONVERSATION, {"conversation_id": conversation_id}, actor=actor))
 
 
-@router.get("/v1/runs/{run_id}/ledger")
+@router.get("/v1/runs/{run_id}/ledger", response_model=c.Ledger, responses=errors(404))
 async def get_ledger(
     run_id: str, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
 ) -> JSONResponse:
+    """What the run listed, read, included in a model request, and found unavailable."""
     return JSONResponse(await client.call(c.LEDGER, {"run_id": run_id}, actor=actor))
 
 
-@router.get("/v1/runs/{run_id}/files")
-async def list_files(
+@router.get("/v1/runs/{run_id}/files", response_model=c.FileList, responses=errors(404))
+async def list_run_files(
     run_id: str, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
 ) -> JSONResponse:
+    """The run's working files: plan.md, sources/, notes/, draft.md."""
     return JSONResponse(await client.call(c.LIST_FILES, {"run_id": run_id}, actor=actor))
 
 
-@router.get("/v1/runs/{run_id}/files/{path:path}")
-async def read_file(
+@router.get(
+    "/v1/runs/{run_id}/files/{path:path}",
+    response_model=None,
+    responses={
+        **errors(404),
+        200: {"content": {"text/plain": {"schema": {"type": "string"}}}, "description": "The file"},
+    },
+)
+async def read_run_file(
     run_id: str, path: str, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
 ) -> PlainTextResponse:
+    """One working file as UTF-8 text."""
     reply = await client.call(c.READ_FILE, {"run_id": run_id, "path": path}, actor=actor)
     return PlainTextResponse(reply["text"], media_type="text/plain; charset=utf-8")
 
 
-@router.put("/v1/runs/{run_id}/files/plan.md", status_code=204)
+@router.put(
+    "/v1/runs/{run_id}/files/plan.md",
+    status_code=204,
+    responses=errors(404, 409, 413),
+    openapi_extra=TEXT_BODY,
+)
 async def write_plan(
     run_id: str, request: Request, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
 ) -> Response:
+    """A person edits the plan mid-run; the next step recites the edit."""
     media = request.headers.get("content-type", "text/plain").split(";")[0].strip()
     if media != "text/plain":
         raise Invalid("the plan must be sent as text/plain", {"field": "body"})

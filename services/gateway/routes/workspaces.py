@@ -1,116 +1,111 @@
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter, Depends, Query, Response
 from fastapi.responses import JSONResponse
-from pydantic import Field
 
 from services.gateway.deps import bus, current_actor
+from services.gateway.openapi import errors
 from shared.bus import BusClient
 from shared.contracts import workspace as c
-from shared.contracts.common import Actor, Model
+from shared.contracts.common import Actor
 
-router = APIRouter(prefix="/v1/workspaces")
-
-
-class GoalBody(Model):
-    text: str
-    expected_version: int = Field(ge=1)
+router = APIRouter(prefix="/v1/workspaces", tags=["workspaces"])
 
 
-class SourceBody(Model):
-    source_id: str = Field(min_length=1, max_length=200)
-
-
-class ArtifactBody(Model):
-    artifact_id: str = Field(min_length=1, max_length=200)
-
-
-def _json(data: Any, status: int = 200) -> JSONResponse:
-    return JSONResponse(data, status_code=status)
-
-
-@router.post("", status_code=201)
-async def create(
+@router.post("", status_code=201, response_model=c.Workspace, responses=errors(413))
+async def create_workspace(
     body: c.CreateRequest, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
 ) -> JSONResponse:
-    return _json(await client.call(c.CREATE, body, actor=actor), 201)
+    """A new workspace with goal version 1."""
+    return JSONResponse(await client.call(c.CREATE, body, actor=actor), status_code=201)
 
 
-@router.get("")
+@router.get("", response_model=c.WorkspaceList)
 async def list_workspaces(actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)) -> JSONResponse:
-    return _json(await client.call(c.LIST, {}, actor=actor))
+    """The workspaces of the caller's scope."""
+    return JSONResponse(await client.call(c.LIST, {}, actor=actor))
 
 
-@router.get("/{workspace_id}")
-async def get(
+@router.get("/{workspace_id}", response_model=c.Workspace, responses=errors(404))
+async def get_workspace(
     workspace_id: str, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
 ) -> JSONResponse:
-    return _json(await client.call(c.GET, {"workspace_id": workspace_id}, actor=actor))
+    """One workspace with its current goal."""
+    return JSONResponse(await client.call(c.GET, {"workspace_id": workspace_id}, actor=actor))
 
 
-@router.put("/{workspace_id}/goal")
+@router.put("/{workspace_id}/goal", response_model=c.Workspace, responses=errors(404, 409, 413))
 async def revise_goal(
-    workspace_id: str, body: GoalBody, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
+    workspace_id: str, body: c.GoalRevision, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
 ) -> JSONResponse:
+    """A new goal version, made only when `expected_version` is still the current one (CAS)."""
     data = await client.call(c.REVISE_GOAL, {"workspace_id": workspace_id, **body.model_dump()}, actor=actor)
-    return _json(data)
+    return JSONResponse(data)
 
 
-@router.get("/{workspace_id}/goal/versions")
-async def goal_versions(
+@router.get("/{workspace_id}/goal/versions", response_model=c.GoalVersions, responses=errors(404))
+async def list_goal_versions(
     workspace_id: str, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
 ) -> JSONResponse:
-    return _json(await client.call(c.GOAL_VERSIONS, {"workspace_id": workspace_id}, actor=actor))
+    """Every goal version, oldest first."""
+    return JSONResponse(await client.call(c.GOAL_VERSIONS, {"workspace_id": workspace_id}, actor=actor))
 
 
-@router.post("/{workspace_id}/archive")
-async def archive(
+@router.post("/{workspace_id}/archive", response_model=c.Workspace, responses=errors(404, 413))
+async def archive_workspace(
     workspace_id: str, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
 ) -> JSONResponse:
-    return _json(await client.call(c.ARCHIVE, {"workspace_id": workspace_id}, actor=actor))
+    """No new runs or associations until it is unarchived; admitted runs still finish."""
+    return JSONResponse(await client.call(c.ARCHIVE, {"workspace_id": workspace_id}, actor=actor))
 
 
-@router.post("/{workspace_id}/unarchive")
-async def unarchive(
+@router.post("/{workspace_id}/unarchive", response_model=c.Workspace, responses=errors(404, 413))
+async def unarchive_workspace(
     workspace_id: str, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
 ) -> JSONResponse:
-    return _json(await client.call(c.UNARCHIVE, {"workspace_id": workspace_id}, actor=actor))
+    """Undo an archive."""
+    return JSONResponse(await client.call(c.UNARCHIVE, {"workspace_id": workspace_id}, actor=actor))
 
 
-@router.delete("/{workspace_id}", status_code=204)
-async def delete(
+@router.delete("/{workspace_id}", status_code=204, responses=errors(404))
+async def delete_workspace(
     workspace_id: str, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
 ) -> Response:
+    """A tombstone: the id is never reused; what other services own stays."""
     await client.call(c.DELETE, {"workspace_id": workspace_id}, actor=actor)
     return Response(status_code=204)
 
 
-@router.get("/{workspace_id}/catalog")
-async def catalog(
+@router.get("/{workspace_id}/catalog", response_model=c.Catalog, responses=errors(404))
+async def get_catalog(
     workspace_id: str,
-    limit: int | None = Query(default=None),
+    limit: int | None = Query(default=None, description="At most this many items (the service caps it)"),
     actor: Actor = Depends(current_actor),
     client: BusClient = Depends(bus),
 ) -> JSONResponse:
+    """The bounded catalog: `complete` and `omitted` say what was left out."""
     # The service owns the bounds (default and maximum), so the limit is passed through as given.
-    return _json(await client.call(c.CATALOG, {"workspace_id": workspace_id, "limit": limit}, actor=actor))
+    return JSONResponse(await client.call(c.CATALOG, {"workspace_id": workspace_id, "limit": limit}, actor=actor))
 
 
-@router.post("/{workspace_id}/sources", status_code=201)
-async def add_source(
-    workspace_id: str, body: SourceBody, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
+@router.post("/{workspace_id}/sources", status_code=201, response_model=c.Association, responses=errors(404, 409, 413))
+async def associate_source(
+    workspace_id: str,
+    body: c.SourceAssociation,
+    actor: Actor = Depends(current_actor),
+    client: BusClient = Depends(bus),
 ) -> JSONResponse:
+    """Associate a source of the scope with the workspace."""
     data = await client.call(c.ADD_SOURCE, {"workspace_id": workspace_id, "source_id": body.source_id}, actor=actor)
-    return _json(data, 201)
+    return JSONResponse(data, status_code=201)
 
 
-@router.post("/{workspace_id}/artifacts", status_code=201)
+@router.post("/{workspace_id}/artifacts", status_code=201, response_model=c.PinReply, responses=errors(404, 409, 413))
 async def pin_artifact(
-    workspace_id: str, body: ArtifactBody, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
+    workspace_id: str, body: c.ArtifactPin, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
 ) -> JSONResponse:
+    """Retain an artifact and associate it; the two outcomes are reported apart."""
     data = await client.call(
         c.PIN_ARTIFACT, {"workspace_id": workspace_id, "artifact_id": body.artifact_id}, actor=actor
     )
-    return _json(data, 201)
+    return JSONResponse(data, status_code=201)

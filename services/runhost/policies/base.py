@@ -11,6 +11,9 @@ class ToolCall:
     name: str
     arguments: dict[str, Any]
     call_id: str = ""
+    # What the model's endpoint reported it used for this call, when it reports usage at all.
+    tokens_in: int | None = None
+    tokens_out: int | None = None
 
 
 @dataclass

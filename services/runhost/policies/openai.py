@@ -49,23 +49,13 @@ class OpenAIPolicy:
             "tool_choice": "auto",
             "stream": False,
         }
-        message = (await self._complete(body))["choices"][0]["message"]
-        calls = message.get("tool_calls") or []
-        if calls:
-            call = calls[0]
-            function = call.get("function") or {}
-            raw = function.get("arguments") or "{}"
-            try:
-                arguments = json.loads(raw) if isinstance(raw, str) else raw
-            except json.JSONDecodeError:
-                arguments = None
-            if not isinstance(arguments, dict):
-                arguments = {MALFORMED: str(raw)[:2000]}
-            return ToolCall(str(function.get("name") or ""), arguments, call_id=str(call.get("id") or ""))
-        content = (message.get("content") or "").strip()
-        if content:
-            return ToolCall("finish", {"answer": content}, call_id="final")
-        raise PolicyError("the model returned neither a tool call nor an answer")
+        reply = await self._complete(body)
+        step = step_from_message(reply["choices"][0]["message"])
+        usage = reply.get("usage")
+        if isinstance(usage, dict):
+            step.tokens_in = _count(usage.get("prompt_tokens"))
+            step.tokens_out = _count(usage.get("completion_tokens"))
+        return step
 
     async def _complete(self, body: dict[str, Any]) -> dict[str, Any]:
         delay = self.backoff
@@ -101,3 +91,42 @@ def _retry_after(response: httpx.Response, default: float) -> float:
         return min(float(response.headers.get("retry-after", default)), 30.0)
     except ValueError:
         return default
+
+
+def content_text(content: Any) -> str:
+    """A message's content as text: a string, a list of content parts, or anything else printed."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [p.get("text") if isinstance(p, dict) else p for p in content]
+        return "\n".join(p for p in parts if isinstance(p, str))
+    return json.dumps(content) if isinstance(content, dict) else str(content)
+
+
+def step_from_message(message: Any) -> ToolCall:
+    """The next step from an assistant message of any shape an endpoint may send back."""
+    if not isinstance(message, dict):
+        raise PolicyError("the model endpoint answered with an unexpected message")
+    calls = message.get("tool_calls")
+    if isinstance(calls, list) and calls:
+        call: dict[str, Any] = calls[0] if isinstance(calls[0], dict) else {}
+        function: dict[str, Any] = call["function"] if isinstance(call.get("function"), dict) else {}
+        raw = function.get("arguments") or "{}"
+        try:
+            arguments = json.loads(raw) if isinstance(raw, str) else raw
+        except json.JSONDecodeError:
+            arguments = None
+        if not isinstance(arguments, dict):
+            arguments = {MALFORMED: str(raw)[:2000]}
+        return ToolCall(str(function.get("name") or ""), arguments, call_id=str(call.get("id") or ""))
+    content = content_text(message.get("content")).strip()
+    if content:
+        return ToolCall("finish", {"answer": content}, call_id="final")
+    # Answered back by the tools (a call without a name), so the model gets another chance.
+    return ToolCall("", {}, call_id="empty")
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None

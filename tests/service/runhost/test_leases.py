@@ -10,7 +10,7 @@ import pytest
 from services.runhost.app import MIGRATIONS
 from services.runhost.ledger import RunLedger
 from services.runhost.memory import RunFiles, StaleLease
-from services.runhost.repository import RunRepository
+from services.runhost.repository import RunRepository, WorkDone
 from shared.blobs import Blobs
 from shared.contracts.common import Ref
 from shared.db import Database
@@ -82,7 +82,7 @@ async def test_expired_lease_is_taken_over_and_the_stale_worker_is_fenced(db: Da
         assert not await repo.heartbeat(conn, run_id=run_id, epoch=1, lease_seconds=30)
         assert not await repo.fenced_update(conn, run_id=run_id, epoch=1, values={"status": "completed"})
         assert not await repo.upsert_file(conn, run_id=run_id, path="draft.md", size=1, sha256="x", epoch=1)
-        assert await repo.add_counters(conn, run_id=run_id, epoch=1, steps=1, chars=0, requests=1) is None
+        assert await repo.add_counters(conn, run_id=run_id, epoch=1, work=WorkDone(steps=1, requests=1)) is None
         assert await repo.append_ledger(conn, run_id=run_id, epoch=2, stage="read", ref=REF)
 
     blobs = Blobs(settings_from(infra.settings_env("runhost"), CommonSettings))
@@ -92,6 +92,10 @@ async def test_expired_lease_is_taken_over_and_the_stale_worker_is_fenced(db: Da
     with pytest.raises(StaleLease):
         await RunLedger(db, repo, run_id, 1).unavailable(Ref.model_validate(REF), reason="withdrawn")
     await RunFiles(blobs, db, repo, run_id, 2).write("notes/x.md", "current note")
+    assert await RunFiles(blobs, db, repo, run_id, None).read("notes/x.md") == "current note"
+    # A stale worker that wakes after the current one wrote must not change the file's bytes either.
+    with pytest.raises(StaleLease):
+        await RunFiles(blobs, db, repo, run_id, 1).write("notes/x.md", "stale note, late")
     assert await RunFiles(blobs, db, repo, run_id, None).read("notes/x.md") == "current note"
 
     async with db.pool.acquire() as conn:

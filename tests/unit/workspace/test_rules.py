@@ -8,8 +8,8 @@ import pytest
 
 from services.workspace.associations import refusal
 from services.workspace.checkpoint import BadProposal, check_provenance, provenance_refs, revise_questions
-from shared.contracts.common import Ref
-from shared.contracts.workspace import DerivedFrom, PublicationRef, Question
+from shared.contracts.common import PublicationRef, Ref
+from shared.contracts.workspace import DerivedFrom, Question
 
 OPEN = [Question(id="q_1", text="one", status="open"), Question(id="q_2", text="two", status="open")]
 

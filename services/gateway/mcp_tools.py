@@ -1,0 +1,85 @@
+"""What each MCP tool does: the same bus calls as its HTTP route, with the caller's actor and nothing else.
+
+No rule lives here: scope filtering, grants, CAS and eligibility are the owner services' answers, so another
+scope's id is `not_found` here exactly as it is in the API.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from shared.bus import BusClient
+from shared.contracts import assets, publication, runhost, workspace
+from shared.contracts import mcp as m
+from shared.contracts.common import Actor
+from shared.errors import NotFound
+
+ToolFn = Callable[[BusClient, Actor, Any], Awaitable[Any]]
+
+
+async def list_workspaces(bus: BusClient, actor: Actor, req: workspace.ListRequest) -> Any:
+    return await bus.call(workspace.LIST, req, actor=actor)
+
+
+async def show_workspace(bus: BusClient, actor: Actor, req: workspace.CatalogRequest) -> Any:
+    # The workspace first: a missing or foreign one answers not_found before anything else is asked.
+    shown = await bus.call(workspace.GET, {"workspace_id": req.workspace_id}, actor=actor)
+    catalog = await bus.call(workspace.CATALOG, req, actor=actor)
+    try:
+        checkpoint = await bus.call(workspace.CHECKPOINT_GET, {"workspace_id": req.workspace_id}, actor=actor)
+    except NotFound:
+        checkpoint = None  # the workspace exists (read above), so not_found here means "no checkpoint yet"
+    return {"workspace": shown, "catalog": catalog, "checkpoint": checkpoint}
+
+
+async def search_evidence(bus: BusClient, actor: Actor, req: assets.SearchRequest) -> Any:
+    return await bus.call(assets.SEARCH, req, actor=actor)
+
+
+async def read_evidence(bus: BusClient, actor: Actor, req: assets.ReadRequest) -> Any:
+    return await bus.call(assets.READ, req, actor=actor)
+
+
+async def read_publication(bus: BusClient, actor: Actor, req: publication.ReadRequest) -> Any:
+    return await bus.call(publication.READ, req, actor=actor)
+
+
+async def start_run(bus: BusClient, actor: Actor, req: runhost.AdmitRequest) -> Any:
+    return await bus.call(runhost.ADMIT, req, actor=actor)
+
+
+async def get_run(bus: BusClient, actor: Actor, req: runhost.RunIdRequest) -> Any:
+    return await bus.call(runhost.GET_RUN, req, actor=actor)
+
+
+async def get_ledger(bus: BusClient, actor: Actor, req: runhost.RunIdRequest) -> Any:
+    return await bus.call(runhost.LEDGER, req, actor=actor)
+
+
+async def list_run_files(bus: BusClient, actor: Actor, req: runhost.RunIdRequest) -> Any:
+    return await bus.call(runhost.LIST_FILES, req, actor=actor)
+
+
+async def read_run_file(bus: BusClient, actor: Actor, req: runhost.ReadFileRequest) -> Any:
+    return await bus.call(runhost.READ_FILE, req, actor=actor)
+
+
+async def propose_checkpoint_update(bus: BusClient, actor: Actor, req: workspace.UpdateCheckpointRequest) -> Any:
+    # exclude_unset, as the HTTP route: an omitted summary keeps the current one, an explicit null clears it.
+    return await bus.call(workspace.CHECKPOINT_UPDATE, req.model_dump(exclude_unset=True), actor=actor)
+
+
+IMPLEMENTATIONS: dict[str, ToolFn] = {
+    m.LIST_WORKSPACES: list_workspaces,
+    m.SHOW_WORKSPACE: show_workspace,
+    m.SEARCH_EVIDENCE: search_evidence,
+    m.READ_EVIDENCE: read_evidence,
+    m.READ_PUBLICATION: read_publication,
+    m.START_RUN: start_run,
+    m.GET_RUN: get_run,
+    m.GET_LEDGER: get_ledger,
+    m.LIST_RUN_FILES: list_run_files,
+    m.READ_RUN_FILE: read_run_file,
+    m.PROPOSE_CHECKPOINT_UPDATE: propose_checkpoint_update,
+}

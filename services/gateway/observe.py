@@ -1,0 +1,70 @@
+"""The gateway's edge of observability: `X-Request-ID` in and out, and HTTP metrics per route."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from fastapi import APIRouter, Depends
+from fastapi.responses import Response
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from services.gateway.deps import require_admin
+from shared.metrics import HTTP_REQUESTS, HTTP_SECONDS
+from shared.observe import acceptable_request_id, bound, new_request_id
+
+HEADER = b"x-request-id"
+log = logging.getLogger("dossier.gateway.access")
+
+
+class RequestIdAndMetrics:
+    """Pure ASGI (no BaseHTTPMiddleware task hop): the id is bound for the whole request, in its task."""
+
+    def __init__(self, app: ASGIApp):
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        given = next((v.decode("latin-1") for k, v in scope["headers"] if k == HEADER), None)
+        request_id = given if given is not None and acceptable_request_id(given) else new_request_id()
+        status = 500
+        started = time.perf_counter()
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                message["headers"] = [*message.get("headers", []), (HEADER, request_id.encode())]
+            await send(message)
+
+        try:
+            with bound(request_id=request_id):
+                await self.app(scope, receive, send_with_id)
+        finally:
+            elapsed = time.perf_counter() - started
+            route = scope.get("route")
+            template = getattr(route, "path", None) or "unmatched"
+            method = scope["method"]
+            HTTP_REQUESTS.labels(method, template, str(status)).inc()
+            HTTP_SECONDS.labels(method, template).observe(elapsed)
+            with bound(request_id=request_id):
+                log.info("%s %s %d %.1fms", method, scope["path"], status, elapsed * 1000)
+
+
+router = APIRouter(tags=["operations"])
+
+
+@router.get(
+    "/metrics",
+    dependencies=[Depends(require_admin)],
+    response_model=None,
+    responses={
+        200: {"content": {CONTENT_TYPE_LATEST: {"schema": {"type": "string"}}}, "description": "Prometheus text"}
+    },
+)
+async def metrics() -> Response:
+    """Prometheus metrics of this gateway process (admin token)."""
+    return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,160 @@
+"""The bus's AsyncAPI 3.0 document, generated from the code by FastStream's own generator.
+
+Every service's app is built (no I/O), and the endpoints it registered (`shared.bus.endpoint`) and the
+events its contract declares (`EVENTS` in each contract module) are declared on a documentation broker
+with typed envelopes: a request subject's payload is the request envelope around its request model, its
+reply is the reply envelope around the handler's return type, and an event's payload is the event
+envelope around its data model. `python -m shared.asyncapi` writes `docs/asyncapi.json`; a test
+regenerates it and fails on any difference.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from faststream.nats import NatsBroker
+from faststream.specification.asyncapi import AsyncAPI
+from pydantic import BaseModel, Field, create_model
+
+from shared.bus import EndpointSpec, described_endpoints
+from shared.contracts import artifact, assets, publication, runhost, workspace
+from shared.contracts.common import Actor, ErrorBody, HealthReply, Model, event_subject, health_subject
+
+DOCUMENT = Path(__file__).resolve().parents[1] / "docs" / "asyncapi.json"
+CONTRACTS = (workspace, runhost, publication, artifact, assets)
+REF = "#/components/schemas/{model}"
+
+
+def _name(subject: str, suffix: str) -> str:
+    return "".join(part.capitalize() for part in re.split(r"[._]", subject.removeprefix("dossier."))) + suffix
+
+
+def _request_envelope(spec: EndpointSpec) -> type[BaseModel]:
+    return create_model(
+        _name(spec.subject, "Request"),
+        __base__=Model,
+        __doc__=f"The envelope of a `{spec.subject}` request.",
+        actor=(Actor, ...),
+        grant=(str | None, Field(default=None, description="A run grant, for reads made on behalf of a run")),
+        request_id=(str | None, Field(default=None, max_length=128)),
+        data=(spec.request, ...),
+    )
+
+
+def _reply_envelope(spec: EndpointSpec) -> type[BaseModel]:
+    return create_model(
+        _name(spec.subject, "Reply"),
+        __base__=Model,
+        __doc__=f"The reply to `{spec.subject}`: `data` when ok, else the error.",
+        ok=(bool, ...),
+        data=(spec.reply | None, None),
+        error=(ErrorBody | None, None),
+    )
+
+
+def _event_envelope(event_type: str, payload: type[Model]) -> type[BaseModel]:
+    return create_model(
+        _name(event_subject(event_type), "Event"),
+        __base__=Model,
+        __doc__=f"`{event_type}`: published through the outbox with Nats-Msg-Id = id.",
+        id=(str, ...),
+        type=(Literal[event_type], ...),  # type: ignore[valid-type,arg-type]
+        scope=(str, ...),
+        occurred_at=(datetime, ...),
+        data=(payload, ...),
+    )
+
+
+def service_endpoints() -> dict[str, list[EndpointSpec]]:
+    """Build every service's app (no connections are made) and read back what it registered."""
+    from services.artifact.app import create_app as artifact_app
+    from services.assets.app import create_app as assets_app
+    from services.publication.app import create_app as publication_app
+    from services.runhost.app import create_app as runhost_app
+    from services.workspace.app import create_app as workspace_app
+    from shared.settings import (
+        ArtifactSettings,
+        AssetsSettings,
+        PublicationSettings,
+        RunhostSettings,
+        WorkspaceSettings,
+    )
+
+    apps = {
+        "workspace": workspace_app(WorkspaceSettings()),
+        "runhost": runhost_app(RunhostSettings()),
+        "publication": publication_app(PublicationSettings()),
+        "artifact": artifact_app(ArtifactSettings()),
+        "assets": assets_app(AssetsSettings()),
+    }
+    return {name: described_endpoints(app.broker) for name, app in apps.items()}
+
+
+def build() -> dict[str, Any]:
+    docs = NatsBroker()
+    replies: dict[str, type[BaseModel]] = {}
+    for service, specs in service_endpoints().items():
+        health = EndpointSpec(health_subject(service), service, Model, HealthReply, f"Is the {service} service up?")
+        for spec in [*specs, health]:
+            envelope = _request_envelope(spec)
+
+            async def handler(body: envelope) -> None:  # type: ignore[valid-type]
+                return None
+
+            handler.__name__ = _name(spec.subject, "")
+            docs.subscriber(spec.subject, queue=spec.queue, title=spec.subject, description=spec.description)(handler)
+            replies[spec.subject] = _reply_envelope(spec)
+    for contract in CONTRACTS:
+        for event_type, payload in contract.EVENTS.items():
+            subject = event_subject(event_type)
+            description = f"{payload.__doc__ or event_type}".strip()
+            docs.publisher(subject, schema=_event_envelope(event_type, payload), title=subject, description=description)
+    factory = AsyncAPI(
+        docs,
+        title="Dossier bus",
+        version="1",
+        description="Request/reply subjects (queue groups per service) and JetStream events (stream DOSSIER_EVENTS).",
+        schema_version="3.0.0",
+    )
+    document: dict[str, Any] = factory.to_specification().to_jsonable()
+    _add_replies(document, replies)
+    return document
+
+
+def _add_replies(document: dict[str, Any], replies: dict[str, type[BaseModel]]) -> None:
+    """FastStream documents what a subscriber receives; the reply it sends is added as AsyncAPI 3 `reply`."""
+    components = document["components"]
+    for subject, model in replies.items():
+        schema = model.model_json_schema(ref_template=REF)
+        for name, definition in schema.pop("$defs", {}).items():
+            components["schemas"].setdefault(name, definition)
+        components["schemas"][model.__name__] = schema
+        message = f"{subject}:Reply"
+        components["messages"][message] = {
+            "title": message,
+            "payload": {"$ref": REF.format(model=model.__name__)},
+        }
+        document["operations"][subject]["reply"] = {
+            "address": {"location": "$message.header#/reply", "description": "the requester's inbox"},
+            "messages": [{"$ref": f"#/components/messages/{message}"}],
+        }
+
+
+def render() -> str:
+    return json.dumps(build(), indent=2, sort_keys=True) + "\n"
+
+
+def main() -> int:
+    DOCUMENT.parent.mkdir(parents=True, exist_ok=True)
+    DOCUMENT.write_text(render())
+    print(f"wrote {DOCUMENT}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

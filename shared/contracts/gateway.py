@@ -1,0 +1,43 @@
+"""HTTP contract of the gateway's own data: API tokens (CONTRACT.md "Auth"). Never on the bus."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import Field
+
+from shared.contracts.common import SCOPE_PATTERN, Model
+
+# Ten years: long enough for any service account, short enough that a typo cannot mean "forever".
+MAX_EXPIRES_IN = 10 * 365 * 24 * 3600
+PAGE_DEFAULT = 100
+PAGE_MAX = 500
+
+
+class IssueTokenRequest(Model):
+    scope: str = Field(pattern=SCOPE_PATTERN)
+    principal: str = Field(min_length=1, max_length=200)
+    expires_in: int | None = Field(default=None, ge=1, le=MAX_EXPIRES_IN, description="seconds until it expires")
+
+
+class IssuedToken(Model):
+    """The answer to issuing a token: the only time its secret is shown."""
+
+    id: str
+    token: str
+    scope: str
+    principal: str
+    expires_at: datetime | None
+
+
+class TokenInfo(Model):
+    id: str
+    scope: str
+    principal: str
+    expires_at: datetime | None
+    created_at: datetime
+
+
+class TokenPage(Model):
+    items: list[TokenInfo]
+    next_cursor: str | None

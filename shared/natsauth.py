@@ -1,0 +1,273 @@
+"""Who may do what on the bus: one NATS user per service, with subject permissions, and how to connect.
+
+Every connection authenticates (user and password, generated once and kept 0600 under $DOSSIER_HOME).
+Each service user may
+- subscribe only to its own request subjects (`dossier.<service>.>`) and to its own reply inbox
+  (`_INBOX_<service>.>`: connections use a per-user inbox prefix, so no one reads another's replies);
+- publish requests only to the subjects it calls (and to its own, for its health check), its own events
+  (`dossier.evt.<event prefix>.>`), and replies to requests it received (`allow_responses`);
+- use only the JetStream API its publishing and its own durable consumers need. No service user may
+  delete, purge or update a stream, or delete a consumer.
+
+A request carries the user's actor in its envelope, and the receiving service trusts it. What keeps
+that honest is who may publish to each subject: the user-facing subjects only the gateway (which checks
+the token) may call; runhost may call the reads of a run (further bound by the signed run grant) and the
+owners' subjects of a run's finishing steps; workspace only the owners' `check` subjects and
+`artifact.retain`. Publication, artifact and assets can send no request to another service at all.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from faststream.nats.security import NatsUserPassword
+
+from shared.contracts import artifact, assets, publication, runhost, workspace
+from shared.contracts.common import ALL_PROCESSES, EVENT_SUBJECT_PREFIX, STREAM_NAME, health_subject
+from shared.secretfiles import secret_table, write_secret
+from shared.settings import CommonSettings
+
+EVENTS_USER = "events"
+# Tests that play a caller or another service's relay: broad, but never stream administration.
+TESTER_USER = "tester"
+EXTERNAL_CONSUMER_PREFIX = "ext-"
+JS_API = "$JS.API"
+
+# The event type prefix each service publishes under (`run.completed` is runhost's).
+EVENT_PREFIX: dict[str, str] = {
+    "workspace": "workspace",
+    "runhost": "run",
+    "publication": "publication",
+    "artifact": "artifact",
+    "assets": "asset",
+}
+
+# The request subjects each process calls on other services (see each service's owners.py and the
+# gateway's routes). A subject missing here is refused by the server with a permissions violation.
+CALLS: dict[str, tuple[str, ...]] = {
+    "gateway": (
+        *(health_subject(s) for s in EVENT_PREFIX),
+        publication.COMMIT,
+        publication.GET,
+        publication.READ,
+        publication.REVISE,
+        publication.WITHDRAW,
+        artifact.REGISTER,
+        artifact.GET,
+        artifact.OPEN,
+        assets.UPLOAD,
+        assets.IMPORT,
+        assets.GET_ASSET,
+        assets.GET_SOURCE,
+        assets.RETIRE,
+        assets.SEARCH,
+        assets.READ,
+        runhost.ADMIT,
+        runhost.LIST_RUNS,
+        runhost.GET_RUN,
+        runhost.CANCEL,
+        runhost.GET_CONVERSATION,
+        runhost.LEDGER,
+        runhost.LIST_FILES,
+        runhost.READ_FILE,
+        runhost.WRITE_PLAN,
+        workspace.CREATE,
+        workspace.LIST,
+        workspace.GET,
+        workspace.REVISE_GOAL,
+        workspace.GOAL_VERSIONS,
+        workspace.ARCHIVE,
+        workspace.UNARCHIVE,
+        workspace.DELETE,
+        workspace.CATALOG,
+        workspace.ADD_SOURCE,
+        workspace.PIN_ARTIFACT,
+        workspace.CHECKPOINT_GET,
+        workspace.CHECKPOINT_UPDATE,
+        workspace.CHECKPOINT_REVISIONS,
+    ),
+    "runhost": (
+        workspace.GET,
+        workspace.ADMISSION,
+        workspace.ASSOCIATE,
+        workspace.CHECKPOINT_GET,
+        workspace.CHECKPOINT_PROPOSE,
+        workspace.PIN_ARTIFACT,
+        publication.CHECK,
+        publication.READ,
+        publication.COMMIT,
+        artifact.REGISTER,
+        assets.SEARCH,
+        assets.READ,
+    ),
+    "workspace": (publication.CHECK, assets.CHECK, artifact.CHECK, artifact.RETAIN),
+    "publication": (),
+    "artifact": (),
+    "assets": (),
+}
+
+# Event subjects each service follows with durable consumers.
+CONSUMES: dict[str, tuple[str, ...]] = {
+    "workspace": (
+        f"{EVENT_SUBJECT_PREFIX}.{publication.EVT_COMMITTED}",
+        f"{EVENT_SUBJECT_PREFIX}.{assets.EVT_ASSOCIATION_REQUESTED}",
+    ),
+}
+
+
+def inbox_prefix(user: str) -> str:
+    return f"_INBOX_{user}"
+
+
+def _stream_api() -> list[str]:
+    # Every service declares the stream at start (publishing to a missing stream fails).
+    return [f"{JS_API}.INFO", f"{JS_API}.STREAM.INFO.{STREAM_NAME}", f"{JS_API}.STREAM.CREATE.{STREAM_NAME}"]
+
+
+def _consumer_api(durables: Iterable[str] | None, filters: Iterable[str]) -> list[str]:
+    """Create (only with the service's own filter subjects), look up, pull from and ack its durables.
+
+    NATS permissions match whole tokens, so a durable name is either exact or `*`; tests give every
+    instance its own names and pass None (any name, still pinned to the service's filter subjects).
+    """
+    names = list(durables) if durables is not None else ["*"]
+    allowed = [f"{JS_API}.CONSUMER.CREATE.{STREAM_NAME}.{n}.{f}" for n in names for f in filters]
+    for name in names:
+        allowed += [
+            f"{JS_API}.CONSUMER.INFO.{STREAM_NAME}.{name}",
+            f"{JS_API}.CONSUMER.MSG.NEXT.{STREAM_NAME}.{name}",
+            f"$JS.ACK.{STREAM_NAME}.{name}.>",
+        ]
+    return allowed
+
+
+def service_permissions(service: str, durables: Iterable[str] | None = None) -> dict[str, Any]:
+    own = f"dossier.{service}.>"
+    publish = [own, *CALLS[service], *_stream_api()]
+    if service in EVENT_PREFIX:
+        publish.append(f"{EVENT_SUBJECT_PREFIX}.{EVENT_PREFIX[service]}.>")
+    if service in CONSUMES:
+        publish += _consumer_api(durables, CONSUMES[service])
+    subscribe = [own, f"{inbox_prefix(service)}.>"] if service != "gateway" else [f"{inbox_prefix(service)}.>"]
+    return {"publish": {"allow": publish}, "subscribe": {"allow": subscribe}, "allow_responses": True}
+
+
+def events_permissions(internal_durables: Iterable[str]) -> dict[str, Any]:
+    """Read-only: subscribe to events, create and use durable consumers, never publish or request.
+
+    The `ext-` prefix cannot be a permission (NATS matches whole tokens), so the internal consumers are
+    denied by name and deleting any consumer is not allowed at all.
+    """
+    api = [
+        f"{JS_API}.INFO",
+        f"{JS_API}.STREAM.NAMES",
+        f"{JS_API}.STREAM.INFO.{STREAM_NAME}",
+        f"{JS_API}.CONSUMER.CREATE.{STREAM_NAME}.*.{EVENT_SUBJECT_PREFIX}.>",
+        f"{JS_API}.CONSUMER.CREATE.{STREAM_NAME}.*",
+        # Ephemeral (ordered) consumers: they read the same events and vanish with the connection.
+        f"{JS_API}.CONSUMER.CREATE.{STREAM_NAME}",
+        f"{JS_API}.CONSUMER.DURABLE.CREATE.{STREAM_NAME}.*",
+        f"{JS_API}.CONSUMER.INFO.{STREAM_NAME}.*",
+        f"{JS_API}.CONSUMER.MSG.NEXT.{STREAM_NAME}.*",
+        f"$JS.ACK.{STREAM_NAME}.*.>",
+    ]
+    deny: list[str] = []
+    for name in internal_durables:
+        deny += [
+            f"{JS_API}.CONSUMER.{op}.{STREAM_NAME}.{name}" for op in ("CREATE", "DURABLE.CREATE", "INFO", "MSG.NEXT")
+        ]
+        deny += [f"{JS_API}.CONSUMER.CREATE.{STREAM_NAME}.{name}.>", f"$JS.ACK.{STREAM_NAME}.{name}.>"]
+    return {
+        "publish": {"allow": api, "deny": deny},
+        "subscribe": {"allow": [f"{EVENT_SUBJECT_PREFIX}.>", "_INBOX.>"]},
+        # Flow control and acks of push deliveries are replies to what it received.
+        "allow_responses": True,
+    }
+
+
+def tester_permissions() -> dict[str, Any]:
+    admin = [f"{JS_API}.STREAM.{op}.>" for op in ("DELETE", "PURGE", "UPDATE", "MSG.DELETE")]
+    return {"publish": {"allow": [">"], "deny": admin}, "subscribe": {"allow": [">"]}}
+
+
+def workspace_durables(prefix: str = "workspace") -> dict[str, str]:
+    """Durable consumer name → the event subject it follows (the workspace service's own naming)."""
+    return {f"{prefix}_{subject.split('.', 2)[2].replace('.', '_')}": subject for subject in CONSUMES["workspace"]}
+
+
+def server_users(
+    passwords: Mapping[str, str], *, durables: Iterable[str] | None, with_tester: bool = False
+) -> list[dict[str, Any]]:
+    """The `authorization.users` of the server config: every process, the external reader, the tester."""
+    names = list(durables) if durables is not None else None
+    users = [
+        {"user": name, "password": passwords[name], "permissions": service_permissions(name, names)}
+        for name in ALL_PROCESSES
+    ]
+    users.append(
+        {"user": EVENTS_USER, "password": passwords[EVENTS_USER], "permissions": events_permissions(names or [])}
+    )
+    if with_tester:
+        users.append({"user": TESTER_USER, "password": passwords[TESTER_USER], "permissions": tester_permissions()})
+    return users
+
+
+def authorization_block(users: list[dict[str, Any]]) -> str:
+    # JSON is valid NATS config syntax, and it quotes every subject ($, > and * included) safely.
+    return "authorization: " + json.dumps({"users": users}, indent=2) + "\n"
+
+
+def password_variable(user: str) -> str:
+    return f"NATS_{user.upper()}_PASSWORD"
+
+
+def deployment_authorization() -> str:
+    """`deploy/nats/auth.conf`: the same users for compose and the cluster, passwords from the environment.
+
+    NATS substitutes `$NAME` only where it stands unquoted, so those values are unquoted here.
+    """
+    names = [*ALL_PROCESSES, EVENTS_USER]
+    users = server_users({n: f"${password_variable(n)}" for n in names}, durables=workspace_durables())
+    text = authorization_block(users)
+    for name in names:
+        text = text.replace(f'"${password_variable(name)}"', f"${password_variable(name)}")
+    return "# Generated by `python -m shared.natsauth`; do not edit by hand.\n" + text
+
+
+def user_passwords(home: Path, *, with_tester: bool = False) -> dict[str, str]:
+    names = [*ALL_PROCESSES, EVENTS_USER, *([TESTER_USER] if with_tester else [])]
+    return secret_table(home / "nats" / "users.json", names)
+
+
+def write_events_descriptor(home: Path, servers: list[str], password: str) -> Path:
+    """`$DOSSIER_HOME/nats/events.json`: how an outside subscriber connects (CONTRACT "The local stack")."""
+    path = home / "nats" / "events.json"
+    write_secret(path, json.dumps({"servers": servers, "user": EVENTS_USER, "password": password}, indent=2) + "\n")
+    return path
+
+
+def connect_options(settings: CommonSettings) -> dict[str, Any]:
+    """Keyword arguments for `nats.connect` / `NatsBroker`: the service's user and its own reply inbox."""
+    if not settings.nats_user:
+        return {}
+    return {
+        "user": settings.nats_user,
+        "password": settings.nats_password,
+        "inbox_prefix": inbox_prefix(settings.nats_user),
+    }
+
+
+def broker_options(settings: CommonSettings) -> dict[str, Any]:
+    """The same for FastStream's `NatsBroker`, which takes the user through `security=`."""
+    options = connect_options(settings)
+    if not options:
+        return {}
+    security = NatsUserPassword(username=options["user"], password=options["password"])
+    return {"security": security, "inbox_prefix": options["inbox_prefix"]}
+
+
+if __name__ == "__main__":
+    print(deployment_authorization(), end="")

@@ -1,0 +1,203 @@
+"""The local stack's S3 server: localbucket's storage behind AWS Signature V4 and no CORS.
+
+localbucket keeps objects as plain files and checks nothing: it answers anonymous requests and echoes
+any `Origin` into `Access-Control-Allow-Origin`. No pip-installable S3 server both persists to disk and
+verifies signatures (moto verifies them but keeps everything in memory), so this module serves
+localbucket's own request handler in-process with a check in front of every request: there is no
+unverified listener left to reach, not even on loopback.
+
+- Every request must be signed (Authorization header or a presigned URL) with a key from the
+  credentials file (`{"<access key>": {"secret": "...", "buckets": ["dossier"] | ["*"]}}`, mode 0600);
+  anything else answers 403 before localbucket sees it.
+- A key may touch only the buckets it lists (a bucket policy: one service's key cannot list another's).
+- No CORS at all: preflights are refused and no response carries `Access-Control-Allow-Origin`.
+
+`python -m shared.objectstore --host 127.0.0.1 --port N --credentials FILE DATA_ROOT`
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import hmac
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from http import HTTPStatus
+from http.server import ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, unquote, urlsplit
+
+import localbucket
+
+ALGORITHM = "AWS4-HMAC-SHA256"
+MAX_SKEW = timedelta(minutes=15)
+MAX_PRESIGN_SECONDS = 7 * 24 * 3600
+
+
+class Refused(Exception):
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Key:
+    secret: str
+    buckets: tuple[str, ...]
+
+    def allows(self, bucket: str) -> bool:
+        # Listing all buckets (bucket "") needs "*".
+        return "*" in self.buckets or bucket in self.buckets
+
+
+def load_keys(path: Path) -> dict[str, Key]:
+    raw: dict[str, Any] = json.loads(path.read_text())
+    return {name: Key(str(v["secret"]), tuple(v.get("buckets", ()))) for name, v in raw.items()}
+
+
+def _uri_encode(text: str) -> str:
+    return quote(text, safe="-_.~")
+
+
+def _canonical_query(raw_query: str, *, drop: str | None) -> str:
+    pairs = []
+    for part in raw_query.split("&") if raw_query else []:
+        name, _, value = part.partition("=")
+        name, value = unquote(name.replace("+", " ")), unquote(value.replace("+", " "))
+        if name != drop:
+            pairs.append((_uri_encode(name), _uri_encode(value)))
+    return "&".join(f"{n}={v}" for n, v in sorted(pairs))
+
+
+def _signing_key(secret: str, date: str, region: str, service: str) -> bytes:
+    key = ("AWS4" + secret).encode()
+    for part in (date, region, service, "aws4_request"):
+        key = hmac.new(key, part.encode(), hashlib.sha256).digest()
+    return key
+
+
+def _parse_time(value: str) -> datetime:
+    try:
+        return datetime.strptime(value, "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
+    except ValueError:
+        raise Refused("AccessDenied", "The request time is malformed.") from None
+
+
+def verify(
+    method: str, raw_path: str, headers: Mapping[str, str], keys: Mapping[str, Key], now: datetime | None = None
+) -> str:
+    """Check a request's Signature V4; return the access key that signed it, or raise Refused."""
+    now = now or datetime.now(UTC)
+    url = urlsplit(raw_path)
+    lowered = {k.lower(): v for k, v in headers.items()}
+    auth = lowered.get("authorization", "")
+    presigned = "X-Amz-Signature=" in url.query
+    if auth.startswith(ALGORITHM + " "):
+        fields = dict(p.strip().split("=", 1) for p in auth[len(ALGORITHM) + 1 :].split(",") if "=" in p)
+        credential, signed, signature = (
+            fields.get("Credential", ""),
+            fields.get("SignedHeaders", ""),
+            fields.get("Signature", ""),
+        )
+        amz_date = lowered.get("x-amz-date", "")
+        payload = lowered.get("x-amz-content-sha256", "")
+        if not payload:
+            raise Refused("AccessDenied", "x-amz-content-sha256 is required.")
+        query = _canonical_query(url.query, drop=None)
+        when = _parse_time(amz_date)
+        if abs(now - when) > MAX_SKEW:
+            raise Refused("RequestTimeTooSkewed", "The difference between the request time and now is too large.")
+    elif presigned:
+        params = {unquote(k): unquote(v) for k, _, v in (p.partition("=") for p in url.query.split("&"))}
+        if params.get("X-Amz-Algorithm") != ALGORITHM:
+            raise Refused("AccessDenied", "Only AWS Signature Version 4 is accepted.")
+        credential, signed = params.get("X-Amz-Credential", ""), params.get("X-Amz-SignedHeaders", "")
+        signature, amz_date, payload = (
+            params.get("X-Amz-Signature", ""),
+            params.get("X-Amz-Date", ""),
+            "UNSIGNED-PAYLOAD",
+        )
+        query = _canonical_query(url.query, drop="X-Amz-Signature")
+        when = _parse_time(amz_date)
+        try:
+            expires = int(params.get("X-Amz-Expires", "0"))
+        except ValueError:
+            raise Refused("AccessDenied", "X-Amz-Expires is malformed.") from None
+        if not 0 < expires <= MAX_PRESIGN_SECONDS or now > when + timedelta(seconds=expires) or when - now > MAX_SKEW:
+            raise Refused("AccessDenied", "Request has expired.")
+    else:
+        raise Refused("AccessDenied", "Anonymous access is not allowed: sign the request.")
+    parts = credential.split("/")
+    if len(parts) != 5 or parts[4] != "aws4_request" or parts[0] not in keys:
+        raise Refused("InvalidAccessKeyId", "The access key does not exist.")
+    access_key, date, region, service = parts[0], parts[1], parts[2], parts[3]
+    if date != amz_date[:8]:
+        raise Refused("AccessDenied", "The credential date does not match the request date.")
+    names = [h for h in signed.split(";") if h]
+    if "host" not in names:
+        raise Refused("AccessDenied", "The host header must be signed.")
+    canonical_headers = "".join(f"{h}:{' '.join(lowered.get(h, '').split())}\n" for h in names)
+    canonical = "\n".join([method, url.path or "/", query, canonical_headers, ";".join(names), payload])
+    scope = f"{date}/{region}/{service}/aws4_request"
+    to_sign = "\n".join([ALGORITHM, amz_date, scope, hashlib.sha256(canonical.encode()).hexdigest()])
+    expected = hmac.new(_signing_key(keys[access_key].secret, date, region, service), to_sign.encode(), hashlib.sha256)
+    if not hmac.compare_digest(expected.hexdigest(), signature):
+        raise Refused(
+            "SignatureDoesNotMatch", "The request signature we calculated does not match the signature you provided."
+        )
+    return access_key
+
+
+class SignedS3Handler(localbucket.S3Handler):
+    keys: Mapping[str, Key] = {}
+
+    def _send_headers(self, status: HTTPStatus, length: int, headers: Any = None) -> None:
+        # localbucket echoes any Origin into Access-Control-Allow-Origin; without it, it sends none.
+        del self.headers["Origin"]
+        super()._send_headers(status, length, headers)
+
+    def _dispatch(self, action: Any) -> None:
+        try:
+            access_key = verify(self.command, self.path, dict(self.headers.items()), self.keys)
+            bucket = unquote(urlsplit(self.path).path).lstrip("/").partition("/")[0]
+            if not self.keys[access_key].allows(bucket):
+                raise Refused("AccessDenied", "This key may not use this bucket.")
+        except Refused as refused:
+            self._send_error(localbucket.S3Error(HTTPStatus.FORBIDDEN, refused.code, refused.message))
+            return
+        super()._dispatch(action)
+
+    def do_OPTIONS(self) -> None:
+        """No cross-origin use: a preflight is refused, whatever it asks for."""
+        self._send_error(localbucket.S3Error(HTTPStatus.FORBIDDEN, "AccessDenied", "CORS is not enabled."))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m shared.objectstore")
+    parser.add_argument("data_root", type=Path)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--credentials", type=Path, required=True)
+    args = parser.parse_args()
+    # Objects and their folders are the owner's alone.
+    os.umask(0o077)
+    data_root = args.data_root.resolve()
+    data_root.mkdir(parents=True, exist_ok=True)
+    SignedS3Handler.data_root = data_root
+    SignedS3Handler.keys = load_keys(args.credentials)
+    server = ThreadingHTTPServer((args.host, args.port), SignedS3Handler)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,77 @@
+"""Logs as JSON lines that carry the request id, the run and the scope they belong to.
+
+The request id is set once at the edge (the gateway's `X-Request-ID`, or a new id), travels in the bus
+envelope, and is put back into the context of every service that handles the request, so one id follows
+a request through every log file.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from datetime import UTC, datetime
+
+request_id_var: ContextVar[str | None] = ContextVar("request_id", default=None)
+run_id_var: ContextVar[str | None] = ContextVar("run_id", default=None)
+scope_var: ContextVar[str | None] = ContextVar("scope", default=None)
+
+REQUEST_ID_MAX = 128
+
+
+def new_request_id() -> str:
+    return f"req_{uuid.uuid4().hex}"
+
+
+def acceptable_request_id(value: str | None) -> bool:
+    """A caller's own id is kept when it is short printable ASCII; anything else is replaced."""
+    return bool(value) and len(value or "") <= REQUEST_ID_MAX and all(33 <= ord(ch) < 127 for ch in value or "")
+
+
+@contextmanager
+def bound(*, request_id: str | None = None, run_id: str | None = None, scope: str | None = None) -> Iterator[None]:
+    """Put these ids into the context of the code inside (and of every log line it writes)."""
+    tokens = [
+        (var, var.set(value))
+        for var, value in ((request_id_var, request_id), (run_id_var, run_id), (scope_var, scope))
+        if value is not None
+    ]
+    try:
+        yield
+    finally:
+        for var, token in reversed(tokens):
+            var.reset(token)
+
+
+class JsonFormatter(logging.Formatter):
+    def __init__(self, service: str):
+        super().__init__()
+        self.service = service
+
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, object] = {
+            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "service": self.service,
+            "level": record.levelname.lower(),
+            "msg": record.getMessage(),
+            "logger": record.name,
+        }
+        for key, var in (("request_id", request_id_var), ("run_id", run_id_var), ("scope", scope_var)):
+            value = getattr(record, key, None) or var.get()
+            if value:
+                line[key] = value
+        if record.exc_info:
+            line["error"] = self.formatException(record.exc_info)
+        return json.dumps(line, ensure_ascii=False, default=str)
+
+
+def configure_logging(service: str, level: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter(service))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())

@@ -1,0 +1,92 @@
+"""What an operator sees: one request id across services' JSON logs, metrics of every process, run stats."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import httpx
+import pytest
+
+from shared.contracts.common import ALL_PROCESSES
+from tests.support.api import Api, probe
+from tests.support.documents import ANNOUNCEMENT, pdf
+from tests.support.logs import lines_with
+from tests.support.stack import RunningStack
+
+
+@pytest.fixture
+def api(stack: RunningStack) -> Api:
+    return Api(stack)
+
+
+def test_a_request_id_follows_the_request_through_the_gateway_and_a_service(api: Api, stack: RunningStack) -> None:
+    request_id = f"obs-{uuid.uuid4().hex}"
+    r = api.http.get("/v1/workspaces/ws_does_not_exist", headers={"X-Request-ID": request_id})
+    assert r.status_code == 404
+    assert r.headers["x-request-id"] == request_id
+
+    gateway = probe(lambda: lines_with(stack, "gateway", request_id), timeout=10)
+    workspace = probe(lambda: lines_with(stack, "workspace", request_id), timeout=10)
+    for line in (*gateway, *workspace):
+        assert {"service", "level", "msg", "request_id"} <= set(line)
+    assert gateway[0]["service"] == "gateway" and "/v1/workspaces/ws_does_not_exist" in gateway[0]["msg"]
+    assert workspace[0]["service"] == "workspace" and "not_found" in workspace[0]["msg"]
+    assert workspace[0]["scope"] == api.scope
+
+
+def test_a_response_without_a_request_id_gets_a_new_one_and_a_bad_one_is_replaced(api: Api) -> None:
+    first = api.http.get("/v1/workspaces").headers["x-request-id"]
+    second = api.http.get("/v1/workspaces").headers["x-request-id"]
+    assert first != second and first.startswith("req_")
+    replaced = api.http.get("/v1/workspaces", headers={"X-Request-ID": "x" * 500}).headers["x-request-id"]
+    assert replaced.startswith("req_")
+
+
+def test_every_process_serves_metrics(api: Api, stack: RunningStack) -> None:
+    api.workspace()
+    urls = stack.state()["metrics"]
+    assert isinstance(urls, dict) and set(urls) == set(ALL_PROCESSES)
+
+    unauthorised = httpx.get(str(urls["gateway"]), headers={"Authorization": f"Bearer {stack.token(api.scope)}"})
+    assert unauthorised.status_code == 401
+    gateway = httpx.get(str(urls["gateway"]), headers={"Authorization": f"Bearer {stack.admin_token}"})
+    assert gateway.status_code == 200
+    assert 'dossier_http_requests_total{method="POST",route="/v1/workspaces",status="201"}' in gateway.text
+    assert "dossier_bus_calls_total" in gateway.text
+
+    for name in ALL_PROCESSES:
+        if name == "gateway":
+            continue
+        text = httpx.get(str(urls[name])).text
+        assert "dossier_bus_requests_total" in text, name
+        assert "faststream_received_messages_total" in text, name
+        assert "dossier_outbox_lag_seconds" in text, name
+    workspace = httpx.get(str(urls["workspace"])).text
+    assert 'dossier_bus_requests_total{code="ok",subject="dossier.workspace.create"}' in workspace
+    runhost = httpx.get(str(urls["runhost"])).text
+    assert 'dossier_runs{status="completed"}' in runhost
+    assert "dossier_lease_takeovers_total" in runhost
+    assert "dossier_extraction_seconds" in httpx.get(str(urls["assets"])).text
+
+
+def test_a_run_reports_its_context_economy(api: Api, tmp_path: Path) -> None:
+    ws = api.workspace()
+    a1 = api.publish("Report A", "Fund X can meet redemptions within 30 days. " * 40, ws["id"])
+    api.upload(pdf(ANNOUNCEMENT), "announcement", "announcement.pdf", ws["id"])
+    api.wait_catalog(ws["id"], 2)
+    run = api.start_run(
+        ws["id"], "Does Fund X still meet redemptions?", history=[{"publication_id": a1["id"], "version": 1}]
+    )
+    assert run["stats"]["model_requests"] == 0
+    run = api.wait_run(run["id"])
+    assert run["status"] == "completed", run["error"]
+
+    stats = run["stats"]
+    assert stats["steps"] >= 3 and stats["model_requests"] == stats["steps"]
+    assert stats["source_chars_read"] >= len(a1["body"])
+    assert 0 < stats["model_input_chars_max"] <= stats["model_input_chars_total"]
+    assert stats["tokens_in"] is None and stats["tokens_out"] is None  # the extractive policy reports no usage
+    # Each source is counted once, whatever the pointers and re-reads cost.
+    sources = {path: size for path, size in api.files(run["id"]).items() if path.startswith("sources/")}
+    assert stats["source_chars_read"] <= sum(sources.values())

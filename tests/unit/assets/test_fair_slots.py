@@ -1,0 +1,76 @@
+"""Parser slots go round-robin to the scopes that wait; a scope's queue is bounded; a cancelled waiter
+gives its turn away."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from services.assets.queueing import FairSlots, ScopeQueueFull
+
+
+async def test_slots_go_round_robin_between_waiting_scopes() -> None:
+    slots = FairSlots(1, per_scope=10)
+    order: list[str] = []
+    gate = asyncio.Event()
+
+    async def job(scope: str, name: str) -> None:
+        async with slots.slot(scope):
+            order.append(name)
+            await gate.wait()
+
+    first = asyncio.create_task(job("a", "a0"))
+    await asyncio.sleep(0)
+    tasks = [asyncio.create_task(job("a", f"a{i}")) for i in range(1, 4)]
+    await asyncio.sleep(0)
+    tasks.append(asyncio.create_task(job("b", "b0")))
+    await asyncio.sleep(0)
+    assert slots.waiting("a") == 3 and slots.waiting("b") == 1
+    gate.set()
+    await asyncio.gather(first, *tasks)
+    assert order == ["a0", "a1", "b0", "a2", "a3"]
+
+
+async def test_a_scope_queue_is_bounded_and_others_still_queue() -> None:
+    slots = FairSlots(1, per_scope=2)
+    gate = asyncio.Event()
+
+    async def job(scope: str) -> None:
+        async with slots.slot(scope):
+            await gate.wait()
+
+    tasks = [asyncio.create_task(job("a")) for _ in range(3)]
+    await asyncio.sleep(0)
+    with pytest.raises(ScopeQueueFull):
+        await job("a")
+    tasks.append(asyncio.create_task(job("b")))
+    await asyncio.sleep(0)
+    assert slots.waiting() == 3
+    gate.set()
+    await asyncio.gather(*tasks)
+    assert slots.waiting() == 0
+
+
+async def test_a_cancelled_waiter_leaves_the_queue_and_the_slot_moves_on() -> None:
+    slots = FairSlots(1, per_scope=5)
+    gate = asyncio.Event()
+    ran: list[str] = []
+
+    async def job(scope: str) -> None:
+        async with slots.slot(scope):
+            ran.append(scope)
+            await gate.wait()
+
+    holder = asyncio.create_task(job("a"))
+    await asyncio.sleep(0)
+    doomed = asyncio.create_task(job("b"))
+    later = asyncio.create_task(job("c"))
+    await asyncio.sleep(0)
+    doomed.cancel()
+    await asyncio.gather(doomed, return_exceptions=True)
+    gate.set()
+    await asyncio.gather(holder, later)
+    assert ran == ["a", "c"] and slots.waiting() == 0
+    async with slots.slot("d"):
+        pass

@@ -1,0 +1,44 @@
+"""The committed AsyncAPI document is the code's: regenerated here, any difference fails."""
+
+from __future__ import annotations
+
+import json
+
+from shared import asyncapi
+from shared.contracts.common import event_subject
+
+# Subjects whose reply carries no data (an acknowledgement).
+ANSWERS_NOTHING = {"dossier.runhost.files.write_plan"}
+
+
+def test_the_committed_document_matches_the_code() -> None:
+    committed = asyncapi.DOCUMENT.read_text()
+    assert asyncapi.render() == committed, "docs/asyncapi.json is stale: run `python -m shared.asyncapi`"
+
+
+def test_every_event_of_every_contract_is_described() -> None:
+    document = json.loads(asyncapi.render())
+    for contract in asyncapi.CONTRACTS:
+        constants = {value for name, value in vars(contract).items() if name.startswith("EVT_")}
+        own = {t for t in constants if isinstance(t, str) and t.split(".")[0] in contract.__name__.split(".")[-1]}
+        assert own <= set(contract.EVENTS), (contract.__name__, own - set(contract.EVENTS))
+        for event_type in contract.EVENTS:
+            assert document["operations"][event_subject(event_type)]["action"] == "send"
+
+
+def test_every_request_subject_has_a_typed_request_and_reply() -> None:
+    document = json.loads(asyncapi.render())
+    schemas = document["components"]["schemas"]
+    receive = {k: v for k, v in document["operations"].items() if v["action"] == "receive"}
+    assert len(receive) >= 30
+    for subject, operation in receive.items():
+        message = document["components"]["messages"][f"{subject}:SubscribeMessage"]
+        request = schemas[message["payload"]["$ref"].split("/")[-1]]
+        assert {"actor", "data"} <= set(request["required"]), subject
+        reply_ref = operation["reply"]["messages"][0]["$ref"].split("/")[-1]
+        reply = schemas[document["components"]["messages"][reply_ref]["payload"]["$ref"].split("/")[-1]]
+        data = reply["properties"]["data"]
+        if subject in ANSWERS_NOTHING:
+            assert data["type"] == "null"
+        else:
+            assert data["anyOf"][0]["$ref"].startswith("#/components/schemas/"), subject
