@@ -14,6 +14,7 @@ skipped. A dense page costs about 5 CPU seconds.
 from __future__ import annotations
 
 import contextlib
+import os
 import resource
 import time
 from collections.abc import Callable
@@ -54,6 +55,9 @@ class Ocr:
             for callback in _started:
                 callback()
             _lift_soft_limits()
+            # Numerical libraries start their thread pools at import unless told otherwise.
+            for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+                os.environ.setdefault(name, "1")
             import cv2
             from rapidocr_onnxruntime import RapidOCR
 
