@@ -27,6 +27,7 @@ from faststream.nats.security import NatsUserPassword
 
 from shared.contracts import artifact, assets, publication, runhost, workspace
 from shared.contracts.common import ALL_PROCESSES, EVENT_SUBJECT_PREFIX, STREAM_NAME, health_subject
+from shared.outbox import DLQ_STREAM, DLQ_SUBJECT_PREFIX
 from shared.secretfiles import secret_table, write_secret
 from shared.settings import CommonSettings
 
@@ -55,6 +56,7 @@ CALLS: dict[str, tuple[str, ...]] = {
         publication.READ,
         publication.REVISE,
         publication.WITHDRAW,
+        publication.DIFF,
         artifact.REGISTER,
         artifact.GET,
         artifact.OPEN,
@@ -65,6 +67,7 @@ CALLS: dict[str, tuple[str, ...]] = {
         assets.RETIRE,
         assets.SEARCH,
         assets.READ,
+        assets.LOCATE,
         runhost.ADMIT,
         runhost.LIST_RUNS,
         runhost.GET_RUN,
@@ -140,7 +143,10 @@ def _consumer_api(durables: Iterable[str] | None, filters: Iterable[str]) -> lis
             f"{JS_API}.CONSUMER.INFO.{STREAM_NAME}.{name}",
             f"{JS_API}.CONSUMER.MSG.NEXT.{STREAM_NAME}.{name}",
             f"$JS.ACK.{STREAM_NAME}.{name}.>",
+            # An event given up on goes to the dead-letter stream under the consumer's own name.
+            f"{DLQ_SUBJECT_PREFIX}.{name}.>",
         ]
+    allowed += [f"{JS_API}.STREAM.INFO.{DLQ_STREAM}", f"{JS_API}.STREAM.CREATE.{DLQ_STREAM}"]
     return allowed
 
 

@@ -12,7 +12,6 @@ import asyncpg
 import httpx
 import pytest
 
-from shared.infra import postgres_dsn
 from tests.support.api import probe
 from tests.support.stack import RunningStack, start_stack, stop_stack
 
@@ -41,7 +40,7 @@ def upload(api: httpx.Client, source_id: str, text: str, **fields: str) -> httpx
 
 def statuses(stack: RunningStack, scope: str) -> dict[str, int]:
     async def fetch() -> dict[str, int]:
-        conn = await asyncpg.connect(postgres_dsn(int(str(stack.state()["postgres_port"])), "assets"))
+        conn = await asyncpg.connect(stack.dsn("assets"))
         try:
             rows = await conn.fetch(
                 "SELECT v.status, count(*) AS n FROM asset_versions v JOIN sources s ON s.pk = v.source_pk"

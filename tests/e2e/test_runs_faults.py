@@ -16,7 +16,6 @@ import asyncpg
 import httpx
 import pytest
 
-from shared.infra import postgres_dsn
 from shared.procs import free_port, port_open, wait_until
 from tests.support.api import Api, probe
 from tests.support.stack import ROOT, RunningStack, start_stack, stop_stack
@@ -216,7 +215,7 @@ def test_a_run_finishing_after_its_workspace_was_deleted_publishes_but_is_refuse
 
 def lease_epoch(stack: RunningStack, run_id: str) -> int:
     async def fetch() -> int:
-        conn = await asyncpg.connect(postgres_dsn(int(str(stack.state()["postgres_port"])), "runhost"))
+        conn = await asyncpg.connect(stack.dsn("runhost"))
         try:
             return int(await conn.fetchval("SELECT lease_epoch FROM runs WHERE id = $1", run_id))
         finally:
