@@ -151,8 +151,11 @@ class SearchHit(Model):
     source_id: str
     version: int
     locator: str
+    # Highlights are between `<<` and `>>`; a document's own `<` and `>` are shown as `‹` and `›`.
     snippet: str
     score: float
+    # The passage was read by OCR from an image of text (a scan), so its characters may be wrong.
+    ocr: bool = False
 
 
 class SearchReply(Model):
@@ -170,6 +173,7 @@ class Evidence(Model):
     text: str
     content_hash: str
     kind: Kind
+    ocr: bool = False
 
 
 class VersionActivated(Model):
