@@ -24,7 +24,7 @@ from tests.support.probe import probe_until
 
 @pytest.fixture
 async def nc(infra: Infra) -> AsyncIterator[nats.NATS]:
-    conn = await nats.connect(infra.nats_url)
+    conn = await infra.connect()
     await ensure_stream(conn)
     try:
         yield conn
