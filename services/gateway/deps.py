@@ -78,7 +78,8 @@ async def reject_unstorable(request: Request) -> None:
         require_storable(body)
 
 
-def page(
+# async for the same reason as `bus` below: a plain `def` dependency costs a thread-pool hop per request.
+async def page(
     limit: int = Query(default=PAGE_LIMIT_DEFAULT, ge=1, le=PAGE_LIMIT_MAX),
     cursor: str | None = Query(default=None, min_length=1, max_length=CURSOR_MAX_CHARS),
 ) -> dict[str, Any]:
