@@ -14,7 +14,9 @@ from shared.settings import CommonSettings
 
 async def _ping(service: str) -> bool:
     settings = CommonSettings()
-    nc = await nats.connect(settings.nats_url, connect_timeout=2, max_reconnect_attempts=0, **connect_options(settings))
+    nc = await nats.connect(
+        settings.nats_servers, connect_timeout=2, max_reconnect_attempts=0, **connect_options(settings)
+    )
     try:
         return await BusClient(nc).ping(service, timeout=2.0)
     finally:
