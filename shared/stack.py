@@ -22,7 +22,7 @@ from functools import partial
 from pathlib import Path
 
 from shared.contracts.common import ALL_PROCESSES, SERVICES
-from shared.health import read_verdict
+from shared.health import read_verdict, reports_ok
 from shared.infra import (
     PG_SUPERUSER,
     lock_maintenance_databases,
@@ -274,13 +274,9 @@ class Stack:
 
     def _reports_healthy(self, process: str) -> bool:
         child = self.children.get(process)
-        if child is None or child.pid is None:
-            return False
-        try:
-            report = json.loads((self.health_dir / f"{process}.json").read_text())
-        except (OSError, ValueError):
-            return False
-        return bool(report.get("ok")) and report.get("pid") == child.pid
+        return (
+            child is not None and child.pid is not None and reports_ok(self.health_dir / f"{process}.json", child.pid)
+        )
 
     # -- supervise ---------------------------------------------------------------------------------
 
