@@ -1,4 +1,4 @@
-"""`dossier publication create|show|read|revise|withdraw`: publications and their exact versions."""
+"""`dossier publication create|show|read|revise|withdraw|diff`: publications and their exact versions."""
 
 from __future__ import annotations
 
@@ -125,3 +125,29 @@ def withdraw(
     """Withdraw one version: reads of it answer unavailable(withdrawn) from now on."""
     with client() as api:
         emit(api.json("POST", _path(pub_id, f"/versions/{version}/withdraw"), json={"reason": reason}), show_version)
+
+
+MARKS = {"context": " ", "removed": "-", "added": "+"}
+
+
+def show_diff(diff: dict[str, Any]) -> None:
+    console = out()
+    console.print(f"--- {diff['id']}@{diff['from']}\n+++ {diff['id']}@{diff['to']}", markup=False, highlight=False)
+    for hunk in diff["hunks"]:
+        header = f"@@ -{hunk['from_start']},{hunk['from_count']} +{hunk['to_start']},{hunk['to_count']} @@"
+        console.print(header, markup=False, highlight=False)
+        for line in hunk["lines"]:
+            console.print(f"{MARKS.get(line['op'], ' ')}{line['text']}", markup=False, highlight=False)
+    if diff.get("truncated"):
+        console.print("(cut at the service's line bound)", markup=False)
+
+
+@command(publication, "diff")
+def diff(
+    pub_id: PublicationId,
+    from_version: Annotated[int, typer.Argument(metavar="FROM", help="The older version.")],
+    to_version: Annotated[int, typer.Argument(metavar="TO", help="The newer version.")],
+) -> None:
+    """A line diff of two versions' bodies (unified format; --json for the hunks)."""
+    with client() as api:
+        emit(api.get(_path(pub_id, "/diff"), **{"from": from_version, "to": to_version}), show_diff)

@@ -181,6 +181,19 @@ class BusClient:
                 return await self._send(subject, service, body, timeout, tracing.inject_headers())
         return await self._send(subject, service, body, timeout, None)
 
+    async def fetch(
+        self,
+        subject: str,
+        data: BaseModel | dict[str, Any] | None,
+        reply: type[M],
+        *,
+        actor: Actor,
+        grant: str | None = None,
+        timeout: float | None = None,
+    ) -> M:
+        """`call`, with the reply's data parsed into the contract model the owner answers with."""
+        return reply.model_validate(await self.call(subject, data, actor=actor, grant=grant, timeout=timeout))
+
     async def _send(
         self, subject: str, service: str, body: bytes, timeout: float | None, headers: dict[str, str] | None
     ) -> Any:

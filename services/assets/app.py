@@ -111,4 +111,8 @@ def create_app(settings: AssetsSettings) -> AssetsRuntime:
     async def read(ctx: RequestContext, req: c.ReadRequest) -> c.Evidence:
         return await evidence.read(ctx.actor, req, grant=ctx.grant)
 
+    @endpoint(broker, c.LOCATE, c.LocateRequest, queue=NAME)
+    async def locate(ctx: RequestContext, req: c.LocateRequest) -> c.Evidence:
+        return await evidence.locate(ctx.actor, req)
+
     return runtime

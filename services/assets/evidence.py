@@ -93,6 +93,16 @@ class EvidenceService:
             kind=row["kind"],
         )
 
+    async def locate(self, actor: Actor, req: c.LocateRequest) -> c.Evidence:
+        """A person's read of the passage a ledger row names (source, version, locator): the same rules as `read`."""
+        async with self._db.pool.acquire() as conn:
+            evidence_id = await self._repo.find_evidence_id(
+                conn, scope=actor.scope, source_id=req.source_id, version=req.version, locator=req.locator
+            )
+        if evidence_id is None:
+            raise NotFound("evidence not found", {"source_id": req.source_id, "version": req.version})
+        return await self.read(actor, c.ReadRequest(evidence_id=evidence_id), grant=None)
+
     async def _granted(self, conn: asyncpg.Connection, claims: GrantClaims, row: asyncpg.Record) -> bool:
         evidence_id, version = row["evidence_id"], row["version"]
         admitted = {

@@ -238,6 +238,21 @@ class AssetsRepository:
             )
         )
 
+    async def find_evidence_id(
+        self, conn: asyncpg.Connection, *, scope: str, source_id: str, version: int, locator: str
+    ) -> str | None:
+        """The scope's own (not run-local) passage at this locator of this source version."""
+        value = await conn.fetchval(
+            "SELECT e.id FROM evidence e JOIN asset_versions a ON a.id = e.asset_id JOIN sources s ON s.pk = a.source_pk"
+            " WHERE s.scope = $1 AND s.namespace = '' AND s.source_id = $2 AND a.version = $3 AND e.locator = $4"
+            " AND e.scope = $1 ORDER BY e.ord LIMIT 1",
+            scope,
+            source_id,
+            version,
+            locator,
+        )
+        return str(value) if value is not None else None
+
     async def get_evidence(self, conn: asyncpg.Connection, *, scope: str, evidence_id: str) -> asyncpg.Record | None:
         return await conn.fetchrow(
             f"SELECT e.id AS evidence_id, e.locator, e.text, e.text_hash, {_VERSION}, {_INTACT} AS intact"

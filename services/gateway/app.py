@@ -20,6 +20,8 @@ from services.gateway.mcp_server import build_server
 from services.gateway.openapi import COMMON, errors, install_openapi, operation_id
 from services.gateway.routes import admin, artifacts, assets, checkpoints, health, publications, runs, workspaces
 from services.gateway.tokens import TokenService
+from services.gateway.web import install as install_workbench
+from services.gateway.web.sources import UPLOAD_PATH
 from shared import tracing
 from shared.blobs import Blobs
 from shared.bus import BusClient
@@ -34,7 +36,7 @@ DESCRIPTION = (
     "every response carries `X-Request-ID`. The bus underneath is described in docs/asyncapi.json."
 )
 # Multipart routes stream files; their exact per-file limit is enforced by the route while streaming.
-UPLOAD_PREFIXES = ("/v1/assets", "/v1/artifacts")
+UPLOAD_PREFIXES = ("/v1/assets", "/v1/artifacts", UPLOAD_PATH)
 MULTIPART_OVERHEAD = 1024 * 1024
 
 
@@ -92,6 +94,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     # The MCP face: a raw ASGI route (not a Mount, which would redirect `/mcp` to `/mcp/`). POST only: a
     # stateless server has no session to resume or end, and GET answers 405 so no idle stream stays open.
     app.router.routes.append(Route("/mcp", mcp, methods=["POST"], include_in_schema=False))
+    install_workbench(app)
 
     def limit_for(path: str) -> int:
         if path.startswith(UPLOAD_PREFIXES):

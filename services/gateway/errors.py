@@ -7,9 +7,11 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from services.gateway.web.render import error_page
+from services.gateway.web.security import API_PREFIXES
 from shared.errors import HTTP_STATUS, DomainError
 
 log = logging.getLogger("dossier.gateway")
@@ -42,8 +44,11 @@ def install_error_handlers(app: FastAPI) -> None:
         return envelope("invalid", f"{field}: {first.get('msg', 'invalid')}", {"field": field})
 
     @app.exception_handler(StarletteHTTPException)
-    async def on_http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def on_http_error(request: Request, exc: StarletteHTTPException) -> Response:
         code = "not_found" if exc.status_code == 404 else "invalid"
+        if not request.url.path.startswith(API_PREFIXES):
+            # A browser that strays off the workbench's pages gets a page, not JSON.
+            return error_page(request, code, "there is no page here" if code == "not_found" else str(exc.detail))
         return envelope(code, str(exc.detail), status=exc.status_code)
 
     @app.exception_handler(Exception)

@@ -40,6 +40,10 @@ def create_app(settings: PublicationSettings) -> ServiceRuntime:
     async def withdraw(ctx: RequestContext, req: c.WithdrawRequest) -> c.PublicationVersion:
         return await service.withdraw(ctx.actor, req)
 
+    @endpoint(broker, c.DIFF, c.DiffRequest, queue=NAME)
+    async def diff(ctx: RequestContext, req: c.DiffRequest) -> c.Diff:
+        return await service.diff(ctx.actor, req)
+
     @endpoint(broker, c.CHECK, CheckRequest, queue=NAME)
     async def check(ctx: RequestContext, req: CheckRequest) -> CheckReply:
         return await service.check(ctx.actor, req.refs)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import uuid
 from typing import Any
 
 import asyncpg
 
+from services.publication.diff import line_diff
 from services.publication.repository import PublicationRepository
 from shared.contracts import publication as c
 from shared.contracts.common import Actor, CheckReply, Eligibility, Ref
@@ -165,6 +167,18 @@ class PublicationService:
                 details={"id": req.id, "version": req.version},
             )
         return _version(row)
+
+    async def diff(self, actor: Actor, req: c.DiffRequest) -> c.Diff:
+        """Both versions are read under the rules of `read`: another scope's is not found, a withdrawn one unavailable."""
+        old = await self.read(actor, c.ReadRequest(id=req.id, version=req.from_), grant=None)
+        new = await self.read(actor, c.ReadRequest(id=req.id, version=req.to), grant=None)
+        # Bodies are bounded (max_body_bytes), but a diff of two large ones is CPU work: keep it off the loop.
+        hunks, truncated = await asyncio.to_thread(
+            line_diff, old.body, new.body, max_lines=self._settings.max_diff_lines
+        )
+        return c.Diff.model_validate(
+            {"id": req.id, "from": req.from_, "to": req.to, "hunks": hunks, "truncated": truncated}
+        )
 
     async def revise(self, actor: Actor, req: c.ReviseRequest) -> c.PublicationVersion:
         self._check_text(title=req.title, body=req.body)

@@ -19,12 +19,14 @@ from pydantic import Field, ValidationError
 from services.runhost.memory import StaleLease
 from services.runhost.owners import Owners
 from services.runhost.report import render_report
-from services.runhost.repository import RunRepository
+from services.runhost.repository import RunRepository, RunRow
 from services.runhost.service import run_event
 from shared.blobs import Blobs, content_key
+from shared.contracts import artifact
 from shared.contracts import publication as pub
 from shared.contracts import runhost as c
-from shared.contracts.common import Actor, Model, Ref
+from shared.contracts import workspace as ws
+from shared.contracts.common import Actor, Model, PublicationRef, Ref
 from shared.db import Database
 from shared.errors import DomainError, NotFound
 from shared.outbox import enqueue
@@ -40,9 +42,7 @@ class Proposal(Model):
 
 
 class Finisher:
-    def __init__(
-        self, *, db: Database, repo: RunRepository, owners: Owners, blobs: Blobs, run: dict[str, Any], epoch: int
-    ):
+    def __init__(self, *, db: Database, repo: RunRepository, owners: Owners, blobs: Blobs, run: RunRow, epoch: int):
         self.db, self.repo, self.owners, self.blobs = db, repo, owners, blobs
         self.run, self.epoch = run, epoch
         self.actor = Actor(scope=run["scope"], principal=f"run:{run['id']}")
@@ -73,6 +73,8 @@ class Finisher:
     async def resume_finish(self) -> None:
         """Every finishing step, from the kept answer; safe to repeat from the start by a later worker."""
         answer, proposal = self.run["final_answer"], self.run["final_proposal"]
+        if answer is None:
+            raise RuntimeError(f"run {self.run['id']} has no kept answer to finish with")
         sources = await self.consumed_sources()
         title = f"Run {self.run['id']}: {self.run['question'][:120]}"
         request = pub.CommitRequest(
@@ -85,58 +87,58 @@ class Finisher:
         )
         await self._check_fence()
         published = await self.owners.publish_answer(self.actor, request)
-        await self._fenced({"publication_id": published["id"], "publication_version": published["version"]})
+        await self._fenced({"publication_id": published.id, "publication_version": published.version})
         association = await self._associate(published)
         await self._check_fence()
         checkpoint = await self._propose(proposal, published, sources)
         await self._check_fence()
         await self._retain_report(title, answer)
         result = {"workspace_association": association, "checkpoint_proposal": checkpoint, "status": "completed"}
-        event = run_event(self.run, "completed", publication={"id": published["id"], "version": published["version"]})
+        event = run_event(self.run, "completed", publication={"id": published.id, "version": published.version})
         await self._fenced(result | {"finished_at": datetime.now(UTC)}, event=(c.EVT_COMPLETED, event))
 
-    async def _associate(self, published: dict[str, Any]) -> str:
+    async def _associate(self, published: pub.PublicationVersion) -> str:
+        request = ws.AssociateRequest(
+            workspace_id=self.run["workspace_id"],
+            kind="publication",
+            ref_id=published.id,
+            version=published.version,
+            run_id=self.run["id"],
+        )
         try:
-            reply = await self.owners.associate_with_workspace(
-                self.actor,
-                workspace_id=self.run["workspace_id"],
-                kind="publication",
-                ref_id=published["id"],
-                version=published["version"],
-                run_id=self.run["id"],
-            )
+            reply = await self.owners.associate_with_workspace(self.actor, request)
         except NotFound:
             return "refused"
         except DomainError as exc:
             log.warning("run %s: association pending (%s)", self.run["id"], exc.message)
             return "pending"
-        return "confirmed" if reply.get("association") == "confirmed" else "refused"
+        return reply.association
 
     async def _propose(
-        self, proposal: dict[str, Any] | None, published: dict[str, Any], sources: list[Ref]
+        self, proposal: dict[str, Any] | None, published: pub.PublicationVersion, sources: list[Ref]
     ) -> dict[str, Any]:
         """An invalid or missing proposal never fails an otherwise valid run."""
         if proposal is None:
             return {"status": "none", "revision": None}
         try:
             valid = Proposal.model_validate(proposal)
+            payload = ws.ProposeRequest(
+                **valid.model_dump(),
+                workspace_id=self.run["workspace_id"],
+                derived_from=ws.DerivedFrom(
+                    run_id=self.run["id"],
+                    publication=PublicationRef(id=published.id, version=published.version),
+                    sources=sources,
+                ),
+            )
         except ValidationError:
             return {"status": "invalid", "revision": None}
-        payload = valid.model_dump() | {
-            "workspace_id": self.run["workspace_id"],
-            "derived_from": {
-                "run_id": self.run["id"],
-                "publication": {"id": published["id"], "version": published["version"]},
-                "sources": [s.model_dump() for s in sources],
-            },
-        }
         try:
             reply = await self.owners.propose_checkpoint(self.actor, payload)
         except DomainError as exc:
             log.warning("run %s: checkpoint proposal not applied (%s)", self.run["id"], exc.message)
             return {"status": "stale", "revision": None}
-        status = reply.get("result") if reply.get("result") in ("applied", "stale", "invalid") else "invalid"
-        return {"status": status, "revision": reply.get("revision")}
+        return {"status": reply.result, "revision": reply.revision}
 
     async def _retain_report(self, title: str, answer: str) -> None:
         """The HTML report is retained as an artifact and pinned; its failure is logged, not fatal."""
@@ -145,19 +147,17 @@ class Finisher:
         key = content_key(digest)
         try:
             await self.blobs.put_bytes(key, data, content_type="text/html; charset=utf-8")
-            artifact = await self.owners.register_report_artifact(
-                self.actor,
-                {
-                    "bucket": self.blobs.bucket,
-                    "key": key,
-                    "sha256": digest,
-                    "size": len(data),
-                    "title": title,
-                    "media_type": "text/html",
-                },
+            blob = artifact.RegisterRequest(
+                bucket=self.blobs.bucket,
+                key=key,
+                sha256=digest,
+                size=len(data),
+                title=title,
+                media_type="text/html",
             )
+            registered = await self.owners.register_report_artifact(self.actor, blob)
             await self.owners.pin_report_artifact(
-                self.actor, workspace_id=self.run["workspace_id"], artifact_id=artifact["id"]
+                self.actor, workspace_id=self.run["workspace_id"], artifact_id=registered.id
             )
         except (DomainError, OSError) as exc:
             log.warning("run %s: report artifact not retained (%s)", self.run["id"], exc)

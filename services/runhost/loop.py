@@ -16,7 +16,7 @@ from typing import Any
 from services.runhost.ledger import Inclusion, RunLedger
 from services.runhost.memory import RunFiles, StaleLease
 from services.runhost.policies.base import TOOLS, ModelInput, Policy, RunView, ToolCall, ToolResult
-from services.runhost.repository import RunRepository, WorkDone
+from services.runhost.repository import RunRepository, RunRow, WorkDone
 from services.runhost.tool_args import BadArguments, FinishArgs, parse_arguments
 from services.runhost.tools import ToolBox
 from shared.db import Database
@@ -64,7 +64,7 @@ class Counters:
     started_at: float = field(default_factory=time.monotonic)
 
 
-def initial_plan(run: dict[str, Any]) -> str:
+def initial_plan(run: RunRow) -> str:
     history = "\n".join(f"- publication {h['publication_id']}@{h['version']} (selected)" for h in run["history"])
     return (
         f"# Plan of run {run['id']}\n\n## Goal (v{run['goal_version']})\n{run['goal_text']}\n\n"
@@ -131,7 +131,7 @@ class RunLoop:
     def __init__(
         self,
         *,
-        run: dict[str, Any],
+        run: RunRow,
         epoch: int,
         policy: Policy,
         toolbox: ToolBox,
@@ -147,7 +147,8 @@ class RunLoop:
         self.files, self.ledger, self.db, self.repo = files, ledger, db, repo
         self.limits, self.checkpoint_revision, self.step_delay = limits, checkpoint_revision, step_delay
         # Wall time counts from the run's first start, so a resumed run does not get a fresh clock.
-        already = (datetime.now(UTC) - run["started_at"]).total_seconds() if run.get("started_at") else 0.0
+        started = run["started_at"]
+        already = (datetime.now(UTC) - started).total_seconds() if started is not None else 0.0
         self.counters = Counters(
             steps=run["steps"],
             chars=run["chars_read"],

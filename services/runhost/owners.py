@@ -1,15 +1,15 @@
-"""Every call runhost makes to another service, each named for what it crosses."""
+"""Every call runhost makes to another service, each named for what it crosses, with typed replies."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from shared.bus import BusClient
 from shared.contracts import artifact, assets
 from shared.contracts import publication as pub
 from shared.contracts import workspace as ws
-from shared.contracts.common import Actor, Ref
+from shared.contracts.common import Actor, CheckReply, CheckRequest, Eligibility, Ref
+from shared.errors import NotFound
 
 WORKSPACE_ADMISSION = ws.ADMISSION
 WORKSPACE_ASSOCIATE = ws.ASSOCIATE
@@ -31,53 +31,52 @@ class Owners:
 
     async def ensure_workspace_exists(self, actor: Actor, *, workspace_id: str) -> None:
         """Raises `not_found` for a missing, deleted or other-scope workspace."""
-        await self.bus.call(ws.GET, {"workspace_id": workspace_id}, actor=actor)
+        await self.bus.call(ws.GET, ws.WorkspaceIdRequest(workspace_id=workspace_id), actor=actor)
 
-    async def fetch_admission_snapshot(self, actor: Actor, *, workspace_id: str, run_id: str) -> dict[str, Any]:
-        return dict(
-            await self.bus.call(WORKSPACE_ADMISSION, {"workspace_id": workspace_id, "run_id": run_id}, actor=actor)
-        )
+    async def fetch_admission_snapshot(self, actor: Actor, *, workspace_id: str, run_id: str) -> ws.Admission:
+        request = ws.AdmissionRequest(workspace_id=workspace_id, run_id=run_id)
+        return await self.bus.fetch(WORKSPACE_ADMISSION, request, ws.Admission, actor=actor)
 
-    async def check_publications(self, actor: Actor, refs: list[Ref]) -> list[dict[str, Any]]:
-        reply = await self.bus.call(pub.CHECK, {"refs": [r.model_dump() for r in refs]}, actor=actor)
-        return list(reply["items"])
+    async def check_publications(self, actor: Actor, refs: list[Ref]) -> list[Eligibility]:
+        reply = await self.bus.fetch(pub.CHECK, CheckRequest(refs=refs), CheckReply, actor=actor)
+        return reply.items
 
-    async def read_publication_for_run(self, actor: Actor, grant: str, *, id: str, version: int) -> dict[str, Any]:
-        return dict(await self.bus.call(pub.READ, {"id": id, "version": version}, actor=actor, grant=grant))
+    async def read_publication_for_run(
+        self, actor: Actor, grant: str, *, id: str, version: int
+    ) -> pub.PublicationVersion:
+        request = pub.ReadRequest(id=id, version=version)
+        return await self.bus.fetch(pub.READ, request, pub.PublicationVersion, actor=actor, grant=grant)
 
     async def search_evidence_for_run(
         self, actor: Actor, grant: str, *, query: str, limit: int
-    ) -> list[dict[str, Any]]:
-        reply = await self.bus.call(ASSETS_SEARCH, {"q": query, "limit": limit}, actor=actor, grant=grant)
-        return list(reply["items"])
+    ) -> list[assets.SearchHit]:
+        request = assets.SearchRequest(q=query, limit=limit)
+        return (await self.bus.fetch(ASSETS_SEARCH, request, assets.SearchReply, actor=actor, grant=grant)).items
 
-    async def read_evidence_for_run(self, actor: Actor, grant: str, *, evidence_id: str) -> dict[str, Any]:
-        return dict(await self.bus.call(ASSETS_READ, {"evidence_id": evidence_id}, actor=actor, grant=grant))
+    async def read_evidence_for_run(self, actor: Actor, grant: str, *, evidence_id: str) -> assets.Evidence:
+        request = assets.ReadRequest(evidence_id=evidence_id)
+        return await self.bus.fetch(ASSETS_READ, request, assets.Evidence, actor=actor, grant=grant)
 
-    async def publish_answer(self, actor: Actor, request: pub.CommitRequest) -> dict[str, Any]:
-        return dict(await self.bus.call(pub.COMMIT, request, actor=actor))
+    async def publish_answer(self, actor: Actor, request: pub.CommitRequest) -> pub.PublicationVersion:
+        return await self.bus.fetch(pub.COMMIT, request, pub.PublicationVersion, actor=actor)
 
-    async def associate_with_workspace(
-        self, actor: Actor, *, workspace_id: str, kind: str, ref_id: str, version: int | None, run_id: str | None
-    ) -> dict[str, Any]:
-        data = {"workspace_id": workspace_id, "kind": kind, "ref_id": ref_id, "version": version, "run_id": run_id}
-        return dict(await self.bus.call(WORKSPACE_ASSOCIATE, data, actor=actor))
+    async def associate_with_workspace(self, actor: Actor, request: ws.AssociateRequest) -> ws.AssociateReply:
+        return await self.bus.fetch(WORKSPACE_ASSOCIATE, request, ws.AssociateReply, actor=actor)
 
     async def fetch_checkpoint_revision(self, actor: Actor, *, workspace_id: str) -> int:
-        from shared.errors import NotFound
-
+        request = ws.WorkspaceIdRequest(workspace_id=workspace_id)
         try:
-            checkpoint = await self.bus.call(WORKSPACE_CHECKPOINT_GET, {"workspace_id": workspace_id}, actor=actor)
+            checkpoint = await self.bus.fetch(WORKSPACE_CHECKPOINT_GET, request, ws.Checkpoint, actor=actor)
         except NotFound:
             return 0
-        return int(checkpoint["revision"])
+        return checkpoint.revision
 
-    async def propose_checkpoint(self, actor: Actor, proposal: dict[str, Any]) -> dict[str, Any]:
-        return dict(await self.bus.call(WORKSPACE_CHECKPOINT_PROPOSE, proposal, actor=actor))
+    async def propose_checkpoint(self, actor: Actor, proposal: ws.ProposeRequest) -> ws.ProposeReply:
+        return await self.bus.fetch(WORKSPACE_CHECKPOINT_PROPOSE, proposal, ws.ProposeReply, actor=actor)
 
-    async def register_report_artifact(self, actor: Actor, blob: dict[str, Any]) -> dict[str, Any]:
-        return dict(await self.bus.call(ARTIFACT_REGISTER, blob, actor=actor))
+    async def register_report_artifact(self, actor: Actor, blob: artifact.RegisterRequest) -> artifact.Artifact:
+        return await self.bus.fetch(ARTIFACT_REGISTER, blob, artifact.Artifact, actor=actor)
 
-    async def pin_report_artifact(self, actor: Actor, *, workspace_id: str, artifact_id: str) -> dict[str, Any]:
-        data = {"workspace_id": workspace_id, "artifact_id": artifact_id}
-        return dict(await self.bus.call(WORKSPACE_PIN_ARTIFACT, data, actor=actor))
+    async def pin_report_artifact(self, actor: Actor, *, workspace_id: str, artifact_id: str) -> ws.PinReply:
+        request = ws.PinRequest(workspace_id=workspace_id, artifact_id=artifact_id)
+        return await self.bus.fetch(WORKSPACE_PIN_ARTIFACT, request, ws.PinReply, actor=actor)

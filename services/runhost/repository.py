@@ -3,11 +3,57 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from datetime import datetime
+from typing import Any, TypedDict, cast
 
 import asyncpg
 
 _FENCE = "EXISTS (SELECT 1 FROM runs WHERE id = $1 AND lease_epoch = $2 AND status = 'running')"
+
+
+class RunRow(TypedDict):
+    """One row of `runs` as the worker holds it (`dict(record)`): every column, typed."""
+
+    id: str
+    scope: str
+    workspace_id: str
+    conversation_id: str
+    request_id: str
+    params_hash: str
+    status: str
+    question: str
+    model: str
+    goal_version: int
+    goal_text: str
+    catalog: dict[str, Any]
+    history: list[dict[str, Any]]
+    limits: dict[str, float]
+    publication_id: str | None
+    publication_version: int | None
+    checkpoint_proposal: dict[str, Any]
+    workspace_association: str
+    error: str | None
+    cancel_requested: bool
+    lease_owner: str | None
+    lease_epoch: int
+    lease_expires_at: datetime | None
+    steps: int
+    chars_read: int
+    model_requests: int
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    model_input_chars_max: int
+    model_input_chars_total: int
+    source_chars_read: int
+    tokens_in: int | None
+    tokens_out: int | None
+    final_answer: str | None
+    final_proposal: dict[str, Any] | None
+
+
+def run_row(record: asyncpg.Record) -> RunRow:
+    return cast(RunRow, dict(record))
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from services.runhost.owners import Owners
 from services.runhost.policies.factory import validate_model
 from services.runhost.repository import RunRepository
 from shared.contracts import runhost as c
+from shared.contracts import workspace as ws
 from shared.contracts.common import Actor, Ref
 from shared.db import Database
 from shared.errors import Conflict, DomainError, Invalid, NotFound, TooLarge
@@ -104,9 +105,9 @@ class RunService:
                     "status": "admitted",
                     "question": req.question,
                     "model": model,
-                    "goal_version": snapshot["goal"]["version"],
-                    "goal_text": snapshot["goal"]["text"],
-                    "catalog": snapshot["catalog"],
+                    "goal_version": snapshot.goal.version,
+                    "goal_text": snapshot.goal.text,
+                    "catalog": snapshot.catalog.model_dump(mode="json"),
                     "history": [h.model_dump() for h in req.history],
                     "limits": self._limits(req.limits),
                 },
@@ -130,7 +131,7 @@ class RunService:
             return
         refs = [Ref(kind="publication", id=h.publication_id, version=h.version) for h in history]
         for i, item in enumerate(await self._owners.check_publications(actor, refs)):
-            if item["reason"] == "not_found":
+            if item.reason == "not_found":
                 h = history[i]
                 raise NotFound(f"{h.publication_id}@{h.version} does not exist", {"field": f"history.{i}"})
 
@@ -149,14 +150,10 @@ class RunService:
     async def _associate_run(self, actor: Actor, row: asyncpg.Record) -> None:
         """The workspace records the conversation; a failure here never undoes the admitted run."""
         try:
-            await self._owners.associate_with_workspace(
-                actor,
-                workspace_id=row["workspace_id"],
-                kind="conversation",
-                ref_id=row["conversation_id"],
-                version=None,
-                run_id=row["id"],
+            request = ws.AssociateRequest(
+                workspace_id=row["workspace_id"], kind="conversation", ref_id=row["conversation_id"], run_id=row["id"]
             )
+            await self._owners.associate_with_workspace(actor, request)
         except DomainError as exc:
             log.warning("could not associate conversation %s: %s", row["conversation_id"], exc.message)
 

@@ -8,6 +8,7 @@ import logging
 from services.runhost.owners import Owners
 from services.runhost.repository import RunRepository
 from shared.contracts.common import Actor
+from shared.contracts.workspace import AssociateRequest
 from shared.db import Database
 from shared.errors import DomainError, NotFound
 
@@ -26,15 +27,14 @@ class AssociationSweeper:
         for row in rows:
             actor = Actor(scope=row["scope"], principal=f"run:{row['id']}")
             try:
-                reply = await self.owners.associate_with_workspace(
-                    actor,
+                request = AssociateRequest(
                     workspace_id=row["workspace_id"],
                     kind="publication",
                     ref_id=row["publication_id"],
                     version=row["publication_version"],
                     run_id=row["id"],
                 )
-                association = "confirmed" if reply.get("association") == "confirmed" else "refused"
+                association = (await self.owners.associate_with_workspace(actor, request)).association
             except NotFound:
                 association = "refused"
             except DomainError:

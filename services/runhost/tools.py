@@ -95,9 +95,10 @@ class ToolBox:
             await self.ledger.unavailable(ref, reason=str(reason))
             text = f"unavailable: {id}@{version} ({reason})"
             return ToolResult(call.name, call.arguments, text, ok=False, data={"reason": reason, "path": path}), []
-        text = f"# {body['title']} ({id}@v{version}, {body['created_at']})\n\n{body['body']}"
-        prov = {"ref": ref.model_dump(), "content_hash": body["content_hash"], "locator": None}
-        await self.files.write(path, text, provenance=prov, with_record=self._read_row(ref, body["content_hash"], None))
+        created = body.created_at.isoformat().replace("+00:00", "Z")
+        text = f"# {body.title} ({id}@v{version}, {created})\n\n{body.body}"
+        prov = {"ref": ref.model_dump(), "content_hash": body.content_hash, "locator": None}
+        await self.files.write(path, text, provenance=prov, with_record=self._read_row(ref, body.content_hash, None))
         return await self._fresh_pointer(call, path, text)
 
     async def _search_evidence(self, call: ToolCall, query: str) -> tuple[ToolResult, list[Inclusion]]:
@@ -106,12 +107,11 @@ class ToolBox:
         hits = await self.owners.search_evidence_for_run(self.actor, self.grant, query=query, limit=SEARCH_LIMIT)
         lines = []
         for hit in hits:
-            await self.ledger.listed(Ref(kind="source", id=hit["source_id"], version=hit["version"]), hit["locator"])
-            lines.append(
-                f"- {hit['evidence_id']}: {hit['source_id']}@{hit['version']} {hit['locator']}: {hit['snippet']}"
-            )
+            await self.ledger.listed(Ref(kind="source", id=hit.source_id, version=hit.version), hit.locator)
+            lines.append(f"- {hit.evidence_id}: {hit.source_id}@{hit.version} {hit.locator}: {hit.snippet}")
         text = "\n".join(lines) or "no evidence matched"
-        return ToolResult(call.name, call.arguments, text, data={"hits": hits}), []
+        data = {"hits": [hit.model_dump(mode="json") for hit in hits]}
+        return ToolResult(call.name, call.arguments, text, data=data), []
 
     async def _read_evidence(self, call: ToolCall, evidence_id: str) -> tuple[ToolResult, list[Inclusion]]:
         path = f"sources/{source_name('evidence', 'E-' + evidence_id, None)}.txt"
@@ -124,12 +124,12 @@ class ToolBox:
             await self.ledger.unavailable(Ref(kind="evidence", id=evidence_id), reason=str(reason))
             text = f"unavailable: evidence {evidence_id} ({reason})"
             return ToolResult(call.name, call.arguments, text, ok=False, data={"reason": reason, "path": path}), []
-        ref = Ref(kind="source", id=passage["source_id"], version=passage["version"])
-        content_hash = passage.get("content_hash")
-        text = f"# {passage['source_id']}@v{passage['version']} {passage['locator']}\n\n{passage['text']}"
-        prov = {"ref": ref.model_dump(), "content_hash": content_hash, "locator": passage["locator"]}
+        ref = Ref(kind="source", id=passage.source_id, version=passage.version)
+        content_hash = passage.content_hash
+        text = f"# {passage.source_id}@v{passage.version} {passage.locator}\n\n{passage.text}"
+        prov = {"ref": ref.model_dump(), "content_hash": content_hash, "locator": passage.locator}
         await self.files.write(
-            path, text, provenance=prov, with_record=self._read_row(ref, content_hash, passage["locator"])
+            path, text, provenance=prov, with_record=self._read_row(ref, content_hash, passage.locator)
         )
         return await self._fresh_pointer(call, path, text)
 

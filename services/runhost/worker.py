@@ -13,7 +13,6 @@ import logging
 import os
 import socket
 import time
-from typing import Any
 
 import asyncpg
 
@@ -24,7 +23,7 @@ from services.runhost.memory import RunFiles, StaleLease
 from services.runhost.owners import Owners
 from services.runhost.policies.factory import make_policy
 from services.runhost.policies.openai import PolicyError
-from services.runhost.repository import RunRepository
+from services.runhost.repository import RunRepository, RunRow, run_row
 from services.runhost.service import WAKE_CHANNEL, run_event
 from services.runhost.tools import ToolBox
 from shared.blobs import Blobs
@@ -41,7 +40,7 @@ from shared.settings import RunhostSettings
 log = logging.getLogger("dossier.runhost.worker")
 
 
-def grant_refs(run: dict[str, Any]) -> list[str]:
+def grant_refs(run: RunRow) -> list[str]:
     refs = [Ref(kind=i["kind"], id=i["id"], version=i["version"]).key() for i in run["catalog"]["items"]]
     refs += [Ref(kind="publication", id=h["publication_id"], version=h["version"]).key() for h in run["history"]]
     return sorted(set(refs))
@@ -87,7 +86,7 @@ class Worker:
                 except TimeoutError:
                     pass
                 continue
-            task = asyncio.create_task(self._execute_in_slot(dict(row)))
+            task = asyncio.create_task(self._execute_in_slot(run_row(row)))
             self._running.add(task)
             task.add_done_callback(self._running.discard)
 
@@ -100,19 +99,19 @@ class Worker:
             LEASE_TAKEOVERS.inc()
         return row
 
-    async def _execute_in_slot(self, run: dict[str, Any]) -> None:
+    async def _execute_in_slot(self, run: RunRow) -> None:
         try:
             await self.execute(run)
         finally:
             self._slots.release()
 
-    async def execute(self, run: dict[str, Any]) -> None:
+    async def execute(self, run: RunRow) -> None:
         # Every log line and bus call of this attempt carries the run, its scope and one request id.
         with bound(run_id=run["id"], scope=run["scope"], request_id=f"{run['id']}.e{run['lease_epoch']}"):
             log.info("run %s: working (lease epoch %s)", run["id"], run["lease_epoch"])
             await self._execute_bound(run)
 
-    async def _execute_bound(self, run: dict[str, Any]) -> None:
+    async def _execute_bound(self, run: RunRow) -> None:
         epoch = run["lease_epoch"]
         lost = asyncio.Event()
         heartbeat = asyncio.create_task(self._heartbeat(run["id"], epoch, lost))
@@ -142,7 +141,7 @@ class Worker:
                 lost.set()
                 return
 
-    async def _drive(self, run: dict[str, Any], epoch: int) -> None:
+    async def _drive(self, run: RunRow, epoch: int) -> None:
         finisher = Finisher(db=self.db, repo=self.repo, owners=self.owners, blobs=self.blobs, run=run, epoch=epoch)
         try:
             if run.get("final_answer") is not None:
@@ -173,7 +172,7 @@ class Worker:
         except StaleLease:
             pass
 
-    async def _research(self, run: dict[str, Any], epoch: int) -> Finished | Stopped:
+    async def _research(self, run: RunRow, epoch: int) -> Finished | Stopped:
         actor = Actor(scope=run["scope"], principal=f"run:{run['id']}")
         claims = GrantClaims(
             run_id=run["id"],
@@ -201,13 +200,13 @@ class Worker:
             ledger=ledger,
             db=self.db,
             repo=self.repo,
-            limits=Limits(limits["max_steps"], limits["max_chars"], limits["max_seconds"]),
+            limits=Limits(int(limits["max_steps"]), int(limits["max_chars"]), limits["max_seconds"]),
             checkpoint_revision=revision,
             step_delay=self.settings.run_step_delay_seconds,
         )
         return await loop.run_until_done()
 
-    async def _end_at_limit(self, run: dict[str, Any], epoch: int, finisher: Finisher, outcome: Stopped) -> None:
+    async def _end_at_limit(self, run: RunRow, epoch: int, finisher: Finisher, outcome: Stopped) -> None:
         """At a limit the run says honestly what it did not finish; with nothing read, it fails."""
         which = outcome.reason.split(":", 1)[1]
         if not await finisher.consumed_sources():

@@ -18,6 +18,8 @@ RETIRE = "dossier.assets.source.retire"
 GET_ASSET = "dossier.assets.get"
 SEARCH = "dossier.assets.evidence.search"
 READ = "dossier.assets.evidence.read"
+# The passage of a source version at a locator (as a ledger row names it), read under the rules of READ.
+LOCATE = "dossier.assets.evidence.locate"
 # Request `shared.contracts.common.CheckRequest`, reply `CheckReply`: refs of kind "source".
 CHECK = "dossier.assets.check"
 
@@ -99,6 +101,12 @@ class SearchRequest(Model):
 
 class ReadRequest(Model):
     evidence_id: str = Field(min_length=1, max_length=200)
+
+
+class LocateRequest(Model):
+    source_id: str = SourceId
+    version: int = Field(ge=1)
+    locator: str = Field(min_length=1, max_length=1000)
 
 
 class Extraction(Model):

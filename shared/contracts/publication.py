@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from shared.contracts.common import Model, Ref
 
@@ -15,6 +15,7 @@ READ = "dossier.publication.read"
 REVISE = "dossier.publication.revise"
 WITHDRAW = "dossier.publication.withdraw"
 CHECK = "dossier.publication.check"
+DIFF = "dossier.publication.diff"
 
 EVT_COMMITTED = "publication.committed"
 EVT_REVISED = "publication.revised"
@@ -114,6 +115,48 @@ class VersionEvent(Model):
     sources: list[Ref]
     created_at: datetime
     reason: str | None = None
+
+
+class DiffRequest(Model):
+    """Two versions of one publication, each read under the same rules as `READ`."""
+
+    model_config = ConfigDict(validate_by_name=True, validate_by_alias=True, serialize_by_alias=True)
+
+    id: str = Id
+    from_: int = Field(alias="from", ge=1)
+    to: int = Field(ge=1)
+
+
+DiffOp = Literal["context", "removed", "added"]
+
+
+class DiffLine(Model):
+    op: DiffOp
+    text: str
+    # 1-based line numbers in the `from` and `to` bodies; null on the side the line is not in.
+    from_line: int | None
+    to_line: int | None
+
+
+class DiffHunk(Model):
+    from_start: int
+    from_count: int
+    to_start: int
+    to_count: int
+    lines: list[DiffLine]
+
+
+class Diff(Model):
+    """A line diff of two bodies (`from` → `to`), with three lines of context around each change."""
+
+    model_config = ConfigDict(validate_by_name=True, validate_by_alias=True, serialize_by_alias=True)
+
+    id: str
+    from_: int = Field(alias="from")
+    to: int
+    hunks: list[DiffHunk]
+    # True when the diff was cut at the service's line bound; the hunks given are still exact.
+    truncated: bool = False
 
 
 EVENTS: dict[str, type[Model]] = {EVT_COMMITTED: VersionEvent, EVT_REVISED: VersionEvent, EVT_WITHDRAWN: VersionEvent}

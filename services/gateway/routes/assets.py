@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from services.gateway.deps import bus, current_actor
 from services.gateway.openapi import errors, multipart_body
-from services.gateway.uploads import stream_multipart
+from services.gateway.uploads import StoredUpload, stream_multipart
 from shared.blobs import Blobs, content_key
 from shared.bus import BusClient, validation_details
 from shared.contracts import assets as c
@@ -54,9 +54,18 @@ async def upload_asset(
     request: Request, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
 ) -> JSONResponse:
     """Upload a file as a new version of a source (multipart: `file`, `source_id`, optional `workspace_id`)."""
+    fields, upload = await stream_multipart(
+        request, _blobs(request), max_file_bytes=_settings(request).max_upload_bytes
+    )
+    return _created_or_reused(await register_upload(request, actor, client, fields, upload))
+
+
+async def register_upload(
+    request: Request, actor: Actor, client: BusClient, fields: dict[str, str], upload: StoredUpload
+) -> Any:
+    """Move a streamed upload to its content key and register it (the web workbench uses this too)."""
     settings = _settings(request)
     blobs = _blobs(request)
-    fields, upload = await stream_multipart(request, blobs, max_file_bytes=settings.max_upload_bytes)
     key = content_key(upload.sha256)
     try:
         if upload.size == 0:
@@ -76,7 +85,7 @@ async def upload_asset(
             await blobs.copy(upload.key, key)
     finally:
         await blobs.delete(upload.key)
-    return _created_or_reused(await client.call(c.UPLOAD, req, actor=actor, timeout=settings.ingest_timeout))
+    return await client.call(c.UPLOAD, req, actor=actor, timeout=settings.ingest_timeout)
 
 
 @router.post(

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Query
 from fastapi.responses import JSONResponse
 
 from services.gateway.deps import bus, current_actor
@@ -61,3 +61,16 @@ async def withdraw_publication_version(
     """Withdraw one version; reads of it answer `unavailable(withdrawn)` from then on."""
     data = await client.call(c.WITHDRAW, {"id": pub_id, "version": version, "reason": body.reason}, actor=actor)
     return JSONResponse(data)
+
+
+@router.get("/{pub_id}/diff", response_model=c.Diff, responses=errors(404, 409))
+async def diff_publication_versions(
+    pub_id: str,
+    from_: int = Query(alias="from", ge=1),
+    to: int = Query(ge=1),
+    actor: Actor = Depends(current_actor),
+    client: BusClient = Depends(bus),
+) -> JSONResponse:
+    """A line diff of two versions' bodies; each is read under the rules of a version read."""
+    req = c.DiffRequest.model_validate({"id": pub_id, "from": from_, "to": to})
+    return JSONResponse(await client.call(c.DIFF, req, actor=actor))

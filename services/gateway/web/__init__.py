@@ -1,0 +1,20 @@
+"""The web workbench (DESIGN §15): server-rendered pages over the same bus calls as the HTTP API."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
+
+from services.gateway.web import auth, publications, runs, sources, workspaces
+from services.gateway.web.security import PageHeaders
+
+STATIC = Path(__file__).parent / "static"
+
+
+def install(app: FastAPI) -> None:
+    for module in (auth, workspaces, runs, publications, sources):
+        app.include_router(module.router)
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    app.add_middleware(PageHeaders)

@@ -1,0 +1,145 @@
+"""Publication pages: one version (body, status, sources with locators), every version, diff, revise, withdraw."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, Query, Request, Response
+
+from services.gateway.web.render import WebRoute, bus_of, checked_form, field, go, number, render, signed_in
+from services.gateway.web.workspaces import build
+from shared.bus import BusClient
+from shared.contracts import publication as p
+from shared.contracts import runhost as r
+from shared.contracts.common import Actor
+from shared.errors import DomainError, Unavailable
+
+router = APIRouter(route_class=WebRoute, include_in_schema=False, dependencies=[Depends(signed_in)])
+
+# A run's ledger is paged; the locators of a publication's sources are looked for in this many pages at most.
+LEDGER_PAGES = 20
+
+
+async def _locators(client: BusClient, actor: Actor, run_id: str | None) -> dict[tuple[str, str, Any], list[str]]:
+    """Which passages of each source the producing run included (its ledger's `included` rows)."""
+    found: dict[tuple[str, str, Any], list[str]] = {}
+    if not run_id:
+        return found
+    cursor = None
+    for _ in range(LEDGER_PAGES):
+        try:
+            page = await client.call(
+                r.LEDGER, {"run_id": run_id, **({"cursor": cursor} if cursor else {})}, actor=actor
+            )
+        except DomainError:
+            return found
+        for row in page["items"]:
+            ref, locator = row["ref"], row["locator"]
+            key = (ref["kind"], ref["id"], ref["version"])
+            if row["stage"] == "included" and locator and locator not in found.setdefault(key, []):
+                found[key].append(locator)
+        cursor = page.get("next_cursor")
+        if not cursor:
+            break
+    return found
+
+
+@router.get("/publications/{pub_id}/versions/{version}")
+async def version_page(request: Request, pub_id: str, version: int, actor: Actor = Depends(signed_in)) -> Response:
+    client = bus_of(request)
+    pub = await client.call(p.GET, build(p.GetRequest, id=pub_id), actor=actor)
+    summary = next((v for v in pub["versions"] if v["version"] == version), None)
+    if summary is None:
+        return render(
+            request,
+            "error.html",
+            status=404,
+            heading="Not found",
+            code="not_found",
+            message=f"{pub_id} has no version {version}",
+            details={},
+        )
+    body, withdrawn = None, None
+    try:
+        body = await client.call(p.READ, {"id": pub_id, "version": version}, actor=actor)
+    except Unavailable as exc:
+        withdrawn = exc
+    locators = await _locators(client, actor, body["run_id"] if body else None)
+    sources = [
+        {**s, "locators": locators.get((s["kind"], s["id"], s["version"]), [])}
+        for s in (body["sources"] if body else [])
+    ]
+    return render(
+        request, "publication.html", pub=pub, summary=summary, body=body, withdrawn=withdrawn, sources=sources
+    )
+
+
+@router.get("/publications/{pub_id}/diff")
+async def diff_page(
+    request: Request,
+    pub_id: str,
+    from_: int = Query(alias="from", ge=1),
+    to: int = Query(ge=1),
+    actor: Actor = Depends(signed_in),
+) -> Response:
+    client = bus_of(request)
+    pub = await client.call(p.GET, build(p.GetRequest, id=pub_id), actor=actor)
+    diff = await client.call(p.DIFF, build(p.DiffRequest, **{"id": pub_id, "from": from_, "to": to}), actor=actor)
+    return render(request, "diff.html", pub=pub, diff=diff, rows=side_by_side(diff["hunks"]))
+
+
+def _pairs(removed: list[dict[str, Any]], added: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    size = max(len(removed), len(added))
+    return [
+        {"left": removed[i] if i < len(removed) else None, "right": added[i] if i < len(added) else None}
+        for i in range(size)
+    ]
+
+
+def side_by_side(hunks: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """Each hunk as rows of (left, right): context on both sides, a removed run beside the added run after it."""
+    table = []
+    for hunk in hunks:
+        rows: list[dict[str, Any]] = []
+        removed: list[dict[str, Any]] = []
+        added: list[dict[str, Any]] = []
+        for line in hunk["lines"]:
+            if line["op"] == "context" or (line["op"] == "removed" and added):
+                rows += _pairs(removed, added)
+                removed, added = [], []
+            if line["op"] == "context":
+                rows.append({"left": line, "right": line})
+            elif line["op"] == "removed":
+                removed.append(line)
+            else:
+                added.append(line)
+        rows += _pairs(removed, added)
+        table.append(rows)
+    return table
+
+
+@router.post("/publications/{pub_id}/versions")
+async def revise(request: Request, pub_id: str, actor: Actor = Depends(signed_in)) -> Response:
+    form = await checked_form(request)
+    req = build(
+        p.ReviseRequest,
+        id=pub_id,
+        body=field(form, "body").replace("\r\n", "\n"),
+        expected_latest_version=number(form, "expected_latest_version"),
+    )
+    version = await bus_of(request).call(p.REVISE, req, actor=actor)
+    return go(f"/publications/{pub_id}/versions/{version['version']}", "New version saved.")
+
+
+@router.get("/publications/{pub_id}/versions/{version}/withdraw")
+async def confirm_withdraw(request: Request, pub_id: str, version: int, actor: Actor = Depends(signed_in)) -> Response:
+    pub = await bus_of(request).call(p.GET, build(p.GetRequest, id=pub_id), actor=actor)
+    return render(request, "confirm_withdraw.html", pub=pub, version=version)
+
+
+@router.post("/publications/{pub_id}/versions/{version}/withdraw")
+async def withdraw(request: Request, pub_id: str, version: int, actor: Actor = Depends(signed_in)) -> Response:
+    form = await checked_form(request)
+    req = build(p.WithdrawRequest, id=pub_id, version=version, reason=field(form, "reason"))
+    await bus_of(request).call(p.WITHDRAW, req, actor=actor)
+    return go(f"/publications/{pub_id}/versions/{version}", "Version withdrawn.")

@@ -1,0 +1,157 @@
+"""Rendering pages: the Jinja2 environment (autoescaping always on), the route class that turns every
+failure into a readable page, and the small helpers every page module shares."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from fastapi import Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, RedirectResponse
+from fastapi.routing import APIRoute
+from jinja2 import Environment, FileSystemLoader
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from services.gateway.web.security import (
+    CsrfRefused,
+    SignInRequired,
+    check_csrf,
+    csrf_token,
+    presession,
+    session_actor,
+    set_presession,
+)
+from shared.bus import BusClient
+from shared.contracts.common import Actor
+from shared.errors import HTTP_STATUS, DomainError, Invalid
+
+log = logging.getLogger("dossier.gateway.web")
+
+TEMPLATES = Path(__file__).parent / "templates"
+# Every template is HTML: escape everything, whatever the file name says.
+env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=True, trim_blocks=True, lstrip_blocks=True)
+env.filters["q"] = lambda value: quote(str(value), safe="")
+
+TITLES = {
+    "not_found": "Not found",
+    "unauthenticated": "Sign-in needed",
+    "invalid": "That did not work",
+    "conflict": "Conflict",
+    "unavailable": "Unavailable",
+    "too_large": "Too large",
+    "unsupported": "Unsupported file",
+    "timeout": "No answer in time",
+    "internal": "Something went wrong",
+}
+
+
+def render(request: Request, template: str, *, status: int = 200, **context: Any) -> HTMLResponse:
+    binding = getattr(request.state, "binding", None) or presession(request)
+    actor: Actor | None = getattr(request.state, "actor", None)
+    html = env.get_template(template).render(
+        request=request,
+        actor=actor,
+        csrf=csrf_token(request, binding),
+        notice=request.query_params.get("notice"),
+        **context,
+    )
+    response = HTMLResponse(html, status_code=status)
+    set_presession(request, response)
+    return response
+
+
+def error_page(request: Request, code: str, message: str, details: dict[str, Any] | None = None) -> HTMLResponse:
+    return render(
+        request,
+        "error.html",
+        status=HTTP_STATUS.get(code, 500),
+        heading=TITLES.get(code, "Something went wrong"),
+        code=code,
+        message=message,
+        details=details or {},
+    )
+
+
+def go(path: str, notice: str | None = None) -> RedirectResponse:
+    """POST-redirect-GET: a state change answers 303 to the page that shows its outcome."""
+    if notice:
+        path += ("&" if "?" in path else "?") + "notice=" + quote(notice)
+    return RedirectResponse(path, status_code=303)
+
+
+def _next(request: Request) -> str:
+    target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    return "/signin?next=" + quote(target, safe="")
+
+
+class WebRoute(APIRoute):
+    """Every failure of a page becomes a page: the envelope's message, never a trace or a blank page."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        original = super().get_route_handler()
+
+        async def handler(request: Request) -> Response:
+            try:
+                return await original(request)
+            except SignInRequired:
+                return RedirectResponse(_next(request) if request.method == "GET" else "/signin", status_code=303)
+            except CsrfRefused:
+                return render(request, "refused.html", status=403)
+            except DomainError as exc:
+                return error_page(request, exc.code, exc.message, exc.details)
+            except RequestValidationError as exc:
+                first = exc.errors()[0] if exc.errors() else {}
+                field = ".".join(str(p) for p in first.get("loc", ()) if p not in ("query", "path", "body"))
+                return error_page(request, "invalid", f"{field or 'input'}: {first.get('msg', 'invalid')}")
+            except StarletteHTTPException as exc:
+                code = "not_found" if exc.status_code == 404 else "invalid"
+                return error_page(request, code, str(exc.detail))
+            except Exception:
+                log.exception("unhandled error on a workbench page")
+                return error_page(request, "internal", "the server failed to show this page")
+
+        return handler
+
+
+async def signed_in(request: Request) -> Actor:
+    """Dependency of every page but sign-in: the cookie's actor, or a redirect to the sign-in page."""
+    actor = await session_actor(request)
+    if actor is None:
+        raise SignInRequired
+    request.state.actor = actor
+    return actor
+
+
+def bus_of(request: Request) -> BusClient:
+    client: BusClient = request.app.state.bus
+    return client
+
+
+async def checked_form(request: Request) -> dict[str, Any]:
+    """The posted form, after its CSRF token is checked; repeated fields (checkboxes) become lists."""
+    form = await request.form()
+    check_csrf(request, getattr(request.state, "binding", None), form.get("csrf"))
+    values: dict[str, Any] = {}
+    for key in form:
+        items = [v for v in form.getlist(key) if isinstance(v, str)]
+        for value in items:
+            if "\x00" in value:
+                raise Invalid(f"the field '{key}' holds a NUL character", {"field": key})
+        values[key] = items if len(items) > 1 else (items[0] if items else "")
+    return values
+
+
+def field(form: dict[str, Any], name: str) -> str:
+    value = form.get(name, "")
+    return value if isinstance(value, str) else (value[0] if value else "")
+
+
+def number(form: dict[str, Any], name: str) -> int:
+    raw = field(form, name).strip()
+    if not raw.isdigit():
+        raise Invalid(f"the field '{name}' must be a whole number", {"field": name})
+    return int(raw)

@@ -1,0 +1,99 @@
+"""Run pages: live status, plan.md (editable mid-run), the ledger, the working files, cancel, the answer."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request, Response
+
+from services.gateway.web.render import WebRoute, bus_of, checked_form, field, go, render, signed_in
+from services.gateway.web.workspaces import build, paged
+from shared.bus import BusClient
+from shared.contracts import publication as p
+from shared.contracts import runhost as r
+from shared.contracts import workspace as w
+from shared.contracts.common import Actor
+from shared.errors import DomainError, NotFound
+
+router = APIRouter(route_class=WebRoute, include_in_schema=False, dependencies=[Depends(signed_in)])
+
+FINAL = ("completed", "failed", "cancelled")
+# The report is found among the workspace's catalog; a catalog is bounded, so only this many are looked at.
+REPORT_SEARCH_LIMIT = 200
+
+
+async def _optional(call: Any) -> Any:
+    try:
+        return await call
+    except NotFound:
+        return None
+
+
+async def _answer(client: BusClient, actor: Actor, run: dict[str, Any]) -> tuple[Any, Any, str | None]:
+    """The run's publication version, and the report artifact retained under the same title (if any)."""
+    ref = run.get("publication")
+    if not ref:
+        return None, None, None
+    try:
+        answer = await client.call(p.READ, {"id": ref["id"], "version": ref["version"]}, actor=actor)
+    except DomainError as exc:
+        return None, None, exc.message
+    try:
+        catalog = await client.call(
+            w.CATALOG, {"workspace_id": run["workspace_id"], "limit": REPORT_SEARCH_LIMIT}, actor=actor
+        )
+    except DomainError:
+        return answer, None, None
+    reports = [i for i in catalog["items"] if i["kind"] == "artifact" and i["title"] == answer["title"]]
+    return answer, (reports[0] if reports else None), None
+
+
+@router.get("/runs/{run_id}")
+async def run_page(
+    request: Request, run_id: str, cursor: str | None = None, actor: Actor = Depends(signed_in)
+) -> Response:
+    client = bus_of(request)
+    ref = {"run_id": run_id}
+    run = await client.call(r.GET_RUN, ref, actor=actor)
+    ledger, files, plan = await asyncio.gather(
+        paged(client, r.LEDGER, ref, actor, cursor),
+        client.call(r.LIST_FILES, ref, actor=actor),
+        _optional(client.call(r.READ_FILE, {"run_id": run_id, "path": "plan.md"}, actor=actor)),
+    )
+    answer, report, answer_error = await _answer(client, actor, run)
+    return render(
+        request,
+        "run.html",
+        run=run,
+        live=run["status"] not in FINAL,
+        ledger=ledger,
+        files=files["items"],
+        plan=plan["text"] if plan else None,
+        answer=answer,
+        answer_error=answer_error,
+        report=report,
+        stats=run.get("stats"),
+    )
+
+
+@router.post("/runs/{run_id}/plan")
+async def write_plan(request: Request, run_id: str, actor: Actor = Depends(signed_in)) -> Response:
+    form = await checked_form(request)
+    # Browsers send textarea lines with CRLF; the plan is a markdown file with plain newlines.
+    text = field(form, "plan").replace("\r\n", "\n")
+    await bus_of(request).call(r.WRITE_PLAN, build(r.WritePlanRequest, run_id=run_id, text=text), actor=actor)
+    return go(f"/runs/{run_id}", "plan.md saved: the run's next step reads it.")
+
+
+@router.post("/runs/{run_id}/cancel")
+async def cancel(request: Request, run_id: str, actor: Actor = Depends(signed_in)) -> Response:
+    await checked_form(request)
+    await bus_of(request).call(r.CANCEL, {"run_id": run_id}, actor=actor)
+    return go(f"/runs/{run_id}", "Cancel requested.")
+
+
+@router.get("/runs/{run_id}/files/{path:path}")
+async def run_file(request: Request, run_id: str, path: str, actor: Actor = Depends(signed_in)) -> Response:
+    reply = await bus_of(request).call(r.READ_FILE, build(r.ReadFileRequest, run_id=run_id, path=path), actor=actor)
+    return render(request, "run_file.html", run_id=run_id, path=path, text=reply["text"])

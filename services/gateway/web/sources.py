@@ -1,0 +1,126 @@
+"""Sources, uploads with progress, imports from approved roots, evidence search and passages, artifacts."""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+from fastapi import APIRouter, Depends, Query, Request, Response
+
+from services.gateway.routes.artifacts import download_artifact
+from services.gateway.routes.assets import register_upload
+from services.gateway.uploads import stream_multipart
+from services.gateway.web.render import WebRoute, bus_of, checked_form, field, go, render, signed_in
+from services.gateway.web.security import CsrfRefused, check_csrf
+from services.gateway.web.workspaces import build
+from shared.blobs import Blobs
+from shared.contracts import assets as c
+from shared.contracts.common import Actor
+from shared.settings import GatewaySettings
+
+router = APIRouter(route_class=WebRoute, include_in_schema=False, dependencies=[Depends(signed_in)])
+
+UPLOAD_PATH = "/upload"
+
+
+def _source_url(source_id: str) -> str:
+    return f"/sources/{quote(source_id, safe='')}"
+
+
+@router.get("/sources/{source_id}")
+async def source_page(request: Request, source_id: str, actor: Actor = Depends(signed_in)) -> Response:
+    source = await bus_of(request).call(c.GET_SOURCE, build(c.GetSourceRequest, source_id=source_id), actor=actor)
+    versions = sorted(source["versions"], key=lambda v: v["version"], reverse=True)
+    return render(request, "source.html", source=source, versions=versions)
+
+
+@router.post(UPLOAD_PATH)
+async def upload(request: Request, actor: Actor = Depends(signed_in)) -> Response:
+    settings: GatewaySettings = request.app.state.settings
+    blobs: Blobs = request.app.state.blobs
+    fields, upload = await stream_multipart(request, blobs, max_file_bytes=settings.max_upload_bytes)
+    try:
+        check_csrf(request, getattr(request.state, "binding", None), fields.get("csrf"))
+    except CsrfRefused:
+        await blobs.delete(upload.key)
+        raise
+    data = {"source_id": fields.get("source_id", "").strip(), "workspace_id": fields.get("workspace_id", "")}
+    version = await register_upload(request, actor, bus_of(request), data, upload)
+    if version.get("reused"):
+        notice = f"Those bytes are already version {version['version']}; nothing new was stored."
+    elif version["status"] == "failed":
+        notice = f"Version {version['version']} failed extraction; the active version stays active."
+    else:
+        notice = f"Version {version['version']} is {version['status']}."
+    return go(_source_url(version["source_id"]), notice)
+
+
+@router.get("/sources/{source_id}/retire")
+async def confirm_retire(request: Request, source_id: str, actor: Actor = Depends(signed_in)) -> Response:
+    source = await bus_of(request).call(c.GET_SOURCE, build(c.GetSourceRequest, source_id=source_id), actor=actor)
+    return render(request, "confirm_retire.html", source=source)
+
+
+@router.post("/sources/{source_id}/retire")
+async def retire(request: Request, source_id: str, actor: Actor = Depends(signed_in)) -> Response:
+    await checked_form(request)
+    await bus_of(request).call(c.RETIRE, build(c.RetireRequest, source_id=source_id), actor=actor)
+    return go(_source_url(source_id), "Source retired: no version of it can be read any more.")
+
+
+@router.get("/sources/{source_id}/versions/{version}/passage")
+async def passage(
+    request: Request,
+    source_id: str,
+    version: int,
+    locator: str = Query(min_length=1, max_length=1000),
+    actor: Actor = Depends(signed_in),
+) -> Response:
+    req = build(c.LocateRequest, source_id=source_id, version=version, locator=locator)
+    evidence = await bus_of(request).call(c.LOCATE, req, actor=actor)
+    return go(f"/evidence/{quote(evidence['evidence_id'], safe='')}")
+
+
+@router.get("/evidence")
+async def search(
+    request: Request,
+    q: str = Query(default="", max_length=1000),
+    source_id: str = Query(default="", max_length=200),
+    actor: Actor = Depends(signed_in),
+) -> Response:
+    hits = None
+    if q.strip():
+        req = build(c.SearchRequest, q=q, source_id=source_id.strip() or None, limit=50)
+        hits = (await bus_of(request).call(c.SEARCH, req, actor=actor))["items"]
+    return render(request, "search.html", q=q, source_id=source_id, hits=hits)
+
+
+@router.get("/evidence/{evidence_id}")
+async def evidence(request: Request, evidence_id: str, actor: Actor = Depends(signed_in)) -> Response:
+    passage = await bus_of(request).call(c.READ, build(c.ReadRequest, evidence_id=evidence_id), actor=actor)
+    return render(request, "evidence.html", passage=passage)
+
+
+@router.get("/import")
+async def import_page(request: Request, workspace_id: str = "", actor: Actor = Depends(signed_in)) -> Response:
+    return render(request, "import.html", values={"workspace_id": workspace_id})
+
+
+@router.post("/import")
+async def import_file(request: Request, actor: Actor = Depends(signed_in)) -> Response:
+    form = await checked_form(request)
+    settings: GatewaySettings = request.app.state.settings
+    req = build(
+        c.ImportRequest,
+        root=field(form, "root").strip(),
+        path=field(form, "path").strip(),
+        source_id=field(form, "source_id").strip(),
+        workspace_id=field(form, "workspace_id").strip() or None,
+    )
+    version = await bus_of(request).call(c.IMPORT, req, actor=actor, timeout=settings.ingest_timeout)
+    return go(_source_url(version["source_id"]), f"Imported as version {version['version']} ({version['status']}).")
+
+
+@router.get("/artifacts/{artifact_id}")
+async def artifact(request: Request, artifact_id: str, actor: Actor = Depends(signed_in)) -> Response:
+    # The same download as the API: served inside a CSP sandbox, never type-sniffed.
+    return await download_artifact(artifact_id, request, actor=actor, client=bus_of(request))

@@ -1,0 +1,74 @@
+// Dossier workbench: progressive enhancement only. Every page works without this file.
+"use strict";
+
+// A live run's page reloads itself, but never while the person is typing into one of its forms.
+function autoRefresh() {
+  var seconds = Number(document.body.dataset.refresh || 0);
+  if (!seconds) return;
+  function busy() {
+    var active = document.activeElement;
+    if (active && /^(TEXTAREA|INPUT|SELECT)$/.test(active.tagName)) return true;
+    var fields = document.querySelectorAll("textarea, input[type=text], input:not([type])");
+    for (var i = 0; i < fields.length; i++) {
+      if (fields[i].value !== fields[i].defaultValue) return true;
+    }
+    return false;
+  }
+  window.setInterval(function () {
+    if (!busy()) window.location.replace(window.location.pathname + window.location.search.replace(/([?&])notice=[^&]*&?/, "$1"));
+  }, seconds * 1000);
+}
+
+// The refusal's own words: the error page's alert, or the API envelope's message (a body over the limit).
+function failure(xhr) {
+  if ((xhr.getResponseHeader("content-type") || "").indexOf("application/json") === 0) {
+    try {
+      return JSON.parse(xhr.responseText).error.message;
+    } catch (ignored) {
+      return "The upload failed (HTTP " + xhr.status + ").";
+    }
+  }
+  var page = new DOMParser().parseFromString(xhr.responseText, "text/html");
+  var alert = page.querySelector("[role=alert]");
+  return alert ? alert.textContent.trim().replace(/\s+/g, " ") : "The upload failed (HTTP " + xhr.status + ").";
+}
+
+// Uploads go through XHR so the progress bar moves; the server's answer (a redirect) is then followed.
+function uploadWithProgress(form) {
+  var bar = form.querySelector("progress");
+  var status = form.querySelector(".upload-status");
+  var button = form.querySelector("button[type=submit]");
+  form.addEventListener("submit", function (event) {
+    event.preventDefault();
+    var xhr = new XMLHttpRequest();
+    xhr.open("POST", form.action);
+    xhr.upload.addEventListener("progress", function (e) {
+      if (!e.lengthComputable) return;
+      var percent = Math.round((e.loaded / e.total) * 100);
+      bar.value = percent;
+      bar.textContent = percent + "%";
+      status.textContent = percent < 100 ? "Uploading: " + percent + "%" : "Uploaded; extracting the text…";
+    });
+    xhr.addEventListener("load", function () {
+      if (xhr.status >= 200 && xhr.status < 300) {
+        window.location.assign(xhr.responseURL);
+        return;
+      }
+      status.textContent = failure(xhr);
+      button.disabled = false;
+    });
+    xhr.addEventListener("error", function () {
+      status.textContent = "The upload failed: the connection was lost.";
+      button.disabled = false;
+    });
+    button.disabled = true;
+    status.textContent = "Uploading…";
+    xhr.send(new FormData(form));
+  });
+}
+
+document.addEventListener("DOMContentLoaded", function () {
+  autoRefresh();
+  var forms = document.querySelectorAll("form[data-upload]");
+  for (var i = 0; i < forms.length; i++) uploadWithProgress(forms[i]);
+});

@@ -1,0 +1,183 @@
+"""Workspace pages: the list, one workspace (goal with CAS, lifecycle, catalog, checkpoint, runs), new runs."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request, Response
+from pydantic import ValidationError
+
+from services.gateway.web.render import WebRoute, bus_of, checked_form, field, go, number, render, signed_in
+from shared.bus import BusClient, validation_details
+from shared.contracts import publication as p
+from shared.contracts import runhost as r
+from shared.contracts import workspace as c
+from shared.contracts.common import Actor, Model
+from shared.errors import HTTP_STATUS, Conflict, DomainError, Invalid, NotFound
+
+router = APIRouter(route_class=WebRoute, include_in_schema=False, dependencies=[Depends(signed_in)])
+
+# How many versions of each catalog publication are offered as a history choice.
+HISTORY_VERSIONS = 20
+
+
+def build(model: type[Model], **data: Any) -> Any:
+    """A contract built from form fields; a malformed field is `invalid`, named, like the API says."""
+    try:
+        return model(**data)
+    except ValidationError as exc:
+        details = validation_details(exc)
+        raise Invalid(f"{details['field']}: {details['problem']}", details) from exc
+
+
+async def paged(client: BusClient, subject: str, data: dict[str, Any], actor: Actor, cursor: str | None) -> Any:
+    """One page of a list; the cursor is sent only when the user followed a `next_cursor`."""
+    return await client.call(subject, {**data, "cursor": cursor} if cursor else data, actor=actor)
+
+
+@router.get("/workspaces")
+async def workspaces(request: Request, cursor: str | None = None, actor: Actor = Depends(signed_in)) -> Response:
+    page = await paged(bus_of(request), c.LIST, {}, actor, cursor)
+    return render(request, "workspaces.html", page=page)
+
+
+@router.post("/workspaces")
+async def create(request: Request, actor: Actor = Depends(signed_in)) -> Response:
+    form = await checked_form(request)
+    req = build(c.CreateRequest, title=field(form, "title"), goal=field(form, "goal").replace("\r\n", "\n"))
+    ws = await bus_of(request).call(c.CREATE, req, actor=actor)
+    return go(f"/workspaces/{ws['id']}", "Workspace created.")
+
+
+async def _optional(call: Any) -> Any:
+    try:
+        return await call
+    except NotFound:
+        return None
+
+
+async def _history_choices(client: BusClient, actor: Actor, catalog: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every catalog publication with its recent versions, so a run can be pointed at an earlier one."""
+    ids = [i["id"] for i in catalog["items"] if i["kind"] == "publication"]
+    found = await asyncio.gather(*(_optional(client.call(p.GET, {"id": i}, actor=actor)) for i in ids))
+    choices = []
+    for pub in found:
+        if pub is None:
+            continue
+        versions = sorted(pub["versions"], key=lambda v: v["version"], reverse=True)
+        choices.append(
+            {**pub, "shown": versions[:HISTORY_VERSIONS], "hidden": max(0, len(versions) - HISTORY_VERSIONS)}
+        )
+    return choices
+
+
+async def workspace_view(
+    request: Request, actor: Actor, workspace_id: str, *, status: int = 200, **extra: Any
+) -> Response:
+    client = bus_of(request)
+    ws = await client.call(c.GET, {"workspace_id": workspace_id}, actor=actor)
+    ref = {"workspace_id": workspace_id}
+    versions, catalog, checkpoint, runs = await asyncio.gather(
+        client.call(c.GOAL_VERSIONS, ref, actor=actor),
+        client.call(c.CATALOG, ref, actor=actor),
+        _optional(client.call(c.CHECKPOINT_GET, ref, actor=actor)),
+        client.call(r.LIST_RUNS, ref, actor=actor),
+    )
+    return render(
+        request,
+        "workspace.html",
+        status=status,
+        ws=ws,
+        versions=versions["items"],
+        catalog=catalog,
+        checkpoint=checkpoint,
+        runs=runs,
+        choices=await _history_choices(client, actor, catalog),
+        request_id=uuid.uuid4().hex,
+        **extra,
+    )
+
+
+@router.get("/workspaces/{workspace_id}")
+async def workspace(request: Request, workspace_id: str, actor: Actor = Depends(signed_in)) -> Response:
+    return await workspace_view(request, actor, workspace_id)
+
+
+@router.post("/workspaces/{workspace_id}/goal")
+async def revise_goal(request: Request, workspace_id: str, actor: Actor = Depends(signed_in)) -> Response:
+    form = await checked_form(request)
+    text, expected = field(form, "goal").replace("\r\n", "\n"), number(form, "expected_version")
+    req = build(c.ReviseGoalRequest, workspace_id=workspace_id, text=text, expected_version=expected)
+    try:
+        await bus_of(request).call(c.REVISE_GOAL, req, actor=actor)
+    except Conflict as exc:
+        # Nothing typed is lost: the page comes back with the text in the form and the current goal beside it.
+        return await workspace_view(request, actor, workspace_id, status=409, conflict=exc, goal_draft=text)
+    except DomainError as exc:
+        return await workspace_view(
+            request, actor, workspace_id, status=exc_status(exc), goal_error=exc, goal_draft=text
+        )
+    return go(f"/workspaces/{workspace_id}", "Goal saved.")
+
+
+def exc_status(exc: DomainError) -> int:
+    return HTTP_STATUS.get(exc.code, 500)
+
+
+@router.post("/workspaces/{workspace_id}/archive")
+async def archive(request: Request, workspace_id: str, actor: Actor = Depends(signed_in)) -> Response:
+    await checked_form(request)
+    await bus_of(request).call(c.ARCHIVE, {"workspace_id": workspace_id}, actor=actor)
+    return go(f"/workspaces/{workspace_id}", "Workspace archived: it takes no new runs until it is unarchived.")
+
+
+@router.post("/workspaces/{workspace_id}/unarchive")
+async def unarchive(request: Request, workspace_id: str, actor: Actor = Depends(signed_in)) -> Response:
+    await checked_form(request)
+    await bus_of(request).call(c.UNARCHIVE, {"workspace_id": workspace_id}, actor=actor)
+    return go(f"/workspaces/{workspace_id}", "Workspace unarchived.")
+
+
+@router.get("/workspaces/{workspace_id}/delete")
+async def confirm_delete(request: Request, workspace_id: str, actor: Actor = Depends(signed_in)) -> Response:
+    ws = await bus_of(request).call(c.GET, {"workspace_id": workspace_id}, actor=actor)
+    return render(request, "confirm_delete.html", ws=ws)
+
+
+@router.post("/workspaces/{workspace_id}/delete")
+async def delete(request: Request, workspace_id: str, actor: Actor = Depends(signed_in)) -> Response:
+    await checked_form(request)
+    await bus_of(request).call(c.DELETE, {"workspace_id": workspace_id}, actor=actor)
+    return go("/workspaces", "Workspace deleted. Its runs, publications and sources stay readable.")
+
+
+@router.post("/workspaces/{workspace_id}/runs")
+async def start_run(request: Request, workspace_id: str, actor: Actor = Depends(signed_in)) -> Response:
+    form = await checked_form(request)
+    picked = form.get("history", [])
+    history = []
+    for choice in [picked] if isinstance(picked, str) else picked:
+        pub_id, _, version = choice.rpartition("@")
+        if not pub_id or not version.isdigit():
+            raise Invalid("a history choice must name a publication version", {"field": "history"})
+        history.append({"publication_id": pub_id, "version": int(version)})
+    req = build(
+        r.AdmitRequest,
+        workspace_id=workspace_id,
+        question=field(form, "question"),
+        request_id=field(form, "request_id") or uuid.uuid4().hex,
+        history=history,
+    )
+    reply = await bus_of(request).call(r.ADMIT, req, actor=actor)
+    return go(f"/runs/{reply['run']['id']}")
+
+
+@router.post("/workspaces/{workspace_id}/publications")
+async def publish(request: Request, workspace_id: str, actor: Actor = Depends(signed_in)) -> Response:
+    form = await checked_form(request)
+    body = field(form, "body").replace("\r\n", "\n")
+    req = build(p.CommitRequest, title=field(form, "title"), body=body, workspace_id=workspace_id)
+    version = await bus_of(request).call(p.COMMIT, req, actor=actor)
+    return go(f"/publications/{version['id']}/versions/{version['version']}", "Publication saved.")

@@ -1,0 +1,104 @@
+"""A real headless browser (Debian's chromium, driven by Playwright) against the session's whole stack."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, BrowserContext, Page, Playwright, sync_playwright
+
+from tests.support.api import Api
+from tests.support.stack import RunningStack
+
+CHROMIUM = os.environ.get("DOSSIER_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+VIEWPORT = {"width": 1100, "height": 800}
+
+
+# Module-scoped, never session-scoped: Playwright's sync API holds an event loop as running for as long
+# as it is started, and the async tests that run after these modules need the thread's loop free.
+@pytest.fixture(scope="module")
+def playwright() -> Iterator[Playwright]:
+    with sync_playwright() as driver:
+        yield driver
+
+
+@pytest.fixture(scope="module")
+def browser(playwright: Playwright) -> Iterator[Browser]:
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"no browser at {CHROMIUM}: install Debian's chromium (`apt-get install chromium`; .ci/run does)")
+    browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    try:
+        yield browser
+    finally:
+        browser.close()
+
+
+@dataclass
+class User:
+    """One scope's person: an API client for setup, and a browser context signed in with the same scope."""
+
+    api: Api
+    token: str
+    context: BrowserContext
+    url: str
+
+    def page(self) -> Page:
+        return self.context.new_page()
+
+
+def new_context(browser: Browser, stack: RunningStack) -> BrowserContext:
+    context = browser.new_context(base_url=stack.url, viewport=VIEWPORT)
+    context.set_default_timeout(30_000)
+    return context
+
+
+def sign_in(page: Page, token: str) -> None:
+    page.goto("/signin")
+    page.get_by_label("Token").fill(token)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url("**/workspaces")
+
+
+@pytest.fixture
+def user(browser: Browser, stack: RunningStack) -> Iterator[User]:
+    api = Api(stack)
+    token = api.http.headers["Authorization"].removeprefix("Bearer ")
+    context = new_context(browser, stack)
+    try:
+        sign_in(context.new_page(), token)
+        yield User(api, token, context, stack.url)
+    finally:
+        context.close()
+
+
+@pytest.fixture
+def anonymous(browser: Browser, stack: RunningStack) -> Iterator[Page]:
+    context = new_context(browser, stack)
+    try:
+        yield context.new_page()
+    finally:
+        context.close()
+
+
+@pytest.fixture
+def screens(tmp_path: Path) -> Path:
+    """Where the running example's screenshots go: `DOSSIER_SCREENS` (e.g. docs/screens) or a temporary folder."""
+    target = Path(os.environ.get("DOSSIER_SCREENS") or tmp_path / "screens")
+    target.mkdir(parents=True, exist_ok=True)
+    return target
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
