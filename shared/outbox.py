@@ -27,7 +27,7 @@ import nats
 from nats.errors import ConnectionClosedError, NoRespondersError, OutboundBufferLimitError
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import api
-from nats.js.errors import NotFoundError, ServiceUnavailableError
+from nats.js.errors import NoStreamResponseError, NotFoundError, ServiceUnavailableError
 
 from shared.contracts.common import STREAM_NAME, Event, event_subject
 from shared.db import Database
@@ -42,8 +42,17 @@ DLQ_SUBJECT_PREFIX = "dossier.dlq"
 RETRY_BACKOFF: tuple[float, ...] = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0)
 # Tries of one outbox row while the bus is up before the row is parked.
 PUBLISH_ATTEMPTS = 3
-# What a bus that is down (or slow) looks like; such a failure says nothing about the row.
-_TRANSIENT = (NatsTimeoutError, TimeoutError, NoRespondersError, ConnectionClosedError, OutboundBufferLimitError)
+# What a bus that is down (or slow) looks like; such a failure says nothing about the row. On a cluster
+# the stream answers "no response" (503) while it elects a new leader after a node died.
+_TRANSIENT = (
+    NatsTimeoutError,
+    TimeoutError,
+    NoRespondersError,
+    ConnectionClosedError,
+    OutboundBufferLimitError,
+    NoStreamResponseError,
+    ServiceUnavailableError,
+)
 
 # The advisory lock key the relays of one database share (any constant; each service has its own database).
 RELAY_LOCK = 0x0D055_1E2

@@ -12,6 +12,7 @@ import asyncio
 import itertools
 import json
 import os
+import shutil
 import signal
 import uuid
 from collections.abc import Callable, Iterator
@@ -146,7 +147,9 @@ async def stream_counts(stack: RunningStack) -> tuple[int, dict[str, int], dict[
 
 # Start (about a minute on two cores), the work, the restarts, and the settling of every consumer.
 @pytest.mark.timeout(480)
-def test_kill_a_nats_node_and_one_process_of_every_service_mid_work(cluster_stack: RunningStack) -> None:
+def test_kill_a_nats_node_and_one_process_of_every_service_mid_work(
+    cluster_stack: RunningStack, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     stack = cluster_stack
     state = stack.state()
     assert len(state["nats_urls"]) == 3  # type: ignore[arg-type]
@@ -223,7 +226,11 @@ def test_kill_a_nats_node_and_one_process_of_every_service_mid_work(cluster_stac
         items = probe(catalog_complete, timeout=120)
     except AssertionError:
         present = {(i["kind"], i["id"]) for i in client.ok("GET", catalog_path)["items"]}
-        raise AssertionError(f"missing from the catalog: {sorted(expected - present)}") from None
+        logs = shutil.copytree(stack.home / "logs", tmp_path_factory.mktemp("scale-logs"), dirs_exist_ok=True)
+        raise AssertionError(
+            f"missing from the catalog: {sorted(expected - present)}; outboxes {asyncio.run(outbox_counts(stack))},"
+            f" stream {asyncio.run(stream_counts(stack))}, inboxes {asyncio.run(inbox_counts(stack))}; logs in {logs}"
+        ) from None
     for run in finished:
         published = [i for i in items if i["kind"] == "publication" and i["id"] == run["publication"]["id"]]
         assert len(published) == 1, published
