@@ -21,6 +21,8 @@ RUN --mount=type=secret,id=ca,required=false \
 
 FROM ${BASE}
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PATH=/opt/dossier/bin:$PATH
+# OpenCV, under the OCR engine of the assets service, links libGL and GLib.
+RUN apt-get update && apt-get install -y --no-install-recommends libgl1 libglib2.0-0 && rm -rf /var/lib/apt/lists/*
 COPY --from=build /opt/dossier /opt/dossier
 RUN useradd --system --uid 10001 --no-create-home dossier
 WORKDIR /opt/dossier

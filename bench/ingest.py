@@ -5,7 +5,8 @@
    full-text index, activation), against raw in-process PyMuPDF extraction of the same file in the same
    run. Prints the ratio; the target is at least 0.5.
 2. Evidence search median and p99 through the gateway with 100k passages in the assets database (the
-   passages are inserted directly; extracting 100k pages would only measure item 1 again).
+   passages are inserted directly; extracting 100k pages would only measure item 1 again). Queries are
+   one to three words from common to rare; any word may match, so common words are in the measure.
 
 Run: `python bench/ingest.py` (or `make bench`).
 """
@@ -110,9 +111,13 @@ async def insert_passages(dsn: str, scope: str) -> list[str]:
             rows = []
             for n in range(1, PASSAGES_PER_VERSION + 1):
                 text = " ".join(rnd.choices(words, weights, k=60))
-                rows.append((f"ev_{asset_id[4:24]}_{n}", asset_id, scope, n, f"text:l={n}-{n}", text, _sha(text)))
+                row = (f"ev_{asset_id[4:24]}_{n}", asset_id, scope, n, f"text:l={n}-{n}", text, _sha(text), "english")
+                rows.append(row)
+            # Indexed as English passages are: stems and exact forms, the larger of the two index shapes.
             await conn.copy_records_to_table(
-                "evidence", records=rows, columns=["id", "asset_id", "scope", "ord", "locator", "text", "text_hash"]
+                "evidence",
+                records=rows,
+                columns=["id", "asset_id", "scope", "ord", "locator", "text", "text_hash", "lang"],
             )
         await conn.execute("ANALYZE evidence")
         await conn.execute("ANALYZE asset_versions")

@@ -1,6 +1,8 @@
 """Extractive runs per minute with 10 and with 100 sources in the workspace, the reads a
 crash-resumed run makes divided by the reads a clean run makes (it must be 1.0), and the context economy
-of a 30-source run (its largest model input divided by the source characters it read) next to the seed's.
+of a 30-source run (its largest model input divided by the source characters it read) next to the seed's,
+and the model requests of an openai run SIGKILLed between a model answer and its tool against a clean run's
+(the fake OpenAI-compatible server counts them; with the model-call journal it must be 1.0).
 
 Starts its own stacks in a temporary folder (the crash part uses short leases and paced steps so the
 kill lands mid-run), measures, prints, and stops them. Never part of the test run.
@@ -8,8 +10,10 @@ kill lands mid-run), measures, prints, and stops them. Never part of the test ru
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -17,8 +21,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import httpx
+
+from shared.procs import free_port, port_open, wait_until
 from tests.support.api import Api, probe
-from tests.support.stack import RunningStack, start_stack, stop_stack
+from tests.support.stack import ROOT, RunningStack, start_stack, stop_stack
 
 QUESTION = "What do the Fund X liquidity reports conclude about redemptions?"
 RUNS = 6
@@ -68,6 +75,43 @@ def crash_ratio(stack: RunningStack) -> tuple[tuple[int, int], tuple[int, int], 
     return reads_of(api, clean["id"]), reads_of(api, done["id"]), clean["stats"]
 
 
+def model_requests_after_crash(home: Path) -> tuple[int, int, int]:
+    """(clean run's model requests, crash-resumed run's, distinct inputs of the crash-resumed run)."""
+    port = free_port()
+    model = subprocess.Popen([sys.executable, "-m", "tests.support.fake_openai", str(port), "walk"], cwd=ROOT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until(lambda: port_open(port), timeout=20, what="fake openai", alive=lambda: model.poll() is None)
+        env = {
+            "DOSSIER_RUN_LEASE_SECONDS": "3",
+            "DOSSIER_RUN_STEP_DELAY_SECONDS": "1.5",
+            "DOSSIER_OPENAI_BASE_URL": f"{url}/v1",
+            "DOSSIER_OPENAI_MODEL": "fake-walk",
+        }
+        stack = start_stack(home, extra_env=env)
+        try:
+            api = Api(stack)
+            ws = seed(api, 3)
+
+            def inputs() -> list[str]:
+                return [json.dumps(r["body"], sort_keys=True) for r in httpx.get(f"{url}/requests").json()]
+
+            clean = api.wait_run(api.start_run(ws, QUESTION, model="openai")["id"], timeout=300)
+            before = len(inputs())
+            crashed = api.start_run(ws, QUESTION + " (again)", model="openai")
+            probe(lambda: api.run(crashed["id"])["stats"]["model_requests"] >= 3, timeout=120, interval=0.02)
+            os.kill(stack.pid("runhost"), signal.SIGKILL)
+            done = api.wait_run(crashed["id"], timeout=300)
+            assert clean["status"] == done["status"] == "completed"
+            after = inputs()[before:]
+            return before, len(after), len(set(after))
+        finally:
+            stop_stack(stack.proc)
+    finally:
+        model.terminate()
+        model.wait(10)
+
+
 def main() -> None:
     with tempfile.TemporaryDirectory(prefix="dossier-bench-runs-") as tmp:
         stack = start_stack(Path(tmp) / "fast")
@@ -97,6 +141,11 @@ def main() -> None:
             f" = {largest / read:.3f} (seed: {SEED_INPUT_CHARS:,} / {SEED_SOURCE_CHARS:,}"
             f" = {SEED_INPUT_CHARS / SEED_SOURCE_CHARS:.3f}); {stats['model_requests']} model requests,"
             f" {stats['model_input_chars_total']:,} input chars in all"
+        )
+        clean_requests, resumed_requests, distinct = model_requests_after_crash(Path(tmp) / "journal")
+        print(
+            f"model requests (openai policy, fake server): clean run {clean_requests}, crash-resumed run"
+            f" {resumed_requests} ({distinct} distinct inputs); ratio {resumed_requests / clean_requests:.2f}"
         )
 
 

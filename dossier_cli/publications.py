@@ -93,6 +93,21 @@ def read(
         emit(api.get(_path(pub_id, f"/versions/{number}")), show_version)
 
 
+@command(publication, "claims")
+def claims(pub_id: PublicationId, version: Annotated[int, typer.Argument(metavar="VERSION")]) -> None:
+    """Every cited sentence of a version, checked against the passage it cites."""
+    with client() as api:
+        data = api.collect(_path(pub_id, f"/versions/{version}/claims"))
+
+    def human(data: dict[str, Any]) -> None:
+        rows = [
+            (c["support"], f"{c['score']:.2f}", ", ".join(ref(r) for r in c["refs"]), c["text"]) for c in data["items"]
+        ]
+        table(("SUPPORT", "SCORE", "CITES", "CLAIM"), rows)
+
+    emit(data, human)
+
+
 @command(publication, "revise")
 def revise(
     pub_id: PublicationId,

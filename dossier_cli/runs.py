@@ -217,6 +217,13 @@ def cancel(run_id: RunId) -> None:
         emit(api.json("POST", _path(run_id, "/cancel")), show_run)
 
 
+@command(run, "prov")
+def prov(run_id: RunId) -> None:
+    """The run's lineage as W3C PROV-JSON (always printed as JSON)."""
+    with client() as api:
+        print_json(api.get(_path(run_id, "/prov")))
+
+
 @command(run, "files")
 def files(run_id: RunId) -> None:
     """The run's working memory: plan.md, sources/, notes/, draft.md."""

@@ -151,6 +151,28 @@ def catalog(
     emit(data, human)
 
 
+@command(workspace, "drift")
+def drift(workspace_id: WorkspaceId) -> None:
+    """Refs the checkpoint or the associated publications cite that changed since (new version, withdrawn, retired)."""
+    with client() as api:
+        data = api.collect(_path(workspace_id, "/drift"))
+
+    def human(data: dict[str, Any]) -> None:
+        rows = [
+            (
+                d["detected_at"],
+                ref(d["ref"]),
+                d["reason"],
+                cell(d["new_version"]),
+                ", ".join(ref(c) for c in d["cited_by"]),
+            )
+            for d in data["items"]
+        ]
+        table(("DETECTED", "REF", "REASON", "NEW VERSION", "CITED BY"), rows)
+
+    emit(data, human)
+
+
 @command(workspace, "add-source")
 def add_source(workspace_id: WorkspaceId, source_id: Annotated[str, typer.Argument(metavar="SOURCE_ID")]) -> None:
     """Associate a source with the workspace."""

@@ -7,6 +7,7 @@ its DomainError, and anything unexpected answers `internal` without a trace.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 import typing
@@ -22,6 +23,7 @@ from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import api
 from nats.js.errors import NotFoundError
 from pydantic import BaseModel, ValidationError
+from pydantic_core import PydanticSerializationError
 
 from shared import tracing
 from shared.contracts.common import (
@@ -38,6 +40,7 @@ from shared.contracts.common import (
 from shared.errors import DomainError, Invalid, Unreachable, from_envelope
 from shared.metrics import BUS_CALLS, BUS_REQUESTS, BUS_SECONDS
 from shared.observe import bound, new_request_id, request_id_var
+from shared.storable import require_storable
 
 log = logging.getLogger("dossier.bus")
 
@@ -99,7 +102,8 @@ async def dispatch(raw: bytes, subject: str, model: type[Model], handler: Handle
     try:
         request = BusRequest.model_validate_json(raw)
     except ValidationError as exc:
-        reply, code = _reply_error(Invalid("the request envelope is malformed", validation_details(exc))), "invalid"
+        err = _unstorable(raw) or Invalid("the request envelope is malformed", validation_details(exc))
+        reply, code = _reply_error(err), "invalid"
     else:
         with bound(request_id=request.request_id, scope=request.actor.scope):
             reply, code = await _answer(request, subject, model, handler)
@@ -110,6 +114,9 @@ async def dispatch(raw: bytes, subject: str, model: type[Model], handler: Handle
 
 async def _answer(request: BusRequest, subject: str, model: type[Model], handler: Handler) -> tuple[bytes, str]:
     try:
+        # Text PostgreSQL cannot store is the sender's mistake: answer `invalid` before any rule sees it.
+        require_storable(request.data)
+        require_storable(request.actor.principal, "actor.principal")
         try:
             payload = model.model_validate(request.data)
         except ValidationError as exc:
@@ -123,6 +130,20 @@ async def _answer(request: BusRequest, subject: str, model: type[Model], handler
     except Exception:
         log.exception("handler for %s failed", subject)
         return _reply_error(DomainError("the service failed to handle the request", code="internal")), "internal"
+
+
+def _unstorable(raw: bytes) -> Invalid | None:
+    """pydantic refuses a lone surrogate as bad JSON; the stdlib decodes it, so the field can be named."""
+    try:
+        decoded = json.loads(raw)
+        if isinstance(decoded, dict):
+            require_storable(decoded.get("data"))
+            require_storable(decoded.get("actor"), "actor")
+    except Invalid as err:
+        return err
+    except ValueError:
+        pass
+    return None
 
 
 # FastStream handles one message at a time per subscriber unless told otherwise (measured here: ten
@@ -174,7 +195,12 @@ class BusClient:
     ) -> Any:
         payload = data.model_dump(mode="json") if isinstance(data, BaseModel) else (data or {})
         request_id = request_id_var.get() or new_request_id()
-        body = BusRequest(actor=actor, grant=grant, request_id=request_id, data=payload).model_dump_json().encode()
+        try:
+            body = BusRequest(actor=actor, grant=grant, request_id=request_id, data=payload).model_dump_json().encode()
+        except PydanticSerializationError:
+            # Only unencodable text (a lone surrogate) fails here: name it instead of failing as a fault.
+            require_storable(payload)
+            raise
         service = subject.split(".")[1] if subject.count(".") >= 2 else subject
         if tracing.enabled():
             with tracing.client_span(subject):

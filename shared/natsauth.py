@@ -77,6 +77,7 @@ CALLS: dict[str, tuple[str, ...]] = {
         runhost.LIST_FILES,
         runhost.READ_FILE,
         runhost.WRITE_PLAN,
+        runhost.PROV,
         workspace.CREATE,
         workspace.LIST,
         workspace.GET,
@@ -91,6 +92,8 @@ CALLS: dict[str, tuple[str, ...]] = {
         workspace.CHECKPOINT_GET,
         workspace.CHECKPOINT_UPDATE,
         workspace.CHECKPOINT_REVISIONS,
+        workspace.DRIFT,
+        publication.CLAIMS,
     ),
     "runhost": (
         workspace.GET,
@@ -117,6 +120,11 @@ CONSUMES: dict[str, tuple[str, ...]] = {
     "workspace": (
         f"{EVENT_SUBJECT_PREFIX}.{publication.EVT_COMMITTED}",
         f"{EVENT_SUBJECT_PREFIX}.{assets.EVT_ASSOCIATION_REQUESTED}",
+        # Drift: a cited ref got a new version, or was withdrawn or retired.
+        f"{EVENT_SUBJECT_PREFIX}.{publication.EVT_REVISED}",
+        f"{EVENT_SUBJECT_PREFIX}.{publication.EVT_WITHDRAWN}",
+        f"{EVENT_SUBJECT_PREFIX}.{assets.EVT_VERSION_ACTIVATED}",
+        f"{EVENT_SUBJECT_PREFIX}.{assets.EVT_SOURCE_RETIRED}",
     ),
 }
 

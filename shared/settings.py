@@ -54,7 +54,7 @@ class GatewaySettings(CommonSettings):
     admin_token: str = Field(default="", repr=False)
     # How long a resolved token is trusted before its row is read again (revocations elsewhere show after it).
     token_cache_seconds: float = Field(default=2.0, ge=0, le=4)
-    max_json_bytes: int = 2 * 1024 * 1024
+    max_json_bytes: int = 1024 * 1024
     max_upload_bytes: int = 52_428_800
     ingest_timeout: float = 300.0
 
@@ -120,6 +120,12 @@ class AssetsSettings(CommonSettings):
     parse_cpu_seconds: int = 60
     parse_memory_bytes: int = 1_536 * 1024 * 1024
     parse_wall_seconds: float = 90.0
+    # OCR of pages without a text layer (RapidOCR in the sandbox): pages and seconds per file, render
+    # resolution, and the address space the OCR path may use (measured peak 1.32 GB; see services.assets.ocr).
+    ocr_max_pages: int = 20
+    ocr_seconds: float = 60.0
+    ocr_dpi: int = 150
+    ocr_memory_bytes: int = 2_048 * 1024 * 1024
     max_zip_entries: int = 10_000
     max_zip_entry_bytes: int = 256 * 1024 * 1024
     max_zip_total_bytes: int = 512 * 1024 * 1024

@@ -52,12 +52,16 @@ def create_sandbox(settings: AssetsSettings) -> Sandbox:
         max_zip_entry_bytes=settings.max_zip_entry_bytes,
         max_zip_total_bytes=settings.max_zip_total_bytes,
         max_zip_ratio=settings.max_zip_ratio,
+        ocr_max_pages=settings.ocr_max_pages,
+        ocr_seconds=settings.ocr_seconds,
+        ocr_dpi=settings.ocr_dpi,
     )
     return Sandbox(
         limits,
         cpu_seconds=settings.parse_cpu_seconds,
         memory_bytes=settings.parse_memory_bytes,
         wall_seconds=settings.parse_wall_seconds,
+        ocr_memory_bytes=settings.ocr_memory_bytes,
     )
 
 

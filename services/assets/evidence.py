@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncpg
 
+from services.assets import query
 from services.assets.lifecycle import sha256_text
 from services.assets.repository import AssetsRepository
 from services.assets.service import AssetsService, run_namespace
@@ -20,6 +21,8 @@ from shared.grants import GrantClaims
 
 # A snippet is a hint for choosing what to read, so it stays short.
 SNIPPET_WORDS = 35
+# How many passages one query term may bring into the ranking (see AssetsRepository.search).
+CANDIDATES_PER_TERM = 100
 
 
 class EvidenceService:
@@ -31,15 +34,33 @@ class EvidenceService:
     async def search(self, actor: Actor, req: c.SearchRequest, *, grant: str | None) -> c.SearchReply:
         claims = self._assets.claims(actor, grant)
         namespaces = [""] if claims is None else ["", run_namespace(claims.run_id)]
+        parsed = query.parse(req.q)
         async with self._db.transaction() as conn:
+            terms = [
+                t
+                for t in await self._repo.search_terms(
+                    conn,
+                    stop_config=parsed.config,
+                    configs=parsed.configs,
+                    kinds=[t.kind for t in parsed.terms],
+                    texts=[t.text for t in parsed.terms],
+                )
+                if t["q"] is not None
+            ]
+            # A stopword ("the", "of") is dropped when the question has other words: it would match
+            # nearly every passage and count as much as a word that matters.
+            kept = [t["q"] for t in terms if not t["stop"]] or [t["q"] for t in terms]
+            if not kept:
+                return c.SearchReply(items=[])
             rows = await self._repo.search(
                 conn,
                 scope=actor.scope,
                 namespaces=namespaces,
-                query=req.q,
+                terms=kept,
                 source_id=req.source_id,
                 limit=req.limit,
                 max_snippet_words=SNIPPET_WORDS,
+                candidates_per_term=CANDIDATES_PER_TERM,
             )
             if claims is not None and rows:
                 # What a run's own search found, it may read (DESIGN §2); recorded with the search itself.
@@ -54,8 +75,9 @@ class EvidenceService:
                     source_id=r["source_id"],
                     version=r["version"],
                     locator=r["locator"],
-                    snippet=r["snippet"],
+                    snippet=query.tidy_snippet(r["snippet"]),
                     score=float(r["score"]),
+                    ocr=r["ocr"],
                 )
                 for r in rows
             ]
@@ -91,6 +113,7 @@ class EvidenceService:
             text=row["text"],
             content_hash=row["content_hash"],
             kind=row["kind"],
+            ocr=row["ocr"],
         )
 
     async def locate(self, actor: Actor, req: c.LocateRequest) -> c.Evidence:

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from services.assets import language
+
 TEXT_LINES_PER_PASSAGE = 40
 TEXT_CHARS_PER_PASSAGE = 2000
 
@@ -30,6 +32,10 @@ class Limits:
     max_zip_entry_bytes: int = 256 * 1024 * 1024
     max_zip_total_bytes: int = 512 * 1024 * 1024
     max_zip_ratio: int = 100
+    # OCR of pages without a text layer: at most this many pages and this much time per file.
+    ocr_max_pages: int = 20
+    ocr_seconds: float = 60.0
+    ocr_dpi: int = 150
 
 
 @dataclass
@@ -53,14 +59,24 @@ class Coverage:
         }
 
 
+def escape_field(value: str) -> str:
+    """A value inside a locator: `;` separates fields and `/` heading levels, so both (and `%`) are encoded."""
+    text = " ".join(value.split())
+    return text.replace("%", "%25").replace(";", "%3B").replace("/", "%2F")
+
+
 def clean_text(text: str) -> str:
     # PostgreSQL text cannot hold NUL, and lone surrogates cannot be encoded; neither is content.
     text = text.replace("\x00", "")
     return text.encode("utf-8", "replace").decode("utf-8").strip()
 
 
+# One passage: its locator, its text, and what the index needs to know ({"lang": config, "ocr": bool}).
+Emit = Callable[[str, str, dict[str, Any]], None]
+
+
 class Collector:
-    def __init__(self, limits: Limits, coverage: Coverage, emit: Callable[[str, str], None]):
+    def __init__(self, limits: Limits, coverage: Coverage, emit: Emit):
         self.limits = limits
         self.coverage = coverage
         self._emit = emit
@@ -69,7 +85,7 @@ class Collector:
         self._cut = 0
         self.full = False
 
-    def add(self, locator: str, text: str) -> bool:
+    def add(self, locator: str, text: str, *, ocr: bool = False) -> bool:
         """Store one passage; False once a limit is reached (the unit is then not extracted)."""
         if self.full:
             return False
@@ -88,7 +104,7 @@ class Collector:
             self._cut += 1
         self.passages += 1
         self._chars += len(text)
-        self._emit(locator, text)
+        self._emit(locator, text, {"lang": language.detect(text), "ocr": ocr})
         return True
 
     def finish(self) -> None:
@@ -96,15 +112,15 @@ class Collector:
             self.coverage.lose(f"{self._cut} passages were cut at {self.limits.max_passage_chars} characters")
 
 
-def extract(path: Path, kind: str, limits: Limits, emit: Callable[[str, str], None]) -> dict[str, Any]:
+def extract(path: Path, kind: str, limits: Limits, emit: Emit) -> dict[str, Any]:
     """Run the extractor of `kind`; returns the coverage summary or raises ExtractionError."""
-    from services.assets import office, webpage
+    from services.assets import office, pdf, webpage, wordprocessing
 
     coverage = Coverage()
     out = Collector(limits, coverage, emit)
     extractors: dict[str, Callable[[Path, Collector], None]] = {
-        "pdf": extract_pdf,
-        "docx": office.extract_docx,
+        "pdf": pdf.extract_pdf,
+        "docx": wordprocessing.extract_docx,
         "xlsx": office.extract_xlsx,
         "html": webpage.extract_html,
         "text": extract_text,
@@ -121,49 +137,6 @@ def extract(path: Path, kind: str, limits: Limits, emit: Callable[[str, str], No
         raise ExtractionError(f"the {kind} parser failed: {type(exc).__name__}") from exc
     out.finish()
     return coverage.summary()
-
-
-def extract_pdf(path: Path, out: Collector) -> None:
-    import pymupdf
-
-    # MuPDF writes its complaints about damaged files to stderr; the notes below carry what matters.
-    pymupdf.TOOLS.mupdf_display_errors(False)
-    cov = out.coverage
-    try:
-        doc = pymupdf.open(path, filetype="pdf")
-    except Exception as exc:
-        raise ExtractionError("the PDF is damaged beyond repair and cannot be opened") from exc
-    with doc:
-        total = doc.page_count
-        cov.units_total = total
-        if doc.is_repaired:
-            cov.lose("the file was damaged and has been repaired; pages or text may be missing")
-        if doc.needs_pass and not doc.authenticate(""):
-            cov.lose(f"the file is encrypted; none of its {total} pages could be read")
-            return
-        if total == 0:
-            raise ExtractionError("the PDF has no readable pages")
-        pages = min(total, out.limits.max_parts)
-        if total > pages:
-            cov.lose(f"only the first {pages} of {total} pages were extracted (page limit)")
-        empty = unreadable = 0
-        for number in range(pages):
-            try:
-                text = doc[number].get_text("text")
-            except Exception:
-                unreadable += 1
-                continue
-            if not text.strip():
-                empty += 1
-                cov.units_extracted += 1
-                continue
-            if not out.add(f"page:{number + 1}", text):
-                break
-            cov.units_extracted += 1
-        if unreadable:
-            cov.lose(f"{unreadable} pages could not be read")
-        if empty:
-            cov.lose(f"{empty} pages have no text layer (images or scans are not read)")
 
 
 def extract_text(path: Path, out: Collector) -> None:

@@ -8,20 +8,15 @@ from __future__ import annotations
 
 import codecs
 import os
-import re
 import struct
 import zipfile
 from pathlib import Path
 
 from shared.contracts.assets import Kind
+from shared.sniff import HEAD_BYTES, looks_like_html
 
 _HEAD = 64 * 1024
 _TEXT_PROBE = 1024 * 1024
-# The WHATWG MIME sniffing table's "HTML" patterns: a tag name followed by a space or `>`.
-_HTML_START = re.compile(
-    rb"^<(?:!doctype\s+html|html|head|script|iframe|h1|div|font|table|a|style|title|b|body|br|p|!--)[\s>]",
-    re.IGNORECASE,
-)
 _CONTROL = set(range(0, 32)) - {9, 10, 12, 13}
 
 
@@ -33,8 +28,8 @@ def sniff(path: Path, *, max_zip_entries: int) -> Kind | None:
         return "pdf"
     if head.startswith(b"PK\x03\x04"):
         return _office_kind(path, max_zip_entries)
-    body = head[3:] if head.startswith(codecs.BOM_UTF8) else head
-    if _HTML_START.match(body.lstrip(b" \t\r\n\x0c")):
+    # The one HTML sniffer the gateway uses too, so an artifact and an evidence upload agree.
+    if looks_like_html(head[:HEAD_BYTES]):
         return "html"
     if _is_utf8_text(path):
         return "text"

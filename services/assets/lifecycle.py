@@ -18,6 +18,7 @@ from typing import Any
 
 import asyncpg
 
+from services.assets import language
 from services.assets.queueing import ClaimHolder, FairSlots
 from services.assets.repository import AssetsRepository
 from services.assets.sandbox import ExtractionFailed, Sandbox
@@ -54,10 +55,13 @@ class EvidenceWriter:
         self._ord = 0
         self._task: asyncio.Task[None] | None = None
 
-    async def add(self, locator: str, text: str) -> None:
+    async def add(self, locator: str, text: str, meta: dict[str, Any]) -> None:
         self._ord += 1
+        # The parser process is not trusted with SQL: its language must be one of the known configurations.
+        lang, ocr = language.valid(meta.get("lang")), meta.get("ocr") is True
+        evidence_id = f"{self._prefix}{self._ord}"
         self._rows.append(
-            (f"{self._prefix}{self._ord}", self._asset_id, self._scope, self._ord, locator, text, sha256_text(text))
+            (evidence_id, self._asset_id, self._scope, self._ord, locator, text, sha256_text(text), lang, ocr)
         )
         if len(self._rows) >= _BATCH:
             self._kick()

@@ -1,9 +1,10 @@
-"""DOCX and XLSX: the zip container is checked first (bombs, entity declarations), then parsed.
+"""Office files: the zip container is checked first (bombs, entity declarations), then parsed.
 
 Office files are zip archives of XML. A zip bomb expands a small file into gigabytes and a "billion
 laughs" DTD expands entities exponentially, so before any parser sees the file every entry's declared
 size, the total and the compression ratio are bounded (Python's zipfile never inflates an entry past its
-declared size), and no XML part may declare a DTD: OOXML never needs one.
+declared size), and no XML part may declare a DTD: OOXML never needs one. XLSX is read here; DOCX in
+`wordprocessing`.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from services.assets.extraction import Collector, ExtractionError, Limits
 # Small entries compress well without being dangerous; the ratio is judged on entries above this size.
 _RATIO_FLOOR_BYTES = 1024 * 1024
 _DTD = re.compile(rb"<!\s*(DOCTYPE|ENTITY)", re.IGNORECASE)
-_HEADING = re.compile(r"Heading (\d)")
 
 
 def check_zip(path: Path, limits: Limits) -> None:
@@ -56,79 +56,6 @@ def check_zip(path: Path, limits: Limits) -> None:
                         raise ExtractionError("an XML part declares a DTD or entities; these are not allowed")
     except zipfile.BadZipFile as exc:
         raise ExtractionError("the file is not a readable zip archive") from exc
-
-
-def _escape(heading: str) -> str:
-    # `;` separates locator fields and `/` heading levels, so both (and `%` itself) are percent-encoded.
-    text = " ".join(heading.split())
-    return text.replace("%", "%25").replace(";", "%3B").replace("/", "%2F")
-
-
-def _heading_level(paragraph: Any) -> int | None:
-    try:
-        name = paragraph.style.name if paragraph.style is not None else ""
-    except (KeyError, ValueError, AttributeError):
-        return None
-    if name == "Title":
-        return 0
-    match = _HEADING.fullmatch(name or "")
-    return int(match.group(1)) if match else None
-
-
-def extract_docx(path: Path, out: Collector) -> None:
-    """Paragraphs in document order (table cells included), located by heading path and paragraph number."""
-    check_zip(path, out.limits)
-    import docx
-    from docx.table import Table
-    from docx.text.paragraph import Paragraph
-
-    cov = out.coverage
-    try:
-        document = docx.Document(str(path))
-    except Exception as exc:
-        raise ExtractionError(f"the DOCX cannot be opened: {type(exc).__name__}") from exc
-    headings: list[tuple[int, str]] = []
-    number = 0
-    broken_tables = 0
-
-    def visit_paragraph(paragraph: Paragraph) -> None:
-        nonlocal number
-        number += 1
-        text = paragraph.text
-        if not text.strip():
-            return
-        level = _heading_level(paragraph)
-        if level is not None:
-            while headings and headings[-1][0] >= level:
-                headings.pop()
-            headings.append((level, _escape(text)))
-        cov.units_total += 1
-        path_text = "/".join(h for _, h in headings)
-        if out.add(f"docx:h={path_text};p={number}", text):
-            cov.units_extracted += 1
-
-    def visit(container: Any) -> None:
-        nonlocal broken_tables
-        for block in container.iter_inner_content():
-            if isinstance(block, Paragraph):
-                visit_paragraph(block)
-            elif isinstance(block, Table):
-                try:
-                    # A merged cell appears once per grid column it spans; read it once. The set keeps the
-                    # XML elements alive, so their identities cannot be recycled while it is compared.
-                    seen: set[Any] = set()
-                    for row in block.rows:
-                        for cell in row.cells:
-                            if cell._tc in seen:
-                                continue
-                            seen.add(cell._tc)
-                            visit(cell)
-                except (ValueError, IndexError, KeyError, AttributeError):
-                    broken_tables += 1
-
-    visit(document)
-    if broken_tables:
-        cov.lose(f"{broken_tables} tables could not be read")
 
 
 def _cell_text(value: Any) -> str:

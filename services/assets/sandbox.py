@@ -35,7 +35,8 @@ ROOT = Path(__file__).resolve().parents[2]
 _LINE_LIMIT = 16 * 1024 * 1024
 _STDERR_KEEP = 4096
 
-PassageSink = Callable[[str, str], Awaitable[None]]
+# A passage: locator, text, and {"lang": text search configuration, "ocr": bool} as the parser said.
+PassageSink = Callable[[str, str, dict[str, Any]], Awaitable[None]]
 
 
 class ExtractionFailed(Exception):
@@ -43,16 +44,31 @@ class ExtractionFailed(Exception):
 
 
 class Sandbox:
-    def __init__(self, limits: Limits, *, cpu_seconds: int, memory_bytes: int, wall_seconds: float):
+    def __init__(
+        self,
+        limits: Limits,
+        *,
+        cpu_seconds: int,
+        memory_bytes: int,
+        wall_seconds: float,
+        ocr_memory_bytes: int | None = None,
+    ):
         self.limits = limits
         self.cpu_seconds = cpu_seconds
         self.memory_bytes = memory_bytes
+        # Only the OCR path lifts the child's soft limits to these (and its deadline by `limits.ocr_seconds`).
+        self.ocr_memory_bytes = max(memory_bytes, ocr_memory_bytes or memory_bytes)
         self.wall_seconds = wall_seconds
         self._spare: asyncio.Task[asyncio.subprocess.Process] | None = None
         self._closed = False
 
     async def _spawn(self) -> asyncio.subprocess.Process:
-        config = {"cpu": self.cpu_seconds, "memory": self.memory_bytes, "limits": asdict(self.limits)}
+        config = {
+            "cpu": self.cpu_seconds,
+            "memory": self.memory_bytes,
+            "ocr_memory": self.ocr_memory_bytes,
+            "limits": asdict(self.limits),
+        }
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C.UTF-8", "PYTHONPATH": str(ROOT)}
         return await asyncio.create_subprocess_exec(
             sys.executable,
@@ -90,23 +106,31 @@ class Sandbox:
         stderr = asyncio.create_task(_tail(proc.stderr))
         final: list[Any] | None = None
         passages = 0
+        ocr_started = False
         try:
-            async with asyncio.timeout(self.wall_seconds):
+            async with asyncio.timeout(self.wall_seconds) as deadline:
                 proc.stdin.write(json.dumps({"path": str(path), "kind": kind}).encode() + b"\n")
                 await proc.stdin.drain()
                 proc.stdin.close()
                 while line := await proc.stdout.readline():
                     record = _record(line)
-                    if record[0] == "p":
+                    if record[0] == "ocr":
+                        # Once per file: OCR has its own time budget on top of the parse's.
+                        if not ocr_started and (when := deadline.when()) is not None:
+                            deadline.reschedule(when + self.limits.ocr_seconds)
+                        ocr_started = True
+                    elif record[0] == "p":
                         passages += 1
                         if passages > self.limits.max_passages:
                             raise ExtractionFailed("the parser produced more passages than the limit allows")
-                        await on_passage(record[1], record[2])
+                        meta = record[3] if len(record) == 4 else {}
+                        await on_passage(record[1], record[2], meta)
                     else:
                         final = record
                 await proc.wait()
         except TimeoutError as exc:
-            raise ExtractionFailed(f"the parser did not finish within {self.wall_seconds:g} s and was stopped") from exc
+            allowed = self.wall_seconds + (self.limits.ocr_seconds if ocr_started else 0)
+            raise ExtractionFailed(f"the parser did not finish within {allowed:g} s and was stopped") from exc
         finally:
             if proc.returncode is None:
                 with contextlib.suppress(ProcessLookupError):
@@ -139,8 +163,17 @@ def _record(line: bytes) -> list[Any]:
         record = json.loads(line)
     except ValueError as exc:
         raise ExtractionFailed("the parser's output was malformed") from exc
-    valid = isinstance(record, list) and len(record) in (2, 3) and record[0] in ("p", "done", "error")
-    if not valid or (record[0] == "p" and not (len(record) == 3 and all(isinstance(x, str) for x in record[1:]))):
+    if record == ["ocr"]:
+        return record
+    valid = isinstance(record, list) and len(record) in (2, 3, 4) and record[0] in ("p", "done", "error")
+    passage = valid and record[0] == "p"
+    if passage and not (
+        len(record) in (3, 4)
+        and all(isinstance(x, str) for x in record[1:3])
+        and (len(record) == 3 or isinstance(record[3], dict))
+    ):
+        valid = False
+    if not valid or (record[0] != "p" and len(record) == 4):
         raise ExtractionFailed("the parser's output was malformed")
     return record
 
@@ -214,10 +247,12 @@ def _child(config: dict[str, Any]) -> int:
     # Die with the service: an orphaned parser has nobody to report to.
     with contextlib.suppress(OSError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
+    # Soft limits for every parser; the hard ones leave room that only the OCR path claims (services.assets.ocr).
     cpu = int(config["cpu"])
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 2))
+    limits = Limits(**config["limits"])
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + int(limits.ocr_seconds) + 2))
     memory = int(config["memory"])
-    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    resource.setrlimit(resource.RLIMIT_AS, (memory, max(memory, int(config.get("ocr_memory", memory)))))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     _confine(resource)
     # Warm up: import every parser before the job arrives (trusted code, under the limits already).
@@ -225,10 +260,9 @@ def _child(config: dict[str, Any]) -> int:
     import openpyxl  # noqa: F401
     import pymupdf  # noqa: F401
 
-    from services.assets import office, webpage  # noqa: F401
-    from services.assets.extraction import ExtractionError, Limits, extract
+    from services.assets import ocr, office, pdf, webpage, wordprocessing  # noqa: F401
+    from services.assets.extraction import ExtractionError, extract
 
-    limits = Limits(**config["limits"])
     job_line = sys.stdin.readline()
     if not job_line:
         return 0
@@ -238,8 +272,13 @@ def _child(config: dict[str, Any]) -> int:
     def write(record: list[Any]) -> None:
         out.write(json.dumps(record, ensure_ascii=False).encode("utf-8") + b"\n")
 
+    def ocr_started() -> None:
+        write(["ocr"])
+        out.flush()
+
+    ocr.on_start(ocr_started)
     try:
-        summary = extract(Path(job["path"]), job["kind"], limits, lambda loc, text: write(["p", loc, text]))
+        summary = extract(Path(job["path"]), job["kind"], limits, lambda loc, text, meta: write(["p", loc, text, meta]))
     except ExtractionError as exc:
         write(["error", str(exc)])
     else:

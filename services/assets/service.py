@@ -20,11 +20,12 @@ from services.assets.lifecycle import SETTLED, Lifecycle, evidence_prefix
 from services.assets.repository import AssetsRepository
 from shared.blobs import Blobs, content_key
 from shared.contracts import assets as c
-from shared.contracts.common import Actor
+from shared.contracts.common import Actor, PageRequest
 from shared.db import Database
 from shared.errors import Invalid, NotFound, Unauthenticated, Unavailable, Unsupported
 from shared.grants import GrantClaims, verify_grant
 from shared.outbox import enqueue
+from shared.paging import Int32, cut_page, decode_cursor
 from shared.settings import AssetsSettings
 
 UPLOAD_ROOT = "upload"
@@ -275,15 +276,25 @@ class AssetsService:
         claims = self.claims(actor, grant, required=req.run_local)
         namespace = run_namespace(claims.run_id) if req.run_local and claims else ""
         async with self._db.pool.acquire() as conn:
-            return await self._source_view(conn, actor, namespace, req.source_id)
+            return await self._source_view(conn, actor, namespace, req.source_id, req)
 
-    async def _source_view(self, conn: asyncpg.Connection, actor: Actor, namespace: str, source_id: str) -> c.Source:
+    async def _source_view(
+        self, conn: asyncpg.Connection, actor: Actor, namespace: str, source_id: str, page: PageRequest
+    ) -> c.Source:
+        """The source with one page of its versions (oldest first)."""
+        (after,) = decode_cursor(page.cursor, Int32) if page.cursor else (0,)
         source = await self._repo.find_source(conn, scope=actor.scope, namespace=namespace, source_id=source_id)
         if source is None:
             raise NotFound("source not found", {"source_id": source_id})
-        versions = [to_version(r) for r in await self._repo.list_versions(conn, source_pk=source["pk"])]
-        active = next((v.version for v in versions if v.status == "active"), None)
-        return c.Source(source_id=source_id, active_version=active, versions=versions)
+        active = await self._repo.active_version(conn, source_pk=source["pk"])
+        rows = await self._repo.list_versions(conn, source_pk=source["pk"], limit=page.limit + 1, after=after)
+        versions, next_cursor = cut_page(rows, page.limit, lambda r: (r["version"],))
+        return c.Source(
+            source_id=source_id,
+            active_version=active["version"] if active is not None else None,
+            versions=[to_version(r) for r in versions],
+            next_cursor=next_cursor,
+        )
 
     async def retire(self, actor: Actor, req: c.RetireRequest) -> c.Source:
         async with self._db.transaction() as conn:
@@ -296,4 +307,4 @@ class AssetsService:
                 versions = await self._repo.retire_source(conn, pk=source["pk"])
                 event = c.SourceRetired(source_id=req.source_id, versions=versions)
                 await enqueue(conn, type=c.EVT_SOURCE_RETIRED, scope=actor.scope, data=event.model_dump(mode="json"))
-            return await self._source_view(conn, actor, "", req.source_id)
+            return await self._source_view(conn, actor, "", req.source_id, PageRequest())

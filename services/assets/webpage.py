@@ -13,6 +13,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 from services.assets.extraction import Collector
+from shared.sniff import bom_encoding
 
 # Elements whose content is code, styling, or a nested document: never text for a reader.
 SKIPPED = frozenset(
@@ -27,6 +28,10 @@ BLOCKS = frozenset(
 )
 VOID = frozenset({"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"})
 _CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
+_XML_ENCODING = re.compile(rb"""\s*<\?xml[^>]*encoding\s*=\s*["']([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
+# Detection reads a bounded prefix: enough for any statistical verdict, cheap on a 50 MB page.
+_DETECT_BYTES = 256 * 1024
+_LATIN_FAMILY = frozenset({"cp1250", "cp1252", "latin_1", "iso8859_15", "iso8859_2", "cp850", "mac_roman", "cp1254"})
 
 
 class _TextOnly(HTMLParser):
@@ -80,36 +85,66 @@ class _TextOnly(HTMLParser):
         return
 
 
-def decode_html(raw: bytes) -> str:
-    if raw.startswith(codecs.BOM_UTF8):
-        return raw[3:].decode("utf-8", "replace")
-    if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
-        return raw.decode("utf-16", "replace")
+def _declared_charset(raw: bytes) -> str | None:
+    match = _CHARSET.search(raw[:4096]) or _XML_ENCODING.match(raw[:200])
+    if match is None:
+        return None
     try:
-        return raw.decode("utf-8")
+        return codecs.lookup(match.group(1).decode("ascii")).name
+    except LookupError:
+        return None
+
+
+def _detected_charset(raw: bytes) -> str:
+    import charset_normalizer
+
+    best = charset_normalizer.from_bytes(raw[:_DETECT_BYTES]).best()
+    encoding = best.encoding if best is not None else "cp1252"
+    # The detector cannot tell the Latin single-byte code pages apart on a few accented letters; WHATWG
+    # makes windows-1252 the default for undeclared Western pages, so it wins among them.
+    return "cp1252" if encoding in _LATIN_FAMILY else encoding
+
+
+def decode_html(raw: bytes) -> tuple[str, str | None]:
+    """The text, and a note when the bytes contradicted their declared charset (None otherwise)."""
+    bom = bom_encoding(raw)
+    if bom is not None:
+        return raw[bom[1] :].decode(bom[0], "replace"), None
+    try:
+        return raw.decode("utf-8"), None
     except UnicodeDecodeError:
         pass
-    match = _CHARSET.search(raw[:4096])
-    encoding = "cp1252"
-    if match:
+    declared = _declared_charset(raw)
+    if declared is not None and declared != "utf-8":
         try:
-            encoding = codecs.lookup(match.group(1).decode("ascii")).name
-        except LookupError:
+            return raw.decode(declared), None
+        except UnicodeDecodeError:
             pass
-    return raw.decode(encoding, "replace")
+    detected = _detected_charset(raw)
+    text = raw.decode(detected, "replace")
+    if declared is None:
+        return text, None
+    return text, f"the page declares charset {declared} but its bytes are not; decoded as {detected} (detected)"
 
 
-def sanitized_segments(raw: bytes) -> list[str]:
+def text_segments(text: str) -> list[str]:
     parser = _TextOnly()
-    parser.feed(decode_html(raw))
+    parser.feed(text)
     parser.close()
     parser._break()
     return parser.segments
 
 
+def sanitized_segments(raw: bytes) -> list[str]:
+    return text_segments(decode_html(raw)[0])
+
+
 def extract_html(path: Path, out: Collector) -> None:
     cov = out.coverage
-    for number, segment in enumerate(sanitized_segments(path.read_bytes()), start=1):
+    text, note = decode_html(path.read_bytes())
+    if note is not None:
+        cov.notes.append(note)
+    for number, segment in enumerate(text_segments(text), start=1):
         cov.units_total += 1
         if out.add(f"html:s={number}", segment):
             cov.units_extracted += 1

@@ -9,12 +9,13 @@ from functools import partial
 from pathlib import Path
 
 import nats
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from starlette.routing import Route
 
 from services.gateway import observe
+from services.gateway.deps import check_token, reject_unstorable
 from services.gateway.errors import install_error_handlers
-from services.gateway.limits import BodyLimit
+from services.gateway.limits import STREAMED_ROUTES, Authenticate, BodyLimit
 from services.gateway.mcp_endpoint import McpEndpoint
 from services.gateway.mcp_server import build_server
 from services.gateway.openapi import COMMON, errors, install_openapi, operation_id
@@ -25,6 +26,7 @@ from services.gateway.web.sources import UPLOAD_PATH
 from shared import tracing
 from shared.blobs import Blobs
 from shared.bus import BusClient
+from shared.contracts.common import Actor
 from shared.db import Database
 from shared.health import HealthReporter, connection_answers
 from shared.natsauth import connect_options
@@ -36,7 +38,6 @@ DESCRIPTION = (
     "every response carries `X-Request-ID`. The bus underneath is described in docs/asyncapi.json."
 )
 # Multipart routes stream files; their exact per-file limit is enforced by the route while streaming.
-UPLOAD_PREFIXES = ("/v1/assets", "/v1/artifacts", UPLOAD_PATH)
 MULTIPART_OVERHEAD = 1024 * 1024
 
 
@@ -84,6 +85,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         docs_url="/docs",
         redoc_url=None,
         generate_unique_id_function=operation_id,
+        dependencies=[Depends(reject_unstorable)],
     )
     app.state.settings = settings
     install_error_handlers(app)
@@ -96,11 +98,17 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     app.router.routes.append(Route("/mcp", mcp, methods=["POST"], include_in_schema=False))
     install_workbench(app)
 
-    def limit_for(path: str) -> int:
-        if path.startswith(UPLOAD_PREFIXES):
-            return settings.max_upload_bytes + MULTIPART_OVERHEAD
-        return settings.max_json_bytes
+    def limit_for(method: str, path: str) -> tuple[int, bool]:
+        # The workbench's upload form streams its file like the API's multipart routes.
+        if (method, path) in STREAMED_ROUTES or (method, path) == ("POST", UPLOAD_PATH):
+            return settings.max_upload_bytes + MULTIPART_OVERHEAD, True
+        return settings.max_json_bytes, False
 
+    async def check(path: str, authorization: str | None) -> Actor | None:
+        return await check_token(app.state.tokens, path, authorization)
+
+    # The last added runs first: the size limit before the token, the token before any parsing.
+    app.add_middleware(Authenticate, check=check)
     app.add_middleware(BodyLimit, limit_for=limit_for)
     # Outermost: the request id is bound before anything else runs, and every answer carries it.
     app.add_middleware(observe.RequestIdAndMetrics)

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from fastapi import Request, Security
+from typing import Any
+
+from fastapi import Query, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from services.gateway.limits import STREAMED_ROUTES
 from services.gateway.tokens import TokenService, bearer
 from shared.bus import BusClient
-from shared.contracts.common import Actor
-from shared.errors import Unauthenticated
+from shared.contracts.common import CURSOR_MAX_CHARS, PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX, Actor
+from shared.errors import Invalid, Unauthenticated
+from shared.storable import require_storable, unstorable_field
 
 # Declared for the OpenAPI document (Swagger's Authorize button); the header itself is parsed below, so a
 # missing or malformed token answers the envelope rather than FastAPI's own 403.
@@ -25,16 +29,61 @@ def _tokens(request: Request) -> TokenService:
 
 
 async def current_actor(request: Request, _: HTTPAuthorizationCredentials | None = Security(BEARER)) -> Actor:
-    token = bearer(request.headers.get("authorization"))
-    tokens = _tokens(request)
+    # The `Authenticate` guard has already resolved the token of every /v1 request, before any body parse.
+    checked = getattr(request.state, "actor", None)
+    if isinstance(checked, Actor):
+        return checked
+    return await resolve_actor(_tokens(request), request.headers.get("authorization"))
+
+
+async def resolve_actor(tokens: TokenService, authorization: str | None) -> Actor:
+    token = bearer(authorization)
     if tokens.is_admin(token):
         raise Unauthenticated("the admin token is accepted only on /v1/admin routes")
     return await tokens.resolve(token)
 
 
+async def check_token(tokens: TokenService, path: str, authorization: str | None) -> Actor | None:
+    """What the `Authenticate` guard asks: the admin token on /v1/admin routes, a user's token elsewhere."""
+    if path == "/v1/admin" or path.startswith("/v1/admin/"):
+        if not tokens.is_admin(bearer(authorization)):
+            raise Unauthenticated("this route needs the admin token")
+        return None
+    return await resolve_actor(tokens, authorization)
+
+
 async def require_admin(request: Request, _: HTTPAuthorizationCredentials | None = Security(BEARER)) -> None:
     if not _tokens(request).is_admin(bearer(request.headers.get("authorization"))):
         raise Unauthenticated("this route needs the admin token")
+
+
+async def reject_unstorable(request: Request) -> None:
+    """CONTRACT "Errors": U+0000 or a lone surrogate in a path id, a query parameter or a JSON field is
+    `invalid`, naming it, on every route (multipart fields are checked as they are parsed)."""
+    for name, value in request.path_params.items():
+        require_storable(value, name)
+    for key, value in request.query_params.multi_items():
+        if unstorable_field(key) is not None:
+            raise Invalid("a query parameter's name cannot be stored", {"field": "query"})
+        require_storable(value, key)
+    if (request.method, request.url.path) in STREAMED_ROUTES:
+        return
+    media = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
+    if media == "application/json" or media.endswith("+json"):
+        try:
+            # FastAPI has parsed a JSON body already (before dependencies), and Starlette caches it.
+            body = await request.json()
+        except (ValueError, UnicodeDecodeError):
+            return  # not JSON: the body's own validation answers
+        require_storable(body)
+
+
+def page(
+    limit: int = Query(default=PAGE_LIMIT_DEFAULT, ge=1, le=PAGE_LIMIT_MAX),
+    cursor: str | None = Query(default=None, min_length=1, max_length=CURSOR_MAX_CHARS),
+) -> dict[str, Any]:
+    """The paging parameters of every list route (CONTRACT "Lists"); the owner service decodes the cursor."""
+    return {"limit": limit, "cursor": cursor}
 
 
 def bus(request: Request) -> BusClient:

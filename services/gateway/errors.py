@@ -49,6 +49,9 @@ def install_error_handlers(app: FastAPI) -> None:
         if not request.url.path.startswith(API_PREFIXES):
             # A browser that strays off the workbench's pages gets a page, not JSON.
             return error_page(request, code, "there is no page here" if code == "not_found" else str(exc.detail))
+        if exc.status_code == 400:
+            # FastAPI's "error parsing the body" (a JSON body nested deeper than the parser goes): bad input.
+            return envelope("invalid", "the request body cannot be parsed", {"field": "body"})
         return envelope(code, str(exc.detail), status=exc.status_code)
 
     @app.exception_handler(Exception)

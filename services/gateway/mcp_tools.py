@@ -53,11 +53,11 @@ async def get_run(bus: BusClient, actor: Actor, req: runhost.RunIdRequest) -> An
     return await bus.call(runhost.GET_RUN, req, actor=actor)
 
 
-async def get_ledger(bus: BusClient, actor: Actor, req: runhost.RunIdRequest) -> Any:
+async def get_ledger(bus: BusClient, actor: Actor, req: runhost.RunPageRequest) -> Any:
     return await bus.call(runhost.LEDGER, req, actor=actor)
 
 
-async def list_run_files(bus: BusClient, actor: Actor, req: runhost.RunIdRequest) -> Any:
+async def list_run_files(bus: BusClient, actor: Actor, req: runhost.RunPageRequest) -> Any:
     return await bus.call(runhost.LIST_FILES, req, actor=actor)
 
 

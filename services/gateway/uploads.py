@@ -21,6 +21,7 @@ from starlette.requests import ClientDisconnect
 from services.gateway.upload_sink import ObjectSink, upload_key
 from shared.blobs import Blobs
 from shared.errors import Invalid, TooLarge
+from shared.storable import require_storable
 
 MAX_FIELD_BYTES = 64 * 1024
 MAX_PARTS = 16
@@ -159,12 +160,12 @@ async def read_multipart(
     collector = _Collector(file_field, max_file_bytes, spool_dir)
     try:
         await _parse(request, collector)
+        if collector.upload is None:
+            raise Invalid(f"the '{file_field}' part is missing", {"field": file_field})
+        _require_storable_text(collector.fields, collector.upload.filename)
     except BaseException:
         collector.cleanup()
         raise
-    if collector.upload is None:
-        collector.cleanup()
-        raise Invalid(f"the '{file_field}' part is missing", {"field": file_field})
     return collector.fields, collector.upload
 
 
@@ -180,12 +181,20 @@ async def stream_multipart(
         await _parse(request, collector)
         if collector.stored is None or collector.sink is None:
             raise Invalid(f"the '{file_field}' part is missing", {"field": file_field})
+        _require_storable_text(collector.fields, collector.stored.filename)
         await collector.sink.finish()
     except BaseException:
         if collector.sink is not None:
             await collector.sink.abort()
         raise
     return collector.fields, collector.stored
+
+
+def _require_storable_text(fields: dict[str, str], filename: str) -> None:
+    """CONTRACT "Errors": U+0000 in a field or the file name is `invalid`, naming it (fields decode with
+    replacement, so no lone surrogate survives)."""
+    require_storable(fields)
+    require_storable(filename, "filename")
 
 
 async def _parse(request: Request, collector: _Collector) -> None:

@@ -32,6 +32,10 @@ def create_app(settings: PublicationSettings) -> ServiceRuntime:
     async def read(ctx: RequestContext, req: c.ReadRequest) -> c.PublicationVersion:
         return await service.read(ctx.actor, req, grant=ctx.grant)
 
+    @endpoint(broker, c.CLAIMS, c.ClaimsRequest, queue=NAME)
+    async def claims(ctx: RequestContext, req: c.ClaimsRequest) -> c.ClaimList:
+        return await service.claims(ctx.actor, req)
+
     @endpoint(broker, c.REVISE, c.ReviseRequest, queue=NAME)
     async def revise(ctx: RequestContext, req: c.ReviseRequest) -> c.PublicationVersion:
         return await service.revise(ctx.actor, req)

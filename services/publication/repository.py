@@ -8,7 +8,7 @@ import asyncpg
 
 _VERSION_COLUMNS = (
     "v.publication_id AS id, v.version, v.title, v.body, v.content_hash, v.sources, v.run_id,"
-    " v.status, v.withdrawn_reason, v.created_at, p.workspace_id"
+    " v.status, v.withdrawn_reason, v.created_at, p.workspace_id, v.claims"
 )
 
 
@@ -51,11 +51,12 @@ class PublicationRepository:
         content_hash: str,
         sources: list[dict[str, Any]],
         run_id: str | None,
+        claims: list[dict[str, Any]] | None = None,
     ) -> None:
         await conn.execute(
             "INSERT INTO publication_versions"
-            " (publication_id, version, title, body, content_hash, sources, run_id)"
-            " VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            " (publication_id, version, title, body, content_hash, sources, run_id, claims)"
+            " VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
             id,
             version,
             title,
@@ -63,6 +64,7 @@ class PublicationRepository:
             content_hash,
             sources,
             run_id,
+            claims or [],
         )
 
     async def lock_publication(self, conn: asyncpg.Connection, *, scope: str, id: str) -> asyncpg.Record | None:
@@ -85,11 +87,13 @@ class PublicationRepository:
             "SELECT id, title, latest_version FROM publications WHERE id = $1 AND scope = $2", id, scope
         )
 
-    async def list_versions(self, conn: asyncpg.Connection, *, id: str) -> list[asyncpg.Record]:
+    async def list_versions(self, conn: asyncpg.Connection, *, id: str, limit: int, after: int) -> list[asyncpg.Record]:
         return await conn.fetch(
             "SELECT version, content_hash, status, run_id, created_at FROM publication_versions"
-            " WHERE publication_id = $1 ORDER BY version",
+            " WHERE publication_id = $1 AND version > $3 ORDER BY version LIMIT $2",
             id,
+            limit,
+            after,
         )
 
     async def get_version(

@@ -17,6 +17,7 @@ from shared.db import Database
 from shared.errors import Conflict, Invalid, NotFound, TooLarge, Unavailable
 from shared.grants import require_ref, verify_grant
 from shared.outbox import enqueue
+from shared.paging import Int32, cut_page, decode_cursor, encode_cursor
 from shared.settings import PublicationSettings
 
 
@@ -103,6 +104,7 @@ class PublicationService:
                 content_hash=content_hash,
                 sources=sources,
                 run_id=req.run_id,
+                claims=[claim.model_dump(mode="json") for claim in req.claims],
             )
             row = await self._repo.get_version(conn, scope=actor.scope, id=pub_id, version=1)
             assert row is not None
@@ -133,16 +135,19 @@ class PublicationService:
         return _version(row)
 
     async def get(self, actor: Actor, req: c.GetRequest) -> c.Publication:
+        (after,) = decode_cursor(req.cursor, Int32) if req.cursor else (0,)
         async with self._db.pool.acquire() as conn:
             pub = await self._repo.get_publication(conn, scope=actor.scope, id=req.id)
             if pub is None:
                 raise NotFound("publication not found", {"id": req.id})
-            versions = await self._repo.list_versions(conn, id=req.id)
+            rows = await self._repo.list_versions(conn, id=req.id, limit=req.limit + 1, after=after)
+        page, next_cursor = cut_page(rows, req.limit, lambda r: (r["version"],))
         return c.Publication(
             id=pub["id"],
             title=pub["title"],
             latest_version=pub["latest_version"],
-            versions=[c.VersionSummary(**dict(v)) for v in versions],
+            versions=[c.VersionSummary(**dict(v)) for v in page],
+            next_cursor=next_cursor,
         )
 
     async def read(self, actor: Actor, req: c.ReadRequest, *, grant: str | None) -> c.PublicationVersion:
@@ -167,6 +172,21 @@ class PublicationService:
                 details={"id": req.id, "version": req.version},
             )
         return _version(row)
+
+    async def claims(self, actor: Actor, req: c.ClaimsRequest) -> c.ClaimList:
+        """The checked claims of a version, under the same rules as reading it (a withdrawn one is unavailable)."""
+        version = await self.read(actor, c.ReadRequest(id=req.id, version=req.version), grant=None)
+        async with self._db.pool.acquire() as conn:
+            row = await self._repo.get_version(conn, scope=actor.scope, id=version.id, version=version.version)
+        assert row is not None  # it was just read
+        # The claims are one immutable list of the version: a page is a slice after the previous page's last.
+        (start,) = decode_cursor(req.cursor, Int32) if req.cursor else (0,)
+        page = row["claims"][start : start + req.limit]
+        more = start + req.limit < len(row["claims"])
+        return c.ClaimList(
+            items=[c.Claim.model_validate(item) for item in page],
+            next_cursor=encode_cursor((start + req.limit,)) if more else None,
+        )
 
     async def diff(self, actor: Actor, req: c.DiffRequest) -> c.Diff:
         """Both versions are read under the rules of `read`: another scope's is not found, a withdrawn one unavailable."""

@@ -61,15 +61,20 @@ def create_app(settings: RunhostSettings, *, workers: bool = True) -> ServiceRun
 
     @endpoint(broker, c.GET_CONVERSATION, c.ConversationRequest, queue=NAME)
     async def conversation(ctx: RequestContext, req: c.ConversationRequest) -> c.Conversation:
-        return await service.conversation(ctx.actor, req.conversation_id)
+        return await service.conversation(ctx.actor, req)
 
-    @endpoint(broker, c.LEDGER, c.RunIdRequest, queue=NAME)
-    async def ledger(ctx: RequestContext, req: c.RunIdRequest) -> c.Ledger:
-        return await service.ledger(ctx.actor, req.run_id)
+    @endpoint(broker, c.LEDGER, c.RunPageRequest, queue=NAME)
+    async def ledger(ctx: RequestContext, req: c.RunPageRequest) -> c.Ledger:
+        return await service.ledger(ctx.actor, req)
 
-    @endpoint(broker, c.LIST_FILES, c.RunIdRequest, queue=NAME)
-    async def list_files(ctx: RequestContext, req: c.RunIdRequest) -> c.FileList:
-        return await service.list_files(ctx.actor, req.run_id)
+    @endpoint(broker, c.PROV, c.RunIdRequest, queue=NAME)
+    async def prov(ctx: RequestContext, req: c.RunIdRequest) -> c.ProvDocument:
+        """The run's lineage as W3C PROV-JSON."""
+        return await service.prov(ctx.actor, req.run_id)
+
+    @endpoint(broker, c.LIST_FILES, c.RunPageRequest, queue=NAME)
+    async def list_files(ctx: RequestContext, req: c.RunPageRequest) -> c.FileList:
+        return await service.list_files(ctx.actor, req)
 
     @endpoint(broker, c.READ_FILE, c.ReadFileRequest, queue=NAME)
     async def read_file(ctx: RequestContext, req: c.ReadFileRequest) -> c.FileText:

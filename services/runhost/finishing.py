@@ -16,7 +16,8 @@ from typing import Any
 
 from pydantic import Field, ValidationError
 
-from services.runhost.memory import StaleLease
+from services.runhost.claims import check_answer, claim_counts
+from services.runhost.memory import RunFiles, StaleLease
 from services.runhost.owners import Owners
 from services.runhost.report import render_report
 from services.runhost.repository import RunRepository, RunRow
@@ -76,8 +77,11 @@ class Finisher:
         if answer is None:
             raise RuntimeError(f"run {self.run['id']} has no kept answer to finish with")
         sources = await self.consumed_sources()
+        files = RunFiles(self.blobs, self.db, self.repo, self.run["id"], self.epoch)
+        claims = await check_answer(self.db, self.repo, files, answer)
         title = f"Run {self.run['id']}: {self.run['question'][:120]}"
         request = pub.CommitRequest(
+            claims=claims,
             title=title,
             body=answer,
             workspace_id=self.run["workspace_id"],
@@ -87,7 +91,8 @@ class Finisher:
         )
         await self._check_fence()
         published = await self.owners.publish_answer(self.actor, request)
-        await self._fenced({"publication_id": published.id, "publication_version": published.version})
+        published_ref = {"publication_id": published.id, "publication_version": published.version}
+        await self._fenced(published_ref | claim_counts(claims))
         association = await self._associate(published)
         await self._check_fence()
         checkpoint = await self._propose(proposal, published, sources)

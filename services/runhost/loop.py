@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from services.runhost.journal import ModelJournal
 from services.runhost.ledger import Inclusion, RunLedger
 from services.runhost.memory import RunFiles, StaleLease
 from services.runhost.policies.base import TOOLS, ModelInput, Policy, RunView, ToolCall, ToolResult
@@ -142,6 +143,7 @@ class RunLoop:
         limits: Limits,
         checkpoint_revision: int,
         step_delay: float = 0.0,
+        journal: ModelJournal | None = None,
     ):
         self.run, self.epoch, self.policy, self.toolbox = run, epoch, policy, toolbox
         self.files, self.ledger, self.db, self.repo = files, ledger, db, repo
@@ -157,6 +159,7 @@ class RunLoop:
         )
         self.transcript: list[ToolResult] = []
         self.pending: list[Inclusion] = []
+        self.journal = journal
 
     async def _bump(self, work: WorkDone = NO_WORK) -> bool:
         """Count work under the fence; returns whether a cancel was requested."""
@@ -182,6 +185,8 @@ class RunLoop:
 
     async def run_until_done(self) -> Finished | Stopped:
         await self.ledger.load()
+        if self.journal is not None:
+            self.transcript = await self.journal.transcript()
         if "plan.md" not in await self.files.listing():
             await self.files.write("plan.md", initial_plan(self.run))
         while True:
@@ -195,12 +200,12 @@ class RunLoop:
             self.pending = []
             remaining = self.limits.max_seconds - (time.monotonic() - self.counters.started_at)
             try:
-                call = await asyncio.wait_for(self.policy.next_step(model_input), timeout=max(remaining, 0.01))
+                call = await asyncio.wait_for(self._ask(model_input), timeout=max(remaining, 0.01))
             except TimeoutError:
                 return Stopped("limit:time")
             step = WorkDone(
                 steps=1,
-                requests=1,
+                requests=0 if call.replayed else 1,
                 input_chars=input_chars(model_input.messages),
                 tokens_in=call.tokens_in,
                 tokens_out=call.tokens_out,
@@ -208,6 +213,9 @@ class RunLoop:
             cancelled = await self._bump(step)
             if cancelled:
                 return Stopped("cancelled")
+            if self.step_delay:
+                # Between the model's answer and its tool: where a crash costs a model call without a journal.
+                await asyncio.sleep(self.step_delay)
             if call.name == "finish":
                 outcome = self._finish(call)
                 if isinstance(outcome, Finished):
@@ -219,8 +227,13 @@ class RunLoop:
             await self._bump(WorkDone(chars=len(result.text), source_chars=int(result.data.get("fresh_chars", 0))))
             self.pending.extend(inclusions)
             self.transcript.append(result)
-            if self.step_delay:
-                await asyncio.sleep(self.step_delay)
+            if self.journal is not None:
+                await self.journal.result(result)
+
+    async def _ask(self, model_input: ModelInput) -> ToolCall:
+        if self.journal is None:
+            return await self.policy.next_step(model_input)
+        return await self.journal.ask(self.policy, model_input)
 
     def _finish(self, call: ToolCall) -> Finished | ToolResult:
         """A finish with a usable answer ends the loop; any other is answered back to the model."""

@@ -50,6 +50,10 @@ class RunRow(TypedDict):
     tokens_out: int | None
     final_answer: str | None
     final_proposal: dict[str, Any] | None
+    principal: str | None
+    claims_supported: int
+    claims_weak: int
+    claims_unsupported: int
 
 
 def run_row(record: asyncpg.Record) -> RunRow:
@@ -79,10 +83,18 @@ class RunRepository:
     async def get_conversation(self, conn: asyncpg.Connection, *, scope: str, id: str) -> asyncpg.Record | None:
         return await conn.fetchrow("SELECT * FROM conversations WHERE id = $1 AND scope = $2", id, scope)
 
-    async def list_conversation_runs(self, conn: asyncpg.Connection, *, conversation_id: str) -> list[asyncpg.Record]:
+    async def list_conversation_runs(
+        self, conn: asyncpg.Connection, *, conversation_id: str, limit: int, after: tuple[Any, ...] | None
+    ) -> list[asyncpg.Record]:
+        """Oldest first; `after` is the (created_at, id) of the last run of the previous page."""
+        created_at, id = after if after is not None else (None, None)
         return await conn.fetch(
-            "SELECT id, question, status, created_at FROM runs WHERE conversation_id = $1 ORDER BY created_at, id",
+            "SELECT id, question, status, created_at FROM runs WHERE conversation_id = $1"
+            " AND ($3::timestamptz IS NULL OR (created_at, id) > ($3, $4::text)) ORDER BY created_at, id LIMIT $2",
             conversation_id,
+            limit,
+            created_at,
+            id,
         )
 
     # -- runs ---------------------------------------------------------------------------------------
@@ -106,13 +118,19 @@ class RunRepository:
         return await conn.fetchrow("SELECT * FROM runs WHERE id = $1", id)
 
     async def list_runs(
-        self, conn: asyncpg.Connection, *, scope: str, workspace_id: str, limit: int
+        self, conn: asyncpg.Connection, *, scope: str, workspace_id: str, limit: int, after: tuple[Any, ...] | None
     ) -> list[asyncpg.Record]:
+        """Newest first; `after` is the (created_at, id) of the last run of the previous page."""
+        created_at, id = after if after is not None else (None, None)
         return await conn.fetch(
-            "SELECT * FROM runs WHERE scope = $1 AND workspace_id = $2 ORDER BY created_at DESC, id DESC LIMIT $3",
+            "SELECT * FROM runs WHERE scope = $1 AND workspace_id = $2"
+            " AND ($4::timestamptz IS NULL OR (created_at, id) < ($4, $5::text))"
+            " ORDER BY created_at DESC, id DESC LIMIT $3",
             scope,
             workspace_id,
             limit,
+            created_at,
+            id,
         )
 
     async def cancel_unclaimed(self, conn: asyncpg.Connection, *, scope: str, id: str) -> asyncpg.Record | None:
@@ -256,6 +274,20 @@ class RunRepository:
             run_id,
         )
 
+    async def page_ledger(
+        self, conn: asyncpg.Connection, *, run_id: str, limit: int, after_id: int, after_seq: int
+    ) -> list[asyncpg.Record]:
+        """Rows after (id, seq) of the previous page's last row. A run's rows are appended in id order by its
+        one fenced worker, so numbering on from `after_seq` gives each row the seq a full read would."""
+        return await conn.fetch(
+            "SELECT id, $3 + row_number() OVER (ORDER BY id) AS seq, stage, ref, content_hash, locator, reason,"
+            " model_request, at FROM ledger WHERE run_id = $1 AND id > $2 ORDER BY id LIMIT $4",
+            run_id,
+            after_id,
+            after_seq,
+            limit,
+        )
+
     async def included_refs(self, conn: asyncpg.Connection, *, run_id: str) -> list[asyncpg.Record]:
         """The consumed materials: distinct refs with an `included` row, in first-inclusion order."""
         return await conn.fetch(
@@ -298,6 +330,16 @@ class RunRepository:
     async def list_files(self, conn: asyncpg.Connection, *, run_id: str) -> list[asyncpg.Record]:
         return await conn.fetch(
             "SELECT path, size, ref, content_hash, locator FROM run_files WHERE run_id = $1 ORDER BY path", run_id
+        )
+
+    async def page_files(
+        self, conn: asyncpg.Connection, *, run_id: str, limit: int, after: str
+    ) -> list[asyncpg.Record]:
+        return await conn.fetch(
+            "SELECT path, size FROM run_files WHERE run_id = $1 AND path > $2 ORDER BY path LIMIT $3",
+            run_id,
+            after,
+            limit,
         )
 
     async def get_file(self, conn: asyncpg.Connection, *, run_id: str, path: str) -> asyncpg.Record | None:

@@ -6,6 +6,7 @@ import hashlib
 import json
 import logging
 import uuid
+from datetime import datetime
 from typing import Any
 
 import asyncpg
@@ -13,6 +14,7 @@ import asyncpg
 from services.runhost.memory import RunFiles, validate_path
 from services.runhost.owners import Owners
 from services.runhost.policies.factory import validate_model
+from services.runhost.prov import run_prov
 from services.runhost.repository import RunRepository
 from shared.contracts import runhost as c
 from shared.contracts import workspace as ws
@@ -20,6 +22,7 @@ from shared.contracts.common import Actor, Ref
 from shared.db import Database
 from shared.errors import Conflict, DomainError, Invalid, NotFound, TooLarge
 from shared.outbox import enqueue
+from shared.paging import Int64, cut_page, decode_cursor
 from shared.settings import RunhostSettings
 
 log = logging.getLogger("dossier.runhost")
@@ -59,6 +62,9 @@ def to_run(row: asyncpg.Record) -> c.Run:
             source_chars_read=row["source_chars_read"],
             tokens_in=row["tokens_in"],
             tokens_out=row["tokens_out"],
+            claims_supported=row["claims_supported"],
+            claims_weak=row["claims_weak"],
+            claims_unsupported=row["claims_unsupported"],
         ),
     )
 
@@ -98,6 +104,7 @@ class RunService:
                 values={
                     "id": run_id,
                     "scope": actor.scope,
+                    "principal": actor.principal,
                     "workspace_id": req.workspace_id,
                     "conversation_id": conversation_id,
                     "request_id": req.request_id,
@@ -170,9 +177,13 @@ class RunService:
     async def list_runs(self, actor: Actor, req: c.ListRunsRequest) -> c.RunList:
         # A workspace route: a deleted workspace answers 404 here too, although its runs live on.
         await self._owners.ensure_workspace_exists(actor, workspace_id=req.workspace_id)
+        after = decode_cursor(req.cursor, datetime, str) if req.cursor else None
         async with self._db.pool.acquire() as conn:
-            rows = await self._repo.list_runs(conn, scope=actor.scope, workspace_id=req.workspace_id, limit=req.limit)
-        return c.RunList(items=[to_run(r) for r in rows])
+            rows = await self._repo.list_runs(
+                conn, scope=actor.scope, workspace_id=req.workspace_id, limit=req.limit + 1, after=after
+            )
+        page, next_cursor = cut_page(rows, req.limit, lambda r: (r["created_at"], r["id"]))
+        return c.RunList(items=[to_run(r) for r in page], next_cursor=next_cursor)
 
     async def cancel(self, actor: Actor, run_id: str) -> c.Run:
         async with self._db.transaction() as conn:
@@ -187,27 +198,47 @@ class RunService:
                 row = await self._repo.request_cancel(conn, scope=actor.scope, id=run_id) or row
             return to_run(row)
 
-    async def conversation(self, actor: Actor, conversation_id: str) -> c.Conversation:
+    async def conversation(self, actor: Actor, req: c.ConversationRequest) -> c.Conversation:
+        after = decode_cursor(req.cursor, datetime, str) if req.cursor else None
         async with self._db.pool.acquire() as conn:
-            conv = await self._repo.get_conversation(conn, scope=actor.scope, id=conversation_id)
+            conv = await self._repo.get_conversation(conn, scope=actor.scope, id=req.conversation_id)
             if conv is None:
-                raise NotFound("conversation not found", {"id": conversation_id})
-            runs = await self._repo.list_conversation_runs(conn, conversation_id=conversation_id)
+                raise NotFound("conversation not found", {"id": req.conversation_id})
+            rows = await self._repo.list_conversation_runs(
+                conn, conversation_id=req.conversation_id, limit=req.limit + 1, after=after
+            )
+        page, next_cursor = cut_page(rows, req.limit, lambda r: (r["created_at"], r["id"]))
         return c.Conversation(
-            id=conv["id"], workspace_id=conv["workspace_id"], runs=[c.ConversationRun(**dict(r)) for r in runs]
+            id=conv["id"],
+            workspace_id=conv["workspace_id"],
+            runs=[c.ConversationRun(**dict(r)) for r in page],
+            next_cursor=next_cursor,
         )
 
-    async def ledger(self, actor: Actor, run_id: str) -> c.Ledger:
+    async def ledger(self, actor: Actor, req: c.RunPageRequest) -> c.Ledger:
+        after_id, after_seq = decode_cursor(req.cursor, Int64, Int64) if req.cursor else (0, 0)
         async with self._db.pool.acquire() as conn:
-            await self._run_row(conn, actor, run_id)
-            rows = await self._repo.list_ledger(conn, run_id=run_id)
-        return c.Ledger(items=[c.LedgerRow(**dict(r)) for r in rows])
+            await self._run_row(conn, actor, req.run_id)
+            rows = await self._repo.page_ledger(
+                conn, run_id=req.run_id, limit=req.limit + 1, after_id=after_id, after_seq=after_seq
+            )
+        page, next_cursor = cut_page(rows, req.limit, lambda r: (r["id"], r["seq"]))
+        items = [c.LedgerRow(**{k: v for k, v in r.items() if k != "id"}) for r in page]
+        return c.Ledger(items=items, next_cursor=next_cursor)
 
-    async def list_files(self, actor: Actor, run_id: str) -> c.FileList:
+    async def prov(self, actor: Actor, run_id: str) -> c.ProvDocument:
         async with self._db.pool.acquire() as conn:
-            await self._run_row(conn, actor, run_id)
-        listing = await self._files_for(run_id, None).listing()
-        return c.FileList(items=[c.FileEntry(path=p, size=s) for p, s in listing.items()])
+            row = await self._run_row(conn, actor, run_id)
+            rows = await self._repo.list_ledger(conn, run_id=run_id)
+        return run_prov(row, rows)
+
+    async def list_files(self, actor: Actor, req: c.RunPageRequest) -> c.FileList:
+        (after,) = decode_cursor(req.cursor, str) if req.cursor else ("",)
+        async with self._db.pool.acquire() as conn:
+            await self._run_row(conn, actor, req.run_id)
+            rows = await self._repo.page_files(conn, run_id=req.run_id, limit=req.limit + 1, after=after)
+        page, next_cursor = cut_page(rows, req.limit, lambda r: (r["path"],))
+        return c.FileList(items=[c.FileEntry(**dict(r)) for r in page], next_cursor=next_cursor)
 
     async def read_file(self, actor: Actor, req: c.ReadFileRequest) -> c.FileText:
         validate_path(req.path)

@@ -17,6 +17,7 @@ import time
 import asyncpg
 
 from services.runhost.finishing import Finisher
+from services.runhost.journal import ModelJournal
 from services.runhost.ledger import RunLedger
 from services.runhost.loop import Finished, Limits, RunLoop, Stopped
 from services.runhost.memory import RunFiles, StaleLease
@@ -203,6 +204,8 @@ class Worker:
             limits=Limits(int(limits["max_steps"]), int(limits["max_chars"]), limits["max_seconds"]),
             checkpoint_revision=revision,
             step_delay=self.settings.run_step_delay_seconds,
+            # Only a model endpoint costs a call (and answers differently twice); local policies re-decide.
+            journal=ModelJournal(self.db, run["id"], epoch) if run["model"] == "openai" else None,
         )
         return await loop.run_until_done()
 

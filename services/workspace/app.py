@@ -1,20 +1,23 @@
-"""Bus edge of the workspace service: decode, call the rules, encode; and its two event consumers."""
+"""Bus edge of the workspace service: decode, call the rules, encode; and its event consumers."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import asyncpg
 import nats
 
 from services.workspace.associations import Associations
 from services.workspace.catalog import CatalogReader
 from services.workspace.checkpoint import Checkpoints
+from services.workspace.drift import DriftWatch
 from services.workspace.owners import Owners
 from services.workspace.service import WorkspaceService
 from shared.bus import RequestContext, endpoint
 from shared.contracts import workspace as c
-from shared.contracts.common import Model, event_subject
-from shared.contracts.publication import EVT_COMMITTED
+from shared.contracts.assets import EVT_SOURCE_RETIRED, EVT_VERSION_ACTIVATED
+from shared.contracts.common import Event, Model, event_subject
+from shared.contracts.publication import EVT_COMMITTED, EVT_REVISED, EVT_WITHDRAWN
 from shared.natsauth import connect_options, workspace_durables
 from shared.outbox import consume
 from shared.runtime import ServiceRuntime
@@ -37,6 +40,7 @@ def create_app(settings: WorkspaceSettings) -> ServiceRuntime:
     workspaces = WorkspaceService(runtime.db, settings, CatalogReader(owners, settings))
     associations = Associations(runtime.db, owners)
     checkpoints = Checkpoints(runtime.db, owners, settings)
+    drift = DriftWatch(runtime.db, checkpoints)
     broker = runtime.broker
 
     def on(subject: str, model: type[Model]):  # type: ignore[no-untyped-def]
@@ -48,7 +52,7 @@ def create_app(settings: WorkspaceSettings) -> ServiceRuntime:
 
     @on(c.LIST, c.ListRequest)
     async def list_(ctx: RequestContext, req: c.ListRequest) -> c.WorkspaceList:
-        return await workspaces.list_workspaces(ctx.actor)
+        return await workspaces.list_workspaces(ctx.actor, req)
 
     @on(c.GET, c.WorkspaceIdRequest)
     async def get(ctx: RequestContext, req: c.WorkspaceIdRequest) -> c.Workspace:
@@ -58,9 +62,9 @@ def create_app(settings: WorkspaceSettings) -> ServiceRuntime:
     async def revise_goal(ctx: RequestContext, req: c.ReviseGoalRequest) -> c.Workspace:
         return await workspaces.revise_goal(ctx.actor, req)
 
-    @on(c.GOAL_VERSIONS, c.WorkspaceIdRequest)
-    async def goal_versions(ctx: RequestContext, req: c.WorkspaceIdRequest) -> c.GoalVersions:
-        return await workspaces.goal_versions(ctx.actor, req.workspace_id)
+    @on(c.GOAL_VERSIONS, c.WorkspacePageRequest)
+    async def goal_versions(ctx: RequestContext, req: c.WorkspacePageRequest) -> c.GoalVersions:
+        return await workspaces.goal_versions(ctx.actor, req)
 
     @on(c.ARCHIVE, c.WorkspaceIdRequest)
     async def archive(ctx: RequestContext, req: c.WorkspaceIdRequest) -> c.Workspace:
@@ -103,17 +107,29 @@ def create_app(settings: WorkspaceSettings) -> ServiceRuntime:
     async def update_checkpoint(ctx: RequestContext, req: c.UpdateCheckpointRequest) -> c.Checkpoint:
         return await checkpoints.update(ctx.actor, req)
 
-    @on(c.CHECKPOINT_REVISIONS, c.WorkspaceIdRequest)
-    async def checkpoint_revisions(ctx: RequestContext, req: c.WorkspaceIdRequest) -> c.CheckpointRevisions:
-        return await checkpoints.revisions(ctx.actor, req.workspace_id)
+    @on(c.CHECKPOINT_REVISIONS, c.WorkspacePageRequest)
+    async def checkpoint_revisions(ctx: RequestContext, req: c.WorkspacePageRequest) -> c.CheckpointRevisions:
+        return await checkpoints.revisions(ctx.actor, req)
 
     @on(c.CHECKPOINT_PROPOSE, c.RawProposal)
     async def propose(ctx: RequestContext, req: c.RawProposal) -> c.ProposeReply:
         return await checkpoints.propose(ctx.actor, req)
 
+    @on(c.DRIFT, c.DriftRequest)
+    async def drifts(ctx: RequestContext, req: c.DriftRequest) -> c.DriftList:
+        return await drift.list_drifts(ctx.actor, req)
+
+    async def on_committed(conn: asyncpg.Connection, event: Event) -> None:
+        await associations.on_publication_committed(conn, event)
+        await drift.on_publication_committed(conn, event)  # what the new version cites, for later drift
+
     handlers = {
-        event_subject(EVT_COMMITTED): associations.on_publication_committed,
+        event_subject(EVT_COMMITTED): on_committed,
         event_subject(c.EVT_ASSET_ASSOCIATION_REQUESTED): associations.on_asset_association_requested,
+        event_subject(EVT_REVISED): drift.on_publication_revised,
+        event_subject(EVT_WITHDRAWN): drift.on_publication_withdrawn,
+        event_subject(EVT_VERSION_ACTIVATED): drift.on_version_activated,
+        event_subject(EVT_SOURCE_RETIRED): drift.on_source_retired,
     }
     for durable, subject in consumer_names(settings.consumer_prefix).items():
 

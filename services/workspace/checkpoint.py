@@ -24,6 +24,7 @@ from shared.contracts.common import Actor, Ref
 from shared.db import Database
 from shared.errors import Conflict, Invalid, NotFound, TooLarge
 from shared.outbox import enqueue
+from shared.paging import Int32, cut_page, decode_cursor
 from shared.settings import WorkspaceSettings
 
 
@@ -123,11 +124,15 @@ class Checkpoints:
         [checkpoint] = await self._present(actor, [row])
         return checkpoint
 
-    async def revisions(self, actor: Actor, workspace_id: str) -> c.CheckpointRevisions:
+    async def revisions(self, actor: Actor, req: c.WorkspacePageRequest) -> c.CheckpointRevisions:
+        (after,) = decode_cursor(req.cursor, Int32) if req.cursor else (0,)
         async with self._db.pool.acquire() as conn:
-            await self._require_live(conn, actor, workspace_id)
-            rows = await self._repo.list_checkpoints(conn, scope=actor.scope, workspace_id=workspace_id)
-        return c.CheckpointRevisions(items=await self._present(actor, rows))
+            await self._require_live(conn, actor, req.workspace_id)
+            rows = await self._repo.list_checkpoints(
+                conn, scope=actor.scope, workspace_id=req.workspace_id, limit=req.limit + 1, after=after
+            )
+        page, next_cursor = cut_page(rows, req.limit, lambda r: (r["revision"],))
+        return c.CheckpointRevisions(items=await self._present(actor, page), next_cursor=next_cursor)
 
     async def _require_live(self, conn: asyncpg.Connection, actor: Actor, workspace_id: str) -> None:
         if await self._repo.find_workspace(conn, scope=actor.scope, id=workspace_id) is None:
@@ -181,6 +186,10 @@ class Checkpoints:
             max_open=self._settings.max_open_questions,
             max_chars=self._settings.max_question_chars,
         )
+
+    def questions_with(self, previous: Content, text: str) -> list[c.Question]:
+        """The previous questions plus one new open question (a drift's), under the same limits."""
+        return self._questions(previous, [text], [])
 
     async def update(self, actor: Actor, req: c.UpdateCheckpointRequest) -> c.Checkpoint:
         """A person's edit. A new summary is the person's own, so it derives from nothing."""
@@ -240,32 +249,53 @@ class Checkpoints:
         author: Literal["model", "user"],
     ) -> asyncpg.Record:
         async with self._db.transaction() as conn:
-            workspace = await self._repo.lock_workspace(conn, scope=actor.scope, id=workspace_id)
-            if workspace is None or workspace["status"] == "deleted":
-                raise not_found(workspace_id)
-            current = workspace["checkpoint_revision"]
-            if current != expected_revision:
-                raise Conflict("the checkpoint has a newer revision than expected", {"current_revision": current})
-            previous = None
-            if current:
-                previous = await self._repo.latest_checkpoint(conn, scope=actor.scope, workspace_id=workspace_id)
-            content = build(_content(previous))
-            row = await self._repo.insert_checkpoint(
+            return await self.write_in(
                 conn,
                 scope=actor.scope,
                 workspace_id=workspace_id,
-                revision=current + 1,
-                summary=content.summary,
-                questions=[q.model_dump() for q in content.questions],
-                derived_from=content.derived_from.model_dump(mode="json"),
+                expected_revision=expected_revision,
+                build=build,
                 author=author,
             )
-            await enqueue(
-                conn,
-                type=c.EVT_CHECKPOINT_REVISED,
-                scope=actor.scope,
-                data=c.CheckpointRevised(
-                    workspace_id=workspace_id, revision=current + 1, author=author, run_id=content.derived_from.run_id
-                ).model_dump(),
-            )
+
+    async def write_in(
+        self,
+        conn: asyncpg.Connection,
+        *,
+        scope: str,
+        workspace_id: str,
+        expected_revision: int | None,
+        build: Callable[[Content], Content],
+        author: c.Author,
+    ) -> asyncpg.Record:
+        """One revision in the caller's transaction. `expected_revision=None` is the service's own edit (a
+        drift's question): it builds on whatever revision is current under the workspace lock."""
+        workspace = await self._repo.lock_workspace(conn, scope=scope, id=workspace_id)
+        if workspace is None or workspace["status"] == "deleted":
+            raise not_found(workspace_id)
+        current = workspace["checkpoint_revision"]
+        if expected_revision is not None and current != expected_revision:
+            raise Conflict("the checkpoint has a newer revision than expected", {"current_revision": current})
+        previous = None
+        if current:
+            previous = await self._repo.latest_checkpoint(conn, scope=scope, workspace_id=workspace_id)
+        content = build(_content(previous))
+        row = await self._repo.insert_checkpoint(
+            conn,
+            scope=scope,
+            workspace_id=workspace_id,
+            revision=current + 1,
+            summary=content.summary,
+            questions=[q.model_dump() for q in content.questions],
+            derived_from=content.derived_from.model_dump(mode="json"),
+            author=author,
+        )
+        await enqueue(
+            conn,
+            type=c.EVT_CHECKPOINT_REVISED,
+            scope=scope,
+            data=c.CheckpointRevised(
+                workspace_id=workspace_id, revision=current + 1, author=author, run_id=content.derived_from.run_id
+            ).model_dump(),
+        )
         return row

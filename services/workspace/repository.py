@@ -62,11 +62,19 @@ class WorkspaceRepository:
             scope,
         )
 
-    async def list_workspaces(self, conn: asyncpg.Connection, *, scope: str) -> list[asyncpg.Record]:
+    async def list_workspaces(
+        self, conn: asyncpg.Connection, *, scope: str, limit: int, after: tuple[Any, ...] | None
+    ) -> list[asyncpg.Record]:
+        """Newest first; `after` is the (created_at, id) of the last row of the previous page."""
+        created_at, id = after if after is not None else (None, None)
         return await conn.fetch(
             f"SELECT {_WORKSPACE_COLUMNS} {_WITH_GOAL} WHERE w.scope = $1 AND w.status <> 'deleted'"
-            " ORDER BY w.created_at DESC, w.id",
+            " AND ($3::timestamptz IS NULL OR (w.created_at, w.id) < ($3, $4::text))"
+            " ORDER BY w.created_at DESC, w.id DESC LIMIT $2",
             scope,
+            limit,
+            created_at,
+            id,
         )
 
     async def set_goal_version(self, conn: asyncpg.Connection, *, scope: str, id: str, version: int) -> None:
@@ -77,13 +85,17 @@ class WorkspaceRepository:
             version,
         )
 
-    async def list_goal_versions(self, conn: asyncpg.Connection, *, scope: str, id: str) -> list[asyncpg.Record]:
+    async def list_goal_versions(
+        self, conn: asyncpg.Connection, *, scope: str, id: str, limit: int, after: int
+    ) -> list[asyncpg.Record]:
         return await conn.fetch(
             "SELECT g.version, g.text, g.created_at FROM goal_versions g"
             " JOIN workspaces w ON w.id = g.workspace_id AND w.scope = $2 AND w.status <> 'deleted'"
-            " WHERE g.workspace_id = $1 ORDER BY g.version",
+            " WHERE g.workspace_id = $1 AND g.version > $4 ORDER BY g.version LIMIT $3",
             id,
             scope,
+            limit,
+            after,
         )
 
     async def set_status(self, conn: asyncpg.Connection, *, scope: str, id: str, status: str) -> None:
@@ -99,7 +111,7 @@ class WorkspaceRepository:
 
     async def tombstone(self, conn: asyncpg.Connection, *, scope: str, id: str) -> None:
         """Remove what hangs off the workspace and keep only the row that reserves its id."""
-        for table in ("goal_versions", "checkpoint_revisions", "associations", "admissions"):
+        for table in ("goal_versions", "checkpoint_revisions", "associations", "admissions", "drifts"):
             await conn.execute(
                 f"DELETE FROM {table} t USING workspaces w WHERE t.workspace_id = w.id AND w.id = $1 AND w.scope = $2",
                 id,
@@ -225,14 +237,16 @@ class WorkspaceRepository:
         )
 
     async def list_checkpoints(
-        self, conn: asyncpg.Connection, *, scope: str, workspace_id: str
+        self, conn: asyncpg.Connection, *, scope: str, workspace_id: str, limit: int, after: int
     ) -> list[asyncpg.Record]:
         return await conn.fetch(
             f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoint_revisions c"
             " JOIN workspaces w ON w.id = c.workspace_id AND w.scope = $2 AND w.status <> 'deleted'"
-            " WHERE c.workspace_id = $1 ORDER BY c.revision",
+            " WHERE c.workspace_id = $1 AND c.revision > $4 ORDER BY c.revision LIMIT $3",
             workspace_id,
             scope,
+            limit,
+            after,
         )
 
     async def insert_checkpoint(

@@ -7,6 +7,7 @@ exactly like a workspace that never existed or belongs to another scope.
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 
 import asyncpg
 
@@ -17,6 +18,7 @@ from shared.contracts.common import Actor
 from shared.db import Database
 from shared.errors import Conflict, Invalid, NotFound, TooLarge
 from shared.outbox import enqueue
+from shared.paging import Int32, cut_page, decode_cursor
 from shared.settings import WorkspaceSettings
 
 
@@ -100,10 +102,12 @@ class WorkspaceService:
             )
         return workspace
 
-    async def list_workspaces(self, actor: Actor) -> c.WorkspaceList:
+    async def list_workspaces(self, actor: Actor, req: c.ListRequest) -> c.WorkspaceList:
+        after = decode_cursor(req.cursor, datetime, str) if req.cursor else None
         async with self._db.pool.acquire() as conn:
-            rows = await self._repo.list_workspaces(conn, scope=actor.scope)
-        return c.WorkspaceList(items=[workspace_view(r) for r in rows])
+            rows = await self._repo.list_workspaces(conn, scope=actor.scope, limit=req.limit + 1, after=after)
+        page, next_cursor = cut_page(rows, req.limit, lambda r: (r["created_at"], r["id"]))
+        return c.WorkspaceList(items=[workspace_view(r) for r in page], next_cursor=next_cursor)
 
     async def get(self, actor: Actor, workspace_id: str) -> c.Workspace:
         async with self._db.pool.acquire() as conn:
@@ -131,12 +135,15 @@ class WorkspaceService:
             )
         return workspace
 
-    async def goal_versions(self, actor: Actor, workspace_id: str) -> c.GoalVersions:
+    async def goal_versions(self, actor: Actor, req: c.WorkspacePageRequest) -> c.GoalVersions:
+        (after,) = decode_cursor(req.cursor, Int32) if req.cursor else (0,)
         async with self._db.pool.acquire() as conn:
-            rows = await self._repo.list_goal_versions(conn, scope=actor.scope, id=workspace_id)
-        if not rows:
-            raise not_found(workspace_id)
-        return c.GoalVersions(items=[c.Goal(**dict(r)) for r in rows])
+            await self._live(conn, actor, req.workspace_id)
+            rows = await self._repo.list_goal_versions(
+                conn, scope=actor.scope, id=req.workspace_id, limit=req.limit + 1, after=after
+            )
+        page, next_cursor = cut_page(rows, req.limit, lambda r: (r["version"],))
+        return c.GoalVersions(items=[c.Goal(**dict(r)) for r in page], next_cursor=next_cursor)
 
     # -- lifecycle ----------------------------------------------------------------------------------
 

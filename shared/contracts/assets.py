@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from shared.contracts.common import Model, Ref
+from shared.contracts.common import INT32_MAX, Model, Page, PageRequest, Ref
 
 UPLOAD = "dossier.assets.upload"
 IMPORT = "dossier.assets.import"
@@ -79,7 +79,9 @@ class PromoteRequest(Model):
     workspace_id: str | None = Field(default=None, min_length=1, max_length=200)
 
 
-class GetSourceRequest(Model):
+class GetSourceRequest(PageRequest):
+    """The source with a page of its versions."""
+
     source_id: str = SourceId
     # With a run grant: the run's own attachment of that name instead of the scope's source.
     run_local: bool = False
@@ -105,7 +107,7 @@ class ReadRequest(Model):
 
 class LocateRequest(Model):
     source_id: str = SourceId
-    version: int = Field(ge=1)
+    version: int = Field(ge=1, le=INT32_MAX)
     locator: str = Field(min_length=1, max_length=1000)
 
 
@@ -135,7 +137,9 @@ class AssetVersion(Model):
     run_local: bool = False
 
 
-class Source(Model):
+class Source(Page):
+    """`versions` oldest first, one page of them; `next_cursor` pages on through the versions."""
+
     source_id: str
     active_version: int | None
     versions: list[AssetVersion]
@@ -147,8 +151,11 @@ class SearchHit(Model):
     source_id: str
     version: int
     locator: str
+    # Highlights are between `<<` and `>>`; a document's own `<` and `>` are shown as `‹` and `›`.
     snippet: str
     score: float
+    # The passage was read by OCR from an image of text (a scan), so its characters may be wrong.
+    ocr: bool = False
 
 
 class SearchReply(Model):
@@ -166,6 +173,7 @@ class Evidence(Model):
     text: str
     content_hash: str
     kind: Kind
+    ocr: bool = False
 
 
 class VersionActivated(Model):

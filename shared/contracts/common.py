@@ -8,6 +8,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 SCOPE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+# Versions, revisions and counts are PostgreSQL `integer` columns: a larger number is bad input, not a fault.
+INT32_MAX = 2**31 - 1
 
 # Every service that exists answers its health subject; the gateway's /v1/health asks each of these.
 SERVICES: tuple[str, ...] = ("workspace", "runhost", "publication", "artifact", "assets")
@@ -41,17 +43,36 @@ RefKind = Literal["publication", "source", "artifact", "evidence"]
 class Ref(Model):
     kind: RefKind
     id: str = Field(min_length=1, max_length=200)
-    version: int | None = None
+    version: int | None = Field(default=None, le=INT32_MAX)
 
     def key(self) -> str:
         return f"{self.kind}:{self.id}@{self.version if self.version is not None else 'latest'}"
+
+
+# CONTRACT "Lists": one definition of the paging fields, reused by every list request and reply.
+PAGE_LIMIT_DEFAULT = 100
+PAGE_LIMIT_MAX = 500
+CURSOR_MAX_CHARS = 1000
+
+
+class PageRequest(Model):
+    """`limit` items after `cursor` (the `next_cursor` of the previous page; none for the first page)."""
+
+    limit: int = Field(default=PAGE_LIMIT_DEFAULT, ge=1, le=PAGE_LIMIT_MAX)
+    cursor: str | None = Field(default=None, min_length=1, max_length=CURSOR_MAX_CHARS)
+
+
+class Page(Model):
+    """A page of a list; `next_cursor` is null on the last page."""
+
+    next_cursor: str | None = None
 
 
 class PublicationRef(Model):
     """One publication at one exact version."""
 
     id: str = Field(min_length=1, max_length=200)
-    version: int = Field(ge=1)
+    version: int = Field(ge=1, le=INT32_MAX)
 
 
 class BusRequest(Model):

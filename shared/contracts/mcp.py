@@ -41,7 +41,8 @@ class ToolContract:
 TOOLS: tuple[ToolContract, ...] = (
     ToolContract(
         LIST_WORKSPACES,
-        "The workspaces of your scope, each with its current goal version and text.",
+        "The workspaces of your scope, each with its current goal version and text; one page, newest first "
+        "(pass `next_cursor` back as `cursor` for the next).",
         workspace.ListRequest,
         read_only=True,
     ),
@@ -93,14 +94,15 @@ TOOLS: tuple[ToolContract, ...] = (
     ToolContract(
         GET_LEDGER,
         "A run's ledger: every material it listed, read, included in a model request, or found unavailable, "
-        "at its exact version.",
-        runhost.RunIdRequest,
+        "at its exact version; one page in `seq` order (pass `next_cursor` back as `cursor` for the next).",
+        runhost.RunPageRequest,
         read_only=True,
     ),
     ToolContract(
         LIST_RUN_FILES,
-        "The files of a run's working memory (plan.md, sources/, notes/, draft.md) with their sizes.",
-        runhost.RunIdRequest,
+        "The files of a run's working memory (plan.md, sources/, notes/, draft.md) with their sizes; one page "
+        "by path (pass `next_cursor` back as `cursor` for the next).",
+        runhost.RunPageRequest,
         read_only=True,
     ),
     ToolContract(

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import ConfigDict, Field
 
-from shared.contracts.common import Model, Ref
+from shared.contracts.common import INT32_MAX, Model, Page, PageRequest, Ref
 
 COMMIT = "dossier.publication.commit"
 GET = "dossier.publication.get"
@@ -15,6 +15,7 @@ READ = "dossier.publication.read"
 REVISE = "dossier.publication.revise"
 WITHDRAW = "dossier.publication.withdraw"
 CHECK = "dossier.publication.check"
+CLAIMS = "dossier.publication.claims"
 DIFF = "dossier.publication.diff"
 
 EVT_COMMITTED = "publication.committed"
@@ -32,20 +33,44 @@ class NewPublication(Model):
     workspace_id: str | None = Field(default=None, max_length=200)
 
 
+Support = Literal["supported", "weak", "unsupported"]
+
+
+class Claim(Model):
+    """One cited sentence of a run's answer, checked against the exact passage it cites."""
+
+    text: str = Field(max_length=4000)
+    refs: list[Ref] = Field(max_length=50)
+    support: Support
+    score: float = Field(ge=0, le=1)
+
+
 class CommitRequest(NewPublication):
     run_id: str | None = Field(default=None, max_length=200)
     sources: list[Ref] = Field(default_factory=list, max_length=1000)
     # Makes a retried commit (a run's retried finish) return the first publication instead of a second.
     request_key: str | None = Field(default=None, min_length=1, max_length=200)
+    # A run's answer, sentence by sentence: what each cited passage supports (runhost checks them).
+    claims: list[Claim] = Field(default_factory=list, max_length=1000)
 
 
-class GetRequest(Model):
+class GetRequest(PageRequest):
+    """The publication with a page of its versions."""
+
     id: str = Id
 
 
 class ReadRequest(Model):
     id: str = Id
-    version: int = Field(ge=1)
+    version: int = Field(ge=1, le=INT32_MAX)
+
+
+class ClaimsRequest(ReadRequest, PageRequest):
+    """A page of one version's checked claims, in the order of the answer."""
+
+
+class ClaimList(Page):
+    items: list[Claim]
 
 
 class Revision(Model):
@@ -53,7 +78,7 @@ class Revision(Model):
 
     body: str
     title: str | None = Field(default=None, min_length=1)
-    expected_latest_version: int = Field(ge=1)
+    expected_latest_version: int = Field(ge=1, le=INT32_MAX)
 
 
 class ReviseRequest(Revision):
@@ -70,7 +95,7 @@ class Withdrawal(Model):
 
 class WithdrawRequest(Withdrawal):
     id: str = Id
-    version: int = Field(ge=1)
+    version: int = Field(ge=1, le=INT32_MAX)
 
 
 VersionStatus = Literal["active", "withdrawn"]
@@ -96,7 +121,9 @@ class VersionSummary(Model):
     created_at: datetime
 
 
-class Publication(Model):
+class Publication(Page):
+    """`versions` oldest first, one page of them; `next_cursor` pages on through the versions."""
+
     id: str
     title: str
     latest_version: int
@@ -123,8 +150,8 @@ class DiffRequest(Model):
     model_config = ConfigDict(validate_by_name=True, validate_by_alias=True, serialize_by_alias=True)
 
     id: str = Id
-    from_: int = Field(alias="from", ge=1)
-    to: int = Field(ge=1)
+    from_: int = Field(alias="from", ge=1, le=INT32_MAX)
+    to: int = Field(ge=1, le=INT32_MAX)
 
 
 DiffOp = Literal["context", "removed", "added"]

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from shared.contracts.common import Model, PublicationRef, Ref
+from shared.contracts.common import INT32_MAX, Model, Page, PageRequest, PublicationRef, Ref
 from shared.contracts.workspace import Catalog
 
 ADMIT = "dossier.runhost.admit"
@@ -19,6 +19,7 @@ LEDGER = "dossier.runhost.ledger"
 LIST_FILES = "dossier.runhost.files.list"
 READ_FILE = "dossier.runhost.files.read"
 WRITE_PLAN = "dossier.runhost.files.write_plan"
+PROV = "dossier.runhost.run.prov"
 
 EVT_ADMITTED = "run.admitted"
 EVT_STARTED = "run.started"
@@ -27,20 +28,21 @@ EVT_FAILED = "run.failed"
 EVT_CANCELLED = "run.cancelled"
 
 RunStatus = Literal["admitted", "running", "completed", "failed", "cancelled"]
-Stage = Literal["listed", "read", "included", "unavailable"]
+# `replayed`: a model request answered from the run's model-call journal after a resume (no ref).
+Stage = Literal["listed", "read", "included", "unavailable", "replayed"]
 Id = Field(min_length=1, max_length=200)
 
 
 class HistoryRef(Model):
     publication_id: str = Id
-    version: int = Field(ge=1)
+    version: int = Field(ge=1, le=INT32_MAX)
 
 
 class RunLimits(Model):
     """Per-run limits; each is capped by the server's own maximum."""
 
-    max_steps: int | None = Field(default=None, ge=1)
-    max_chars: int | None = Field(default=None, ge=1)
+    max_steps: int | None = Field(default=None, ge=1, le=INT32_MAX)
+    max_chars: int | None = Field(default=None, ge=1, le=INT32_MAX)
     max_seconds: float | None = Field(default=None, gt=0)
 
 
@@ -63,12 +65,19 @@ class RunIdRequest(Model):
     run_id: str = Id
 
 
-class ListRunsRequest(Model):
+class ListRunsRequest(PageRequest):
     workspace_id: str = Id
-    limit: int = Field(default=100, ge=1, le=500)
 
 
-class ConversationRequest(Model):
+class RunPageRequest(PageRequest):
+    """A page of one run's list (ledger rows, files)."""
+
+    run_id: str = Id
+
+
+class ConversationRequest(PageRequest):
+    """The conversation with a page of its runs."""
+
     conversation_id: str = Id
 
 
@@ -97,6 +106,10 @@ class RunStats(Model):
     source_chars_read: int = 0
     tokens_in: int | None = None
     tokens_out: int | None = None
+    # The answer's cited sentences, checked against the passages they cite (see the publication's claims).
+    claims_supported: int = 0
+    claims_weak: int = 0
+    claims_unsupported: int = 0
 
 
 class Run(Model):
@@ -124,7 +137,9 @@ class AdmitReply(Model):
     created: bool
 
 
-class RunList(Model):
+class RunList(Page):
+    """Newest first: `created_at` then `id`, both descending."""
+
     items: list[Run]
 
 
@@ -135,7 +150,9 @@ class ConversationRun(Model):
     created_at: datetime
 
 
-class Conversation(Model):
+class Conversation(Page):
+    """`runs` oldest first, one page of them; `next_cursor` pages on through the runs."""
+
     id: str
     workspace_id: str
     runs: list[ConversationRun]
@@ -144,7 +161,7 @@ class Conversation(Model):
 class LedgerRow(Model):
     seq: int
     stage: Stage
-    ref: Ref
+    ref: Ref | None
     content_hash: str | None
     locator: str | None
     reason: str | None
@@ -152,7 +169,9 @@ class LedgerRow(Model):
     at: datetime
 
 
-class Ledger(Model):
+class Ledger(Page):
+    """In `seq` order."""
+
     items: list[LedgerRow]
 
 
@@ -161,13 +180,32 @@ class FileEntry(Model):
     size: int
 
 
-class FileList(Model):
+class FileList(Page):
+    """By path."""
+
     items: list[FileEntry]
 
 
 class FileText(Model):
     path: str
     text: str
+
+
+class ProvDocument(Model):
+    """A run's lineage as W3C PROV-JSON (https://www.w3.org/Submission/prov-json/): maps from qualified
+    names (or blank ids, `_:…`) to records, each record a map of attributes to PROV-JSON literals. The
+    field names are PROV-JSON's own, camelCase included."""
+
+    prefix: dict[str, str]
+    entity: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    activity: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    agent: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    used: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    wasGeneratedBy: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    wasDerivedFrom: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    wasAssociatedWith: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    actedOnBehalfOf: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    hadMember: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
 
 class RunEvent(Model):

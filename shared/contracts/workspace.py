@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from shared.contracts import assets
-from shared.contracts.common import Model, PublicationRef, Ref
+from shared.contracts.common import INT32_MAX, Model, Page, PageRequest, PublicationRef, Ref
 
 CREATE = "dossier.workspace.create"
 LIST = "dossier.workspace.list"
@@ -28,6 +28,7 @@ CHECKPOINT_GET = "dossier.workspace.checkpoint.get"
 CHECKPOINT_UPDATE = "dossier.workspace.checkpoint.update"
 CHECKPOINT_REVISIONS = "dossier.workspace.checkpoint.revisions"
 CHECKPOINT_PROPOSE = "dossier.workspace.checkpoint.propose"
+DRIFT = "dossier.workspace.drift"
 
 EVT_CREATED = "workspace.created"
 EVT_GOAL_REVISED = "workspace.goal_revised"
@@ -36,6 +37,7 @@ EVT_UNARCHIVED = "workspace.unarchived"
 EVT_DELETED = "workspace.deleted"
 EVT_CHECKPOINT_REVISED = "workspace.checkpoint_revised"
 EVT_ASSOCIATION_REFUSED = "workspace.association_refused"
+EVT_DRIFT_DETECTED = "workspace.drift_detected"
 
 # What the assets service answers and announces: its own contract module owns these names.
 ASSETS_CHECK = assets.CHECK
@@ -67,11 +69,15 @@ class Workspace(Model):
     updated_at: datetime
 
 
-class WorkspaceList(Model):
+class WorkspaceList(Page):
+    """Newest first: `created_at` then `id`, both descending."""
+
     items: list[Workspace]
 
 
-class GoalVersions(Model):
+class GoalVersions(Page):
+    """Oldest first."""
+
     items: list[Goal]
 
 
@@ -80,12 +86,18 @@ class CreateRequest(Model):
     goal: str
 
 
-class ListRequest(Model):
+class ListRequest(PageRequest):
     pass
 
 
 class WorkspaceIdRequest(Model):
     """Every request that names one workspace and nothing else."""
+
+    workspace_id: str = Id
+
+
+class WorkspacePageRequest(PageRequest):
+    """A page of one workspace's list (goal versions, checkpoint revisions)."""
 
     workspace_id: str = Id
 
@@ -99,7 +111,7 @@ class GoalRevision(Model):
     """The body of `PUT /v1/workspaces/{id}/goal`."""
 
     text: str
-    expected_version: int = Field(ge=1)
+    expected_version: int = Field(ge=1, le=INT32_MAX)
 
 
 class ReviseGoalRequest(GoalRevision):
@@ -111,7 +123,7 @@ class ReviseGoalRequest(GoalRevision):
 
 class CatalogRequest(Model):
     workspace_id: str = Id
-    limit: int | None = Field(default=None, ge=1)
+    limit: int | None = Field(default=None, ge=1, le=INT32_MAX)
 
 
 class CatalogItem(Model):
@@ -172,7 +184,7 @@ class PinReply(Model):
 class AdmissionRequest(Model):
     workspace_id: str = Id
     run_id: str = Id
-    limit: int | None = Field(default=None, ge=1)
+    limit: int | None = Field(default=None, ge=1, le=INT32_MAX)
 
 
 class Admission(Model):
@@ -186,7 +198,7 @@ class AssociateRequest(Model):
     workspace_id: str = Id
     kind: AssociationKind
     ref_id: str = Id
-    version: int | None = Field(default=None, ge=1)
+    version: int | None = Field(default=None, ge=1, le=INT32_MAX)
     run_id: str | None = Field(default=None, max_length=200)
 
 
@@ -209,6 +221,8 @@ class AssociationRefused(Model):
 # -- checkpoint -------------------------------------------------------------------------------------
 
 QuestionStatus = Literal["open", "resolved"]
+# `system`: a revision the service made itself (a drift's open question), not the model's or a person's.
+Author = Literal["model", "user", "system"]
 CheckpointStatus = Literal["valid", "unavailable"]
 
 
@@ -237,18 +251,20 @@ class Checkpoint(Model):
     open_questions: list[Question]
     derived_from: DerivedFrom
     unavailable_sources: list[UnavailableSource]
-    author: Literal["model", "user"]
+    author: Author
     created_at: datetime
 
 
-class CheckpointRevisions(Model):
+class CheckpointRevisions(Page):
+    """Oldest first."""
+
     items: list[Checkpoint]
 
 
 class CheckpointEdit(Model):
     """A person's edit. An omitted `summary` keeps the current one; a question closes only when resolved."""
 
-    expected_revision: int = Field(ge=0)
+    expected_revision: int = Field(ge=0, le=INT32_MAX)
     summary: str | None = None
     add_questions: list[str] = Field(default_factory=list)
     resolve_questions: list[str] = Field(default_factory=list)
@@ -262,7 +278,7 @@ class ProposeRequest(Model):
     """What runhost sends at the end of a run. The first revision is made with `expected_revision` 0."""
 
     workspace_id: str = Id
-    expected_revision: int = Field(ge=0)
+    expected_revision: int = Field(ge=0, le=INT32_MAX)
     summary: str
     add_questions: list[str] = Field(default_factory=list)
     resolve_questions: list[str] = Field(default_factory=list)
@@ -290,6 +306,33 @@ class ProposeReply(Model):
     reason: str | None = None
 
 
+# -- drift -------------------------------------------------------------------------------------------
+
+DriftReason = Literal["new_version", "withdrawn", "retired"]
+
+
+class DriftRequest(PageRequest):
+    workspace_id: str = Id
+
+
+class Drift(Model):
+    """A ref the workspace's checkpoint or associated publications cite, changed since it was cited."""
+
+    ref: Ref
+    cited_by: list[Ref]
+    new_version: int | None
+    reason: DriftReason
+    detected_at: datetime
+
+
+class DriftList(Page):
+    items: list[Drift]
+
+
+class DriftDetected(Drift):
+    workspace_id: str
+
+
 # -- events ------------------------------------------------------------------------------------------
 
 
@@ -313,7 +356,7 @@ class WorkspaceChanged(Model):
 class CheckpointRevised(Model):
     workspace_id: str
     revision: int
-    author: Literal["model", "user"]
+    author: Author
     run_id: str | None
 
 
@@ -325,4 +368,5 @@ EVENTS: dict[str, type[Model]] = {
     EVT_DELETED: WorkspaceChanged,
     EVT_CHECKPOINT_REVISED: CheckpointRevised,
     EVT_ASSOCIATION_REFUSED: AssociationRefused,
+    EVT_DRIFT_DETECTED: DriftDetected,
 }

@@ -87,8 +87,8 @@ def test_running_example(api: Api, stack: RunningStack) -> None:
     assert {i["kind"] for i in produced} >= {"publication"}
     checkpoint = api.ok("GET", f"/v1/workspaces/{ws['id']}/checkpoint")
     assert checkpoint["status"] == "valid" and checkpoint["derived_from"]["run_id"] == run["id"]
-    conversation = api.ok("GET", f"/v1/conversations/{run['conversation_id']}")
-    assert [r["id"] for r in conversation["runs"]] == [run["id"]]
+    conversation = api.items(f"/v1/conversations/{run['conversation_id']}", key="runs")
+    assert [r["id"] for r in conversation] == [run["id"]]
 
     # The answer is also retained as an HTML report, pinned to the workspace.
     reports = [i for i in catalog["items"] if i["kind"] == "artifact"]
@@ -168,7 +168,7 @@ def test_admission_is_idempotent_on_request_id(api: Api) -> None:
         )
     assert sorted(r.status_code for r in answers).count(202) == 1
     assert {r.json()["id"] for r in answers if r.status_code in (200, 202)} == {answers[0].json()["id"]}
-    runs = api.ok("GET", f"/v1/workspaces/{ws['id']}/runs")["items"]
+    runs = api.items(f"/v1/workspaces/{ws['id']}/runs")
     assert len([r for r in runs if r["request_id"] == burst]) == 1
 
 
@@ -233,8 +233,8 @@ def test_conversation_continues_across_runs(api: Api) -> None:
     first = api.wait_run(api.start_run(ws["id"], "First question about Fund X?")["id"])
     second = api.wait_run(api.start_run(ws["id"], "Follow-up?", conversation_id=first["conversation_id"])["id"])
     assert second["conversation_id"] == first["conversation_id"]
-    conversation = api.ok("GET", f"/v1/conversations/{first['conversation_id']}")
-    assert [r["id"] for r in conversation["runs"]] == [first["id"], second["id"]]
+    conversation = api.items(f"/v1/conversations/{first['conversation_id']}", key="runs", limit=1)
+    assert [r["id"] for r in conversation] == [first["id"], second["id"]]
 
 
 def test_cli_run_wait_and_ledger(api: Api, stack: RunningStack) -> None:

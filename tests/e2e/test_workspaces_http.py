@@ -17,6 +17,7 @@ import pytest
 
 from shared.contracts import workspace as w
 from shared.contracts.common import Event
+from tests.support.api import all_items
 from tests.support.probe import probe_until
 from tests.support.stack import RunningStack
 
@@ -54,14 +55,14 @@ def test_workspace_goal_and_lifecycle(api: httpx.Client) -> None:
     assert set(ws) == {"id", "title", "status", "goal", "created_at", "updated_at"}
     assert set(ws["goal"]) == {"version", "text", "created_at"} and ws["goal"]["version"] == 1
     assert api.get(f"/v1/workspaces/{ws['id']}").json() == ws
-    assert ws["id"] in [x["id"] for x in api.get("/v1/workspaces").json()["items"]]
+    assert ws["id"] in [x["id"] for x in all_items(api, "/v1/workspaces")]
 
     r = api.put(f"/v1/workspaces/{ws['id']}/goal", json={"text": "Which judgements still hold?", "expected_version": 1})
     assert r.status_code == 200 and r.json()["goal"]["version"] == 2
     r = api.put(f"/v1/workspaces/{ws['id']}/goal", json={"text": "late", "expected_version": 1})
     assert r.status_code == 409
     assert error_of(r)["code"] == "conflict" and error_of(r)["details"]["current_version"] == 2
-    versions = api.get(f"/v1/workspaces/{ws['id']}/goal/versions").json()["items"]
+    versions = all_items(api, f"/v1/workspaces/{ws['id']}/goal/versions")
     assert [v["version"] for v in versions] == [1, 2] and versions[0]["text"] == ws["goal"]["text"]
 
     r = api.put(f"/v1/workspaces/{ws['id']}/goal", json={"text": "x" * (1024 * 1024), "expected_version": 2})
@@ -129,7 +130,7 @@ def test_checkpoint_over_http(api: httpx.Client) -> None:
     assert r.status_code == 422 and error_of(r)["details"]["field"] == "resolve_questions"
     r = api.put(path, json={"expected_revision": 1, "summary": "stale"})
     assert r.status_code == 409 and error_of(r)["details"]["current_revision"] == 3
-    assert [c["revision"] for c in api.get(f"{path}/revisions").json()["items"]] == [1, 2, 3]
+    assert [c["revision"] for c in all_items(api, f"{path}/revisions")] == [1, 2, 3]
 
 
 async def _workspace_events(options: dict[str, Any], scope: str, seen: list[Event]) -> nats.NATS:
@@ -255,7 +256,7 @@ def test_other_scope_gets_404_on_every_workspace_route(stack: RunningStack, api:
             assert foreign.status_code == 404 and missing.status_code == 404, (method, path)
             assert error_of(foreign)["code"] == "not_found", (method, path)
             assert error_of(foreign)["message"] == error_of(missing)["message"], (method, path)
-        assert wid not in [x["id"] for x in stranger.get("/v1/workspaces").json()["items"]]
+        assert wid not in [x["id"] for x in all_items(stranger, "/v1/workspaces")]
     assert api.get(f"/v1/workspaces/{wid}").json() == ws
     assert api.get(f"/v1/workspaces/{wid}/checkpoint").json()["summary"] == "mine"
 

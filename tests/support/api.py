@@ -27,6 +27,9 @@ class Api:
             return None
         return r.json() if r.headers.get("content-type", "").startswith("application/json") else r.text
 
+    def items(self, path: str, *, key: str = "items", limit: int | None = None) -> list[Any]:
+        return all_items(self.http, path, key=key, limit=limit)
+
     def workspace(self, goal: str = "Assess the liquidity risk of Fund X", title: str = "Fund X") -> dict[str, Any]:
         return dict(self.ok("POST", "/v1/workspaces", json={"title": title, "goal": goal}))
 
@@ -75,13 +78,27 @@ class Api:
         return dict(probe(finished, timeout=timeout))
 
     def ledger(self, run_id: str) -> list[dict[str, Any]]:
-        return list(self.ok("GET", f"/v1/runs/{run_id}/ledger")["items"])
+        return self.items(f"/v1/runs/{run_id}/ledger")
 
     def files(self, run_id: str) -> dict[str, int]:
-        return {f["path"]: f["size"] for f in self.ok("GET", f"/v1/runs/{run_id}/files")["items"]}
+        return {f["path"]: f["size"] for f in self.items(f"/v1/runs/{run_id}/files")}
 
     def read(self, pub: dict[str, Any]) -> dict[str, Any]:
         return dict(self.ok("GET", f"/v1/publications/{pub['id']}/versions/{pub['version']}"))
+
+
+def all_items(http: httpx.Client, path: str, *, key: str = "items", limit: int | None = None) -> list[Any]:
+    """Every item of a paged list (CONTRACT "Lists"), following `next_cursor` to the last page."""
+    found: list[Any] = []
+    params: dict[str, Any] = {} if limit is None else {"limit": limit}
+    while True:
+        r = http.get(path, params=params)
+        assert r.status_code == 200, f"GET {path} → {r.status_code} {r.text[:500]}"
+        page = r.json()
+        found.extend(page[key])
+        if page["next_cursor"] is None:
+            return found
+        params = {**params, "cursor": page["next_cursor"]}
 
 
 def probe(check: Any, *, timeout: float = 30, interval: float = 0.1) -> Any:

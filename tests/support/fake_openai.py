@@ -4,6 +4,10 @@ It speaks the wire format (tool_calls, `stream: false`) and plays a fixed script
 valid tool call, then a malformed one (arguments that are not JSON), then — only if the model input
 carries the tool error back — a final answer through `finish`. Every request body is kept for assertions
 at `GET /requests`.
+
+Started with the mode `walk` (`python -m tests.support.fake_openai PORT walk`) it plays a longer script
+instead, as a function of the input alone (like a model at temperature zero): the next step is chosen by
+how many tool results the request carries, so a resumed run that sends an input again gets the same step.
 """
 
 from __future__ import annotations
@@ -48,6 +52,29 @@ def answer_for(n: int, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
     return 200, tool_call("finish", json.dumps(arguments), "call-3")
 
 
+WALK = [
+    ("list_catalog", {}),
+    ("search_evidence", {"query": "liquidity redemption"}),
+    ("read_file", {"path": "plan.md", "limit": 400}),
+    ("write_draft", {"text": "# Draft\n\nNothing concluded yet."}),
+    ("read_file", {"path": "draft.md"}),
+    ("write_draft", {"text": "# Draft\n\nFund X: see the catalog."}),
+]
+WALK_ANSWER = (
+    "## What earlier reports concluded\n- none read\n\n## What the new evidence says\n- none read\n\n"
+    "## Not resolved or not read\n- everything"
+)
+MODE: list[str] = ["script"]
+
+
+def walk_answer(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    done = sum(1 for m in body["messages"] if m.get("role") == "tool")
+    if done < len(WALK):
+        name, arguments = WALK[done]
+        return 200, tool_call(name, json.dumps(arguments), f"walk-{done}")
+    return 200, tool_call("finish", json.dumps({"answer": WALK_ANSWER}), f"walk-{done}")
+
+
 class Handler(BaseHTTPRequestHandler):
     def log_message(self, *args: object) -> None:
         pass
@@ -77,11 +104,13 @@ class Handler(BaseHTTPRequestHandler):
         with LOCK:
             REQUESTS.append({"auth": self.headers.get("authorization"), "body": body})
             n = len(REQUESTS)
-        status, payload = answer_for(n, body)
+        status, payload = walk_answer(body) if MODE[0] == "walk" else answer_for(n, body)
         self._send(status, payload, {"retry-after": "0.2"} if status == 429 else None)
 
 
 def main() -> None:
+    if len(sys.argv) > 2:
+        MODE[0] = sys.argv[2]
     server = ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler)
     server.serve_forever()
 

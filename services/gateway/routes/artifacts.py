@@ -13,7 +13,6 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from services.gateway.deps import bus, current_actor
 from services.gateway.openapi import errors, multipart_body
-from services.gateway.sniff import is_html_upload
 from services.gateway.uploads import read_multipart
 from shared.blobs import Blobs, content_key
 from shared.bus import BusClient
@@ -21,6 +20,7 @@ from shared.contracts import artifact as a
 from shared.contracts.common import Actor
 from shared.errors import DomainError, Invalid, Unavailable, Unsupported
 from shared.settings import GatewaySettings
+from shared.sniff import is_html_upload
 
 router = APIRouter(prefix="/v1/artifacts", tags=["artifacts"])
 

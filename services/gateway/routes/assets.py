@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
-from services.gateway.deps import bus, current_actor
+from services.gateway.deps import bus, current_actor, page
 from services.gateway.openapi import errors, multipart_body
 from services.gateway.uploads import StoredUpload, stream_multipart
 from shared.blobs import Blobs, content_key
@@ -112,10 +112,13 @@ async def get_asset(
 
 @router.get("/sources/{source_id}", response_model=c.Source, responses=errors(404))
 async def get_source(
-    source_id: str, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
+    source_id: str,
+    paging: dict[str, Any] = Depends(page),
+    actor: Actor = Depends(current_actor),
+    client: BusClient = Depends(bus),
 ) -> JSONResponse:
-    """A source with its active version and every version."""
-    return JSONResponse(await client.call(c.GET_SOURCE, {"source_id": source_id}, actor=actor))
+    """A source with its active version and one page of its versions, oldest first; `next_cursor` pages on."""
+    return JSONResponse(await client.call(c.GET_SOURCE, {"source_id": source_id, **paging}, actor=actor))
 
 
 @router.post("/sources/{source_id}/retire", response_model=c.Source, responses=errors(404, 413))

@@ -1,9 +1,11 @@
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse
 
-from services.gateway.deps import bus, current_actor
+from services.gateway.deps import bus, current_actor, page
 from services.gateway.openapi import errors
 from shared.bus import BusClient
 from shared.contracts import workspace as c
@@ -34,7 +36,11 @@ async def update_checkpoint(
 
 @router.get("/revisions", response_model=c.CheckpointRevisions, responses=errors(404))
 async def list_checkpoint_revisions(
-    workspace_id: str, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
+    workspace_id: str,
+    paging: dict[str, Any] = Depends(page),
+    actor: Actor = Depends(current_actor),
+    client: BusClient = Depends(bus),
 ) -> JSONResponse:
-    """Every revision of the checkpoint."""
-    return JSONResponse(await client.call(c.CHECKPOINT_REVISIONS, {"workspace_id": workspace_id}, actor=actor))
+    """One page of the revisions of the checkpoint, oldest first."""
+    data = await client.call(c.CHECKPOINT_REVISIONS, {"workspace_id": workspace_id, **paging}, actor=actor)
+    return JSONResponse(data)

@@ -1,13 +1,15 @@
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Depends, Query
 from fastapi.responses import JSONResponse
 
-from services.gateway.deps import bus, current_actor
+from services.gateway.deps import bus, current_actor, page
 from services.gateway.openapi import errors
 from shared.bus import BusClient
 from shared.contracts import publication as c
-from shared.contracts.common import Actor
+from shared.contracts.common import INT32_MAX, Actor
 
 router = APIRouter(prefix="/v1/publications", tags=["publications"])
 
@@ -23,10 +25,13 @@ async def create_publication(
 
 @router.get("/{pub_id}", response_model=c.Publication, responses=errors(404))
 async def get_publication(
-    pub_id: str, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
+    pub_id: str,
+    paging: dict[str, Any] = Depends(page),
+    actor: Actor = Depends(current_actor),
+    client: BusClient = Depends(bus),
 ) -> JSONResponse:
-    """The publication with the summary of every version."""
-    return JSONResponse(await client.call(c.GET, c.GetRequest(id=pub_id), actor=actor))
+    """The publication with one page of its version summaries, oldest first; `next_cursor` pages on."""
+    return JSONResponse(await client.call(c.GET, {"id": pub_id, **paging}, actor=actor))
 
 
 @router.get("/{pub_id}/versions/{version}", response_model=c.PublicationVersion, responses=errors(404, 409))
@@ -35,6 +40,18 @@ async def read_publication_version(
 ) -> JSONResponse:
     """One exact version; a withdrawn one answers 409 `unavailable`."""
     return JSONResponse(await client.call(c.READ, {"id": pub_id, "version": version}, actor=actor))
+
+
+@router.get("/{pub_id}/versions/{version}/claims", response_model=c.ClaimList, responses=errors(404, 409))
+async def list_publication_claims(
+    pub_id: str,
+    version: int,
+    paging: dict[str, Any] = Depends(page),
+    actor: Actor = Depends(current_actor),
+    client: BusClient = Depends(bus),
+) -> JSONResponse:
+    """One page of the cited sentences of a run's answer, each checked against the exact passage it cites."""
+    return JSONResponse(await client.call(c.CLAIMS, {"id": pub_id, "version": version, **paging}, actor=actor))
 
 
 @router.post(
@@ -66,8 +83,8 @@ async def withdraw_publication_version(
 @router.get("/{pub_id}/diff", response_model=c.Diff, responses=errors(404, 409))
 async def diff_publication_versions(
     pub_id: str,
-    from_: int = Query(alias="from", ge=1),
-    to: int = Query(ge=1),
+    from_: int = Query(alias="from", ge=1, le=INT32_MAX),
+    to: int = Query(ge=1, le=INT32_MAX),
     actor: Actor = Depends(current_actor),
     client: BusClient = Depends(bus),
 ) -> JSONResponse:

@@ -1,14 +1,17 @@
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
 
-from services.gateway.deps import bus, current_actor
+from services.gateway.deps import bus, current_actor, page
 from services.gateway.openapi import errors
 from shared.bus import BusClient
 from shared.contracts import runhost as c
 from shared.contracts.common import Actor
 from shared.errors import Invalid
+from shared.storable import require_storable
 
 router = APIRouter(tags=["runs"])
 
@@ -37,10 +40,13 @@ async def start_run(
 
 @router.get("/v1/workspaces/{workspace_id}/runs", response_model=c.RunList, responses=errors(404))
 async def list_runs(
-    workspace_id: str, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
+    workspace_id: str,
+    paging: dict[str, Any] = Depends(page),
+    actor: Actor = Depends(current_actor),
+    client: BusClient = Depends(bus),
 ) -> JSONResponse:
-    """The workspace's runs, newest first."""
-    return JSONResponse(await client.call(c.LIST_RUNS, {"workspace_id": workspace_id}, actor=actor))
+    """One page of the workspace's runs, newest first."""
+    return JSONResponse(await client.call(c.LIST_RUNS, {"workspace_id": workspace_id, **paging}, actor=actor))
 
 
 @router.get("/v1/runs/{run_id}", response_model=c.Run, responses=errors(404))
@@ -59,26 +65,44 @@ async def cancel_run(
 
 @router.get("/v1/conversations/{conversation_id}", response_model=c.Conversation, responses=errors(404))
 async def get_conversation(
-    conversation_id: str, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
+    conversation_id: str,
+    paging: dict[str, Any] = Depends(page),
+    actor: Actor = Depends(current_actor),
+    client: BusClient = Depends(bus),
 ) -> JSONResponse:
-    """A conversation and its runs."""
-    return JSONResponse(await client.call(c.GET_CONVERSATION, {"conversation_id": conversation_id}, actor=actor))
+    """A conversation and one page of its runs, oldest first; `next_cursor` pages on through the runs."""
+    data = await client.call(c.GET_CONVERSATION, {"conversation_id": conversation_id, **paging}, actor=actor)
+    return JSONResponse(data)
 
 
 @router.get("/v1/runs/{run_id}/ledger", response_model=c.Ledger, responses=errors(404))
 async def get_ledger(
+    run_id: str,
+    paging: dict[str, Any] = Depends(page),
+    actor: Actor = Depends(current_actor),
+    client: BusClient = Depends(bus),
+) -> JSONResponse:
+    """One page (in `seq` order) of what the run listed, read, included in a model request, and found unavailable."""
+    return JSONResponse(await client.call(c.LEDGER, {"run_id": run_id, **paging}, actor=actor))
+
+
+@router.get("/v1/runs/{run_id}/prov", response_model=c.ProvDocument, responses=errors(404))
+async def get_run_prov(
     run_id: str, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
 ) -> JSONResponse:
-    """What the run listed, read, included in a model request, and found unavailable."""
-    return JSONResponse(await client.call(c.LEDGER, {"run_id": run_id}, actor=actor))
+    """The run's lineage as W3C PROV-JSON: the run, what it used at which version, what it generated, who."""
+    return JSONResponse(await client.call(c.PROV, {"run_id": run_id}, actor=actor))
 
 
 @router.get("/v1/runs/{run_id}/files", response_model=c.FileList, responses=errors(404))
 async def list_run_files(
-    run_id: str, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
+    run_id: str,
+    paging: dict[str, Any] = Depends(page),
+    actor: Actor = Depends(current_actor),
+    client: BusClient = Depends(bus),
 ) -> JSONResponse:
-    """The run's working files: plan.md, sources/, notes/, draft.md."""
-    return JSONResponse(await client.call(c.LIST_FILES, {"run_id": run_id}, actor=actor))
+    """One page (by path) of the run's working files: plan.md, sources/, notes/, draft.md."""
+    return JSONResponse(await client.call(c.LIST_FILES, {"run_id": run_id, **paging}, actor=actor))
 
 
 @router.get(
@@ -114,5 +138,6 @@ async def write_plan(
         text = (await request.body()).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise Invalid("the plan is not UTF-8 text", {"field": "body"}) from exc
+    require_storable(text, "body")
     await client.call(c.WRITE_PLAN, {"run_id": run_id, "text": text}, actor=actor)
     return Response(status_code=204)

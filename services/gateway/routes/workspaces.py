@@ -1,13 +1,15 @@
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Depends, Query, Response
 from fastapi.responses import JSONResponse
 
-from services.gateway.deps import bus, current_actor
+from services.gateway.deps import bus, current_actor, page
 from services.gateway.openapi import errors
 from shared.bus import BusClient
 from shared.contracts import workspace as c
-from shared.contracts.common import Actor
+from shared.contracts.common import INT32_MAX, Actor
 
 router = APIRouter(prefix="/v1/workspaces", tags=["workspaces"])
 
@@ -21,9 +23,11 @@ async def create_workspace(
 
 
 @router.get("", response_model=c.WorkspaceList)
-async def list_workspaces(actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)) -> JSONResponse:
-    """The workspaces of the caller's scope."""
-    return JSONResponse(await client.call(c.LIST, {}, actor=actor))
+async def list_workspaces(
+    paging: dict[str, Any] = Depends(page), actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
+) -> JSONResponse:
+    """One page of the workspaces of the caller's scope, newest first."""
+    return JSONResponse(await client.call(c.LIST, paging, actor=actor))
 
 
 @router.get("/{workspace_id}", response_model=c.Workspace, responses=errors(404))
@@ -45,10 +49,14 @@ async def revise_goal(
 
 @router.get("/{workspace_id}/goal/versions", response_model=c.GoalVersions, responses=errors(404))
 async def list_goal_versions(
-    workspace_id: str, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
+    workspace_id: str,
+    paging: dict[str, Any] = Depends(page),
+    actor: Actor = Depends(current_actor),
+    client: BusClient = Depends(bus),
 ) -> JSONResponse:
-    """Every goal version, oldest first."""
-    return JSONResponse(await client.call(c.GOAL_VERSIONS, {"workspace_id": workspace_id}, actor=actor))
+    """One page of the goal versions, oldest first."""
+    data = await client.call(c.GOAL_VERSIONS, {"workspace_id": workspace_id, **paging}, actor=actor)
+    return JSONResponse(data)
 
 
 @router.post("/{workspace_id}/archive", response_model=c.Workspace, responses=errors(404, 413))
@@ -79,13 +87,26 @@ async def delete_workspace(
 @router.get("/{workspace_id}/catalog", response_model=c.Catalog, responses=errors(404))
 async def get_catalog(
     workspace_id: str,
-    limit: int | None = Query(default=None, description="At most this many items (the service caps it)"),
+    limit: int | None = Query(
+        default=None, ge=1, le=INT32_MAX, description="At most this many items (the service caps it)"
+    ),
     actor: Actor = Depends(current_actor),
     client: BusClient = Depends(bus),
 ) -> JSONResponse:
     """The bounded catalog: `complete` and `omitted` say what was left out."""
     # The service owns the bounds (default and maximum), so the limit is passed through as given.
     return JSONResponse(await client.call(c.CATALOG, {"workspace_id": workspace_id, "limit": limit}, actor=actor))
+
+
+@router.get("/{workspace_id}/drift", response_model=c.DriftList, responses=errors(404))
+async def list_drift(
+    workspace_id: str,
+    paging: dict[str, Any] = Depends(page),
+    actor: Actor = Depends(current_actor),
+    client: BusClient = Depends(bus),
+) -> JSONResponse:
+    """Refs cited by the checkpoint or the associated publications that changed since, oldest first (a page)."""
+    return JSONResponse(await client.call(c.DRIFT, {"workspace_id": workspace_id, **paging}, actor=actor))
 
 
 @router.post("/{workspace_id}/sources", status_code=201, response_model=c.Association, responses=errors(404, 409, 413))

@@ -35,6 +35,8 @@ async def _locators(client: BusClient, actor: Actor, run_id: str | None) -> dict
             return found
         for row in page["items"]:
             ref, locator = row["ref"], row["locator"]
+            if ref is None:  # a `replayed` row names a model request, not a material
+                continue
             key = (ref["kind"], ref["id"], ref["version"])
             if row["stage"] == "included" and locator and locator not in found.setdefault(key, []):
                 found[key].append(locator)
@@ -69,8 +71,18 @@ async def version_page(request: Request, pub_id: str, version: int, actor: Actor
         {**s, "locators": locators.get((s["kind"], s["id"], s["version"]), [])}
         for s in (body["sources"] if body else [])
     ]
+    claims = None
+    if body is not None and body["run_id"]:
+        claims = await client.call(p.CLAIMS, build(p.ClaimsRequest, id=pub_id, version=version, limit=200), actor=actor)
     return render(
-        request, "publication.html", pub=pub, summary=summary, body=body, withdrawn=withdrawn, sources=sources
+        request,
+        "publication.html",
+        pub=pub,
+        summary=summary,
+        body=body,
+        withdrawn=withdrawn,
+        sources=sources,
+        claims=claims,
     )
 
 

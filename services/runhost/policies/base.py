@@ -14,6 +14,8 @@ class ToolCall:
     # What the model's endpoint reported it used for this call, when it reports usage at all.
     tokens_in: int | None = None
     tokens_out: int | None = None
+    # Answered from the model-call journal (an earlier attempt's answer to the same input), not by the model.
+    replayed: bool = False
 
 
 @dataclass

@@ -99,6 +99,9 @@ def test_running_example_in_the_browser(user: User, screens: Path, tmp_path: Pat
     expect(page.locator("#pub-body")).to_contain_text(f"{a_id}@1")
     sources = page.locator("#sources")
     expect(sources.get_by_role("link", name=f"{a_id}@v1")).to_be_visible()
+    claims = page.locator("#claims")
+    expect(claims.locator("tr.support-supported").filter(has_text=f"{a_id}@v1")).to_have_count(1)
+    expect(claims.locator("tr.support-unsupported")).to_have_count(0)
     shot(page, screens, "06-publication")
 
     # Follow a source of the answer to the passage it cites, at its exact version.

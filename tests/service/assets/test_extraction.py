@@ -32,9 +32,9 @@ async def test_pdf_pages(assets: AssetsUnderTest) -> None:
     assert v["status"] == "active" and v["kind"] == "pdf"
     got = await passages(assets, v["asset_id"])
     assert got == [("page:1", "Alpha page text."), ("page:3", "Gamma page text.")]
-    # A page without a text layer is read but offers nothing: partial, and the note says why.
-    assert v["extraction"]["status"] == "partial" and v["extraction"]["units_total"] == 3
-    assert any("no text layer" in n for n in v["extraction"]["notes"])
+    # A blank page (no text layer, nothing drawn) offers nothing and hides nothing: complete, and said.
+    assert v["extraction"]["status"] == "complete" and v["extraction"]["units_total"] == 3
+    assert v["extraction"]["notes"] == ["1 page blank (page 2)"]
 
 
 async def test_docx_heading_paths_and_paragraph_numbers(assets: AssetsUnderTest) -> None:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 import asyncpg
 import pytest
 
 from shared.bus import BusClient
 from shared.contracts import workspace as w
-from shared.contracts.common import Actor
+from shared.contracts.common import Actor, BusReply
 from shared.errors import Conflict, Invalid, NotFound, TooLarge
 from shared.settings import WorkspaceSettings
 from tests.service.workspace.conftest import create
@@ -196,3 +197,43 @@ async def test_malformed_requests_get_replies(workspace: WorkspaceSettings, bus:
         await bus.call(w.GET, {"workspace_id": ""}, actor=who)
     raw = await bus._nc.request(w.CREATE, b"not json", timeout=5)
     assert b'"invalid"' in raw.data
+
+
+async def test_unstorable_text_on_the_bus_is_invalid(workspace: WorkspaceSettings, bus: BusClient, who: Actor) -> None:
+    """U+0000 (PostgreSQL refuses it) and a lone surrogate (no UTF-8 for it) answer `invalid` naming the field."""
+    with pytest.raises(Invalid) as nul:
+        await bus.call(w.CREATE, {"title": "Fund\x00X", "goal": "g"}, actor=who)
+    assert nul.value.details["field"] == "title"
+    ws = await create(bus, who)
+    with pytest.raises(Invalid) as nested:
+        update = {"workspace_id": ws["id"], "expected_revision": 0, "add_questions": ["fine", "bad\x00"]}
+        await bus.call(w.CHECKPOINT_UPDATE, update, actor=who)
+    assert nested.value.details["field"] == "add_questions.1"
+    # A lone surrogate cannot even be encoded by a well-behaved sender; another one sends it escaped.
+    envelope = {"actor": who.model_dump(), "data": {"title": "t", "goal": "half @ a pair"}}
+    raw = json.dumps(envelope).replace("@", "\\ud800")
+    reply = BusReply.model_validate_json((await bus._nc.request(w.CREATE, raw.encode(), timeout=5)).data)
+    assert reply.error is not None and reply.error.code == "invalid" and reply.error.details["field"] == "goal"
+    with pytest.raises(Invalid) as lone:
+        await bus.call(w.CREATE, {"title": "t", "goal": "half \ud800 a pair"}, actor=who)
+    assert lone.value.details["field"] == "goal"
+
+
+async def test_workspaces_page_by_cursor(workspace: WorkspaceSettings, bus: BusClient, who: Actor) -> None:
+    made = [await create(bus, who, title=f"W{i}") for i in range(7)]
+    seen: list[str] = []
+    request: dict[str, object] = {"limit": 3}
+    while True:
+        page = await bus.call(w.LIST, request, actor=who)
+        assert len(page["items"]) <= 3
+        seen += [x["id"] for x in page["items"]]
+        if page["next_cursor"] is None:
+            break
+        request = {"limit": 3, "cursor": page["next_cursor"]}
+    assert seen == [x["id"] for x in reversed(made)]
+    for bad in ("not-a-cursor", "eyJhIjoxfQ", "W10"):
+        with pytest.raises(Invalid) as err:
+            await bus.call(w.LIST, {"cursor": bad}, actor=who)
+        assert err.value.details["field"] == "cursor"
+    with pytest.raises(Invalid):
+        await bus.call(w.LIST, {"limit": 501}, actor=who)

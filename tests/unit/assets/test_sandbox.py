@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,7 +14,7 @@ from services.assets.sandbox import ExtractionFailed, Sandbox
 async def collect(sandbox: Sandbox, path: Path, kind: str) -> tuple[dict, list[tuple[str, str]]]:
     got: list[tuple[str, str]] = []
 
-    async def sink(locator: str, text: str) -> None:
+    async def sink(locator: str, text: str, meta: dict[str, Any]) -> None:
         got.append((locator, text))
 
     return await sandbox.run(path, kind, sink), got

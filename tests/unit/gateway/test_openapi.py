@@ -100,4 +100,7 @@ def test_the_run_schema_carries_stats(spec: dict[str, Any]) -> None:
         "source_chars_read",
         "tokens_in",
         "tokens_out",
+        "claims_supported",
+        "claims_weak",
+        "claims_unsupported",
     }

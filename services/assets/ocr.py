@@ -1,0 +1,87 @@
+"""Optical character recognition for PDF pages without a text layer, inside the sandboxed parser.
+
+RapidOCR (PP-OCRv4 detection and recognition, Chinese and Latin script) runs on ONNX Runtime with the
+models its wheel ships, so nothing is fetched at run time. It is loaded only when a file needs it: the
+engine and its runtime need more address space than the other parsers (measured here: 1.26 GB peak
+virtual memory for one 150 dpi page on one thread, 1.32 GB at 200 dpi), so the OCR path lifts the
+sandbox's soft memory and CPU limits to the hard ones the parent set for it (`ocr_memory_bytes`,
+`parse_cpu_seconds + ocr_seconds`). One thread: the machine's cores are shared by parallel extractions.
+
+OCR is bounded by a page count and a time budget; pages beyond either are reported, never silently
+skipped. A dense page costs about 5 CPU seconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import resource
+import time
+from collections.abc import Callable
+from typing import Any
+
+# Told once per process when OCR starts: the sandbox's parent then extends the parse's deadline by the
+# OCR time budget (see services.assets.sandbox).
+_started: list[Callable[[], None]] = []
+
+
+def on_start(callback: Callable[[], None]) -> None:
+    _started[:] = [callback]
+
+
+def _lift_soft_limits() -> None:
+    for which in (resource.RLIMIT_AS, resource.RLIMIT_CPU):
+        soft, hard = resource.getrlimit(which)
+        if soft != hard:
+            # Only up to the hard limit, which the parent chose for the OCR path; a process cannot go above it.
+            with contextlib.suppress(ValueError, OSError):
+                resource.setrlimit(which, (hard, hard))
+
+
+class Ocr:
+    def __init__(self, *, max_pages: int, seconds: float, dpi: int):
+        self.max_pages = max_pages
+        self.seconds = seconds
+        self.dpi = dpi
+        self.pages = 0
+        self.spent = 0.0
+        self._engine: Any = None
+
+    def can_read(self) -> bool:
+        return self.pages < self.max_pages and self.spent < self.seconds
+
+    def _load(self) -> Any:
+        if self._engine is None:
+            for callback in _started:
+                callback()
+            _lift_soft_limits()
+            # Numerical libraries start their thread pools at import unless told otherwise.
+            for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+                os.environ.setdefault(name, "1")
+            import cv2
+            from rapidocr_onnxruntime import RapidOCR
+
+            # The sandbox may start no thread (RLIMIT_NPROC 0 where it applies): OpenCV works sequentially,
+            # and ONNX Runtime with one intra- and one inter-op thread runs on the calling thread.
+            cv2.setNumThreads(0)
+
+            # No angle classifier: scans are upright, and here it lost lines more often than it turned any.
+            self._engine = RapidOCR(intra_op_num_threads=1, inter_op_num_threads=1, use_cls=False)
+        return self._engine
+
+    def read_page(self, page: Any, clip: Any = None) -> str:
+        """The text lines OCR finds on a rendered page (or a clip of it), top to bottom."""
+        engine = self._load()
+        started = time.monotonic()
+        try:
+            pixmap = page.get_pixmap(dpi=self.dpi, clip=clip, colorspace="rgb", alpha=False)
+            result, _ = engine(pixmap.tobytes("png"))
+        finally:
+            self.pages += 1
+            self.spent += time.monotonic() - started
+        return "\n".join(str(line[1]) for line in result or [] if len(line) > 1)
+
+    def summary(self) -> str:
+        rate = self.pages / self.spent if self.spent > 0 else 0.0
+        pages = "1 page was" if self.pages == 1 else f"{self.pages} pages were"
+        return f"{pages} read by OCR ({self.spent:.1f} s, {rate:.2f} pages/s)"

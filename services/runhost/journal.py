@@ -1,0 +1,86 @@
+"""The model-call journal: a run never pays twice for the same model request after a crash.
+
+Each request to a model endpoint is journaled with the sha256 of its exact input (the messages and the
+tool schemas, canonical JSON) and the step the model answered; the step's tool result is added once the
+step ran. A resumed attempt rebuilds its context window from the journaled results, so the request it
+makes next carries the same input as the one the crashed attempt made last; when that input was already
+answered by an earlier attempt, the journaled answer is used and the ledger says `replayed`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict
+from typing import Any
+
+from services.runhost.journal_repository import JournalRepository
+from services.runhost.memory import StaleLease
+from services.runhost.policies.base import ModelInput, Policy, ToolCall, ToolResult
+from shared.db import Database
+
+
+def input_hash(model_input: ModelInput) -> str:
+    canonical = json.dumps(
+        {"messages": model_input.messages, "tools": model_input.tools}, sort_keys=True, ensure_ascii=False
+    )
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def _plain(value: dict[str, Any]) -> dict[str, Any]:
+    """JSON-safe (tool data may hold values json cannot encode as they are)."""
+    return dict(json.loads(json.dumps(value, default=str)))
+
+
+class ModelJournal:
+    def __init__(self, db: Database, run_id: str, epoch: int, repo: JournalRepository | None = None):
+        self._db, self._repo = db, repo or JournalRepository()
+        self.run_id, self.epoch = run_id, epoch
+        self._current: int | None = None  # the journal row of the step in progress
+
+    async def transcript(self) -> list[ToolResult]:
+        """The results of every journaled step, in order: the context the crashed attempt had."""
+        async with self._db.pool.acquire() as conn:
+            rows = await self._repo.results(conn, run_id=self.run_id)
+        return [ToolResult(**row["result"]) for row in rows]
+
+    async def ask(self, policy: Policy, model_input: ModelInput) -> ToolCall:
+        digest = input_hash(model_input)
+        async with self._db.pool.acquire() as conn:
+            earlier = await self._repo.find_earlier(conn, run_id=self.run_id, epoch=self.epoch, input_hash=digest)
+        if earlier is not None:
+            async with self._db.transaction() as conn:
+                ok = await self._repo.append_replayed(
+                    conn, run_id=self.run_id, epoch=self.epoch, request_id=earlier["request_id"], input_hash=digest
+                )
+            if not ok:
+                raise StaleLease(self.run_id)
+            self._current = earlier["seq"]
+            return ToolCall(**earlier["response"], replayed=True)
+        call = await policy.next_step(model_input)
+        response = {k: v for k, v in asdict(call).items() if k != "replayed"}
+        async with self._db.transaction() as conn:
+            seq = await self._repo.insert_request(
+                conn,
+                run_id=self.run_id,
+                epoch=self.epoch,
+                request_id=model_input.request_id,
+                input_hash=digest,
+                response=_plain(response),
+            )
+        if seq is None:
+            raise StaleLease(self.run_id)
+        self._current = seq
+        return call
+
+    async def result(self, result: ToolResult) -> None:
+        """The outcome of the step whose answer came last; a resumed attempt's context is rebuilt from these."""
+        if self._current is None:
+            return
+        async with self._db.transaction() as conn:
+            ok = await self._repo.set_result(
+                conn, run_id=self.run_id, epoch=self.epoch, seq=self._current, result=_plain(asdict(result))
+            )
+        if not ok:
+            raise StaleLease(self.run_id)
+        self._current = None

@@ -1,0 +1,207 @@
+"""Drift: a ref the workspace relies on has changed since it was cited.
+
+A workspace relies on what its current checkpoint derives from (`derived_from.publication` and
+`.sources`) and on what its associated publications cite (their `sources`, learned from the publication
+service's events). When an owner announces that such a ref has a newer version, or that it was withdrawn
+or retired, the workspace records one drift per (ref, new version or reason), announces
+`workspace.drift_detected`, and adds an open question to its checkpoint through a revision like any other.
+Archived and deleted workspaces get none: their conclusions are no longer being followed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import datetime
+
+import asyncpg
+from pydantic import ValidationError
+
+from services.workspace.checkpoint import BadProposal, Checkpoints, Content
+from services.workspace.drift_repository import DriftRepository
+from services.workspace.repository import WorkspaceRepository
+from services.workspace.service import not_found
+from shared.contracts import workspace as c
+from shared.contracts.assets import SourceRetired, VersionActivated
+from shared.contracts.common import Actor, Event, Ref
+from shared.contracts.publication import VersionEvent
+from shared.db import Database
+from shared.outbox import enqueue
+from shared.paging import Int64, cut_page, decode_cursor
+
+log = logging.getLogger("dossier.workspace.drift")
+
+# Cited versions (by workspace) of one ref, each with the refs that cite it (empty: the checkpoint itself).
+Citations = dict[str, dict[int, list[Ref]]]
+
+
+def label(ref: Ref) -> str:
+    return f"{ref.id}@{ref.version}"
+
+
+def question_text(ref: Ref, cited_by: list[Ref], new_version: int | None, reason: str) -> str:
+    """ "announcement@1, cited by pub_b@1, now has version 2": the seeds' week-4 question, asked by the system."""
+    by = ", ".join(label(r) for r in cited_by) or "the checkpoint"
+    change = {
+        "new_version": f"now has version {new_version}",
+        "withdrawn": "has been withdrawn",
+        "retired": "has been retired",
+    }[reason]
+    return f"{label(ref)}, cited by {by}, {change}: does what was concluded from it still hold?"
+
+
+class DriftWatch:
+    def __init__(self, db: Database, checkpoints: Checkpoints, repo: WorkspaceRepository | None = None):
+        self._db = db
+        self._checkpoints = checkpoints
+        self._repo = repo or WorkspaceRepository()
+        self._drifts = DriftRepository()
+
+    # -- events (each inside the consumer's transaction, with its inbox row) --------------------------
+
+    async def on_publication_committed(self, conn: asyncpg.Connection, event: Event) -> None:
+        version = self._parse(VersionEvent, event)
+        if version is not None:
+            await self._remember_citations(conn, event.scope, version)
+
+    async def on_publication_revised(self, conn: asyncpg.Connection, event: Event) -> None:
+        version = self._parse(VersionEvent, event)
+        if version is None:
+            return
+        await self._remember_citations(conn, event.scope, version)
+        await self._detect(
+            conn, event.scope, "publication", version.id, lambda v: v < version.version, version.version, "new_version"
+        )
+
+    async def on_publication_withdrawn(self, conn: asyncpg.Connection, event: Event) -> None:
+        version = self._parse(VersionEvent, event)
+        if version is not None:
+            await self._detect(
+                conn, event.scope, "publication", version.id, lambda v: v == version.version, None, "withdrawn"
+            )
+
+    async def on_version_activated(self, conn: asyncpg.Connection, event: Event) -> None:
+        activated = self._parse(VersionActivated, event)
+        if activated is None or activated.superseded is None:
+            return  # a first version supersedes nothing, so nothing cited can be older
+        await self._detect(
+            conn, event.scope, "source", activated.source_id, lambda v: v < activated.version, activated.version,
+            "new_version",
+        )  # fmt: skip
+
+    async def on_source_retired(self, conn: asyncpg.Connection, event: Event) -> None:
+        retired = self._parse(SourceRetired, event)
+        if retired is not None:
+            await self._detect(conn, event.scope, "source", retired.source_id, lambda v: True, None, "retired")
+
+    # -- request -------------------------------------------------------------------------------------
+
+    async def list_drifts(self, actor: Actor, req: c.DriftRequest) -> c.DriftList:
+        async with self._db.pool.acquire() as conn:
+            if await self._repo.find_workspace(conn, scope=actor.scope, id=req.workspace_id) is None:
+                raise not_found(req.workspace_id)
+            (after,) = decode_cursor(req.cursor, Int64) if req.cursor else (0,)
+            rows = await self._drifts.list_drifts(conn, workspace_id=req.workspace_id, after=after, limit=req.limit + 1)
+        page, next_cursor = cut_page(rows, req.limit, lambda r: (r["seq"],))
+        return c.DriftList(items=[self._drift(r) for r in page], next_cursor=next_cursor)
+
+    # -- rules ---------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _parse(model: type[VersionEvent] | type[VersionActivated] | type[SourceRetired], event: Event):  # type: ignore[no-untyped-def]
+        try:
+            # Only the fields this side relies on; the producer may add more.
+            return model.model_validate({k: v for k, v in event.data.items() if k in model.model_fields})
+        except ValidationError:
+            log.error("ignoring a malformed %s event %s", event.type, event.id)
+            return None
+
+    async def _remember_citations(self, conn: asyncpg.Connection, scope: str, version: VersionEvent) -> None:
+        refs = [r.model_dump() for r in version.sources if r.version is not None]
+        if refs:
+            await self._drifts.insert_citations(
+                conn, scope=scope, pub_id=version.id, pub_version=version.version, refs=refs
+            )
+
+    async def _citations(self, conn: asyncpg.Connection, scope: str, kind: str, ref_id: str) -> Citations:
+        found: Citations = {}
+        for row in await self._drifts.cited_by_publications(conn, scope=scope, kind=kind, ref_id=ref_id):
+            by = found.setdefault(row["workspace_id"], {}).setdefault(row["ref_version"], [])
+            by.append(Ref(kind="publication", id=row["pub_id"], version=row["pub_version"]))
+        for row in await self._drifts.cited_by_checkpoints(conn, scope=scope, kind=kind, ref_id=ref_id):
+            derived = c.DerivedFrom.model_validate(row["derived_from"])
+            pub = derived.publication
+            cited = [s for s in derived.sources if s.kind == kind and s.id == ref_id and s.version is not None]
+            if kind == "publication" and pub is not None and pub.id == ref_id:
+                cited.append(Ref(kind="publication", id=pub.id, version=pub.version))
+            for ref in cited:
+                assert ref.version is not None
+                by = found.setdefault(row["workspace_id"], {}).setdefault(ref.version, [])
+                checkpoint_pub = Ref(kind="publication", id=pub.id, version=pub.version) if pub else None
+                if checkpoint_pub is not None and checkpoint_pub != ref and checkpoint_pub not in by:
+                    by.append(checkpoint_pub)
+        return found
+
+    async def _detect(
+        self,
+        conn: asyncpg.Connection,
+        scope: str,
+        kind: str,
+        ref_id: str,
+        affected: Callable[[int], bool],
+        new_version: int | None,
+        reason: c.DriftReason,
+    ) -> None:
+        for workspace_id, versions in (await self._citations(conn, scope, kind, ref_id)).items():
+            for version, cited_by in sorted(versions.items()):
+                if affected(version):
+                    ref = Ref(kind=kind, id=ref_id, version=version)  # type: ignore[arg-type]
+                    await self._record(conn, scope, workspace_id, ref, cited_by, new_version, reason)
+
+    async def _record(
+        self,
+        conn: asyncpg.Connection,
+        scope: str,
+        workspace_id: str,
+        ref: Ref,
+        cited_by: list[Ref],
+        new_version: int | None,
+        reason: c.DriftReason,
+    ) -> None:
+        row = await self._drifts.insert_drift(
+            conn,
+            workspace_id=workspace_id,
+            ref=ref.model_dump(),
+            cited_by=[r.model_dump() for r in cited_by],
+            new_version=new_version,
+            reason=reason,
+        )
+        if row is None:
+            return  # this change of this ref was already recorded for this workspace
+        drift = self._drift(row)
+        data = c.DriftDetected(workspace_id=workspace_id, **drift.model_dump())
+        await enqueue(conn, type=c.EVT_DRIFT_DETECTED, scope=scope, data=data.model_dump(mode="json"))
+        text = question_text(ref, cited_by, new_version, reason)
+
+        def ask(previous: Content) -> Content:
+            questions = self._checkpoints.questions_with(previous, text)
+            return Content(previous.summary, questions, previous.derived_from)
+
+        try:
+            await self._checkpoints.write_in(
+                conn, scope=scope, workspace_id=workspace_id, expected_revision=None, build=ask, author="system"
+            )
+        except BadProposal as exc:
+            # The drift stays recorded and announced; only the question could not be added (e.g. too many open).
+            log.warning("drift question not added to %s: %s", workspace_id, exc.reason)
+
+    @staticmethod
+    def _drift(row: asyncpg.Record) -> c.Drift:
+        detected_at: datetime = row["detected_at"]
+        return c.Drift(
+            ref=Ref(kind=row["ref_kind"], id=row["ref_id"], version=row["ref_version"]),
+            cited_by=[Ref.model_validate(r) for r in row["cited_by"]],
+            new_version=row["new_version"],
+            reason=row["reason"],
+            detected_at=detected_at,
+        )

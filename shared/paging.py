@@ -1,0 +1,59 @@
+"""Keyset paging (CONTRACT "Lists"): an opaque cursor holds the sort key of the last item of a page.
+
+A cursor is base64url JSON of that key. It grants nothing (every query still filters by scope), so it is
+not signed; it is only checked to have the shape its list expects, so a forged one answers `invalid`
+naming `cursor` instead of reaching SQL.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Annotated, Any, TypeVar
+
+from pydantic import Field, TypeAdapter, ValidationError
+
+from shared.errors import Invalid
+from shared.storable import unstorable_field
+
+T = TypeVar("T")
+
+# Key types of a cursor, bounded like the columns they are compared with: a number no column can hold would
+# otherwise fail in the driver as a fault instead of answering `invalid`.
+Int32 = Annotated[int, Field(ge=0, le=2**31 - 1)]
+Int64 = Annotated[int, Field(ge=0, le=2**63 - 1)]
+
+_ADAPTERS: dict[tuple[type, ...], TypeAdapter[Any]] = {}
+
+
+def _plain(value: Any) -> Any:
+    return value.isoformat() if isinstance(value, datetime) else value
+
+
+def encode_cursor(key: Sequence[Any]) -> str:
+    raw = json.dumps([_plain(v) for v in key], separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str, *types: Any) -> tuple[Any, ...]:
+    """The key a cursor holds, typed as `types`; anything else is `invalid` naming `cursor`."""
+    adapter = _ADAPTERS.setdefault(types, TypeAdapter(tuple[types]))  # type: ignore[valid-type]
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        key = adapter.validate_python(json.loads(raw))
+    except (binascii.Error, ValueError, ValidationError) as exc:
+        raise Invalid("the cursor is not one this list gave out", {"field": "cursor"}) from exc
+    if unstorable_field(key) is not None or any(isinstance(v, datetime) and v.tzinfo is None for v in key):
+        raise Invalid("the cursor is not one this list gave out", {"field": "cursor"})
+    return tuple(key)
+
+
+def cut_page(rows: Sequence[T], limit: int, key: Callable[[T], Sequence[Any]]) -> tuple[list[T], str | None]:
+    """Rows were fetched with `LIMIT limit + 1`: the extra row only says that another page exists."""
+    page = list(rows[:limit])
+    if len(rows) <= limit or not page:
+        return page, None
+    return page, encode_cursor(key(page[-1]))

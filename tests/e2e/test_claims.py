@@ -1,0 +1,101 @@
+"""Checked claims on the whole stack: the running example's answer, and a scripted answer that cites A@1
+(read and included: supported) and A@2 (never included: unsupported)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.api import Api
+from tests.support.cli import dossier
+from tests.support.documents import ANNOUNCEMENT, pdf
+from tests.support.stack import RunningStack, start_stack, stop_stack
+
+QUESTION = "Which earlier judgements about Fund X redemption liquidity still hold after the announcement?"
+A1 = "Fund X can meet redemptions within 30 days. Its liquidity is adequate."
+
+
+@pytest.fixture(scope="module")
+def scripts(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("claim-scripts")
+
+
+@pytest.fixture(scope="module")
+def scripted_stack(tmp_path_factory: pytest.TempPathFactory, scripts: Path) -> Iterator[RunningStack]:
+    running = start_stack(tmp_path_factory.mktemp("claims-home"), extra_env={"DOSSIER_SCRIPTS_DIR": str(scripts)})
+    try:
+        yield running
+    finally:
+        stop_stack(running.proc)
+
+
+def example(api: Api) -> tuple[dict, dict, dict]:
+    ws = api.workspace()
+    a1 = api.publish("Report A: Fund X liquidity", A1, ws["id"])
+    api.revise(a1["id"], "Fund X liquidity is now weaker; redemptions may take 90 days.", 1)
+    b1 = api.publish("Report B: Fund X disagrees", "Report B finds Fund X redemption liquidity inadequate.", ws["id"])
+    api.upload(pdf(ANNOUNCEMENT), "announcement", "announcement.pdf", ws["id"])
+    return ws, a1, b1
+
+
+def claims_of(api: Api, run: dict) -> list[dict]:
+    pub = run["publication"]
+    return list(api.ok("GET", f"/v1/publications/{pub['id']}/versions/{pub['version']}/claims")["items"])
+
+
+def test_claims_of_the_running_example_and_of_a_claim_citing_what_was_not_included(
+    scripted_stack: RunningStack, scripts: Path
+) -> None:
+    api = Api(scripted_stack)
+    ws, a1, b1 = example(api)
+    answer = (
+        "## What earlier reports concluded\n"
+        f"- Report A ({a1['id']}@1) found that Fund X can meet redemptions within 30 days.\n"
+        f"- Fund X liquidity is now weaker and redemptions may take 90 days ({a1['id']}@2).\n\n"
+        "## Not resolved or not read\n"
+        f"- {b1['id']}@1 was not read.\n"
+    )
+    steps = [
+        {"name": "read_publication", "arguments": {"id": a1["id"], "version": 1}},
+        {"name": "finish", "arguments": {"answer": answer}},
+    ]
+    (scripts / "cite-a1-and-a2.json").write_text(json.dumps(steps))
+    history = [{"publication_id": a1["id"], "version": 1}, {"publication_id": b1["id"], "version": 1}]
+    runs = [
+        api.start_run(ws["id"], "What holds?", model="scripted:cite-a1-and-a2", history=history),
+        api.start_run(ws["id"], QUESTION, history=history),
+    ]
+    scripted, extractive = (api.wait_run(r["id"]) for r in runs)
+    assert scripted["status"] == extractive["status"] == "completed", (scripted["error"], extractive["error"])
+
+    claims = claims_of(api, scripted)
+    assert [(c["refs"], c["support"]) for c in claims] == [
+        ([{"kind": "publication", "id": a1["id"], "version": 1}], "supported"),
+        ([{"kind": "publication", "id": a1["id"], "version": 2}], "unsupported"),
+    ]
+    assert claims[0]["score"] >= 0.5 and claims[1]["score"] == 0
+    assert claims[0]["text"].startswith("Report A (")
+    stats = scripted["stats"]
+    assert (stats["claims_supported"], stats["claims_weak"], stats["claims_unsupported"]) == (1, 0, 1)
+
+    # The extractive answer of the running example: every cited sentence is backed by what the run included.
+    claims = claims_of(api, extractive)
+    cited = {(r["kind"], r["id"], r["version"]) for c in claims for r in c["refs"]}
+    assert {("publication", a1["id"], 1), ("publication", b1["id"], 1), ("source", "announcement", 1)} <= cited
+    assert ("publication", a1["id"], 2) not in cited
+    assert all(c["support"] == "supported" for c in claims), claims
+    assert extractive["stats"]["claims_supported"] == len(claims) and extractive["stats"]["claims_unsupported"] == 0
+
+    token = api.http.headers["Authorization"].removeprefix("Bearer ")
+    pub = scripted["publication"]
+    printed = dossier(scripted_stack, token, "publication", "claims", pub["id"], str(pub["version"]))
+    assert printed.returncode == 0 and "supported" in printed.stdout and "unsupported" in printed.stdout
+
+    missing = api.http.get(f"/v1/publications/{a1['id']}/versions/9/claims")
+    assert missing.status_code == 404
+    api.ok("POST", f"/v1/publications/{a1['id']}/versions/1/withdraw", json={"reason": "wrong"})
+    withdrawn = api.http.get(f"/v1/publications/{a1['id']}/versions/1/claims")
+    assert withdrawn.status_code == 409 and withdrawn.json()["error"]["details"]["reason"] == "withdrawn"

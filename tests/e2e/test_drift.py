@@ -1,0 +1,122 @@
+"""Drift alerts on the whole stack: a new announcement version after the running example's run."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+
+import nats
+import pytest
+
+from tests.support.api import Api, probe
+from tests.support.cli import dossier
+from tests.support.documents import ANNOUNCEMENT, pdf
+from tests.support.stack import RunningStack
+
+QUESTION = "Which earlier judgements about Fund X redemption liquidity still hold after the announcement?"
+NEW_ANNOUNCEMENT = [*ANNOUNCEMENT, "Correction, 27 November 2026. Redemption gates are lifted from January."]
+
+
+@pytest.fixture
+def api(stack: RunningStack) -> Api:
+    return Api(stack)
+
+
+def republish_activation(stack: RunningStack, scope: str, version: int) -> None:
+    """Deliver the version's `asset.version_activated` event again, as the assets service's relay could after
+    a crash: once as it was (same event id), once as a copy under a new event id."""
+
+    async def run() -> None:
+        reader, relay = await nats.connect(**stack.events_options()), await nats.connect(**stack.nats_options("assets"))
+        try:
+            sub = await reader.jetstream().subscribe("dossier.evt.asset.version_activated", ordered_consumer=True)
+            found = None
+            while found is None:
+                msg = await sub.next_msg(timeout=5.0)
+                event = json.loads(msg.data)
+                if event["scope"] == scope and event["data"]["version"] == version:
+                    found = event
+            js = relay.jetstream()
+            await js.publish(msg.subject, json.dumps(found).encode())
+            await js.publish(msg.subject, json.dumps(found | {"id": f"evt_{uuid.uuid4().hex}"}).encode())
+        finally:
+            await reader.close()
+            await relay.close()
+
+    asyncio.run(run())
+
+
+def test_a_new_announcement_version_drifts_once_with_one_checkpoint_question(api: Api, stack: RunningStack) -> None:
+    ws, archived = api.workspace(), api.workspace(title="Fund X (archived)")
+    a1 = api.publish("Report A: Fund X liquidity", "Fund X can meet redemptions within 30 days.", ws["id"])
+    b1 = api.publish("Report B: Fund X disagrees", "Report B finds Fund X redemption liquidity inadequate.", ws["id"])
+    source = api.upload(pdf(ANNOUNCEMENT), "announcement", "announcement.pdf", ws["id"])
+    api.ok("POST", f"/v1/workspaces/{archived['id']}/sources", json={"source_id": "announcement"})
+    history = [{"publication_id": a1["id"], "version": 1}, {"publication_id": b1["id"], "version": 1}]
+    runs = [api.start_run(ws["id"], QUESTION, history=history), api.start_run(archived["id"], QUESTION)]
+    run, other = (api.wait_run(r["id"]) for r in runs)
+    assert run["status"] == other["status"] == "completed", (run["error"], other["error"])
+    cited = api.ok("GET", f"/v1/workspaces/{archived['id']}/checkpoint")["derived_from"]["sources"]
+    assert {"kind": "source", "id": "announcement", "version": 1} in cited
+    api.ok("POST", f"/v1/workspaces/{archived['id']}/archive")
+    before = api.ok("GET", f"/v1/workspaces/{ws['id']}/checkpoint")
+    assert {"kind": "source", "id": "announcement", "version": source["version"]} in before["derived_from"]["sources"]
+
+    v2 = api.upload(pdf(NEW_ANNOUNCEMENT), "announcement", "announcement-v2.pdf")
+    assert (v2["version"], v2["status"]) == (2, "active")
+    drift_path = f"/v1/workspaces/{ws['id']}/drift"
+    [drift] = probe(lambda: api.ok("GET", drift_path)["items"], timeout=60)
+    report = {"kind": "publication", "id": run["publication"]["id"], "version": run["publication"]["version"]}
+    assert drift["ref"] == {"kind": "source", "id": "announcement", "version": 1}
+    assert (drift["new_version"], drift["reason"]) == (2, "new_version")
+    assert drift["cited_by"] == [report]
+
+    checkpoint = api.ok("GET", f"/v1/workspaces/{ws['id']}/checkpoint")
+    asked = [q for q in checkpoint["open_questions"] if q["text"].startswith("announcement@1, cited by")]
+    assert [q["text"] for q in asked] == [
+        f"announcement@1, cited by {report['id']}@1, now has version 2: does what was concluded from it still hold?"
+    ]
+    assert checkpoint["revision"] == before["revision"] + 1 and checkpoint["author"] == "system"
+    assert checkpoint["derived_from"] == before["derived_from"]
+    # The revision keeps the run's summary; the read withholds it, since announcement@1 is superseded now.
+    assert checkpoint["status"] == "unavailable" and checkpoint["summary"] is None
+    assert [u["ref"]["id"] for u in checkpoint["unavailable_sources"]] == ["announcement"]
+
+    # Redelivered (same event id) and duplicated (new event id): neither adds a drift or a question. The
+    # consumer handles its events in order, so once version 3's drift is there, both were handled.
+    republish_activation(stack, api.scope, 2)
+    api.upload(pdf([*NEW_ANNOUNCEMENT, "Second correction."]), "announcement", "announcement-v3.pdf")
+    items = probe(lambda: (d := api.ok("GET", drift_path)["items"]) and len(d) >= 2 and d, timeout=60)
+    assert [(d["ref"]["version"], d["new_version"]) for d in items] == [(1, 2), (1, 3)]
+    questions = api.ok("GET", f"/v1/workspaces/{ws['id']}/checkpoint")["open_questions"]
+    assert sum("now has version 2" in q["text"] for q in questions) == 1
+    assert sum("now has version 3" in q["text"] for q in questions) == 1
+
+    page = api.ok("GET", f"{drift_path}?limit=1")
+    assert len(page["items"]) == 1 and page["next_cursor"]
+    rest = api.ok("GET", f"{drift_path}?limit=1&cursor={page['next_cursor']}")
+    assert rest["items"] == items[1:] and rest["next_cursor"] is None
+
+    token = api.http.headers["Authorization"].removeprefix("Bearer ")
+    listed = dossier(stack, token, "workspace", "drift", ws["id"], "--json")
+    assert listed.returncode == 0 and json.loads(listed.stdout)["items"] == items
+    shown = dossier(stack, token, "workspace", "drift", ws["id"])
+    assert shown.returncode == 0 and "source:announcement@1" in shown.stdout and "new_version" in shown.stdout
+
+    # A retired source and a withdrawn publication version drift too, with no new version.
+    api.ok("POST", "/v1/sources/announcement/retire")
+    api.ok("POST", f"/v1/publications/{report['id']}/versions/1/withdraw", json={"reason": "superseded"})
+    items = probe(lambda: (d := api.ok("GET", drift_path)["items"]) and len(d) >= 4 and d, timeout=60)
+    assert sorted((d["ref"]["kind"], d["ref"]["version"], d["reason"], d["new_version"]) for d in items[2:]) == [
+        ("publication", 1, "withdrawn", None),
+        ("source", 1, "retired", None),
+    ]
+    questions = [q["text"] for q in api.ok("GET", f"/v1/workspaces/{ws['id']}/checkpoint")["open_questions"]]
+    assert f"{report['id']}@1, cited by the checkpoint, has been withdrawn" in " ".join(questions)
+    assert f"announcement@1, cited by {report['id']}@1, has been retired" in " ".join(questions)
+
+    # The archived workspace's checkpoint cites announcement@1 too, but it is not followed any more.
+    assert api.ok("GET", f"/v1/workspaces/{archived['id']}/drift")["items"] == []
+    api.ok("DELETE", f"/v1/workspaces/{ws['id']}")
+    assert api.http.get(drift_path).status_code == 404

@@ -1,0 +1,84 @@
+"""The model-call journal: an openai run SIGKILLed between a model answer and its tool resumes without
+asking the model anything twice (counted at the fake OpenAI-compatible server)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from shared.procs import free_port, port_open, wait_until
+from tests.support.api import Api, probe
+from tests.support.stack import ROOT, RunningStack, start_stack, stop_stack
+
+STEPS = 7  # the fake's walk: six tool calls, then finish
+
+
+@pytest.fixture(scope="module")
+def walking_model() -> Iterator[str]:
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "tests.support.fake_openai", str(port), "walk"], cwd=ROOT)
+    try:
+        wait_until(lambda: port_open(port), timeout=20, what="fake openai", alive=lambda: proc.poll() is None)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+@pytest.fixture(scope="module")
+def paced_stack(tmp_path_factory: pytest.TempPathFactory, walking_model: str) -> Iterator[RunningStack]:
+    env = {
+        "DOSSIER_RUN_LEASE_SECONDS": "3",
+        # Paces each step between the model's answer and its tool, so the kill lands there.
+        "DOSSIER_RUN_STEP_DELAY_SECONDS": "1.5",
+        "DOSSIER_OPENAI_BASE_URL": f"{walking_model}/v1",
+        "DOSSIER_OPENAI_MODEL": "fake-walk",
+    }
+    running = start_stack(tmp_path_factory.mktemp("journal-home"), extra_env=env)
+    try:
+        yield running
+    finally:
+        stop_stack(running.proc)
+
+
+def model_inputs(url: str) -> list[str]:
+    """Every request body the fake model received, canonical, in order."""
+    return [json.dumps(r["body"], sort_keys=True) for r in httpx.get(f"{url}/requests").json()]
+
+
+def test_a_sigkilled_openai_run_resumes_without_repeating_a_model_call(
+    paced_stack: RunningStack, walking_model: str
+) -> None:
+    api = Api(paced_stack)
+    ws = api.workspace()
+    api.publish("Fund X liquidity report", "Fund X liquidity is adequate.", ws["id"])
+    api.wait_catalog(ws["id"], 1)
+
+    clean = api.wait_run(api.start_run(ws["id"], "What holds?", model="openai")["id"], timeout=120)
+    assert clean["status"] == "completed", clean["error"]
+    assert len(model_inputs(walking_model)) == STEPS == clean["stats"]["model_requests"]
+    assert "replayed" not in {r["stage"] for r in api.ledger(clean["id"])}
+
+    run = api.start_run(ws["id"], "What holds now?", model="openai")
+    # Three answers journaled and counted; the worker now waits between the third answer and its tool.
+    probe(lambda: api.run(run["id"])["stats"]["model_requests"] >= 3, timeout=60, interval=0.02)
+    victim = paced_stack.pid("runhost")
+    os.kill(victim, signal.SIGKILL)
+    probe(lambda: paced_stack.pid("runhost") != victim, timeout=10)
+    run = api.wait_run(run["id"], timeout=120)
+    assert run["status"] == "completed", run["error"]
+
+    inputs = model_inputs(walking_model)[STEPS:]
+    assert len(inputs) == STEPS, "the resumed run asked the model more (or less) than a clean run"
+    assert len(set(inputs)) == len(inputs), "an input was sent to the model twice"
+    assert run["stats"]["model_requests"] == STEPS
+    replayed = [r for r in api.ledger(run["id"]) if r["stage"] == "replayed"]
+    assert len(replayed) == 1 and replayed[0]["ref"] is None
+    assert replayed[0]["model_request"] == f"{run['id']}:r3" and len(replayed[0]["content_hash"]) == 64

@@ -1,0 +1,88 @@
+"""Cursors and unstorable text: pure logic behind CONTRACT "Lists" and "Errors"."""
+
+from __future__ import annotations
+
+import base64
+import json
+from datetime import UTC, datetime
+
+import pytest
+
+from shared.bus import RequestContext, dispatch
+from shared.contracts.common import Actor, BusReply, BusRequest, Model
+from shared.errors import Invalid
+from shared.paging import Int32, Int64, cut_page, decode_cursor, encode_cursor
+from shared.storable import require_storable, unstorable_field
+
+
+def raw_cursor(value: object) -> str:
+    return base64.urlsafe_b64encode(json.dumps(value).encode()).decode().rstrip("=")
+
+
+def test_a_cursor_round_trips_its_key() -> None:
+    at = datetime(2026, 11, 30, 9, 1, 2, 345678, tzinfo=UTC)
+    assert decode_cursor(encode_cursor([at, "ws_1"]), datetime, str) == (at, "ws_1")
+    assert decode_cursor(encode_cursor([7, 12]), Int64, Int64) == (7, 12)
+
+
+@pytest.mark.parametrize(
+    ("cursor", "types"),
+    [
+        ("%%%", (Int32,)),
+        (raw_cursor({"a": 1}), (Int32,)),
+        (raw_cursor([]), (Int32,)),
+        (raw_cursor([1, 2]), (Int32,)),
+        (raw_cursor(["x"]), (Int32,)),
+        (raw_cursor([2**31]), (Int32,)),
+        (raw_cursor([-1]), (Int32,)),
+        (raw_cursor([2**63]), (Int64,)),
+        (raw_cursor(["2026-11-30T09:00:00", "ws_1"]), (datetime, str)),
+        (raw_cursor(["not a time", "ws_1"]), (datetime, str)),
+        (raw_cursor(["a\x00"]), (str,)),
+        (base64.urlsafe_b64encode(b'["a\\ud800"]').decode(), (str,)),
+        (base64.urlsafe_b64encode(b"\xff\xfe").decode(), (str,)),
+    ],
+)
+def test_a_cursor_the_list_did_not_give_out_is_invalid(cursor: str, types: tuple[object, ...]) -> None:
+    with pytest.raises(Invalid) as err:
+        decode_cursor(cursor, *types)
+    assert err.value.details == {"field": "cursor"}
+
+
+def test_cut_page_gives_a_cursor_only_when_another_page_exists() -> None:
+    rows = [{"v": i} for i in range(1, 6)]
+    page, cursor = cut_page(rows, 4, lambda r: (r["v"],))
+    assert page == rows[:4] and cursor is not None and decode_cursor(cursor, Int32) == (4,)
+    assert cut_page(rows, 5, lambda r: (r["v"],)) == (rows, None)
+    assert cut_page([], 5, lambda r: (r["v"],)) == ([], None)
+
+
+def test_unstorable_text_is_found_and_named() -> None:
+    assert unstorable_field({"title": "fine", "goal": "ok \U0001f600"}) is None
+    assert unstorable_field({"title": "a\x00"}) == "title"
+    assert unstorable_field({"history": [{"id": "x"}, {"id": "\udc00"}]}) == "history.1.id"
+    assert unstorable_field({"nested": {"k\x00": 1}}) == "nested"
+    assert unstorable_field("\ud800", "body") == "body"
+    deep: object = "a\x00"
+    for _ in range(10_000):
+        deep = [deep]
+    assert unstorable_field({"x": deep}) == "x" + ".0" * 10_000
+    with pytest.raises(Invalid) as err:
+        require_storable({"q": "a\x00"})
+    assert err.value.details == {"field": "q"}
+
+
+class Text(Model):
+    text: str
+
+
+async def test_the_bus_envelope_refuses_unstorable_text() -> None:
+    async def never(ctx: RequestContext, req: Text) -> None:
+        raise AssertionError("the rule must not see unstorable text")
+
+    actor = Actor(scope="acme", principal="alice")
+    nul = BusRequest(actor=actor, data={"text": "a\x00"}).model_dump_json().encode()
+    lone = b'{"actor": {"scope": "acme", "principal": "alice"}, "data": {"text": "a\\ud800"}}'
+    for raw in (nul, lone):
+        reply = BusReply.model_validate_json(await dispatch(raw, "s", Text, never))
+        assert reply.error is not None and reply.error.code == "invalid" and reply.error.details["field"] == "text"
