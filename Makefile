@@ -11,7 +11,7 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	# The pip bundled with Python 3.11 (23.2) has an older resolver; a current one installs the set reliably.
 	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade 'pip>=25'
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,local]'
 	touch $(STAMP)
 
 up: setup

@@ -291,14 +291,18 @@ class BusClient:
 SYSTEM_ACTOR = Actor(scope="system", principal="dossier")
 
 
-async def ensure_stream(nc: nats.NATS) -> None:
-    """Publishing to a stream that does not exist fails, so every service declares it at startup."""
+async def ensure_stream(nc: nats.NATS, *, replicas: int = 1) -> None:
+    """Publishing to a stream that does not exist fails, so every service declares it at startup.
+
+    On a cluster the stream has `replicas` copies: a write is acknowledged once a majority holds it.
+    """
     js = nc.jetstream()
     config = api.StreamConfig(
         name=STREAM_NAME,
         subjects=[f"{EVENT_SUBJECT_PREFIX}.>"],
         storage=api.StorageType.FILE,
         duplicate_window=120.0,
+        num_replicas=replicas,
     )
     try:
         await js.stream_info(STREAM_NAME)

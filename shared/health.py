@@ -87,3 +87,12 @@ def read_verdict(path: Path, pid: int, *, grace: float, started_at: float, now: 
     if not state.get("ok") and now - float(state.get("since", now)) > grace:
         return Verdict(False, f"its bus connection has been bad for {now - float(state['since']):.0f}s")
     return Verdict(True)
+
+
+def reports_ok(path: Path, pid: int) -> bool:
+    """The process `pid` itself has written that it is healthy (a report of an earlier pid says nothing)."""
+    try:
+        report = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return False
+    return bool(report.get("ok")) and report.get("pid") == pid

@@ -11,10 +11,20 @@ from shared.bus import BusClient
 from shared.natsauth import connect_options
 from shared.settings import CommonSettings
 
+# A container healthcheck must answer, never hang: a bus that does not answer in time is a failed check.
+DEADLINE_SECONDS = 8.0
+
 
 async def _ping(service: str) -> bool:
     settings = CommonSettings()
-    nc = await nats.connect(settings.nats_url, connect_timeout=2, max_reconnect_attempts=0, **connect_options(settings))
+    # One try at each server: nats-py otherwise keeps retrying an unreachable server list.
+    nc = await nats.connect(
+        settings.nats_servers,
+        connect_timeout=2,
+        allow_reconnect=False,
+        max_reconnect_attempts=0,
+        **connect_options(settings),
+    )
     try:
         return await BusClient(nc).ping(service, timeout=2.0)
     finally:
@@ -26,7 +36,7 @@ def main() -> int:
         print("usage: python -m shared.healthcheck SERVICE", file=sys.stderr)
         return 2
     try:
-        return 0 if asyncio.run(_ping(sys.argv[1])) else 1
+        return 0 if asyncio.run(asyncio.wait_for(_ping(sys.argv[1]), DEADLINE_SECONDS)) else 1
     except Exception:
         return 1
 

@@ -32,6 +32,8 @@ from shared.secretfiles import private_folder, write_secret
 
 PG_SYSTEM_USER = "embedded_postgres"
 PG_SUPERUSER = "postgres"
+# The user the nodes of a local NATS cluster authenticate their routes with.
+ROUTE_USER = "route"
 
 
 def nats_child(home: Path, port: int, env: dict[str, str], users: list[dict[str, Any]]) -> Child:
@@ -42,6 +44,42 @@ def nats_child(home: Path, port: int, env: dict[str, str], users: list[dict[str,
     text = f'listen: "127.0.0.1:{port}"\nmax_payload: 8MB\njetstream {{\n  store_dir: "{store}"\n}}\n'
     write_secret(conf, text + authorization_block(users))
     return Child("nats", [venv_bin("nats-server"), "-c", str(conf)], env, home / "logs" / "nats.log")
+
+
+def nats_node_child(
+    home: Path,
+    node: int,
+    ports: list[tuple[int, int]],
+    env: dict[str, str],
+    users: list[dict[str, Any]],
+    route_password: str,
+) -> Child:
+    """Node `node` (1-based) of a JetStream cluster; `ports` holds every node's (client, route) port.
+
+    Routes authenticate with the route user's password (generated under $DOSSIER_HOME): a server that
+    does not know it cannot join. Every write is fsynced before it is acknowledged (`sync_interval:
+    always`): with the default interval a node crash can lose writes a quorum had acknowledged.
+    """
+    name = "nats" if node == 1 else f"nats.{node}"
+    client, route = ports[node - 1]
+    store = private_folder(home / "nats-cluster" / f"node-{node}")
+    peers = [
+        f"nats-route://{ROUTE_USER}:{route_password}@127.0.0.1:{p}" for i, (_, p) in enumerate(ports, 1) if i != node
+    ]
+    cluster = {
+        "name": "dossier",
+        "listen": f"127.0.0.1:{route}",
+        "authorization": {"user": ROUTE_USER, "password": route_password},
+        "routes": peers,
+    }
+    text = (
+        f'server_name: "dossier-{node}"\nlisten: "127.0.0.1:{client}"\nmax_payload: 8MB\n'
+        f'jetstream {{\n  store_dir: "{store}"\n  sync_interval: always\n}}\n'
+        f"cluster: {json.dumps(cluster, indent=2)}\n"
+    )
+    conf = home / "nats-cluster" / f"node-{node}.conf"
+    write_secret(conf, text + authorization_block(users))
+    return Child(name, [venv_bin("nats-server"), "-c", str(conf)], env, home / "logs" / f"{name}.log")
 
 
 def s3_child(home: Path, port: int, env: dict[str, str], keys: dict[str, dict[str, Any]]) -> Child:

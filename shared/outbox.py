@@ -27,7 +27,7 @@ import nats
 from nats.errors import ConnectionClosedError, NoRespondersError, OutboundBufferLimitError
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import api
-from nats.js.errors import NotFoundError
+from nats.js.errors import NoStreamResponseError, NotFoundError, ServiceUnavailableError
 
 from shared.contracts.common import STREAM_NAME, Event, event_subject
 from shared.db import Database
@@ -42,8 +42,20 @@ DLQ_SUBJECT_PREFIX = "dossier.dlq"
 RETRY_BACKOFF: tuple[float, ...] = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0)
 # Tries of one outbox row while the bus is up before the row is parked.
 PUBLISH_ATTEMPTS = 3
-# What a bus that is down (or slow) looks like; such a failure says nothing about the row.
-_TRANSIENT = (NatsTimeoutError, TimeoutError, NoRespondersError, ConnectionClosedError, OutboundBufferLimitError)
+# What a bus that is down (or slow) looks like; such a failure says nothing about the row. On a cluster
+# the stream answers "no response" (503) while it elects a new leader after a node died.
+_TRANSIENT = (
+    NatsTimeoutError,
+    TimeoutError,
+    NoRespondersError,
+    ConnectionClosedError,
+    OutboundBufferLimitError,
+    NoStreamResponseError,
+    ServiceUnavailableError,
+)
+
+# The advisory lock key the relays of one database share (any constant; each service has its own database).
+RELAY_LOCK = 0x0D055_1E2
 
 _SUBJECT = re.compile(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*")
 
@@ -54,11 +66,13 @@ def dlq_subject(consumer: str, event_type: str) -> str:
     return f"{DLQ_SUBJECT_PREFIX}.{consumer}.{safe}"
 
 
-async def ensure_dlq_stream(js: Any) -> None:
+async def ensure_dlq_stream(js: Any, *, replicas: int = 1) -> None:
     try:
         await js.stream_info(DLQ_STREAM)
     except NotFoundError:
-        config = api.StreamConfig(name=DLQ_STREAM, subjects=[f"{DLQ_SUBJECT_PREFIX}.>"], storage=api.StorageType.FILE)
+        config = api.StreamConfig(
+            name=DLQ_STREAM, subjects=[f"{DLQ_SUBJECT_PREFIX}.>"], storage=api.StorageType.FILE, num_replicas=replicas
+        )
         try:
             await js.add_stream(config)
         except Exception:
@@ -108,6 +122,10 @@ class OutboxRelay:
     async def flush(self) -> int:
         """Publish one batch of unpublished rows in order; returns how many were published or parked."""
         async with self._db.transaction() as conn:
+            # One relay of a database publishes at a time (the others stand by): two replicas taking
+            # neighbouring batches would publish one aggregate's events out of order.
+            if not await conn.fetchval("SELECT pg_try_advisory_xact_lock($1)", RELAY_LOCK):
+                return 0
             rows = await conn.fetch(
                 "SELECT seq, id, type, payload, attempts FROM outbox WHERE published_at IS NULL AND parked_at IS NULL"
                 " ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED",
@@ -213,6 +231,7 @@ async def consume(
     handler: EventHandler,
     batch: int = 50,
     backoff: tuple[float, ...] = RETRY_BACKOFF,
+    replicas: int = 1,
 ) -> None:
     """A durable pull consumer: each event's effect and its inbox row commit together, then it is acked.
 
@@ -220,19 +239,24 @@ async def consume(
     dead-lettered with its error and acknowledged, so the events behind it are handled.
     """
     js = nc.jetstream()
-    await ensure_dlq_stream(js)
+    await ensure_dlq_stream(js, replicas=replicas)
     tries = len(backoff) + 1
     sub = await js.pull_subscribe(
         filter_subject,
         durable=consumer,
         stream=STREAM_NAME,
         # The server's own limit sits above ours, so our dead-letter step always runs first.
-        config=api.ConsumerConfig(ack_wait=30, max_deliver=tries + 5),
+        # On a cluster the consumer's state (acks, redeliveries) is replicated like the stream.
+        config=api.ConsumerConfig(ack_wait=30, max_deliver=tries + 5, num_replicas=replicas),
     )
     while True:
         try:
             msgs = await sub.fetch(batch, timeout=1.0)
         except (nats.errors.TimeoutError, TimeoutError):
+            continue
+        except ServiceUnavailableError:
+            # A cluster electing the consumer's leader (a node just died or the consumer is new): wait it out.
+            await asyncio.sleep(0.5)
             continue
         for msg in msgs:
             try:

@@ -39,7 +39,7 @@ class ServiceRuntime:
         middlewares = [NatsPrometheusMiddleware(registry=REGISTRY, app_name=name), *tracing.broker_middlewares()]
         # logger=None: FastStream's per-message logging costs about 30% of throughput.
         self.broker = NatsBroker(
-            settings.nats_url,
+            settings.nats_servers,
             logger=None,
             graceful_timeout=10.0,
             middlewares=middlewares,
@@ -79,7 +79,7 @@ class ServiceRuntime:
         await self.db.connect(self.migrations)
         await self.broker.connect()
         nc = self.broker.connection
-        await ensure_stream(nc)
+        await ensure_stream(nc, replicas=self.settings.stream_replicas)
         self._bus = BusClient(nc, timeout=self.settings.request_timeout)
         for hook in self._on_start:
             await hook()

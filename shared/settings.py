@@ -14,7 +14,10 @@ class CommonSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="DOSSIER_", extra="ignore")
 
     home: Path = Path(".dossier")
+    # One URL, or a comma-separated list of every node of a cluster (a client fails over among them).
     nats_url: str = "nats://127.0.0.1:4222"
+    # Replicas of the event and dead-letter streams and of every durable consumer (3 on a 3-node cluster).
+    stream_replicas: int = Field(default=1, ge=1, le=5)
     # The service's own NATS user (shared.natsauth); empty connects anonymously, which a secured server refuses.
     nats_user: str = ""
     nats_password: str = Field(default="", repr=False)
@@ -39,6 +42,10 @@ class CommonSettings(BaseSettings):
     log_level: str = "INFO"
     # Prometheus /metrics of this process on 127.0.0.1 (0: any free port); None serves none.
     metrics_port: int | None = None
+
+    @property
+    def nats_servers(self) -> list[str]:
+        return [url.strip() for url in self.nats_url.split(",") if url.strip()]
 
 
 class GatewaySettings(CommonSettings):

@@ -22,20 +22,29 @@ from functools import partial
 from pathlib import Path
 
 from shared.contracts.common import ALL_PROCESSES, SERVICES
-from shared.health import read_verdict
+from shared.health import read_verdict, reports_ok
 from shared.infra import (
     PG_SUPERUSER,
     lock_maintenance_databases,
     nats_child,
+    nats_node_child,
     postgres_child,
     postgres_dsn,
     provision_database,
     provision_roles,
     s3_child,
 )
-from shared.natsauth import server_users, user_passwords, workspace_durables, write_events_descriptor
+from shared.natsauth import (
+    connect_options,
+    server_users,
+    user_passwords,
+    workspace_durables,
+    write_events_descriptor,
+)
 from shared.procs import Child, free_port, port_open, wait_until, write_pid
+from shared.scale import STREAM_DECLARER, count_setting, declare_streams, process_name
 from shared.secretfiles import private_folder, secret_table, secret_value
+from shared.settings import CommonSettings
 
 # Secrets a process gets only when it uses them (see service_env), never inherited wholesale.
 SECRET_VARIABLES = (
@@ -100,8 +109,14 @@ class Stack:
         self.s3_secrets = secret_table(self.home / "s3-secrets.json", OBJECT_USERS)
         self.pg_passwords = secret_table(self.home / "pg-passwords.json", [PG_SUPERUSER, *ALL_PROCESSES])
         self.children: dict[str, Child] = {}
+        # DESIGN §16: a JetStream cluster of 1 or 3 nodes, and n processes of every service (shared.scale).
+        self.nats_nodes = count_setting(self.env, "DOSSIER_NATS_CLUSTER", (1, 3))
+        self.replicas = count_setting(self.env, "DOSSIER_REPLICAS", (1, 2, 3, 4))
+        # (service, process name) of every process the stack runs, replica 1 first.
+        self.processes = [(n, process_name(n, i)) for n in ALL_PROCESSES for i in range(1, self.replicas + 1)]
+        self.gateway_ports = {process_name("gateway", i): self.http_port + i - 1 for i in range(1, self.replicas + 1)}
         # Each service process serves Prometheus metrics on a port of its own; the gateway on its HTTP port.
-        self.metrics_ports = {name: free_port() for name in SERVICES}
+        self.metrics_ports = {proc: free_port() for service, proc in self.processes if service != "gateway"}
         self.stopping = False
         self._lock_fd: int | None = None
         self.health_dir = self.home / "health"
@@ -139,8 +154,17 @@ class Stack:
         users = server_users(self.nats_passwords, durables=workspace_durables())
         # Each service's key may use the stack's bucket only.
         keys = {s3_access_key(n): {"secret": self.s3_secrets[n], "buckets": ["dossier"]} for n in OBJECT_USERS}
-        infra = [
-            (nats_child(self.home, self.nats_port, base, users), self.nats_port),
+        self.nats_ports = [self.nats_port]
+        infra = [(nats_child(self.home, self.nats_port, base, users), self.nats_port)]
+        if self.nats_nodes > 1:
+            route_password = secret_value(self.home / "nats" / "route-password", None, secrets.token_urlsafe)
+            ports = [(self.nats_port, free_port())] + [(free_port(), free_port()) for _ in range(self.nats_nodes - 1)]
+            self.nats_ports = [client for client, _ in ports]
+            infra = [
+                (nats_node_child(self.home, node, ports, base, users, route_password), ports[node - 1][0])
+                for node in range(1, self.nats_nodes + 1)
+            ]
+        infra += [
             (postgres_child(self.home, self.pg_port, base, self.pg_passwords[PG_SUPERUSER]), self.pg_port),
             (s3_child(self.home, self.s3_port, base, keys), self.s3_port),
         ]
@@ -149,11 +173,18 @@ class Stack:
         for child, port in infra:
             wait_until(partial(port_open, port), timeout=60, what=child.name, alive=child.alive)
         asyncio.run(self._create_databases())
-        write_events_descriptor(self.home, [self.nats_url], self.nats_passwords["events"])
+        if self.nats_nodes > 1:
+            declarer = CommonSettings(nats_user=STREAM_DECLARER, nats_password=self.nats_passwords[STREAM_DECLARER])
+            asyncio.run(declare_streams(self.nats_urls, connect_options(declarer), self.nats_nodes))
+        write_events_descriptor(self.home, self.nats_urls, self.nats_passwords["events"])
 
     @property
     def nats_url(self) -> str:
         return f"nats://127.0.0.1:{self.nats_port}"
+
+    @property
+    def nats_urls(self) -> list[str]:
+        return [f"nats://127.0.0.1:{port}" for port in self.nats_ports]
 
     async def _create_databases(self) -> None:
         admin = postgres_dsn(self.pg_port, "postgres", PG_SUPERUSER, self.pg_passwords[PG_SUPERUSER])
@@ -171,22 +202,25 @@ class Stack:
             await provision_database(admin, name, owner=name)
         await lock_maintenance_databases(admin)
 
-    def service_env(self, name: str) -> dict[str, str]:
-        """The process's own credentials, and only the secrets it uses."""
+    def service_env(self, name: str, process: str | None = None) -> dict[str, str]:
+        """The process's own credentials, and only the secrets it uses; every replica of a service the same."""
+        process = process or name
         env = {k: v for k, v in self.env.items() if k not in SECRET_VARIABLES}
         env.update(
             {
                 "DOSSIER_HOME": str(self.home),
-                "DOSSIER_NATS_URL": self.nats_url,
+                "DOSSIER_NATS_URL": ",".join(self.nats_urls),
                 "DOSSIER_NATS_USER": name,
                 "DOSSIER_NATS_PASSWORD": self.nats_passwords[name],
                 "DOSSIER_DATABASE_URL": postgres_dsn(self.pg_port, name, name, self.pg_passwords[name]),
                 "DOSSIER_S3_ENDPOINT": f"127.0.0.1:{self.s3_port}",
-                "DOSSIER_HTTP_PORT": str(self.http_port),
-                "DOSSIER_HEALTH_FILE": str(self.health_dir / f"{name}.json"),
+                "DOSSIER_HTTP_PORT": str(self.gateway_ports.get(process, self.http_port)),
+                "DOSSIER_HEALTH_FILE": str(self.health_dir / f"{process}.json"),
                 "PYTHONUNBUFFERED": "1",
             }
         )
+        if self.nats_nodes > 1:
+            env["DOSSIER_STREAM_REPLICAS"] = str(self.nats_nodes)
         if name in OBJECT_USERS:
             env["DOSSIER_S3_ACCESS_KEY"] = s3_access_key(name)
             env["DOSSIER_S3_SECRET_KEY"] = self.s3_secrets[name]
@@ -196,25 +230,28 @@ class Stack:
             env["DOSSIER_ADMIN_TOKEN"] = self.admin_token
         if name == "runhost" and "DOSSIER_OPENAI_API_KEY" in self.env:
             env["DOSSIER_OPENAI_API_KEY"] = self.env["DOSSIER_OPENAI_API_KEY"]
-        if name in self.metrics_ports:
-            env["DOSSIER_METRICS_PORT"] = str(self.metrics_ports[name])
+        if process in self.metrics_ports:
+            env["DOSSIER_METRICS_PORT"] = str(self.metrics_ports[process])
         return env
 
     def start_services(self) -> None:
-        for name in ALL_PROCESSES:
+        for name, process in self.processes:
             argv = [sys.executable, "-m", f"services.{name}"]
-            self._launch(Child(name, argv, self.service_env(name), self.log_dir / f"{name}.log"))
+            self._launch(Child(process, argv, self.service_env(name, process), self.log_dir / f"{process}.log"))
 
     def write_state(self) -> None:
         state = {
             "gateway_url": f"http://127.0.0.1:{self.http_port}",
+            "gateway_urls": [f"http://127.0.0.1:{port}" for port in self.gateway_ports.values()],
             "nats_url": self.nats_url,
-            "nats_urls": [self.nats_url],
+            "nats_urls": self.nats_urls,
             "postgres_port": self.pg_port,
             "s3_endpoint": f"127.0.0.1:{self.s3_port}",
             "services": list(SERVICES),
+            "replicas": self.replicas,
+            "nats_cluster": self.nats_nodes,
             "metrics": {
-                "gateway": f"http://127.0.0.1:{self.http_port}/metrics",
+                **{name: f"http://127.0.0.1:{port}/metrics" for name, port in self.gateway_ports.items()},
                 **{name: f"http://127.0.0.1:{port}/metrics" for name, port in self.metrics_ports.items()},
             },
             "supervisor_pid": os.getpid(),
@@ -222,11 +259,24 @@ class Stack:
         (self.home / "stack.json").write_text(json.dumps(state, indent=2) + "\n")
 
     def healthy(self) -> bool:
+        """Every gateway answers its health, and every further replica reports itself healthy."""
+        return all(self._gateway_healthy(port) for port in self.gateway_ports.values()) and all(
+            self._reports_healthy(process) for _, process in self.processes if "." in process
+        )
+
+    @staticmethod
+    def _gateway_healthy(port: int) -> bool:
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.http_port}/v1/health", timeout=2) as r:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/health", timeout=2) as r:
                 return bool(r.status == 200)
         except (urllib.error.URLError, OSError):
             return False
+
+    def _reports_healthy(self, process: str) -> bool:
+        child = self.children.get(process)
+        return (
+            child is not None and child.pid is not None and reports_ok(self.health_dir / f"{process}.json", child.pid)
+        )
 
     # -- supervise ---------------------------------------------------------------------------------
 
@@ -237,7 +287,7 @@ class Stack:
                 self._died_at.pop(child.name, None)
                 continue
             died_at = self._died_at.setdefault(child.name, now)
-            delay = self.nats_restart_delay if child.name == "nats" else RESTART_DELAY
+            delay = self.nats_restart_delay if child.name.split(".")[0] == "nats" else RESTART_DELAY
             if now - max(died_at, child.started_at) < delay:
                 continue
             code = child.proc.returncode if child.proc else None
@@ -250,7 +300,7 @@ class Stack:
 
     def restart_unhealthy(self, now: float) -> None:
         """Kill a service that stays deaf while NATS answers; the loop above starts it again."""
-        if not nats_answers(self.nats_port):
+        if not any(nats_answers(port) for port in self.nats_ports):
             self._nats_up_since = None
             return
         if self._nats_up_since is None:
@@ -310,7 +360,8 @@ class Stack:
     def stop(self) -> None:
         self.stopping = True
         # Edges first (gateway, services), then the object store and the bus, the database last.
-        order = ["gateway", *[s for s in SERVICES], "s3", "nats", "postgres"]
+        nats_nodes = [process_name("nats", i) for i in range(1, self.nats_nodes + 1)]
+        order = [process for _, process in self.processes] + ["s3", *nats_nodes, "postgres"]
         for name in order:
             child = self.children.get(name)
             if child is not None:

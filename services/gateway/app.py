@@ -49,7 +49,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await db.connect(MIGRATIONS)
         nc = await nats.connect(
-            settings.nats_url,
+            settings.nats_servers,
             name="gateway",
             max_reconnect_attempts=-1,
             reconnect_time_wait=settings.nats_reconnect_wait,

@@ -137,10 +137,17 @@ def create_app(settings: WorkspaceSettings) -> ServiceRuntime:
             # A connection of its own: at shutdown the broker drains its connection, and nats-py's drain
             # waits on a pull subscription's queue until its timeout (30 s) instead of returning.
             nc = await nats.connect(
-                settings.nats_url, name=f"{NAME}-{durable}", max_reconnect_attempts=-1, **connect_options(settings)
+                settings.nats_servers, name=f"{NAME}-{durable}", max_reconnect_attempts=-1, **connect_options(settings)
             )
             try:
-                await consume(nc, runtime.db, consumer=durable, filter_subject=subject, handler=handlers[subject])
+                await consume(
+                    nc,
+                    runtime.db,
+                    consumer=durable,
+                    filter_subject=subject,
+                    handler=handlers[subject],
+                    replicas=settings.stream_replicas,
+                )
             finally:
                 await nc.close()
 

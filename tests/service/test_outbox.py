@@ -176,3 +176,42 @@ async def test_enqueue_rolls_back_with_the_change(infra: Infra, n: int) -> None:
             assert await conn.fetchval("SELECT count(*) FROM outbox") == 0
     finally:
         await db.close()
+
+
+async def test_two_relays_publish_each_event_once_in_commit_order(infra: Infra) -> None:
+    """Two processes of one service relay the same outbox: every event once, in the order committed."""
+    db = Database(infra.dsn(f"relays_{uuid.uuid4().hex[:8]}"))
+    await db.connect()
+    nc = await infra.connect()
+    relays: list[asyncio.Task[None]] = []
+    try:
+        from shared.bus import ensure_stream
+        from shared.outbox import enqueue
+
+        await ensure_stream(nc)
+        kind = f"test.relayed_{uuid.uuid4().hex[:8]}"
+        committed: list[str] = []
+        for i in range(120):
+            async with db.transaction() as conn:
+                committed.append((await enqueue(conn, type=kind, scope="s", data={"n": i})).id)
+        # Both start on a full outbox, as after an outage: each could take its own batch.
+        relays = [asyncio.create_task(OutboxRelay(db, nc, batch=7, idle_seconds=0.05).run()) for _ in range(2)]
+
+        async def all_published() -> bool:
+            async with db.pool.acquire() as conn:
+                return bool(await conn.fetchval("SELECT count(*) = 0 FROM outbox WHERE published_at IS NULL"))
+
+        await probe_until(all_published, timeout=30)
+        sub = await nc.jetstream().pull_subscribe(
+            event_subject(kind), durable=f"d{uuid.uuid4().hex[:8]}", stream=STREAM_NAME
+        )
+        seen: list[str] = []
+        while len(seen) < len(committed):
+            seen += [Event.model_validate_json(m.data).id for m in await sub.fetch(200, timeout=5.0)]
+        assert seen == committed
+    finally:
+        for task in relays:
+            task.cancel()
+        await asyncio.gather(*relays, return_exceptions=True)
+        await nc.close()
+        await db.close()

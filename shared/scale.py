@@ -1,0 +1,61 @@
+"""Scale-out of the local stack: a NATS cluster (`DOSSIER_NATS_CLUSTER`) and replicas of every process
+(`DOSSIER_REPLICAS`), as CONTRACT.md names them.
+
+Replica 1 of a service keeps the plain name (`workspace`, `pids/workspace.pid`); replica n is
+`workspace.n` (`pids/workspace.n.pid`, `health/workspace.n.json`, `logs/workspace.n.log`). NATS nodes
+are `nats`, `nats.2`, `nats.3`. Gateway replica n listens on `DOSSIER_HTTP_PORT + n - 1`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import nats
+
+from shared.bus import ensure_stream
+from shared.outbox import DLQ_STREAM, ensure_dlq_stream
+
+# The stream declarations need a user allowed to create both streams: the one service that consumes events.
+STREAM_DECLARER = "workspace"
+
+
+def process_name(service: str, replica: int) -> str:
+    return service if replica == 1 else f"{service}.{replica}"
+
+
+def count_setting(env: dict[str, str], name: str, allowed: tuple[int, ...]) -> int:
+    raw = env.get(name) or "1"
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value not in allowed:
+        raise SystemExit(f"{name}={raw!r}: expected one of {', '.join(map(str, allowed))}")
+    return value
+
+
+async def declare_streams(servers: list[str], options: dict[str, Any], replicas: int, timeout: float = 60.0) -> None:
+    """Create the event and dead-letter streams with `replicas` copies once the cluster has a leader.
+
+    A fresh cluster elects its JetStream meta leader a few seconds after its nodes meet; until then
+    stream creation fails, so this retries until the deadline instead of letting every service crash.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        nc = None
+        try:
+            nc = await nats.connect(servers, connect_timeout=2, max_reconnect_attempts=1, **options)
+            await ensure_stream(nc, replicas=replicas)
+            js = nc.jetstream()
+            await ensure_dlq_stream(js, replicas=replicas)
+            await js.stream_info(DLQ_STREAM)
+            return
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.5)
+        finally:
+            if nc is not None:
+                await nc.close()
