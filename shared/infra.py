@@ -196,9 +196,9 @@ def _password_file(password: str, user: str | None) -> Iterator[str]:
         os.unlink(name)
 
 
-def postgres_child(home: Path, port: int, env: dict[str, str], superuser_password: str) -> Child:
-    data, user = prepare_postgres(home, superuser_password)
-    argv = [
+def postgres_argv(data: Path, port: int) -> list[str]:
+    """The server on 127.0.0.1:`port` only (no Unix socket), for the cluster in `data`."""
+    return [
         str(pg_bin() / "postgres"),
         "-D",
         str(data),
@@ -208,11 +208,12 @@ def postgres_child(home: Path, port: int, env: dict[str, str], superuser_passwor
         str(port),
         "-c",
         "unix_socket_directories=",
-        "-c",
-        "max_connections=300",
-        "-c",
-        "fsync=on",
     ]
+
+
+def postgres_child(home: Path, port: int, env: dict[str, str], superuser_password: str) -> Child:
+    data, user = prepare_postgres(home, superuser_password)
+    argv = [*postgres_argv(data, port), "-c", "max_connections=300", "-c", "fsync=on"]
     # SIGINT is Postgres' fast shutdown: it rolls back open transactions and stops cleanly.
     return Child("postgres", argv, env, home / "logs" / "postgres.log", user=user, stop_signal=signal.SIGINT)
 

@@ -20,6 +20,7 @@ from shared.infra import (
     pg_bin,
     pg_folders,
     pg_run,
+    postgres_argv,
     postgres_child,
     postgres_dsn,
     provision_database,
@@ -111,18 +112,14 @@ async def test_a_home_made_with_trust_is_moved_to_passwords_and_keeps_its_data(
     initdb = [str(pg_bin() / "initdb"), "-D", str(data), "--auth=trust", "--encoding=UTF8", "-U", PG_SUPERUSER]
     pg_run(initdb, user)
     port = free_port()
-    argv = [
-        str(pg_bin() / "postgres"),
-        "-D",
-        str(data),
-        "-h",
-        "127.0.0.1",
-        "-p",
-        str(port),
-        "-c",
-        "unix_socket_directories=",
-    ]
-    old = Child("old-postgres", argv, {"LC_ALL": "C.UTF-8"}, home / "old.log", user=user, stop_signal=signal.SIGINT)
+    old = Child(
+        "old-postgres",
+        postgres_argv(data, port),
+        {"LC_ALL": "C.UTF-8"},
+        home / "old.log",
+        user=user,
+        stop_signal=signal.SIGINT,
+    )
     old.start()
     try:
         wait_until(lambda: port_open(port), timeout=60, what="old postgres", alive=old.alive)
