@@ -118,7 +118,8 @@ class Database:
         if self._pool is not None:
             pool, self._pool = self._pool, None
             try:
-                await asyncio.wait_for(pool.close(), timeout)
+                async with asyncio.timeout(timeout):
+                    await pool.close()
             except TimeoutError:
                 log.warning("database pool did not close within %.0fs; terminating it", timeout)
                 pool.terminate()

@@ -44,7 +44,8 @@ class HealthReporter:
 
     async def report_once(self) -> bool:
         try:
-            ok = bool(await asyncio.wait_for(self.check(), self.interval * 2))
+            async with asyncio.timeout(self.interval * 2):
+                ok = bool(await self.check())
         except Exception:
             ok = False
         if ok != self._ok:

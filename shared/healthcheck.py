@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Awaitable
 
 import nats
 
@@ -31,12 +32,17 @@ async def _ping(service: str) -> bool:
         await nc.close()
 
 
+async def _within(ping: Awaitable[bool], seconds: float) -> bool:
+    async with asyncio.timeout(seconds):
+        return await ping
+
+
 def main() -> int:
     if len(sys.argv) != 2:
         print("usage: python -m shared.healthcheck SERVICE", file=sys.stderr)
         return 2
     try:
-        return 0 if asyncio.run(asyncio.wait_for(_ping(sys.argv[1]), DEADLINE_SECONDS)) else 1
+        return 0 if asyncio.run(_within(_ping(sys.argv[1]), DEADLINE_SECONDS)) else 1
     except Exception:
         return 1
 

@@ -29,6 +29,7 @@ from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import api
 from nats.js.errors import NoStreamResponseError, NotFoundError, ServiceUnavailableError
 
+from shared.aio import wait_event
 from shared.contracts.common import STREAM_NAME, Event, event_subject
 from shared.db import Database
 from shared.metrics import DEAD_LETTERS, EVENTS_CONSUMED, OUTBOX_LAG, OUTBOX_PARKED, OUTBOX_PENDING
@@ -203,10 +204,7 @@ class OutboxRelay:
             with contextlib.suppress(asyncpg.PostgresError, OSError):
                 await self.measure_lag()
             self._wake.clear()
-            try:
-                await asyncio.wait_for(self._wake.wait(), self._idle)
-            except TimeoutError:
-                pass
+            await wait_event(self._wake, self._idle)
 
 
 EventHandler = Callable[[asyncpg.Connection, Event], Awaitable[None]]

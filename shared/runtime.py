@@ -98,6 +98,17 @@ class ServiceRuntime:
             return False
         return await connection_answers(self.broker.connection) and await self.bus.ping(self.name)
 
+    async def _cancel_tasks(self) -> None:
+        """Cancel the loops and wait for them; a loop that let a cancel pass is cancelled again, never waited on for ever."""
+        pending = set(self._tasks)
+        self._tasks.clear()
+        while pending:
+            for task in pending:
+                task.cancel()
+            _, pending = await asyncio.wait(pending, timeout=5.0)
+            if pending:
+                log.warning("%s: %d background loops outlived a cancel; cancelling them again", self.name, len(pending))
+
     def _spawn(self, task: BackgroundTask) -> None:
         async def guarded() -> None:
             while True:
@@ -115,13 +126,11 @@ class ServiceRuntime:
     async def stop(self) -> None:
         # The loops first (a consumer still fetching makes the broker's drain wait out its timeout), then
         # stop taking messages and finish the in-flight ones, then the pool.
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._tasks.clear()
+        await self._cancel_tasks()
         try:
             # FastStream waits up to its graceful timeout for in-flight messages; never longer than this.
-            await asyncio.wait_for(self.broker.stop(), 20.0)
+            async with asyncio.timeout(20.0):
+                await self.broker.stop()
         except TimeoutError:
             log.warning("%s: the broker did not stop in time; closing its connection", self.name)
             await self.broker.connection.close()

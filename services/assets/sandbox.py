@@ -189,7 +189,8 @@ def _death(code: int | None) -> str:
 async def _bounded(awaitable: Awaitable[T], what: str, seconds: float = 10.0) -> T | None:
     task = asyncio.ensure_future(awaitable)
     try:
-        return await asyncio.wait_for(asyncio.shield(task), seconds)
+        async with asyncio.timeout(seconds):
+            return await asyncio.shield(task)
     except TimeoutError:
         task.cancel()
         log.warning("gave up %s after %.0f s", what, seconds)

@@ -200,7 +200,8 @@ class RunLoop:
             self.pending = []
             remaining = self.limits.max_seconds - (time.monotonic() - self.counters.started_at)
             try:
-                call = await asyncio.wait_for(self._ask(model_input), timeout=max(remaining, 0.01))
+                async with asyncio.timeout(max(remaining, 0.01)):
+                    call = await self._ask(model_input)
             except TimeoutError:
                 return Stopped("limit:time")
             step = WorkDone(

@@ -27,6 +27,7 @@ from services.runhost.policies.openai import PolicyError
 from services.runhost.repository import RunRepository, RunRow, run_row
 from services.runhost.service import WAKE_CHANNEL, run_event
 from services.runhost.tools import ToolBox
+from shared.aio import wait_event
 from shared.blobs import Blobs
 from shared.contracts import runhost as c
 from shared.contracts.common import Actor, Ref
@@ -82,10 +83,7 @@ class Worker:
             if row is None:
                 self._slots.release()
                 self._wake.clear()
-                try:
-                    await asyncio.wait_for(self._wake.wait(), self.settings.run_poll_seconds)
-                except TimeoutError:
-                    pass
+                await wait_event(self._wake, self.settings.run_poll_seconds)
                 continue
             task = asyncio.create_task(self._execute_in_slot(run_row(row)))
             self._running.add(task)
