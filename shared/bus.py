@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 import nats
 import orjson
-from faststream.nats import NatsBroker, NatsMessage
+from faststream.nats import NatsBroker
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import api
@@ -60,16 +60,19 @@ Handler = Callable[[RequestContext, Any], Awaitable[Any]]
 
 @dataclass(frozen=True)
 class EndpointSpec:
-    """What one request subject takes and answers: the source of the bus's AsyncAPI document."""
+    """What one request subject takes and answers: the source of the bus's AsyncAPI document, and what
+    the runtime serves (shared/serving.py)."""
 
     subject: str
     queue: str
     request: type[Model]
     reply: Any
     description: str
+    handler: Handler | None = None
+    concurrency: int = 1
 
 
-# Per broker, the endpoints registered on it (the AsyncAPI generator reads them; nothing else does).
+# Per broker, the endpoints registered on it (the runtime serves them; the AsyncAPI generator reads them).
 _ENDPOINTS: weakref.WeakKeyDictionary[NatsBroker, list[EndpointSpec]] = weakref.WeakKeyDictionary()
 
 
@@ -155,31 +158,19 @@ HANDLER_CONCURRENCY = 32
 def endpoint(
     broker: NatsBroker, subject: str, model: type[M], *, queue: str, concurrency: int = HANDLER_CONCURRENCY
 ) -> Callable[[Handler], Handler]:
-    """Register `handler(ctx, payload)` on `subject` in a queue group, behind the envelope."""
+    """Register `handler(ctx, payload)` on `subject` in a queue group, behind the envelope.
+
+    The runtime serves it on the broker's connection when it starts (shared/serving.py), not through
+    FastStream's subscriber: that path cost about a fifth of a read (issue 14's profile).
+    """
 
     def register(handler: Handler) -> Handler:
-        async def on_message() -> bytes:
-            return await dispatch(_current_body(broker), subject, model, handler)
-
-        on_message.__name__ = f"on_{subject.replace('.', '_')}"
-        broker.subscriber(subject, queue=queue, max_workers=concurrency)(on_message)
         reply = typing.get_type_hints(handler).get("return")
-        spec = EndpointSpec(subject, queue, model, reply, (handler.__doc__ or "").strip())
+        spec = EndpointSpec(subject, queue, model, reply, (handler.__doc__ or "").strip(), handler, concurrency)
         _ENDPOINTS.setdefault(broker, []).append(spec)
         return handler
 
     return register
-
-
-def _current_body(broker: NatsBroker) -> bytes:
-    """The raw body of the message being handled, read from FastStream's context by hand.
-
-    A handler parameter annotated `NatsMessage` is injected by fast_depends through a worker thread on
-    every message (its context resolver is synchronous); the profile showed that hop as most of a read's
-    latency under load, so the handlers take no parameters.
-    """
-    msg: NatsMessage = broker.context.get_local("message")
-    return bytes(msg.body)
 
 
 def health_endpoint(broker: NatsBroker, service: str) -> None:

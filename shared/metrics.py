@@ -1,8 +1,9 @@
 """Prometheus metrics of one process (prometheus-client's default registry).
 
-Bus subscriptions are also counted by FastStream's own Prometheus middleware (`faststream_*`); the
-counters here add what it cannot see: the reply's error code, the HTTP routes, the outbox, dead letters,
-runs, extraction and lease takeovers.
+Health pings and event consumers are also counted by FastStream's own Prometheus middleware
+(`faststream_*`); request subjects are served without FastStream (shared/serving.py) and counted here
+only. The counters here add what it cannot see: the reply's error code, the HTTP routes, the outbox,
+dead letters, runs, extraction and lease takeovers.
 """
 
 from __future__ import annotations

@@ -14,13 +14,14 @@ from faststream.nats.prometheus import NatsPrometheusMiddleware
 from prometheus_client import REGISTRY
 
 from shared import tracing
-from shared.bus import BusClient, ensure_stream, health_endpoint
+from shared.bus import BusClient, described_endpoints, ensure_stream, health_endpoint
 from shared.db import Database
 from shared.health import HealthReporter, connection_answers
 from shared.metrics import serve_metrics
 from shared.natsauth import broker_options
 from shared.observe import configure_logging
 from shared.outbox import OutboxRelay
+from shared.serving import EndpointServer
 from shared.settings import CommonSettings
 
 log = logging.getLogger("dossier.runtime")
@@ -53,6 +54,7 @@ class ServiceRuntime:
         self._on_start: list[BackgroundTask] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._bus: BusClient | None = None
+        self._endpoints: EndpointServer | None = None
         health_endpoint(self.broker, name)
 
     @property
@@ -88,6 +90,8 @@ class ServiceRuntime:
         for task in self._background:
             self._spawn(task)
         await self.broker.start()
+        self._endpoints = EndpointServer(described_endpoints(self.broker))
+        await self._endpoints.start(nc)
         # Subscriptions reach the server asynchronously; a flush makes them live before we say we serve.
         await nc.flush()
         log.info("%s service is serving", self.name)
@@ -127,6 +131,8 @@ class ServiceRuntime:
         # The loops first (a consumer still fetching makes the broker's drain wait out its timeout), then
         # stop taking messages and finish the in-flight ones, then the pool.
         await self._cancel_tasks()
+        if self._endpoints is not None:
+            await self._endpoints.stop(timeout=10.0)
         try:
             # FastStream waits up to its graceful timeout for in-flight messages; never longer than this.
             async with asyncio.timeout(20.0):

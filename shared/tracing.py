@@ -79,3 +79,17 @@ def inject_headers() -> dict[str, str]:
     headers: dict[str, str] = {}
     propagate.inject(headers)
     return headers
+
+
+def consumer_span(subject: str, headers: dict[str, str] | None) -> Any:
+    """The handling of one request, continued from the trace context the caller put in its headers."""
+    return tracer().start_as_current_span(
+        f"{subject} process",
+        context=propagate.extract(headers or {}),
+        kind=SpanKind.CONSUMER,
+        attributes={
+            "messaging.system": "nats",
+            "messaging.destination.name": subject,
+            "messaging.operation": "process",
+        },
+    )
