@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 
 from services.gateway.deps import bus, current_actor, page
@@ -136,9 +136,11 @@ async def search_evidence(
     limit: int = Query(default=10, ge=1, le=100),
     actor: Actor = Depends(current_actor),
     client: BusClient = Depends(bus),
-) -> JSONResponse:
+) -> Response:
     """Full-text search over active versions; a snippet is not a delivered passage."""
-    return JSONResponse(await client.call(c.SEARCH, {"q": q, "source_id": source_id, "limit": limit}, actor=actor))
+    # Passed on as the service's JSON bytes, like the publication read: no dict in between.
+    data = await client.call_json(c.SEARCH, {"q": q, "source_id": source_id, "limit": limit}, actor=actor)
+    return Response(data, media_type="application/json")
 
 
 @router.get("/evidence/{evidence_id}", response_model=c.Evidence, responses=errors(404, 409))
