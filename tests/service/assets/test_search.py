@@ -120,6 +120,16 @@ async def test_every_language_the_parser_may_name_exists_in_postgres(assets: Ass
     assert language.CONFIGS <= names
 
 
+async def test_new_passages_are_merged_into_the_index_as_they_are_stored(assets: AssetsUnderTest) -> None:
+    # Every search scans the whole pending list of the index; a small limit keeps it to about one upload.
+    conn = await assets.db()
+    try:
+        options = await conn.fetchval("SELECT reloptions FROM pg_class WHERE relname = 'evidence_tsv'")
+    finally:
+        await conn.close()
+    assert "gin_pending_list_limit=256" in options
+
+
 async def test_rows_from_before_the_migration_stay_searchable(infra: Infra, tmp_path: Path) -> None:
     dsn = infra.dsn(f"assets_{uuid.uuid4().hex[:10]}")
     await ensure_database(dsn)
@@ -133,7 +143,10 @@ async def test_rows_from_before_the_migration_stay_searchable(infra: Infra, tmp_
         assert await migrate(db.pool, old) == ["assets/0001_init.sql"]
         async with db.pool.acquire() as conn:
             await insert_old_passage(conn, "Redemptions were gated in March.")
-        assert await migrate(db.pool, MIGRATIONS) == ["assets/0002_language_search.sql"]
+        assert await migrate(db.pool, MIGRATIONS) == [
+            "assets/0002_language_search.sql",
+            "assets/0003_search_pending_list.sql",
+        ]
         service = EvidenceService(db, _NoGrants(), AssetsRepository())  # type: ignore[arg-type]
         reply = await service.search(
             Actor(scope="old", principal="p"), c.SearchRequest(q="redemption gate"), grant=None
