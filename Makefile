@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup up test lint bench asyncapi
+.PHONY: setup up test test-containers images lint bench asyncapi
 
 setup: $(STAMP)
 
@@ -19,6 +19,15 @@ up: setup
 
 test: setup
 	$(PY) -m pytest
+
+# The images of deploy/containers (a Debian base from debootstrap; NATS, PostgreSQL, S3, Dossier):
+# for compose and the container tests where no registry is reachable. Root, debootstrap and a Docker engine.
+images:
+	sh deploy/containers/build-images.sh
+
+# The whole stack in docker compose, an e2e smoke against it, then the service tests in containers.
+test-containers: setup
+	PY=$(PY) sh deploy/containers/test-containers.sh
 
 lint: setup
 	$(VENV)/bin/ruff check .
