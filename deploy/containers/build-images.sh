@@ -24,20 +24,21 @@ if ! docker buildx version >/dev/null 2>&1 && [ -x /usr/bin/docker ]; then DOCKE
 export DOCKER_BUILDKIT=1
 
 missing() { [ "${DOSSIER_REBUILD:-0}" = 1 ] || ! $DOCKER image inspect "$1" >/dev/null 2>&1; }
-timed() { start=$(date +%s); "$@"; echo "build-images: $* took $(($(date +%s) - start)) s" >&2; }
+timed() { start=$(date +%s); "$@"; echo "build-images: $what took $(($(date +%s) - start)) s" >&2; }
 build() {
   tag=$1; shift
-  timed $DOCKER build --network host --secret "id=ca,src=$CA" --build-arg "BASE=$BASE" -t "$tag" "$@"
+  what=$tag timed $DOCKER build --network host --secret "id=ca,src=$CA" --build-arg "BASE=$BASE" -t "$tag" "$@"
 }
 base() {
   root=$(mktemp -d)
+  trap 'rm -rf "$root"' EXIT
   debootstrap --variant=minbase --include=python3,python3-venv,ca-certificates bookworm "$root" "$MIRROR"
   rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*
   tar -C "$root" -c . | $DOCKER import --change 'CMD ["python3"]' - "$BASE"
   rm -rf "$root"
 }
 
-missing "$BASE" && timed base
+missing "$BASE" && what=$BASE timed base
 missing "$DOSSIER_NATS_IMAGE" && build "$DOSSIER_NATS_IMAGE" -f deploy/containers/nats.Dockerfile deploy/containers
 missing "$DOSSIER_POSTGRES_IMAGE" && build "$DOSSIER_POSTGRES_IMAGE" -f deploy/containers/postgres.Dockerfile .
 missing "$DOSSIER_S3_IMAGE" && build "$DOSSIER_S3_IMAGE" -f deploy/containers/s3.Dockerfile .

@@ -56,4 +56,7 @@ DOSSIER_TEST_STACK_ADMIN_TOKEN=$(sed -n 's/^DOSSIER_ADMIN_TOKEN=//p' "$work/.env
   $PY -m pytest -p no:cacheprovider -m external_stack tests/e2e
 run_compose down -v --remove-orphans
 trap - EXIT
+echo "test-containers: compose up, e2e smoke and down in $(($(date +%s) - started)) s"
+started=$(date +%s)
 $PY -m pytest -p no:cacheprovider tests/service
+echo "test-containers: service tests in containers in $(($(date +%s) - started)) s"

@@ -2,14 +2,17 @@
 
 The images are the ones docker-compose.yml uses, chosen by the same variables (DOSSIER_NATS_IMAGE,
 DOSSIER_POSTGRES_IMAGE, DOSSIER_S3_IMAGE); unset, the official images pinned here and in compose. Nothing
-is pulled: where no registry is reachable a pull would fail every test, so an image that is not already
-present means local processes instead, and `container_choice` says which image was missing.
+is pulled unless DOSSIER_TEST_PULL_IMAGES=1: where no registry is reachable a pull would fail every test,
+so an image that is not already present means local processes instead, and `container_choice` says
+which image was missing.
 deploy/containers/build-images.sh builds drop-in images from Debian's packages and wheels.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -39,8 +42,10 @@ class Choice:
     reason: str
 
 
+@functools.cache
 def container_choice() -> Choice:
-    """Containers only when the engine answers and every image is present (never pulled)."""
+    """Containers only when the engine answers and every image is present. Missing images are pulled
+    only with DOSSIER_TEST_PULL_IMAGES=1 (where a registry is reachable): elsewhere a pull fails slowly."""
     try:
         import docker
 
@@ -50,10 +55,15 @@ def container_choice() -> Choice:
         return Choice(False, f"no Docker engine answers ({type(exc).__name__})")
     try:
         missing = [image for image in images().values() if not _present(client, image)]
+        if missing and os.environ.get("DOSSIER_TEST_PULL_IMAGES") == "1":
+            for image in missing:
+                with contextlib.suppress(Exception):
+                    client.images.pull(image)
+            missing = [image for image in missing if not _present(client, image)]
     finally:
         client.close()
     if missing:
-        return Choice(False, f"image(s) not present: {', '.join(missing)} (deploy/containers/build-images.sh)")
+        return Choice(False, f"image(s) not present: {', '.join(missing)} (make images; deploy/README.md)")
     return Choice(True, "a Docker engine and the images: " + ", ".join(images().values()))
 
 
