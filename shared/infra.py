@@ -211,9 +211,18 @@ def postgres_argv(data: Path, port: int) -> list[str]:
     ]
 
 
-def postgres_child(home: Path, port: int, env: dict[str, str], superuser_password: str) -> Child:
+def postgres_child(
+    home: Path, port: int, env: dict[str, str], superuser_password: str, *, durable: bool = True
+) -> Child:
+    """`durable=False` is for throw-away test servers only: no fsync, so commits and the shutdown
+    checkpoint do not wait on the disk (a killed server process still loses nothing the OS holds)."""
     data, user = prepare_postgres(home, superuser_password)
-    argv = [*postgres_argv(data, port), "-c", "max_connections=300", "-c", "fsync=on"]
+    sync = (
+        ["-c", "fsync=on"]
+        if durable
+        else ["-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"]
+    )
+    argv = [*postgres_argv(data, port), "-c", "max_connections=300", *sync]
     # SIGINT is Postgres' fast shutdown: it rolls back open transactions and stops cleanly.
     return Child("postgres", argv, env, home / "logs" / "postgres.log", user=user, stop_signal=signal.SIGINT)
 

@@ -85,7 +85,7 @@ def local_infra(home: Path) -> Iterator[Infra]:
     keys = {key: {"secret": secret, "buckets": ["*"]} for key, secret in s3_keys.values()}
     children: list[tuple[Child, int]] = [
         (nats_child(home, nats_port, {}, users), nats_port),
-        (postgres_child(home, pg_port, {"LC_ALL": "C.UTF-8"}, pg_passwords[PG_SUPERUSER]), pg_port),
+        (postgres_child(home, pg_port, {"LC_ALL": "C.UTF-8"}, pg_passwords[PG_SUPERUSER], durable=False), pg_port),
         (s3_child(home, s3_port, {}, keys), s3_port),
     ]
     try:
