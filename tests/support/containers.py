@@ -98,6 +98,8 @@ def container_infra() -> Iterator[Infra]:
     nats_c = nats_c.with_exposed_ports(4222).with_copy_into_container(conf.encode(), "/etc/dossier/nats.conf")
     nats_c = nats_c.waiting_for(LogMessageWaitStrategy("Server is ready"))
     pg = PostgresContainer(chosen["DOSSIER_POSTGRES_IMAGE"], username=PG_SUPERUSER, password=pg_passwords[PG_SUPERUSER])
+    # A throw-away server, like local_infra's: no fsync, so commits and the shutdown never wait on the disk.
+    pg = pg.with_command("postgres -c fsync=off -c synchronous_commit=off -c full_page_writes=off")
     root = ("dossier-root", passwords(["root"])["root"])
     s3 = DockerContainer(chosen["DOSSIER_S3_IMAGE"]).with_command("server /data").with_exposed_ports(9000)
     s3 = s3.with_envs(MINIO_ROOT_USER=root[0], MINIO_ROOT_PASSWORD=root[1])
