@@ -17,8 +17,17 @@ $(STAMP): pyproject.toml
 up: setup
 	$(PY) -m shared.stack
 
+# The NATS-outage test spends three minutes waiting on a stack of its own, so it runs beside the rest of
+# the suite, in its own pytest session and temporary root; `make test` fails if either fails.
+OUTAGE_TEST := tests/e2e/test_nats_outage.py
+
 test: setup
-	$(PY) -m pytest
+	@tmp=$$(mktemp -d); \
+	$(PY) -m pytest -p no:cacheprovider --basetemp=$$tmp/base $(OUTAGE_TEST) >$$tmp/outage.log 2>&1 & outage=$$!; \
+	$(PY) -m pytest --ignore=$(OUTAGE_TEST); rest=$$?; \
+	wait $$outage; alone=$$?; \
+	echo "== $(OUTAGE_TEST), run beside the suite:"; cat $$tmp/outage.log; rm -rf $$tmp; \
+	test $$rest -eq 0 && test $$alone -eq 0
 
 # The images of deploy/containers (a Debian base from debootstrap; NATS, PostgreSQL, S3, Dossier):
 # for compose and the container tests where no registry is reachable. Root, debootstrap and a Docker engine.

@@ -79,16 +79,17 @@ def detect(text: str) -> str:
     sample = text[:_SAMPLE]
     # Most passages are ASCII: the scripts are counted over the non-ASCII characters only.
     other = "".join(_NON_ASCII.findall(sample))
-    latin = len(_LATIN.findall(sample)) if other else sum(1 for ch in sample if ch.isalpha())
     if other:
+        latin = len(_LATIN.findall(sample))
         scripts = Counter({name: len(pattern.findall(other)) for name, pattern in _SCRIPTS})
         name, count = scripts.most_common(1)[0]
         if count > latin:
             return name
-    if latin == 0:
+    if not _LATIN.search(sample):
         return "simple"
-    words = _WORD.findall(sample.lower())
-    votes = Counter({lang: sum(1 for w in words if w in stops) for lang, stops in _STOP_INDEX.items()})
+    # Each language's few stopwords are looked up among the sample's words, not every word in each list.
+    words = Counter(_WORD.findall(sample.lower()))
+    votes = Counter({lang: sum(words[w] for w in stops if w in words) for lang, stops in _STOP_INDEX.items()})
     best, hits = votes.most_common(1)[0]
     return best if hits >= 2 and hits > votes["english"] else "english"
 

@@ -39,7 +39,9 @@ def page_ranges(pages: list[int]) -> str:
     return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
 
 
-def _locator(page: Any, number: int) -> str:
+def _locator(page: Any, number: int, labelled: bool) -> str:
+    if not labelled:
+        return f"page:{number}"
     try:
         label = page.get_label()
     except Exception:
@@ -72,8 +74,10 @@ def _is_blank(page: Any) -> bool:
 
 
 class _Pages:
-    def __init__(self, out: Collector):
+    def __init__(self, out: Collector, *, labelled: bool):
         limits = out.limits
+        # Most files define no page labels; then no page asks for one (a catalog walk per page).
+        self.labelled = labelled
         self.out = out
         self.cov = out.coverage
         self.ocr = Ocr(max_pages=limits.ocr_max_pages, seconds=limits.ocr_seconds, dpi=limits.ocr_dpi)
@@ -87,7 +91,7 @@ class _Pages:
     def read(self, page: Any, number: int) -> bool:
         """Extract one page; False once the collector is full."""
         text = page.get_text("text")
-        locator = _locator(page, number)
+        locator = _locator(page, number, self.labelled)
         if not text.strip():
             return self._without_text_layer(page, number, locator)
         if not self.out.add(locator, text):
@@ -135,6 +139,13 @@ class _Pages:
             )
 
 
+def _has_labels(doc: Any) -> bool:
+    try:
+        return bool(doc.get_page_labels())
+    except Exception:
+        return True  # a damaged label tree: let each page try, and fail alone
+
+
 def extract_pdf(path: Path, out: Collector) -> None:
     import pymupdf
 
@@ -156,7 +167,7 @@ def extract_pdf(path: Path, out: Collector) -> None:
         pages = min(total, out.limits.max_parts)
         if total > pages:
             cov.lose(f"only the first {pages} of {total} pages were extracted (page limit)")
-        reader = _Pages(out)
+        reader = _Pages(out, labelled=_has_labels(doc))
         for number in range(1, pages + 1):
             try:
                 page = doc[number - 1]
