@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup up test test-containers test-compose images lint bench asyncapi
+.PHONY: setup up test test-containers images lint bench asyncapi
 
 setup: $(STAMP)
 
@@ -34,13 +34,10 @@ test: setup
 images:
 	sh deploy/containers/build-images.sh
 
-# The whole stack in docker compose, an e2e smoke against it, then the service tests in containers.
+# The images, the whole stack in docker compose, the e2e tests that need only a URL against it, down.
+# (`make test` then runs the service tests in containers when the images are present and selected.)
 test-containers: setup
 	PY=$(PY) sh deploy/containers/test-containers.sh
-
-# Only the compose part of test-containers (images, compose up, e2e smoke, down).
-test-compose: setup
-	PY=$(PY) sh deploy/containers/test-containers.sh compose
 
 lint: setup
 	$(VENV)/bin/ruff check .

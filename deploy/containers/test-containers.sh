@@ -3,8 +3,8 @@
 # missing (build-images.sh; Dossier's own always, from the current source), starts docker-compose.yml
 # under a project of its own with new secrets, waits for every healthcheck, runs the e2e tests that
 # need only a URL and a token (marked `external_stack`) against it, and stops and removes it (volumes
-# too) whatever happened. Then the service tests on the same images through testcontainers, unless
-# the argument is `compose` (`make test-compose`: only the compose part).
+# too) whatever happened. The service tests take the same images through testcontainers in `make
+# test` whenever the engine answers and the images are present (CI runs this script first, then that).
 # Needs a Docker engine, debootstrap (for a first build) and compose (`docker compose` or
 # Debian's docker-compose).
 set -eu
@@ -58,7 +58,3 @@ DOSSIER_TEST_STACK_ADMIN_TOKEN=$(sed -n 's/^DOSSIER_ADMIN_TOKEN=//p' "$work/.env
 run_compose down -v --remove-orphans
 trap - EXIT
 echo "test-containers: compose up, e2e smoke and down in $(($(date +%s) - started)) s"
-[ "${1:-}" = compose ] && exit 0
-started=$(date +%s)
-$PY -m pytest -p no:cacheprovider tests/service
-echo "test-containers: service tests in containers in $(($(date +%s) - started)) s"
