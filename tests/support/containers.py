@@ -64,7 +64,7 @@ def container_choice() -> Choice:
         client.close()
     if missing:
         return Choice(False, f"image(s) not present: {', '.join(missing)} (make images; deploy/README.md)")
-    return Choice(True, "a Docker engine and the images: " + ", ".join(images().values()))
+    return Choice(True, "a Docker engine answers and these images are present: " + ", ".join(images().values()))
 
 
 def _present(client: object, image: str) -> bool:
