@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup up test lint bench asyncapi
+.PHONY: setup up test test-containers images lint bench asyncapi
 
 setup: $(STAMP)
 
@@ -17,8 +17,27 @@ $(STAMP): pyproject.toml
 up: setup
 	$(PY) -m shared.stack
 
+# The NATS-outage test spends three minutes waiting on a stack of its own, so it runs beside the rest of
+# the suite, in its own pytest session and temporary root; `make test` fails if either fails.
+OUTAGE_TEST := tests/e2e/test_nats_outage.py
+
 test: setup
-	$(PY) -m pytest
+	@tmp=$$(mktemp -d); \
+	$(PY) -m pytest -p no:cacheprovider --basetemp=$$tmp/base $(OUTAGE_TEST) >$$tmp/outage.log 2>&1 & outage=$$!; \
+	$(PY) -m pytest --ignore=$(OUTAGE_TEST); rest=$$?; \
+	wait $$outage; alone=$$?; \
+	echo "== $(OUTAGE_TEST), run beside the suite:"; cat $$tmp/outage.log; rm -rf $$tmp; \
+	test $$rest -eq 0 && test $$alone -eq 0
+
+# The images of deploy/containers (a Debian base from debootstrap; NATS, PostgreSQL, S3, Dossier):
+# for compose and the container tests where no registry is reachable. Root, debootstrap and a Docker engine.
+images:
+	sh deploy/containers/build-images.sh
+
+# The images, the whole stack in docker compose, the e2e tests that need only a URL against it, down.
+# (`make test` then runs the service tests in containers when the images are present and selected.)
+test-containers: setup
+	PY=$(PY) sh deploy/containers/test-containers.sh
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
+import warnings
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from shared.bus import BusClient
-from tests.support.infra import Infra, container_infra, docker_available, local_infra
-from tests.support.stack import RunningStack, start_stack, stop_stack
+from tests.support.containers import container_choice, container_infra
+from tests.support.infra import Infra, local_infra
+from tests.support.stack import RunningStack, external_stack, start_stack, stop_stack
 
 HomeFactory = Callable[[str], Path]
 
@@ -28,12 +31,21 @@ def dossier_homes() -> Iterator[HomeFactory]:
         shutil.rmtree(root, ignore_errors=True)
 
 
+def pytest_report_header() -> str:
+    choice = container_choice()
+    where = "containers" if choice.containers else "local processes"
+    return f"service-test infra: {where}, because {choice.reason}"
+
+
 @pytest.fixture(scope="session")
 def infra(dossier_homes: HomeFactory) -> Iterator[Infra]:
-    if docker_available():
-        with container_infra(dossier_homes("infra")) as value:
+    choice = container_choice()
+    if choice.containers:
+        with container_infra() as value:
             yield value
     else:
+        # Also said in the header; a warning reaches the summary of runs that hide it (-q).
+        warnings.warn(f"service-test infra: local processes, because {choice.reason}", stacklevel=1)
         with local_infra(dossier_homes("infra")) as value:
             yield value
 
@@ -49,7 +61,14 @@ async def bus(infra: Infra) -> AsyncIterator[BusClient]:
 
 @pytest.fixture(scope="session")
 def stack(tmp_path_factory: pytest.TempPathFactory, dossier_homes: HomeFactory) -> Iterator[RunningStack]:
-    """One whole stack for all e2e tests of the session; tests isolate themselves by scope."""
+    """One whole stack for all e2e tests of the session; tests isolate themselves by scope.
+
+    With DOSSIER_TEST_STACK_URL (and DOSSIER_TEST_STACK_ADMIN_TOKEN), a stack already running elsewhere
+    (`make test-containers`: docker compose); only tests marked `external_stack` can use it."""
+    url = os.environ.get("DOSSIER_TEST_STACK_URL")
+    if url:
+        yield external_stack(url, os.environ["DOSSIER_TEST_STACK_ADMIN_TOKEN"])
+        return
     docs = tmp_path_factory.mktemp("approved-docs")
     running = start_stack(dossier_homes("stack-home"), extra_env={"DOSSIER_APPROVED_ROOTS": f"docs={docs}"})
     running.approved_roots = {"docs": docs}

@@ -224,6 +224,10 @@ def _confine(resource: Any) -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (_MAX_OPEN_FILES, _MAX_OPEN_FILES))
     resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
     resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
+    # RLIMIT_NPROC counts threads, and binds every user but root: numerical libraries (numpy under
+    # openpyxl) that start a thread pool at import then abort it. One thread each starts none.
+    for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[name] = "1"
     if not _leave_network():
         print("sandbox: no network namespace is permitted here; the parser keeps the network", file=sys.stderr)
 

@@ -1,4 +1,5 @@
-"""Real NATS, PostgreSQL and S3 for tests: containers when a Docker engine answers, else local processes.
+"""Real NATS, PostgreSQL and S3 for tests: containers when a Docker engine and the images are there
+(tests/support/containers.py), else local processes.
 
 Both paths hand out the same `Infra` value, so every fixture above it is the same. The servers are as
 locked down as the stack's: every service under test gets its own restricted credentials (NATS user,
@@ -67,17 +68,7 @@ class Infra:
         return env
 
 
-def docker_available() -> bool:
-    try:
-        import docker
-
-        docker.from_env().ping()
-    except Exception:
-        return False
-    return True
-
-
-def _passwords(names: Any) -> dict[str, str]:
+def passwords(names: Any) -> dict[str, str]:
     return {name: new_password() for name in names}
 
 
@@ -85,8 +76,8 @@ def _passwords(names: Any) -> dict[str, str]:
 def local_infra(home: Path) -> Iterator[Infra]:
     private_folder(home)
     nats_port, pg_port, s3_port = free_port(), free_port(), free_port()
-    nats_passwords = _passwords([*ALL_PROCESSES, EVENTS_USER, TESTER_USER])
-    pg_passwords = _passwords([PG_SUPERUSER, *TEST_ROLES])
+    nats_passwords = passwords([*ALL_PROCESSES, EVENTS_USER, TESTER_USER])
+    pg_passwords = passwords([PG_SUPERUSER, *TEST_ROLES])
     s3_keys = {name: (f"test-{name}", new_password()) for name in ALL_PROCESSES}
     # Tests give every instance its own durable consumer names, so those are granted by filter, not name.
     users = server_users(nats_passwords, durables=None, with_tester=True)
@@ -112,14 +103,14 @@ def local_infra(home: Path) -> Iterator[Infra]:
             s3_keys=s3_keys,
         )
         admin = postgres_dsn(pg_port, "postgres", PG_SUPERUSER, pg_passwords[PG_SUPERUSER])
-        asyncio.run(_provision(admin, {r: pg_passwords[r] for r in TEST_ROLES}))
+        asyncio.run(provision(admin, {r: pg_passwords[r] for r in TEST_ROLES}))
         yield infra
     finally:
         for child, _ in reversed(children):
             child.stop()
 
 
-async def _provision(admin_dsn: str, roles: dict[str, str]) -> None:
+async def provision(admin_dsn: str, roles: dict[str, str]) -> None:
     # Postgres accepts TCP a moment before it accepts logins.
     for attempt in range(300):
         try:
@@ -129,44 +120,6 @@ async def _provision(admin_dsn: str, roles: dict[str, str]) -> None:
             if attempt == 299:
                 raise
             await asyncio.sleep(0.1)
-
-
-@contextmanager
-def container_infra(home: Path) -> Iterator[Infra]:
-    from testcontainers.core.container import DockerContainer
-    from testcontainers.core.waiting_utils import wait_for_logs
-    from testcontainers.minio import MinioContainer
-    from testcontainers.postgres import PostgresContainer
-
-    from shared.natsauth import authorization_block
-
-    nats_passwords = _passwords([*ALL_PROCESSES, EVENTS_USER, TESTER_USER])
-    pg_passwords = _passwords([PG_SUPERUSER, *TEST_ROLES])
-    conf = private_folder(home / "nats-conf") / "nats.conf"
-    users = server_users(nats_passwords, durables=None, with_tester=True)
-    conf.write_text('jetstream { store_dir: "/data" }\nmax_payload: 8MB\n' + authorization_block(users))
-    conf.chmod(0o644)  # read by the container's own user
-    nats_c = DockerContainer("nats:2.10.29").with_command("-c /etc/dossier/nats.conf").with_exposed_ports(4222)
-    nats_c = nats_c.with_volume_mapping(str(conf.parent), "/etc/dossier", "ro")
-    pg = PostgresContainer("postgres:16.10", username=PG_SUPERUSER, password=pg_passwords[PG_SUPERUSER])
-    minio = MinioContainer("minio/minio:RELEASE.2025-09-07T16-13-09Z")
-    with nats_c, pg, minio:
-        wait_for_logs(nats_c, "Server is ready")
-        minio_cfg = minio.get_config()
-        pg_host, pg_port = pg.get_container_host_ip(), int(pg.get_exposed_port(5432))
-        admin = f"postgresql://{PG_SUPERUSER}:{pg_passwords[PG_SUPERUSER]}@{pg_host}:{pg_port}/postgres"
-        asyncio.run(_provision(admin, {r: pg_passwords[r] for r in TEST_ROLES}))
-        root = (minio_cfg["access_key"], minio_cfg["secret_key"])
-        yield Infra(
-            nats_url=f"nats://{nats_c.get_container_host_ip()}:{nats_c.get_exposed_port(4222)}",
-            pg_host=pg_host,
-            pg_port=pg_port,
-            s3_endpoint=minio_cfg["endpoint"],
-            nats_passwords=nats_passwords,
-            pg_passwords=pg_passwords,
-            # MinIO's per-user policies need its admin API; container tests use the root key.
-            s3_keys={name: root for name in ALL_PROCESSES},
-        )
 
 
 def events_descriptor(infra: Infra) -> dict[str, Any]:

@@ -24,11 +24,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @dataclass
 class RunningStack:
-    home: Path
+    # None for a stack started elsewhere (`external_stack`): only url and admin_token are known then.
+    home: Path | None
     url: str
     admin_token: str
-    proc: subprocess.Popen[bytes]
-    output: Path
+    proc: subprocess.Popen[bytes] | None
+    output: Path | None
     # Approved import roots by name (DOSSIER_APPROVED_ROOTS), when the starter configured some.
     approved_roots: dict[str, Path] = field(default_factory=dict)
     # The DOSSIER_ settings the stack was started with (beyond its home and port).
@@ -92,6 +93,12 @@ class RunningStack:
         )
         r.raise_for_status()
         return str(r.json()["token"])
+
+
+def external_stack(url: str, admin_token: str) -> RunningStack:
+    """A stack running elsewhere (docker compose), reached only by its URL and admin token: tests marked
+    `external_stack` use nothing else of it (no home, no processes, no NATS)."""
+    return RunningStack(home=None, url=url.rstrip("/"), admin_token=admin_token, proc=None, output=None)
 
 
 def start_stack(home: Path, *, timeout: float = 120, extra_env: dict[str, str] | None = None) -> RunningStack:

@@ -1,0 +1,60 @@
+#!/bin/sh
+# `make test-containers`: the whole stack in containers, really started. Builds the images that are
+# missing (build-images.sh; Dossier's own always, from the current source), starts docker-compose.yml
+# under a project of its own with new secrets, waits for every healthcheck, runs the e2e tests that
+# need only a URL and a token (marked `external_stack`) against it, and stops and removes it (volumes
+# too) whatever happened. The service tests take the same images through testcontainers in `make
+# test` whenever the engine answers and the images are present (CI runs this script first, then that).
+# Needs a Docker engine, debootstrap (for a first build) and compose (`docker compose` or
+# Debian's docker-compose).
+set -eu
+cd "$(dirname "$0")/../.."
+PY=${PY:-.venv/bin/python}
+set -a
+. deploy/containers/local-images.env
+set +a
+sh deploy/containers/build-images.sh
+
+if docker compose version >/dev/null 2>&1; then compose="docker compose"; else compose=docker-compose; fi
+work=.dossier/test-containers
+rm -rf "$work" && mkdir -p "$work"
+(cd "$work" && sh ../../deploy/make-env.sh)
+project=dossier-test-$$
+DOSSIER_PUBLISH_PORT=$($PY -c 'from shared.procs import free_port; print(free_port())')
+export DOSSIER_PUBLISH_PORT
+run_compose() { $compose --env-file "$work/.env" -p "$project" "$@"; }
+stop() {
+  status=$?
+  [ "$status" = 0 ] || run_compose logs --no-color --tail 100 || true
+  run_compose down -v --remove-orphans || true
+  exit "$status"
+}
+trap stop EXIT
+trap 'exit 130' INT TERM
+
+started=$(date +%s)
+run_compose up -d
+url=http://127.0.0.1:$DOSSIER_PUBLISH_PORT
+# Compose has started the services once their engines were healthy; the gateway answers once every
+# service does (its health asks each one).
+$PY - "$url" <<'PY'
+import sys, time, urllib.request
+deadline = time.monotonic() + 180
+while True:
+    try:
+        with urllib.request.urlopen(sys.argv[1] + "/v1/health", timeout=5) as r:
+            if r.status == 200:
+                break
+    except OSError:
+        pass
+    if time.monotonic() > deadline:
+        sys.exit("the stack in compose did not become healthy within 180 s")
+    time.sleep(1)
+PY
+echo "test-containers: compose up and healthy in $(($(date +%s) - started)) s"
+DOSSIER_TEST_STACK_URL=$url \
+DOSSIER_TEST_STACK_ADMIN_TOKEN=$(sed -n 's/^DOSSIER_ADMIN_TOKEN=//p' "$work/.env") \
+  $PY -m pytest -p no:cacheprovider -m external_stack tests/e2e
+run_compose down -v --remove-orphans
+trap - EXIT
+echo "test-containers: compose up, e2e smoke and down in $(($(date +%s) - started)) s"
