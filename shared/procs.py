@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -35,7 +36,38 @@ def venv_bin(name: str) -> str:
     raise FileNotFoundError(f"{name} is not installed next to {sys.executable}; run `make setup`")
 
 
+# Ports are chosen below the kernel's ephemeral range. A port the kernel hands out for `bind(0)` comes
+# from the range it also gives outgoing connections, so between the choice and the server's own bind
+# seconds later any client's connection (a service's pool, a NATS client) could take it for its life, and
+# the server then never starts. No outgoing connection is ever given a port below that range.
+_LOWEST_PORT = 10000
+_EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+
+
+def _ephemeral_start() -> int:
+    try:
+        return int(_EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
 def free_port() -> int:
+    """A port nothing listens on, for a server of the local stack or a test to bind soon."""
+    start = _ephemeral_start()
+    if start - _LOWEST_PORT >= 1000:
+        for _ in range(100):
+            port = random.randrange(_LOWEST_PORT, start)
+            if _bindable(port):
+                return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
