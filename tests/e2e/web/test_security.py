@@ -91,6 +91,8 @@ def test_markup_in_titles_goals_and_documents_is_shown_as_text(user: User) -> No
     source_id = unique("hostile")
     user.api.upload(f"A liquidity note.\n{payload}\n".encode(), source_id, "hostile.txt", ws["id"])
     user.api.publish(f"Report {payload}", f"Body {payload}", ws["id"])
+    # Both reach the workspace's catalog through events; the page is rendered once, so wait for them.
+    user.api.wait_catalog(ws["id"], 2)
 
     page.goto("/workspaces")
     expect(page.get_by_role("link", name=f"Fund {payload}")).to_be_visible()
