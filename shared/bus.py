@@ -180,6 +180,12 @@ def health_endpoint(broker: NatsBroker, service: str) -> None:
     broker.subscriber(health_subject(service), queue=service)(on_health)
 
 
+def _refusal(subject: str, reply: BusReply) -> DomainError:
+    """The typed error a failed reply carries, counted under its code."""
+    BUS_CALLS.labels(subject, reply.error.code if reply.error else "internal").inc()
+    return from_envelope(reply.error.model_dump() if reply.error else {})
+
+
 class BusClient:
     """The caller side: one method, typed errors. Uses the raw nats-py connection (lowest latency)."""
 
@@ -198,8 +204,7 @@ class BusClient:
     ) -> Any:
         reply = BusReply.model_validate_json(await self._request(subject, data, actor, grant, timeout))
         if not reply.ok:
-            BUS_CALLS.labels(subject, reply.error.code if reply.error else "internal").inc()
-            raise from_envelope(reply.error.model_dump() if reply.error else {})
+            raise _refusal(subject, reply)
         BUS_CALLS.labels(subject, "ok").inc()
         return reply.data
 
@@ -217,9 +222,7 @@ class BusClient:
         raw = await self._request(subject, data, actor, grant, timeout)
         reply = orjson.loads(raw)
         if not (isinstance(reply, dict) and reply.get("ok") is True):
-            failed = BusReply.model_validate_json(raw)
-            BUS_CALLS.labels(subject, failed.error.code if failed.error else "internal").inc()
-            raise from_envelope(failed.error.model_dump() if failed.error else {})
+            raise _refusal(subject, BusReply.model_validate_json(raw))
         BUS_CALLS.labels(subject, "ok").inc()
         return orjson.dumps(reply.get("data"))
 

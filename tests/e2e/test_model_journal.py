@@ -6,30 +6,22 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 
 import httpx
 import pytest
 
-from shared.procs import free_port, port_open, wait_until
 from tests.support.api import Api, probe
-from tests.support.stack import ROOT, RunningStack, start_stack, stop_stack
+from tests.support.fake_openai import running as fake_openai_server
+from tests.support.stack import RunningStack, start_stack, stop_stack
 
 STEPS = 7  # the fake's walk: six tool calls, then finish
 
 
 @pytest.fixture(scope="module")
 def walking_model() -> Iterator[str]:
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "tests.support.fake_openai", str(port), "walk"], cwd=ROOT)
-    try:
-        wait_until(lambda: port_open(port), timeout=20, what="fake openai", alive=lambda: proc.poll() is None)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        proc.wait(10)
+    with fake_openai_server("walk") as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

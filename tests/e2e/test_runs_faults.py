@@ -16,8 +16,8 @@ import asyncpg
 import httpx
 import pytest
 
-from shared.procs import free_port, port_open, wait_until
 from tests.support.api import Api, probe
+from tests.support.fake_openai import running as fake_openai_server
 from tests.support.stack import ROOT, RunningStack, start_stack, stop_stack
 
 SCRIPTS = {
@@ -47,14 +47,8 @@ SCRIPTS = {
 
 @pytest.fixture(scope="module")
 def fake_openai(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "tests.support.fake_openai", str(port)], cwd=ROOT)
-    try:
-        wait_until(lambda: port_open(port), timeout=20, what="fake openai", alive=lambda: proc.poll() is None)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        proc.wait(10)
+    with fake_openai_server() as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

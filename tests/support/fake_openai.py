@@ -13,10 +13,16 @@ how many tool results the request carries, so a resumed run that sends an input 
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
+
+from shared.procs import free_port, port_open, wait_until
 
 REQUESTS: list[dict[str, Any]] = []
 LOCK = threading.Lock()
@@ -106,6 +112,20 @@ class Handler(BaseHTTPRequestHandler):
             n = len(REQUESTS)
         status, payload = walk_answer(body) if MODE[0] == "walk" else answer_for(n, body)
         self._send(status, payload, {"retry-after": "0.2"} if status == 429 else None)
+
+
+@contextmanager
+def running(*mode: str) -> Iterator[str]:
+    """The server as its own process (mode: nothing, or `walk`); yields its base URL, stops it after."""
+    port = free_port()
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen([sys.executable, "-m", "tests.support.fake_openai", str(port), *mode], cwd=root)
+    try:
+        wait_until(lambda: port_open(port), timeout=20, what="fake openai", alive=lambda: proc.poll() is None)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(10)
 
 
 def main() -> None:
