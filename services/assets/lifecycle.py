@@ -32,8 +32,11 @@ from shared.settings import AssetsSettings
 log = logging.getLogger("dossier.assets")
 SETTLED = ("active", "failed", "superseded", "retired")
 RECOVERY_QUEUE = "\x00recovery"
-# Passages are written in batches while the parser still runs; each batch is one COPY.
-_BATCH = 200
+# Passages are written in batches while the parser still runs; each batch is one COPY. A batch goes as soon
+# as the previous COPY has ended and a few passages wait (so the passages still unwritten when the parser
+# ends are only those of the last moments), and at most this many wait behind a COPY that runs long.
+_MIN_BATCH = 16
+_MAX_BATCH = 200
 
 
 def sha256_text(text: str) -> str:
@@ -63,7 +66,8 @@ class EvidenceWriter:
         self._rows.append(
             (evidence_id, self._asset_id, self._scope, self._ord, locator, text, sha256_text(text), lang, ocr)
         )
-        if len(self._rows) >= _BATCH:
+        idle = self._task is None or self._task.done()
+        if len(self._rows) >= (_MIN_BATCH if idle else _MAX_BATCH):
             self._kick()
 
     def _kick(self) -> None:

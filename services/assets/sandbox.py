@@ -26,6 +26,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, TypeVar
 
+import orjson
+
 from services.assets.extraction import Limits
 
 T = TypeVar("T")
@@ -160,7 +162,7 @@ class Sandbox:
 
 def _record(line: bytes) -> list[Any]:
     try:
-        record = json.loads(line)
+        record = orjson.loads(line)
     except ValueError as exc:
         raise ExtractionFailed("the parser's output was malformed") from exc
     if record == ["ocr"]:
@@ -275,7 +277,7 @@ def _child(config: dict[str, Any]) -> int:
     out = sys.stdout.buffer
 
     def write(record: list[Any]) -> None:
-        out.write(json.dumps(record, ensure_ascii=False).encode("utf-8") + b"\n")
+        out.write(orjson.dumps(record) + b"\n")
 
     def ocr_started() -> None:
         write(["ocr"])
