@@ -63,6 +63,7 @@ class Sandbox:
         self.ocr_memory_bytes = max(memory_bytes, ocr_memory_bytes or memory_bytes)
         self.wall_seconds = wall_seconds
         self._spare: asyncio.Task[asyncio.subprocess.Process] | None = None
+        self._reaping: set[asyncio.Task[bytes | None]] = set()
         self._closed = False
 
     async def _spawn(self) -> asyncio.subprocess.Process:
@@ -130,7 +131,9 @@ class Sandbox:
                         await on_passage(record[1], record[2], meta)
                     else:
                         final = record
-                await proc.wait()
+                        break  # "done" or "error": the parser has said all it will say
+                if final is None:
+                    await proc.wait()
         except TimeoutError as exc:
             allowed = self.wall_seconds + (self.limits.ocr_seconds if ocr_started else 0)
             raise ExtractionFailed(f"the parser did not finish within {allowed:g} s and was stopped") from exc
@@ -138,9 +141,15 @@ class Sandbox:
             if proc.returncode is None:
                 with contextlib.suppress(ProcessLookupError):
                     proc.kill()
-            # Bounded: a parser that cannot be reaped, or a pipe that never closes, must not hang the service.
-            await _bounded(proc.wait(), "reaping the parser")
-            tail = await _bounded(stderr, "reading the parser's stderr") or b""
+            tail = b""
+            if final is None:
+                tail = await self._reap(proc, stderr) or b""
+            else:
+                # The parser has answered: its exit (unmapping all it allocated) is not waited for on the way
+                # to storing and activating; it is reaped beside that.
+                task = asyncio.create_task(self._reap(proc, stderr))
+                self._reaping.add(task)
+                task.add_done_callback(self._reaping.discard)
             self._replenish()
         if final is not None and final[0] == "done":
             return dict(final[1])
@@ -149,8 +158,14 @@ class Sandbox:
         log.warning("the sandbox exited with %s; stderr: %s", proc.returncode, tail.decode("utf-8", "replace"))
         raise ExtractionFailed(_death(proc.returncode))
 
+    async def _reap(self, proc: asyncio.subprocess.Process, stderr: asyncio.Task[bytes]) -> bytes | None:
+        # Bounded: a parser that cannot be reaped, or a pipe that never closes, must not hang the service.
+        await _bounded(proc.wait(), "reaping the parser")
+        return await _bounded(stderr, "reading the parser's stderr")
+
     async def close(self) -> None:
         self._closed = True
+        await asyncio.gather(*self._reaping, return_exceptions=True)
         spare, self._spare = self._spare, None
         if spare is None:
             return
