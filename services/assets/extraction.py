@@ -12,8 +12,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from services.assets import language
-
 TEXT_LINES_PER_PASSAGE = 40
 TEXT_CHARS_PER_PASSAGE = 2000
 
@@ -71,7 +69,7 @@ def clean_text(text: str) -> str:
     return text.encode("utf-8", "replace").decode("utf-8").strip()
 
 
-# One passage: its locator, its text, and what the index needs to know ({"lang": config, "ocr": bool}).
+# One passage: its locator, its text, and what the index needs to know from the parser ({"ocr": bool}).
 Emit = Callable[[str, str, dict[str, Any]], None]
 
 
@@ -104,7 +102,7 @@ class Collector:
             self._cut += 1
         self.passages += 1
         self._chars += len(text)
-        self._emit(locator, text, {"lang": language.detect(text), "ocr": ocr})
+        self._emit(locator, text, {"ocr": ocr})
         return True
 
     def finish(self) -> None:

@@ -14,7 +14,7 @@ import re
 from collections import Counter
 from typing import Any
 
-# Every configuration a passage may name; the parent process accepts nothing else from a parser.
+# Every configuration detect() may answer; a service test checks that Postgres has each one.
 CONFIGS = frozenset(
     {
         "simple",
@@ -113,11 +113,6 @@ def detect(text: str) -> str:
     best = max(votes, key=votes.__getitem__)
     hits = votes[best]
     return best if hits >= 2 and hits > votes["english"] else "english"
-
-
-def valid(config: object) -> str:
-    """A configuration named by the parser process, checked: anything unknown becomes `simple`."""
-    return config if isinstance(config, str) and config in CONFIGS else "simple"
 
 
 _LATIN_CONFIGS = ["english", *(lang for lang in _STOPWORDS if lang != "english")]

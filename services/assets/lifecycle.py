@@ -60,8 +60,9 @@ class EvidenceWriter:
 
     async def add(self, locator: str, text: str, meta: dict[str, Any]) -> None:
         self._ord += 1
-        # The parser process is not trusted with SQL: its language must be one of the known configurations.
-        lang, ocr = language.valid(meta.get("lang")), meta.get("ocr") is True
+        # The language is judged here, not by the parser: the parser is not trusted to name a text search
+        # configuration, and this side of the pipe has a core to spare while the parse has none.
+        lang, ocr = language.detect(text), meta.get("ocr") is True
         evidence_id = f"{self._prefix}{self._ord}"
         self._rows.append(
             (evidence_id, self._asset_id, self._scope, self._ord, locator, text, sha256_text(text), lang, ocr)

@@ -38,7 +38,7 @@ _LINE_LIMIT = 16 * 1024 * 1024
 _STDERR_KEEP = 4096
 _OUT_BUFFER = 32 * 1024
 
-# A passage: locator, text, and {"lang": text search configuration, "ocr": bool} as the parser said.
+# A passage: locator, text, and {"ocr": bool} as the parser said.
 PassageSink = Callable[[str, str, dict[str, Any]], Awaitable[None]]
 
 
