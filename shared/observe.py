@@ -16,6 +16,8 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import UTC, datetime
 
+import orjson
+
 request_id_var: ContextVar[str | None] = ContextVar("request_id", default=None)
 run_id_var: ContextVar[str | None] = ContextVar("run_id", default=None)
 scope_var: ContextVar[str | None] = ContextVar("scope", default=None)
@@ -66,7 +68,11 @@ class JsonFormatter(logging.Formatter):
                 line[key] = value
         if record.exc_info:
             line["error"] = self.formatException(record.exc_info)
-        return json.dumps(line, ensure_ascii=False, default=str)
+        try:
+            return orjson.dumps(line, default=str).decode()
+        except TypeError:
+            # A lone surrogate (text a caller sent) is not UTF-8; escaped, the line is still written.
+            return json.dumps(line, default=str)
 
 
 def configure_logging(service: str, level: str) -> None:
