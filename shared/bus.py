@@ -95,6 +95,17 @@ def _encode(value: Any) -> Any:
     return value
 
 
+def _ok_reply(result: Any) -> bytes:
+    """The reply envelope with its data encoded once, not dumped to a dict, wrapped and dumped again."""
+    if isinstance(result, BaseModel):
+        return b'{"ok":true,"data":' + result.model_dump_json().encode() + b"}"
+    try:
+        return b'{"ok":true,"data":' + orjson.dumps(_encode(result)) + b"}"
+    except TypeError:
+        # What orjson does not take (an int over 64 bits, a non-string key), pydantic's encoder does.
+        return BusReply(ok=True, data=_encode(result)).model_dump_json().encode()
+
+
 def _reply_error(err: DomainError) -> bytes:
     reply = BusReply(ok=False, error=ErrorBody(code=err.code, message=err.message, details=err.details))
     return reply.model_dump_json().encode()
@@ -127,7 +138,7 @@ async def _answer(request: BusRequest, subject: str, model: type[Model], handler
             raise Invalid("the request is malformed", validation_details(exc)) from exc
         ctx = RequestContext(actor=request.actor, grant=request.grant, subject=subject)
         result = await handler(ctx, payload)
-        return BusReply(ok=True, data=_encode(result)).model_dump_json().encode(), "ok"
+        return _ok_reply(result), "ok"
     except DomainError as err:
         log.info("%s answered %s: %s", subject, err.code, err.message)
         return _reply_error(err), err.code
@@ -178,6 +189,16 @@ def health_endpoint(broker: NatsBroker, service: str) -> None:
         return BusReply(ok=True, data=HealthReply(service=service, status="ok").model_dump()).model_dump_json().encode()
 
     broker.subscriber(health_subject(service), queue=service)(on_health)
+
+
+def _encode_envelope(envelope: dict[str, Any]) -> bytes:
+    """What orjson does not encode: a lone surrogate (named as bad input, not failed as a fault), or a
+    value only pydantic's encoder takes."""
+    try:
+        return BusRequest.model_validate(envelope).model_dump_json().encode()
+    except PydanticSerializationError:
+        require_storable(envelope["data"])
+        raise
 
 
 def _refusal(subject: str, reply: BusReply) -> DomainError:
@@ -236,12 +257,13 @@ class BusClient:
     ) -> bytes:
         payload = data.model_dump(mode="json") if isinstance(data, BaseModel) else (data or {})
         request_id = request_id_var.get() or new_request_id()
+        envelope = {"actor": actor.model_dump(), "grant": grant, "request_id": request_id, "data": payload}
         try:
-            body = BusRequest(actor=actor, grant=grant, request_id=request_id, data=payload).model_dump_json().encode()
-        except PydanticSerializationError:
-            # Only unencodable text (a lone surrogate) fails here: name it instead of failing as a fault.
-            require_storable(payload)
-            raise
+            # The receiver validates the envelope; building a model here only to encode it cost a read a tenth
+            # of its client-side time.
+            body = orjson.dumps(envelope)
+        except TypeError:
+            body = _encode_envelope(envelope)
         service = subject.split(".")[1] if subject.count(".") >= 2 else subject
         if tracing.enabled():
             with tracing.client_span(subject):

@@ -17,6 +17,8 @@ if __name__ == "__main__":
         port=settings.http_port,
         log_level="warning",
         access_log=False,
+        # Nothing reads the client's address; X-Forwarded-For rewriting was a layer on every request.
+        proxy_headers=False,
         loop="uvloop",
         http="httptools",
     )
