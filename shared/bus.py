@@ -21,15 +21,11 @@ import orjson
 from faststream.nats import NatsBroker
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
-from nats.js import api
-from nats.js.errors import NotFoundError
 from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticSerializationError
 
 from shared import tracing
 from shared.contracts.common import (
-    EVENT_SUBJECT_PREFIX,
-    STREAM_NAME,
     Actor,
     BusReply,
     BusRequest,
@@ -305,26 +301,3 @@ class BusClient:
 
 
 SYSTEM_ACTOR = Actor(scope="system", principal="dossier")
-
-
-async def ensure_stream(nc: nats.NATS, *, replicas: int = 1) -> None:
-    """Publishing to a stream that does not exist fails, so every service declares it at startup.
-
-    On a cluster the stream has `replicas` copies: a write is acknowledged once a majority holds it.
-    """
-    js = nc.jetstream()
-    config = api.StreamConfig(
-        name=STREAM_NAME,
-        subjects=[f"{EVENT_SUBJECT_PREFIX}.>"],
-        storage=api.StorageType.FILE,
-        duplicate_window=120.0,
-        num_replicas=replicas,
-    )
-    try:
-        await js.stream_info(STREAM_NAME)
-    except NotFoundError:
-        try:
-            await js.add_stream(config)
-        except Exception:
-            # Another service created it between our look and our add; that is the same outcome.
-            await js.stream_info(STREAM_NAME)

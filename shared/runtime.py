@@ -15,7 +15,7 @@ from faststream.nats.prometheus import NatsPrometheusMiddleware
 from prometheus_client import REGISTRY
 
 from shared import tracing
-from shared.bus import BusClient, described_endpoints, ensure_stream, health_endpoint
+from shared.bus import BusClient, described_endpoints, health_endpoint
 from shared.db import Database
 from shared.gcfreeze import freeze_startup_objects
 from shared.health import HealthReporter, connection_answers
@@ -25,6 +25,7 @@ from shared.observe import configure_logging
 from shared.outbox import OutboxRelay
 from shared.serving import EndpointServer
 from shared.settings import CommonSettings
+from shared.streams import ensure_stream
 
 log = logging.getLogger("dossier.runtime")
 
