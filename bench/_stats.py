@@ -1,8 +1,14 @@
-"""Small helpers shared by the benchmarks: percentiles and a uniform report line."""
+"""Small helpers shared by the benchmarks: percentiles, a uniform report line, the publication they read."""
 
 from __future__ import annotations
 
 import statistics
+from typing import Any
+
+import httpx
+
+# The document of the exact-version read benchmarks (bench/bus.py and bench/load.py): 3,600 characters.
+BENCH_BODY = "Fund X can meet 30-day redemptions. " * 100
 
 
 def percentile(samples: list[float], p: float) -> float:
@@ -28,3 +34,14 @@ def goal(name: str, value: float, target: float, *, at_most: bool, unit: str = "
     verdict = "met" if met else "MISSED"
     print(f"GOAL {name:<52} {value:8.2f}{unit}   goal {sign} {target:g}{unit}   {verdict}")
     return met
+
+
+def publish(url: str, token: str) -> dict[str, Any]:
+    """Version 1 of the publication the read benchmarks read, through the gateway."""
+    r = httpx.post(
+        f"{url}/v1/publications",
+        json={"title": "bench", "body": BENCH_BODY},
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    r.raise_for_status()
+    return dict(r.json())

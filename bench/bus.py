@@ -20,7 +20,7 @@ import nats
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._stats import goal, report
+from bench._stats import BENCH_BODY, goal, publish, report
 from shared.bus import BusClient
 from shared.contracts import publication as c
 from shared.contracts.common import Actor
@@ -114,13 +114,8 @@ def main() -> None:
         try:
             scope = "bench"
             token = stack.token(scope)
-            body = "Fund X can meet 30-day redemptions. " * 100
-            pub = httpx.post(
-                f"{stack.url}/v1/publications",
-                json={"title": "bench", "body": body},
-                headers={"Authorization": f"Bearer {token}"},
-            ).json()
-            print(f"exact-version read of a {len(body)}-char publication, {N} sequential requests each\n")
+            pub = publish(stack.url, token)
+            print(f"exact-version read of a {len(BENCH_BODY)}-char publication, {N} sequential requests each\n")
             raw_med, raw_p99 = report(
                 "raw nats-py request/reply (echo)", asyncio.run(measure_raw(stack.nats_options("publication")))
             )

@@ -31,7 +31,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._stats import goal, summary
+from bench._stats import goal, publish, summary
 from shared.procs import free_port
 from tests.support.stack import RunningStack, start_stack, stop_stack
 
@@ -186,12 +186,7 @@ def main() -> None:
         stack = start_stack(Path(tmp) / "home")
         try:
             token = stack.token("bench")
-            body = "Fund X can meet 30-day redemptions. " * 100
-            pub = httpx.post(
-                f"{stack.url}/v1/publications",
-                json={"title": "bench", "body": body},
-                headers={"Authorization": f"Bearer {token}"},
-            ).json()
+            pub = publish(stack.url, token)
             throughput(stack, token, pub["id"])
             if args.soak_seconds > 0:
                 soak(stack, token, pub["id"], args.soak_seconds)

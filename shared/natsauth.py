@@ -27,9 +27,9 @@ from faststream.nats.security import NatsUserPassword
 
 from shared.contracts import artifact, assets, publication, runhost, workspace
 from shared.contracts.common import ALL_PROCESSES, EVENT_SUBJECT_PREFIX, STREAM_NAME, health_subject
-from shared.outbox import DLQ_STREAM, DLQ_SUBJECT_PREFIX
 from shared.secretfiles import secret_table, write_secret
 from shared.settings import CommonSettings
+from shared.streams import DLQ_STREAM, DLQ_SUBJECT_PREFIX
 
 EVENTS_USER = "events"
 # Tests that play a caller or another service's relay: broad, but never stream administration.

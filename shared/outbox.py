@@ -27,18 +27,17 @@ import nats
 from nats.errors import ConnectionClosedError, NoRespondersError, OutboundBufferLimitError
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import api
-from nats.js.errors import NoStreamResponseError, NotFoundError, ServiceUnavailableError
+from nats.js.errors import NoStreamResponseError, ServiceUnavailableError
 
 from shared.aio import wait_event
 from shared.contracts.common import STREAM_NAME, Event, event_subject
 from shared.db import Database
 from shared.metrics import DEAD_LETTERS, EVENTS_CONSUMED, OUTBOX_LAG, OUTBOX_PARKED, OUTBOX_PENDING
+from shared.streams import DLQ_STREAM, DLQ_SUBJECT_PREFIX, ensure_dlq_stream
 
 log = logging.getLogger("dossier.outbox")
 NOTIFY_CHANNEL = "dossier_outbox"
 
-DLQ_STREAM = "DOSSIER_DLQ"
-DLQ_SUBJECT_PREFIX = "dossier.dlq"
 # The delays between a consumer's tries of one event; after the last, the event is dead-lettered.
 RETRY_BACKOFF: tuple[float, ...] = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0)
 # Tries of one outbox row while the bus is up before the row is parked.
@@ -65,20 +64,6 @@ def dlq_subject(consumer: str, event_type: str) -> str:
     """`dossier.dlq.<consumer>.<event type>`; a type that is not a clean token is named `unknown`."""
     safe = event_type if all(part.isidentifier() for part in event_type.split(".")) else "unknown"
     return f"{DLQ_SUBJECT_PREFIX}.{consumer}.{safe}"
-
-
-async def ensure_dlq_stream(js: Any, *, replicas: int = 1) -> None:
-    try:
-        await js.stream_info(DLQ_STREAM)
-    except NotFoundError:
-        config = api.StreamConfig(
-            name=DLQ_STREAM, subjects=[f"{DLQ_SUBJECT_PREFIX}.>"], storage=api.StorageType.FILE, num_replicas=replicas
-        )
-        try:
-            await js.add_stream(config)
-        except Exception:
-            # Another process created it between our look and our add; that is the same outcome.
-            await js.stream_info(DLQ_STREAM)
 
 
 def new_event_id() -> str:

@@ -6,6 +6,7 @@ import asyncio
 import logging
 import signal
 from collections.abc import Awaitable, Callable
+from functools import partial
 from pathlib import Path
 
 import uvloop
@@ -14,8 +15,9 @@ from faststream.nats.prometheus import NatsPrometheusMiddleware
 from prometheus_client import REGISTRY
 
 from shared import tracing
-from shared.bus import BusClient, described_endpoints, ensure_stream, health_endpoint
+from shared.bus import BusClient, described_endpoints, health_endpoint
 from shared.db import Database
+from shared.gcfreeze import freeze_startup_objects
 from shared.health import HealthReporter, connection_answers
 from shared.metrics import serve_metrics
 from shared.natsauth import broker_options
@@ -23,6 +25,7 @@ from shared.observe import configure_logging
 from shared.outbox import OutboxRelay
 from shared.serving import EndpointServer
 from shared.settings import CommonSettings
+from shared.streams import ensure_stream
 
 log = logging.getLogger("dossier.runtime")
 
@@ -159,4 +162,10 @@ def run_service(runtime: ServiceRuntime) -> None:
     configure_logging(runtime.name, runtime.settings.log_level)
     # uvloop: the bus hops and the pool's round trips cost less loop time than on the default loop.
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        runner.run(serve_until_signalled(runtime.start, runtime.stop))
+        runner.run(serve_until_signalled(partial(_start_and_freeze, runtime), runtime.stop))
+
+
+async def _start_and_freeze(runtime: ServiceRuntime) -> None:
+    await runtime.start()
+    # Only here, in the process's own entry point: tests start many runtimes in one process.
+    freeze_startup_objects()

@@ -14,8 +14,7 @@ from typing import Any
 
 import nats
 
-from shared.bus import ensure_stream
-from shared.outbox import DLQ_STREAM, ensure_dlq_stream
+from shared.streams import DLQ_STREAM, ensure_dlq_stream, ensure_stream
 
 # The stream declarations need a user allowed to create both streams: the one service that consumes events.
 STREAM_DECLARER = "workspace"

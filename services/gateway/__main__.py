@@ -2,6 +2,7 @@ import uvicorn
 
 from services.gateway.app import create_app
 from shared import tracing
+from shared.gcfreeze import freeze_startup_objects
 from shared.observe import configure_logging
 from shared.settings import GatewaySettings
 
@@ -11,11 +12,13 @@ if __name__ == "__main__":
     tracing.setup_tracing("gateway")
     # uvicorn handles SIGTERM: it stops accepting, finishes in-flight requests, then runs the lifespan exit.
     uvicorn.run(
-        create_app(settings),
+        create_app(settings, on_started=freeze_startup_objects),
         host=settings.http_host,
         port=settings.http_port,
         log_level="warning",
         access_log=False,
+        # Nothing reads the client's address; X-Forwarded-For rewriting was a layer on every request.
+        proxy_headers=False,
         loop="uvloop",
         http="httptools",
     )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
@@ -15,6 +15,7 @@ from starlette.routing import Route
 from services.gateway import observe
 from services.gateway.deps import check_token, reject_unstorable
 from services.gateway.errors import install_error_handlers
+from services.gateway.hot import HotReads
 from services.gateway.limits import STREAMED_ROUTES, Authenticate, BodyLimit
 from services.gateway.mcp_endpoint import McpEndpoint
 from services.gateway.mcp_server import build_server
@@ -41,7 +42,9 @@ DESCRIPTION = (
 MULTIPART_OVERHEAD = 1024 * 1024
 
 
-def create_app(settings: GatewaySettings) -> FastAPI:
+def create_app(settings: GatewaySettings, *, on_started: Callable[[], None] | None = None) -> FastAPI:
+    """`on_started` runs once the lifespan has connected everything (the process entry point freezes the
+    start-up objects out of the garbage collector's view there)."""
     db = Database(settings.database_url)
     mcp = McpEndpoint(build_server(version="1"))
 
@@ -68,6 +71,8 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         )
         app.state.blobs = Blobs(settings)
         await app.state.blobs.ensure_bucket()
+        if on_started is not None:
+            on_started()
         try:
             async with mcp.running():
                 yield
@@ -86,6 +91,9 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         redoc_url=None,
         generate_unique_id_function=operation_id,
         dependencies=[Depends(reject_unstorable)],
+        # FastAPI's own OpenTelemetry layer looked up the global providers on every request (about 5% of
+        # the hottest read); shared/tracing.py instruments the app when tracing is configured.
+        telemetry={"tracing": False, "metrics": False, "logs": False},
     )
     app.state.settings = settings
     install_error_handlers(app)
@@ -107,7 +115,9 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     async def check(path: str, authorization: str | None) -> Actor | None:
         return await check_token(app.state.tokens, path, authorization)
 
-    # The last added runs first: the size limit before the token, the token before any parsing.
+    # The last added runs first: the size limit before the token, the token before any parsing, and the
+    # hottest read (answered beside the router) only once the token is known.
+    app.add_middleware(HotReads, routes=publications.HOT_READS, bus=lambda: app.state.bus)
     app.add_middleware(Authenticate, check=check)
     app.add_middleware(BodyLimit, limit_for=limit_for)
     # Outermost: the request id is bound before anything else runs, and every answer carries it.

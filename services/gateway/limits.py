@@ -39,8 +39,12 @@ class BodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        declared, chunked = _framing(scope["headers"])
+        if declared is None and not chunked:
+            # No Content-Length and no Transfer-Encoding: HTTP/1.1 says there is no body to read or bound.
+            await self.app(scope, receive, send)
+            return
         limit, streams = self.limit_for(scope["method"], scope["path"])
-        declared = dict(scope["headers"]).get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
             await send_envelope(send, TooLarge("the request body is over the limit", {"limit": limit}))
             return
@@ -86,6 +90,17 @@ class BodyLimit:
                 await send_envelope(send, exc)
 
 
+def _framing(headers: list[tuple[bytes, bytes]]) -> tuple[bytes | None, bool]:
+    """The request's Content-Length value, and whether it declares a Transfer-Encoding."""
+    declared, chunked = None, False
+    for name, value in headers:
+        if name == b"content-length":
+            declared = value
+        elif name == b"transfer-encoding":
+            chunked = True
+    return declared, chunked
+
+
 def _replay(body: bytes, receive: Receive) -> Receive:
     delivered = False
 
@@ -115,7 +130,10 @@ class Authenticate:
         if scope["type"] != "http" or not path.startswith("/v1/") or path == "/v1/health":
             await self.app(scope, receive, send)
             return
-        header = dict(scope["headers"]).get(b"authorization")
+        header = None
+        for name, value in scope["headers"]:
+            if name == b"authorization":
+                header = value  # the last one, as a dict of the headers would keep
         try:
             actor = await self.check(path, header.decode("latin-1") if header is not None else None)
         except DomainError as err:

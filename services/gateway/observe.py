@@ -50,8 +50,7 @@ class RequestIdAndMetrics:
             method = scope["method"]
             HTTP_REQUESTS.labels(method, template, str(status)).inc()
             HTTP_SECONDS.labels(method, template).observe(elapsed)
-            with bound(request_id=request_id):
-                log.info("%s %s %d %.1fms", method, scope["path"], status, elapsed * 1000)
+            log.info("%s %s %d %.1fms", method, scope["path"], status, elapsed * 1000, extra={"request_id": request_id})
 
 
 router = APIRouter(tags=["operations"])

@@ -128,3 +128,44 @@ def test_bad_path_values(api: httpx.Client) -> None:
     assert r.status_code == 422 and error_of(r)["details"]["field"] == "version"
     r = api.get("/v1/no-such-route")
     assert r.status_code == 404 and error_of(r)["code"] == "not_found"
+
+
+def test_the_hot_read_answers_exactly_as_the_router_does(stack: RunningStack, api: httpx.Client) -> None:
+    """services/gateway/hot.py answers plain exact-version reads beside FastAPI's router; a query string
+    sends the same read through the router. Both must give the same status, headers and bytes."""
+    pub = api.post("/v1/publications", json={"title": "Hot", "body": "Fund X can meet redemptions. é"}).json()
+    gone = api.post("/v1/publications", json={"title": "Gone", "body": "withdrawn"}).json()
+    assert api.post(f"/v1/publications/{gone['id']}/versions/1/withdraw", json={"reason": "wrong"}).status_code == 200
+    stranger = httpx.Client(base_url=stack.url, headers={"Authorization": f"Bearer {stack.token('other-scope')}"})
+    cases = [
+        (api, f"/v1/publications/{pub['id']}/versions/1", 200),
+        (api, f"/v1/publications/{pub['id']}/versions/01", 200),
+        (api, f"/v1/publications/{pub['id']}/versions/2", 404),
+        (api, f"/v1/publications/{pub['id']}/versions/0", 422),
+        (api, "/v1/publications/pub_missing/versions/1", 404),
+        (api, f"/v1/publications/{gone['id']}/versions/1", 409),
+        (stranger, f"/v1/publications/{pub['id']}/versions/1", 404),
+    ]
+    with stranger:
+        for client, path, status in cases:
+            hot, routed = client.get(path), client.get(path, params={"via": "router"})
+            assert hot.status_code == routed.status_code == status, path
+            assert hot.content == routed.content, path
+            for header in ("content-type", "content-length"):
+                assert hot.headers[header] == routed.headers[header], (path, header)
+            assert hot.headers["x-request-id"].startswith("req_")
+    assert hot.json()["error"]["code"] == "not_found"
+    first = api.get(f"/v1/publications/{pub['id']}/versions/1").json()
+    assert first["body"] == "Fund X can meet redemptions. é" and first["version"] == 1
+    metrics = httpx.get(f"{stack.url}/metrics", headers={"Authorization": f"Bearer {stack.admin_token}"}).text
+    template = "/v1/publications/{pub_id}/versions/{version}"
+    assert f'dossier_http_requests_total{{method="GET",route="{template}",status="200"}}' in metrics
+    assert f'dossier_http_requests_total{{method="GET",route="{template}",status="409"}}' in metrics
+
+
+def test_the_hot_read_still_needs_a_token(stack: RunningStack, api: httpx.Client) -> None:
+    pub = api.post("/v1/publications", json={"title": "Hot", "body": "text"}).json()
+    r = httpx.get(f"{stack.url}/v1/publications/{pub['id']}/versions/1")
+    assert r.status_code == 401 and error_of(r)["code"] == "unauthenticated"
+    admin = {"Authorization": f"Bearer {stack.admin_token}"}
+    assert httpx.get(f"{stack.url}/v1/publications/{pub['id']}/versions/1", headers=admin).status_code == 401

@@ -14,10 +14,11 @@ import nats
 import pytest
 from nats.js import api
 
-from shared.bus import BusClient, ensure_stream
+from shared.bus import BusClient
 from shared.contracts import publication, runhost, workspace
 from shared.contracts.common import STREAM_NAME, Actor
 from shared.errors import Unreachable
+from shared.streams import ensure_stream
 from tests.support.infra import Infra, events_descriptor
 from tests.support.owners import publish_event
 from tests.support.probe import probe_until

@@ -14,10 +14,10 @@ import nats
 import pytest
 from prometheus_client import REGISTRY
 
-from shared.bus import ensure_stream
 from shared.contracts.common import STREAM_NAME, Event, event_subject
 from shared.db import Database
-from shared.outbox import DLQ_STREAM, OutboxRelay, consume, dlq_subject, enqueue
+from shared.outbox import OutboxRelay, consume, dlq_subject, enqueue
+from shared.streams import DLQ_STREAM, ensure_stream
 from tests.support.infra import Infra
 from tests.support.probe import probe_until
 

@@ -128,8 +128,8 @@ async def test_relay_publishing_twice_is_deduplicated_by_message_id(infra: Infra
     await db.connect()
     nc = await infra.connect()
     try:
-        from shared.bus import ensure_stream
         from shared.outbox import enqueue
+        from shared.streams import ensure_stream
 
         await ensure_stream(nc)
         scope = f"s{uuid.uuid4().hex[:8]}"
@@ -185,8 +185,8 @@ async def test_two_relays_publish_each_event_once_in_commit_order(infra: Infra) 
     nc = await infra.connect()
     relays: list[asyncio.Task[None]] = []
     try:
-        from shared.bus import ensure_stream
         from shared.outbox import enqueue
+        from shared.streams import ensure_stream
 
         await ensure_stream(nc)
         kind = f"test.relayed_{uuid.uuid4().hex[:8]}"

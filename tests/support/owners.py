@@ -18,7 +18,6 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.js import api
 
-from shared.bus import ensure_stream
 from shared.contracts.common import (
     EVENT_SUBJECT_PREFIX,
     STREAM_NAME,
@@ -32,6 +31,7 @@ from shared.contracts.common import (
     event_subject,
 )
 from shared.contracts.workspace import ASSETS_CHECK
+from shared.streams import ensure_stream
 
 
 @dataclass

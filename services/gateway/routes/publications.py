@@ -6,6 +6,7 @@ from fastapi import APIRouter, Depends, Query
 from fastapi.responses import JSONResponse, Response
 
 from services.gateway.deps import bus, current_actor, page
+from services.gateway.hot import HotRoute, route_named
 from services.gateway.openapi import errors
 from shared.bus import BusClient
 from shared.contracts import publication as c
@@ -39,9 +40,18 @@ async def read_publication_version(
     pub_id: str, version: int, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
 ) -> Response:
     """One exact version; a withdrawn one answers 409 `unavailable`."""
-    # The hottest read: the service's JSON is passed on as bytes, not rebuilt as a dict and re-encoded.
-    data = await client.call_json(c.READ, {"id": pub_id, "version": version}, actor=actor)
-    return Response(data, media_type="application/json")
+    return Response(
+        await read_version(client, actor, {"pub_id": pub_id, "version": version}), media_type="application/json"
+    )
+
+
+async def read_version(client: BusClient, actor: Actor, params: dict[str, Any]) -> bytes:
+    """The hottest read, for the route above and for services/gateway/hot.py: the service's JSON is passed
+    on as bytes, not rebuilt as a dict and re-encoded."""
+    return await client.call_json(c.READ, {"id": params["pub_id"], "version": params["version"]}, actor=actor)
+
+
+HOT_READS = [HotRoute(route_named(router.routes, "read_publication_version"), read_version, frozenset({"version"}))]
 
 
 @router.get("/{pub_id}/versions/{version}/claims", response_model=c.ClaimList, responses=errors(404, 409))

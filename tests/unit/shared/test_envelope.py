@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 
 import pytest
 from pydantic import Field
 
-from shared.bus import RequestContext, dispatch
+from shared.bus import RequestContext, _encode_envelope, dispatch
 from shared.contracts.common import Actor, BusReply, BusRequest, Model
-from shared.errors import HTTP_STATUS, Conflict, DomainError, Unavailable, from_envelope
+from shared.errors import HTTP_STATUS, Conflict, DomainError, Invalid, Unavailable, from_envelope
 
 
 class Echo(Model):
@@ -87,3 +88,40 @@ def test_error_codes_map_to_contract_statuses() -> None:
 def test_unknown_code_from_the_wire_becomes_internal() -> None:
     assert from_envelope({"code": "teapot", "message": "?"}).code == "internal"
     assert from_envelope({"code": "not_found", "message": "no"}).code == "not_found"
+
+
+class Answer(Model):
+    text: str
+    count: int
+
+
+async def answer_with(value: object) -> BusReply:
+    async def handler(ctx: RequestContext, req: Echo) -> object:
+        return value
+
+    return BusReply.model_validate_json(await dispatch(request({"text": "x"}), "t.any", Echo, handler))
+
+
+@pytest.mark.parametrize(
+    ("value", "data"),
+    [
+        (Answer(text="é", count=2), {"text": "é", "count": 2}),
+        ([Answer(text="a", count=1)], [{"text": "a", "count": 1}]),
+        ({"n": None}, {"n": None}),
+        # orjson refuses these two; the reply falls back to pydantic's encoder rather than failing.
+        ({"big": 2**70}, {"big": 2**70}),
+        ({1: "int key"}, {"1": "int key"}),
+    ],
+)
+async def test_a_result_is_encoded_once_whatever_its_shape(value: object, data: object) -> None:
+    reply = await answer_with(value)
+    assert reply.ok and reply.error is None and reply.data == data
+
+
+async def test_an_envelope_orjson_refuses_is_still_sent_or_named() -> None:
+    actor = {"scope": "acme", "principal": "alice"}
+    sent = _encode_envelope({"actor": actor, "grant": None, "request_id": "r", "data": {"amount": Decimal("1.5")}})
+    assert BusRequest.model_validate_json(sent).data == {"amount": "1.5"}
+    with pytest.raises(Invalid) as refused:
+        _encode_envelope({"actor": actor, "grant": None, "request_id": "r", "data": {"title": "a\ud800"}})
+    assert refused.value.details["field"] == "title"
