@@ -75,7 +75,8 @@ def ingest_benchmark(api: httpx.Client) -> None:
     print(f"ingest: {PAGES}-page PDF, median of {TRIALS} trials")
     print(f"  raw PyMuPDF in-process:        {raw_pps:8.0f} pages/s  ({statistics.median(raw):.3f} s)")
     print(f"  upload → active via gateway:   {full_pps:8.0f} pages/s  ({statistics.median(full):.3f} s)")
-    print(f"  each trial (s): raw {' '.join(f'{t:.3f}' for t in raw)}; via gateway {' '.join(f'{t:.3f}' for t in full)}")
+    trials = "  ".join(f"{r:.3f}/{f:.3f}" for r, f in zip(raw, full, strict=True))
+    print(f"  each trial, raw/via gateway (s): {trials}")
     goal("ingest pages/s ÷ raw PyMuPDF pages/s", full_pps / raw_pps, 0.8, at_most=False)
 
 
