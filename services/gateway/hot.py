@@ -22,6 +22,7 @@ from fastapi.routing import APIRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from services.gateway.errors import envelope
+from services.gateway.limits import has_body
 from shared.bus import BusClient
 from shared.contracts.common import Actor
 from shared.errors import DomainError
@@ -44,7 +45,7 @@ class HotRoute:
 
     def match(self, scope: Scope) -> dict[str, Any] | None:
         """The typed path parameters when this request is plainly this route's, else None."""
-        if scope["method"] != "GET" or scope.get("query_string") or _has_body(scope):
+        if scope["method"] != "GET" or scope.get("query_string") or has_body(scope["headers"]):
             return None
         found = self.route.path_regex.match(scope["path"])
         if found is None:
@@ -96,13 +97,6 @@ class HotReads:
         headers = [(b"content-length", str(len(body)).encode()), *_JSON]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": body})
-
-
-def _has_body(scope: Scope) -> bool:
-    for name, value in scope["headers"]:
-        if (name == b"content-length" and value != b"0") or name == b"transfer-encoding":
-            return True
-    return False
 
 
 def route_named(routes: list[Any], name: str) -> APIRoute:

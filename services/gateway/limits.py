@@ -101,6 +101,12 @@ def _framing(headers: list[tuple[bytes, bytes]]) -> tuple[bytes | None, bool]:
     return declared, chunked
 
 
+def has_body(headers: list[tuple[bytes, bytes]]) -> bool:
+    """Whether a request sent a body at all: a Content-Length other than 0, or a Transfer-Encoding."""
+    declared, chunked = _framing(headers)
+    return chunked or (declared is not None and declared != b"0")
+
+
 def _replay(body: bytes, receive: Receive) -> Receive:
     delivered = False
 
