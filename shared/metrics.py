@@ -3,7 +3,7 @@
 Health pings and event consumers are also counted by FastStream's own Prometheus middleware
 (`faststream_*`); request subjects are served without FastStream (shared/serving.py) and counted here
 only. The counters here add what it cannot see: the reply's error code, the HTTP routes, the outbox,
-dead letters, runs, extraction and lease takeovers.
+dead letters, runs, extraction, lease takeovers and how many lookups shared a statement.
 """
 
 from __future__ import annotations
@@ -43,6 +43,12 @@ EXTRACTION_SECONDS = Histogram(
     "Time to extract one asset version",
     ["kind", "status"],
     buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
+)
+COALESCED = Histogram(
+    "dossier_coalesced_lookups",
+    "Lookups answered by one statement (shared.coalesce), by what was looked up",
+    ["lookup"],
+    buckets=(1, 2, 4, 8, 16, 32, 64),
 )
 EXTRACTION_FAILURES = Counter("dossier_extraction_failures_total", "Asset versions whose extraction failed", ["kind"])
 

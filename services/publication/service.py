@@ -11,6 +11,7 @@ import asyncpg
 
 from services.publication.diff import line_diff
 from services.publication.repository import PublicationRepository
+from shared.coalesce import Coalescer
 from shared.contracts import publication as c
 from shared.contracts.common import Actor, CheckReply, Eligibility, Ref
 from shared.db import Database
@@ -62,6 +63,12 @@ class PublicationService:
         self._db = db
         self._settings = settings
         self._repo = repo or PublicationRepository()
+        # Reads that wait at the same moment share one statement; each still reads after it arrived.
+        self._reads: Coalescer[tuple[str, str, int], asyncpg.Record | None] = Coalescer(c.READ, self._read_rows)
+
+    async def _read_rows(self, keys: list[tuple[str, str, int]]) -> list[asyncpg.Record | None]:
+        async with self._db.pool.acquire() as conn:
+            return await self._repo.read_versions(conn, keys)
 
     def _check_text(self, *, title: str | None, body: str) -> None:
         size = len(body.encode("utf-8"))
@@ -155,8 +162,7 @@ class PublicationService:
         if grant is not None:
             claims = verify_grant(self._settings.bus_secret, grant, scope=actor.scope)
             require_ref(claims, Ref(kind="publication", id=req.id, version=req.version))
-        async with self._db.pool.acquire() as conn:
-            row = await self._repo.get_version(conn, scope=actor.scope, id=req.id, version=req.version)
+        row = await self._reads.load((actor.scope, req.id, req.version))
         if row is None:
             raise NotFound("publication version not found", {"id": req.id, "version": req.version})
         if row["status"] == "withdrawn":

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 from collections.abc import AsyncIterator
 
 import pytest
+from prometheus_client import REGISTRY
 
 from services.publication.app import create_app
 from shared.bus import BusClient
@@ -83,6 +85,65 @@ async def test_withdrawn_version_is_unavailable(publication: PublicationSettings
     assert err.value.details["reason"] == "withdrawn"
     again = await bus.call(c.WITHDRAW, {"id": v1["id"], "version": 1, "reason": "twice"}, actor=who)
     assert again["status"] == "withdrawn"
+
+
+def coalesced(subject: str) -> tuple[float, float]:
+    """(statements, lookups) counted so far for `subject`'s coalesced reads in this process."""
+    labels = {"lookup": subject}
+    count = REGISTRY.get_sample_value("dossier_coalesced_lookups_count", labels) or 0.0
+    return count, REGISTRY.get_sample_value("dossier_coalesced_lookups_sum", labels) or 0.0
+
+
+async def test_reads_waiting_together_share_a_statement_and_each_gets_its_own_answer(
+    publication: PublicationSettings, bus: BusClient
+) -> None:
+    owner, stranger = actor(), actor()
+    v1 = await commit(bus, owner)
+    await bus.call(c.REVISE, {"id": v1["id"], "body": "v2", "expected_latest_version": 1}, actor=owner)
+    await bus.call(c.WITHDRAW, {"id": v1["id"], "version": 2, "reason": "wrong"}, actor=owner)
+    expected: list[tuple[Actor, int, type[DomainError] | None]] = [
+        (owner, 1, None),
+        (owner, 2, Unavailable),
+        (owner, 3, NotFound),
+        (stranger, 1, NotFound),
+    ] * 25
+    statements, lookups = coalesced(c.READ)
+    results = await asyncio.gather(
+        *(bus.call(c.READ, {"id": v1["id"], "version": n}, actor=who) for who, n, _ in expected),
+        return_exceptions=True,
+    )
+    for (_, n, error), result in zip(expected, results, strict=True):
+        if error is None:
+            assert isinstance(result, dict) and result["version"] == n and result["body"] == "Fund X is liquid."
+        else:
+            assert type(result) is error, (n, result)
+    statements, lookups = (a - b for a, b in zip(coalesced(c.READ), (statements, lookups), strict=True))
+    assert lookups == len(expected) and statements < lookups
+
+
+async def test_a_read_sent_after_a_withdrawal_never_answers_from_a_statement_sent_before_it(
+    publication: PublicationSettings, bus: BusClient
+) -> None:
+    """Readers keep statements in flight the whole time, so the later reads queue behind one of them."""
+    who = actor()
+    v1 = await commit(bus, who)
+    read = {"id": v1["id"], "version": 1}
+    stop = asyncio.Event()
+
+    async def keep_reading() -> None:
+        while not stop.is_set():
+            with contextlib.suppress(Unavailable):
+                await bus.call(c.READ, read, actor=who)
+
+    readers = [asyncio.create_task(keep_reading()) for _ in range(16)]
+    try:
+        await asyncio.sleep(0.3)
+        await bus.call(c.WITHDRAW, {**read, "reason": "wrong"}, actor=who)
+        after = await asyncio.gather(*(bus.call(c.READ, read, actor=who) for _ in range(50)), return_exceptions=True)
+    finally:
+        stop.set()
+        await asyncio.gather(*readers)
+    assert all(isinstance(r, Unavailable) for r in after), [r for r in after if not isinstance(r, Unavailable)]
 
 
 async def test_other_scope_sees_nothing(publication: PublicationSettings, bus: BusClient) -> None:
