@@ -38,7 +38,7 @@ from tests.support.documents import big_pdf
 from tests.support.stack import start_stack, stop_stack
 
 PAGES = 500
-TRIALS = 3
+TRIALS = 5
 PASSAGES = 100_000
 PASSAGES_PER_VERSION = 500
 QUERIES = 300
