@@ -60,17 +60,27 @@ def _bindable(port: int) -> bool:
     return True
 
 
+# Every port this process has offered: a stack takes several at once and binds them seconds later, so a
+# port offered twice (both draws still bindable) would go to two servers, and the second one never starts.
+_offered: set[int] = set()
+
+
 def free_port() -> int:
-    """A port nothing listens on, for a server of the local stack or a test to bind soon."""
+    """A port nothing listens on and this process has not offered before, for a server to bind soon."""
     start = _ephemeral_start()
     if start - _LOWEST_PORT >= 1000:
         for _ in range(100):
             port = random.randrange(_LOWEST_PORT, start)
-            if _bindable(port):
+            if port not in _offered and _bindable(port):
+                _offered.add(port)
                 return port
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if port not in _offered:
+            _offered.add(port)
+            return port
 
 
 def port_open(port: int, host: str = "127.0.0.1") -> bool:

@@ -194,7 +194,11 @@ class Stack:
             try:
                 await provision_roles(admin, {name: self.pg_passwords[name] for name in ALL_PROCESSES})
                 break
-            except Exception:
+            except Exception as exc:
+                if not self.children["postgres"].alive():
+                    # Its port answered, but not for it: another server had it first (see its log).
+                    pg_log = self.home / "logs" / "postgres.log"
+                    raise RuntimeError(f"postgres exited while starting; see {pg_log}") from exc
                 if time.monotonic() > deadline:
                     raise
                 await asyncio.sleep(0.1)

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import socket
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import httpx
+import pytest
 
+from shared.procs import free_port
 from tests.support.stack import start_stack, stop_stack
 
 
@@ -78,3 +83,23 @@ def test_stack_restarts_services_keeps_data_and_stops_cleanly(dossier_homes: Cal
         assert r.status_code == 200 and r.json()["body"] == "survives"
     finally:
         stop_stack(again.proc)
+
+
+def test_a_postgres_port_another_server_answers_fails_the_start_at_once(dossier_homes: Callable[[str], Path]) -> None:
+    """Postgres cannot bind a port another server holds; the stack says so instead of retrying for 30 s."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as squatter:
+        squatter.bind(("127.0.0.1", free_port()))
+        squatter.listen()
+
+        def banner() -> None:  # what a NATS server says first to any connection
+            with contextlib.suppress(OSError):
+                while True:
+                    conn, _ = squatter.accept()
+                    conn.sendall(b"INFO {}\r\n")
+                    conn.close()
+
+        threading.Thread(target=banner, daemon=True).start()
+        started = time.monotonic()
+        with pytest.raises(RuntimeError, match="postgres exited while starting"):
+            start_stack(dossier_homes("squatted"), extra_env={"DOSSIER_PG_PORT": str(squatter.getsockname()[1])})
+        assert time.monotonic() - started < 30

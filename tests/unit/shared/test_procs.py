@@ -30,3 +30,14 @@ def test_a_listening_port_is_never_chosen(monkeypatch: pytest.MonkeyPatch) -> No
         monkeypatch.setattr(procs.random, "randrange", lambda a, b: offered.pop() if offered else real(a, b))
         assert free_port() != taken
         assert not offered
+
+
+def test_a_port_is_never_offered_twice_by_one_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stack draws all its ports before its servers bind them: the same draw twice must not be handed out."""
+    first = free_port()
+    offered = [first, first]  # the next two draws repeat a port already handed out, and still bindable
+    real = procs.random.randrange
+    monkeypatch.setattr(procs.random, "randrange", lambda a, b: offered.pop() if offered else real(a, b))
+    assert free_port() != first
+    assert not offered
+    assert len({free_port() for _ in range(200)}) == 200
