@@ -54,10 +54,24 @@ class JsonFormatter(logging.Formatter):
     def __init__(self, service: str):
         super().__init__()
         self.service = service
+        self._second = -1
+        self._stamp = ""
+
+    def timestamp(self, created: float) -> str:
+        """`datetime.fromtimestamp(created, UTC).isoformat(timespec="milliseconds")`, with the date and time of
+        day built once a second: building them for every line was a seventh of the gateway's access log."""
+        second = int(created)
+        micros = round((created - second) * 1_000_000)
+        if micros >= 1_000_000:
+            second, micros = second + 1, micros - 1_000_000
+        if second != self._second:
+            self._second = second
+            self._stamp = datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+        return f"{self._stamp}.{micros // 1000:03d}+00:00"
 
     def format(self, record: logging.LogRecord) -> str:
         line: dict[str, object] = {
-            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "ts": self.timestamp(record.created),
             "service": self.service,
             "level": record.levelname.lower(),
             "msg": record.getMessage(),
@@ -81,6 +95,8 @@ def configure_logging(service: str, level: str) -> None:
     logging.logThreads = False
     logging.logProcesses = False
     logging.logMultiprocessing = False
+    # Nor where the call was made: without this, every record walks the stack to find its caller.
+    logging._srcfile = None
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter(service))
     root = logging.getLogger()
