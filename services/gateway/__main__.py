@@ -1,6 +1,7 @@
 import uvicorn
 
 from services.gateway.app import create_app
+from services.gateway.writes import CombinedWrites
 from shared import tracing
 from shared.gcfreeze import freeze_startup_objects
 from shared.observe import configure_logging
@@ -20,5 +21,6 @@ if __name__ == "__main__":
         # Nothing reads the client's address; X-Forwarded-For rewriting was a layer on every request.
         proxy_headers=False,
         loop="uvloop",
-        http="httptools",
+        # httptools, with each loop turn's writes sent together: headers and body in one send (writes.py).
+        http=CombinedWrites,
     )
