@@ -14,7 +14,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -65,22 +65,24 @@ def _bindable(port: int) -> bool:
 _offered: set[int] = set()
 
 
-def free_port() -> int:
-    """A port nothing listens on and this process has not offered before, for a server to bind soon."""
+def _draws() -> Iterator[int]:
+    """Candidate ports: below the ephemeral range where it leaves room, then whatever the kernel gives."""
     start = _ephemeral_start()
     if start - _LOWEST_PORT >= 1000:
         for _ in range(100):
-            port = random.randrange(_LOWEST_PORT, start)
-            if port not in _offered and _bindable(port):
-                _offered.add(port)
-                return port
+            yield random.randrange(_LOWEST_PORT, start)
     while True:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             s.bind(("127.0.0.1", 0))
             port = int(s.getsockname()[1])
-        if port not in _offered:
-            _offered.add(port)
-            return port
+        yield port  # closed first, so the caller can check that it is bindable
+
+
+def free_port() -> int:
+    """A port nothing listens on and this process has not offered before, for a server to bind soon."""
+    port = next(port for port in _draws() if port not in _offered and _bindable(port))
+    _offered.add(port)
+    return port
 
 
 def port_open(port: int, host: str = "127.0.0.1") -> bool:

@@ -3,7 +3,7 @@
 An exact-version read is one bus call whose reply passes through as bytes. Through FastAPI it also paid
 for route matching across every router, dependency solving, path-parameter validation and the response
 class: about half of the gateway's time per read in the profile of issue 14. `HotReads` answers the
-requests it is sure about itself, with the same bus call (the route's own `answer` function), the same
+requests it is sure about itself, with the same bus call (the function the route calls too), the same
 error envelope, and the route's template in metrics and logs. It sits inside the request-id, body-limit
 and token guards, so those apply as before.
 

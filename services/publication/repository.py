@@ -12,6 +12,11 @@ _READ_COLUMNS = (
     " v.status, v.withdrawn_reason, v.created_at"
 )
 _VERSION_COLUMNS = _READ_COLUMNS + ", p.workspace_id, v.claims"
+# One version of one publication in one scope: $1 the id, $2 the version, $3 the scope.
+_ONE_VERSION = (
+    " FROM publication_versions v JOIN publications p ON p.id = v.publication_id"
+    " WHERE v.publication_id = $1 AND v.version = $2 AND p.scope = $3"
+)
 
 
 class PublicationRepository:
@@ -102,10 +107,7 @@ class PublicationRepository:
         self, conn: asyncpg.Connection, *, scope: str, id: str, version: int, for_update: bool = False
     ) -> asyncpg.Record | None:
         return await conn.fetchrow(
-            f"SELECT {_VERSION_COLUMNS} FROM publication_versions v"
-            " JOIN publications p ON p.id = v.publication_id"
-            " WHERE v.publication_id = $1 AND v.version = $2 AND p.scope = $3"
-            + (" FOR UPDATE OF v" if for_update else ""),
+            f"SELECT {_VERSION_COLUMNS}{_ONE_VERSION}" + (" FOR UPDATE OF v" if for_update else ""),
             id,
             version,
             scope,
@@ -119,14 +121,7 @@ class PublicationRepository:
         query, which costs less than unpacking arrays. Without the claims, which a read does not answer."""
         if len(keys) == 1:
             ((scope, id, version),) = keys
-            row = await conn.fetchrow(
-                f"SELECT {_READ_COLUMNS} FROM publication_versions v JOIN publications p ON p.id = v.publication_id"
-                " WHERE v.publication_id = $1 AND v.version = $2 AND p.scope = $3",
-                id,
-                version,
-                scope,
-            )
-            return [row]
+            return [await conn.fetchrow(f"SELECT {_READ_COLUMNS}{_ONE_VERSION}", id, version, scope)]
         scopes, ids, versions = (list(column) for column in zip(*keys, strict=True))
         rows = await conn.fetch(
             f"SELECT r.ord, {_READ_COLUMNS}"

@@ -41,3 +41,14 @@ def test_a_port_is_never_offered_twice_by_one_process(monkeypatch: pytest.Monkey
     assert free_port() != first
     assert not offered
     assert len({free_port() for _ in range(200)}) == 200
+
+
+def test_without_room_below_the_ephemeral_range_the_kernels_ports_are_offered_once_each(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(procs, "_ephemeral_start", lambda: 0)
+    ports = [free_port() for _ in range(20)]
+    assert len(set(ports)) == 20
+    for port in ports:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", port))
