@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup up test test-containers images lint bench asyncapi
+.PHONY: setup up test test-corpus test-containers images lint bench asyncapi
 
 setup: $(STAMP)
 
@@ -28,6 +28,12 @@ test: setup
 	wait $$outage; alone=$$?; \
 	echo "== $(OUTAGE_TEST), run beside the suite:"; cat $$tmp/outage.log; rm -rf $$tmp; \
 	test $$rest -eq 0 && test $$alone -eq 0
+
+# The real-world document corpus (docs/contributing.md says what it holds): a folder outside the repository,
+# so `make test` never needs it, and this target fails when it is not given or not there.
+test-corpus: setup
+	@test -n "$(DOSSIER_CORPUS)" || { echo "make test-corpus needs DOSSIER_CORPUS=DIR, a folder with MANIFEST.tsv" >&2; exit 2; }
+	$(PY) -m pytest --corpus="$(DOSSIER_CORPUS)" tests/service/assets/test_corpus.py
 
 # The images of deploy/containers (a Debian base from debootstrap; NATS, PostgreSQL, S3, Dossier):
 # for compose and the container tests where no registry is reachable. Root, debootstrap and a Docker engine.

@@ -31,6 +31,26 @@ def dossier_homes() -> Iterator[HomeFactory]:
         shutil.rmtree(root, ignore_errors=True)
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--corpus",
+        default=None,
+        metavar="DIR",
+        help="a folder of real-world documents with its MANIFEST.tsv: collects the corpus checks (make test-corpus)",
+    )
+
+
+# Modules that read a document corpus from outside the repository: collected only with --corpus, so a clone
+# with nothing beside it runs the whole suite, and the corpus run (make test-corpus) cannot pass without one.
+CORPUS_MODULES = ("test_corpus.py",)
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    if collection_path.name in CORPUS_MODULES and not config.getoption("corpus"):
+        return True
+    return None
+
+
 def pytest_report_header() -> str:
     choice = container_choice()
     where = "containers" if choice.containers else "local processes"

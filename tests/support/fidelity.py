@@ -1,6 +1,6 @@
 """Generated documents for extraction fidelity: scans, page labels, rich and Strict DOCX, encoded HTML.
 
-The real-world corpus (`../shared/corpus`) has no Strict OOXML, no altChunk and no UTF-16 page, so
+The real-world corpus that `make test-corpus` reads has no Strict OOXML, no altChunk and no UTF-16 page, so
 these are built here, each with known text.
 """
 

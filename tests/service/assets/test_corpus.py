@@ -1,4 +1,8 @@
-"""The shared real-world corpus (`<repo>/../shared/corpus`, or $DOSSIER_CORPUS) through the assets service.
+"""A real-world corpus of documents through the assets service: `make test-corpus DOSSIER_CORPUS=DIR`.
+
+The corpus is a folder of other projects' test documents beside a MANIFEST.tsv (see docs/contributing.md); it
+is not part of this repository, so this module is collected only when pytest is given `--corpus DIR`
+(tests/conftest.py), and there a missing corpus fails rather than passes.
 
 Every file's outcome is checked against the table below: active (complete, or partial with the reason),
 failed with the reason (and a good version 1 of the same source stays active), or refused before it is
@@ -11,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import csv
-import os
 import re
 import uuid
 from collections import Counter
@@ -30,9 +33,6 @@ from shared.errors import DomainError
 from shared.settings import AssetsSettings
 from tests.service.assets.conftest import AssetsUnderTest, actor
 from tests.support.service import running
-
-ROOT = Path(__file__).resolve().parents[3]
-CORPUS = Path(os.environ.get("DOSSIER_CORPUS", ROOT.parent / "shared" / "corpus"))
 
 # (outcome, extraction status or error code, a phrase the notes or the error must contain)
 EXPECTED: dict[str, tuple[str, str, str]] = {
@@ -99,10 +99,12 @@ class Outcome:
     refusal: DomainError | None = None
 
 
-def manifest() -> list[dict[str, str]]:
-    path = CORPUS / "MANIFEST.tsv"
+def manifest(corpus: Path) -> list[dict[str, str]]:
+    path = corpus / "MANIFEST.tsv"
     if not path.is_file():
-        pytest.fail(f"the shared corpus is missing: {path} (set DOSSIER_CORPUS to its directory)")
+        pytest.fail(
+            f"the corpus is missing: {path} (give its folder with --corpus, or DOSSIER_CORPUS to make test-corpus)"
+        )
     with open(path, encoding="utf-8") as fh:
         return list(csv.DictReader(fh, delimiter="\t"))
 
@@ -154,7 +156,7 @@ def distinctive_words(text: str, n: int = 3) -> list[str]:
     return [first[w] for w in ranked[:n]]
 
 
-async def upload(assets: AssetsUnderTest, who: Any, rel: str, slots: asyncio.Semaphore) -> Outcome:
+async def upload(assets: AssetsUnderTest, who: Any, corpus: Path, rel: str, slots: asyncio.Semaphore) -> Outcome:
     outcome = Outcome(rel, f"corpus-{uuid.uuid4().hex[:8]}")
     async with slots:
         if EXPECTED[rel][0] == "failed":
@@ -162,7 +164,7 @@ async def upload(assets: AssetsUnderTest, who: Any, rel: str, slots: asyncio.Sem
             good = await assets.upload(who, outcome.source_id, b"A readable first version.\n")
             assert good["status"] == "active"
         try:
-            outcome.version = await assets.upload(who, outcome.source_id, (CORPUS / rel).read_bytes())
+            outcome.version = await assets.upload(who, outcome.source_id, (corpus / rel).read_bytes())
         except DomainError as exc:
             outcome.refusal = exc
     return outcome
@@ -205,13 +207,17 @@ async def corpus_assets(make_settings: Callable[..., AssetsSettings], bus: BusCl
 
 
 @pytest.mark.timeout(600)
-async def test_the_shared_corpus(corpus_assets: AssetsUnderTest) -> None:
+async def test_the_corpus(corpus_assets: AssetsUnderTest, pytestconfig: pytest.Config) -> None:
     assets = corpus_assets
-    rows = manifest()
+    given = pytestconfig.getoption("corpus")
+    if not given:
+        pytest.fail("no corpus given: run make test-corpus DOSSIER_CORPUS=DIR (or pytest --corpus DIR)")
+    corpus = Path(given)
+    rows = manifest(corpus)
     assert sorted(r["relative_path"] for r in rows) == sorted(EXPECTED), "the manifest and the table disagree"
     who = actor()
     slots = asyncio.Semaphore(3)
-    outcomes = await asyncio.gather(*(upload(assets, who, r["relative_path"], slots) for r in rows))
+    outcomes = await asyncio.gather(*(upload(assets, who, corpus, r["relative_path"], slots) for r in rows))
     problems: list[str] = []
     counts: Counter[str] = Counter()
     found = asked = 0
@@ -228,7 +234,7 @@ async def test_the_shared_corpus(corpus_assets: AssetsUnderTest) -> None:
             counts[outcome.version["status"]] += 1
         if row["raw_ok"] != "true":
             continue
-        for word in distinctive_words(raw_text(CORPUS / row["relative_path"], row["kind"])):
+        for word in distinctive_words(raw_text(corpus / row["relative_path"], row["kind"])):
             asked += 1
             reply = await assets.bus.call(
                 c.SEARCH, {"q": word, "source_id": outcome.source_id, "limit": 3}, actor=who, timeout=30
