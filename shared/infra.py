@@ -20,14 +20,16 @@ import sys
 import tempfile
 import warnings
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
+from shared import pgview
 from shared.natsauth import authorization_block
-from shared.procs import Child, system_group, venv_bin
+from shared.procs import Child, venv_bin
 from shared.secretfiles import private_folder, write_secret
 
 PG_SYSTEM_USER = "embedded_postgres"
@@ -119,32 +121,67 @@ HBA = (
 )
 
 
-def prepare_postgres(home: Path, superuser_password: str) -> tuple[Path, str | None]:
+@dataclass(frozen=True)
+class PgPlace:
+    """A cluster's data folder and the user its programs run as (None: this process's own).
+
+    As root that is a system user, and every program starts in a view of its own (shared.pgview), so the
+    paths given to Postgres are the view's, and no folder outside the data folder changes its mode.
+    """
+
+    data: Path
+    user: str | None
+
+    @property
+    def data_arg(self) -> str:
+        return str(pgview.DATA if self.user else self.data)
+
+    def program(self, name: str) -> str:
+        return str((pgview.INSTALL / "bin" if self.user else pg_bin()) / name)
+
+    def command(self, argv: list[str], files: dict[Path, Path] | None = None) -> list[str]:
+        """`argv` as it starts; `files` (real path → path in the view) are bound beside the data."""
+        if self.user is None:
+            return argv
+        install = pg_bin().parent
+        binds = {install: pgview.INSTALL, self.data: pgview.DATA, **(files or {})}
+        libs = install.parent.parent / pgview.LIBS.name
+        if libs.is_dir():
+            binds[libs] = pgview.LIBS
+        return pgview.wrap(argv, self.user, binds)
+
+
+def prepare_postgres(home: Path, superuser_password: str) -> PgPlace:
     """Create the cluster once (the superuser with a password), and move a cluster made with `trust` to
     scram-sha-256."""
-    data, user = pg_folders(home)
-    if not (data / "PG_VERSION").exists():
-        with _password_file(superuser_password, user) as pwfile:
-            options = ["--auth=scram-sha-256", f"--pwfile={pwfile}", "--encoding=UTF8", "--no-instructions"]
-            pg_run([str(pg_bin() / "initdb"), "-D", str(data), *options, "-U", PG_SUPERUSER], user)
-    hba = data / "pg_hba.conf"
+    place = pg_folders(home)
+    if not (place.data / "PG_VERSION").exists():
+        with _password_file(superuser_password, place.user) as pwfile:
+            seen = pgview.VIEW / "pwfile" if place.user else pwfile
+            options = ["--auth=scram-sha-256", f"--pwfile={seen}", "--encoding=UTF8", "--no-instructions"]
+            initdb = [place.program("initdb"), "-D", place.data_arg, *options, "-U", PG_SUPERUSER]
+            pg_run(place.command(initdb, {pwfile: seen}))
+    hba = place.data / "pg_hba.conf"
     current = hba.read_text()
     if any(line.split()[-1:] == ["trust"] for line in current.splitlines() if not line.startswith("#")):
         # A home made before passwords (auth=trust): give the superuser its password, offline, then
         # require passwords. Runs before the server starts, so no moment is open.
         sql = f"ALTER ROLE {PG_SUPERUSER} WITH PASSWORD '{superuser_password}';\n"
-        argv = [str(pg_bin() / "postgres"), "--single", "-D", str(data), "-j", "postgres"]
+        argv = [place.program("postgres"), "--single", "-D", place.data_arg, "-j", "postgres"]
         pg_run(
-            argv, user, input=sql.encode(), env={"LC_ALL": "C.UTF-8", "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+            place.command(argv),
+            input=sql.encode(),
+            env={"LC_ALL": "C.UTF-8", "PATH": os.environ.get("PATH", "/usr/bin:/bin")},
         )
     if current != HBA:
         hba.write_text(HBA)
-    return data, user
+    return place
 
 
-def pg_folders(home: Path) -> tuple[Path, str | None]:
-    """The data folder, reachable by the user Postgres runs as (as root, Postgres refuses to run, so it
-    runs as a system user); returns it and that user (None: this process's own)."""
+def pg_folders(home: Path) -> PgPlace:
+    """The data folder, owned by the user Postgres runs as (as root, Postgres refuses to run, so it runs
+    as a system user). Only the data folder, and the binaries inside the virtual environment, change
+    mode or owner: the home and every folder above it stay as they are."""
     data = home / "postgres"
     data.mkdir(parents=True, exist_ok=True)
     user: str | None = None
@@ -156,33 +193,27 @@ def pg_folders(home: Path) -> tuple[Path, str | None]:
         utils.ensure_user_exists(user)
         bin_path = pg_bin()
         entry = pwd.getpwnam(user)
-        # The system user must reach the data folder through $DOSSIER_HOME: the home is 0710 with the
-        # system user's group (traverse, not list), never open to others. Its parents get o+rx.
-        utils.ensure_prefix_permissions(home)
-        os.chown(home, -1, entry.pw_gid)
-        home.chmod(0o710)
         read = stat.S_IRGRP | stat.S_IROTH
         utils.ensure_folder_permissions(bin_path, stat.S_IXGRP | stat.S_IXOTH | read)
         utils.ensure_folder_permissions(bin_path.parent / "lib", read)
+        libs = bin_path.parent.parent.parent / pgview.LIBS.name
+        if libs.is_dir():
+            utils.ensure_folder_permissions(libs, read)
         os.chown(data, entry.pw_uid, entry.pw_gid)
     data.chmod(0o700)
-    return data, user
+    return PgPlace(data, user)
 
 
-def pg_run(argv: list[str], user: str | None, **options: Any) -> None:
-    """Run one of Postgres' own programs as the user it runs as; its stderr becomes the error."""
+def pg_run(argv: list[str], **options: Any) -> None:
+    """Run one of Postgres' own programs (`PgPlace.command`); its stderr becomes the error."""
     try:
-        subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **_as_user(user), **options)
+        subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **options)
     except subprocess.CalledProcessError as exc:
         raise RuntimeError(f"{Path(argv[0]).name} failed: {exc.stderr.decode(errors='replace').strip()}") from None
 
 
-def _as_user(user: str | None) -> dict[str, Any]:
-    return {"user": user, "group": system_group(user), "extra_groups": []} if user else {}
-
-
 @contextlib.contextmanager
-def _password_file(password: str, user: str | None) -> Iterator[str]:
+def _password_file(password: str, user: str | None) -> Iterator[Path]:
     fd, name = tempfile.mkstemp(prefix="dossier-pw-")
     try:
         with os.fdopen(fd, "w") as out:
@@ -191,24 +222,15 @@ def _password_file(password: str, user: str | None) -> Iterator[str]:
             import pwd
 
             os.chown(name, pwd.getpwnam(user).pw_uid, -1)
-        yield name
+        yield Path(name)
     finally:
         os.unlink(name)
 
 
-def postgres_argv(data: Path, port: int) -> list[str]:
-    """The server on 127.0.0.1:`port` only (no Unix socket), for the cluster in `data`."""
-    return [
-        str(pg_bin() / "postgres"),
-        "-D",
-        str(data),
-        "-h",
-        "127.0.0.1",
-        "-p",
-        str(port),
-        "-c",
-        "unix_socket_directories=",
-    ]
+def postgres_argv(place: PgPlace, port: int) -> list[str]:
+    """The server on 127.0.0.1:`port` only (no Unix socket), for the cluster in `place`."""
+    argv = [place.program("postgres"), "-D", place.data_arg, "-h", "127.0.0.1", "-p", str(port)]
+    return [*argv, "-c", "unix_socket_directories="]
 
 
 def postgres_child(
@@ -216,15 +238,15 @@ def postgres_child(
 ) -> Child:
     """`durable=False` is for throw-away test servers only: no fsync, so commits and the shutdown
     checkpoint do not wait on the disk (a killed server process still loses nothing the OS holds)."""
-    data, user = prepare_postgres(home, superuser_password)
+    place = prepare_postgres(home, superuser_password)
     sync = (
         ["-c", "fsync=on"]
         if durable
         else ["-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"]
     )
-    argv = [*postgres_argv(data, port), "-c", "max_connections=300", *sync]
+    argv = place.command([*postgres_argv(place, port), "-c", "max_connections=300", *sync])
     # SIGINT is Postgres' fast shutdown: it rolls back open transactions and stops cleanly.
-    return Child("postgres", argv, env, home / "logs" / "postgres.log", user=user, stop_signal=signal.SIGINT)
+    return Child("postgres", argv, env, home / "logs" / "postgres.log", stop_signal=signal.SIGINT)
 
 
 def postgres_dsn(port: int, database: str, user: str, password: str) -> str:

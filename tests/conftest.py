@@ -21,9 +21,7 @@ HomeFactory = Callable[[str], Path]
 
 @pytest.fixture(scope="session")
 def dossier_homes() -> Iterator[HomeFactory]:
-    """New folders for a $DOSSIER_HOME, outside pytest's own temporary root: every pytest session that
-    starts re-locks that root to 0700, and Postgres (run as a system user under root) must traverse
-    the path to its data folder."""
+    """New folders for a $DOSSIER_HOME (0700, like `mkdtemp` makes them), under one root removed at the end."""
     root = Path(tempfile.mkdtemp(prefix="dossier-tests-"))
     try:
         yield lambda name: Path(tempfile.mkdtemp(prefix=f"{name}-", dir=root))

@@ -17,7 +17,6 @@ from minio import Minio
 from shared.db import Database
 from shared.infra import (
     PG_SUPERUSER,
-    pg_bin,
     pg_folders,
     pg_run,
     postgres_argv,
@@ -108,18 +107,12 @@ async def test_a_home_made_with_trust_is_moved_to_passwords_and_keeps_its_data(
 ) -> None:
     """A cluster from before roles (auth=trust, tables owned by the superuser), on its next start."""
     home = dossier_homes("trust-home")
-    data, user = pg_folders(home)
-    initdb = [str(pg_bin() / "initdb"), "-D", str(data), "--auth=trust", "--encoding=UTF8", "-U", PG_SUPERUSER]
-    pg_run(initdb, user)
+    place = pg_folders(home)
+    initdb = [place.program("initdb"), "-D", place.data_arg, "--auth=trust", "--encoding=UTF8", "-U", PG_SUPERUSER]
+    pg_run(place.command(initdb))
     port = free_port()
-    old = Child(
-        "old-postgres",
-        postgres_argv(data, port),
-        {"LC_ALL": "C.UTF-8"},
-        home / "old.log",
-        user=user,
-        stop_signal=signal.SIGINT,
-    )
+    argv = place.command(postgres_argv(place, port))
+    old = Child("old-postgres", argv, {"LC_ALL": "C.UTF-8"}, home / "old.log", stop_signal=signal.SIGINT)
     old.start()
     try:
         wait_until(lambda: port_open(port), timeout=60, what="old postgres", alive=old.alive)
@@ -138,7 +131,9 @@ async def test_a_home_made_with_trust_is_moved_to_passwords_and_keeps_its_data(
     new.start()
     try:
         wait_until(lambda: port_open(port), timeout=60, what="postgres", alive=new.alive)
-        rules = [line.split() for line in (data / "pg_hba.conf").read_text().splitlines() if line[:1] not in ("", "#")]
+        rules = [
+            line.split() for line in (place.data / "pg_hba.conf").read_text().splitlines() if line[:1] not in ("", "#")
+        ]
         assert rules and all(rule[-1] == "scram-sha-256" for rule in rules)
         admin_dsn = postgres_dsn(port, "postgres", PG_SUPERUSER, "super-secret")
         await (await _connect_when_ready(admin_dsn)).close()
