@@ -79,6 +79,8 @@ class RunhostSettings(CommonSettings):
     run_poll_seconds: float = 0.5
     run_concurrency: int = 4
     run_grant_seconds: float = 900.0
+    # An external run whose lease has stayed expired this long fails as `abandoned`.
+    external_abandon_seconds: float = Field(default=86400.0, gt=0)
     run_max_steps: int = 400
     run_max_chars: int = 4_000_000
     run_max_seconds: float = 1800.0

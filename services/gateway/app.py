@@ -20,7 +20,17 @@ from services.gateway.limits import STREAMED_ROUTES, Authenticate, BodyLimit
 from services.gateway.mcp_endpoint import McpEndpoint
 from services.gateway.mcp_server import build_server
 from services.gateway.openapi import COMMON, errors, install_openapi, operation_id
-from services.gateway.routes import admin, artifacts, assets, checkpoints, health, publications, runs, workspaces
+from services.gateway.routes import (
+    admin,
+    artifacts,
+    assets,
+    checkpoints,
+    external,
+    health,
+    publications,
+    runs,
+    workspaces,
+)
 from services.gateway.tokens import TokenService
 from services.gateway.web import install as install_workbench
 from services.gateway.web.sources import UPLOAD_PATH
@@ -99,7 +109,7 @@ def create_app(settings: GatewaySettings, *, on_started: Callable[[], None] | No
     install_error_handlers(app)
     app.include_router(health.router)
     app.include_router(observe.router)
-    for module in (admin, workspaces, checkpoints, runs, publications, assets, artifacts):
+    for module in (admin, workspaces, checkpoints, runs, external, publications, assets, artifacts):
         app.include_router(module.router, responses=errors(*COMMON))
     # The MCP face: a raw ASGI route (not a Mount, which would redirect `/mcp` to `/mcp/`). POST only: a
     # stateless server has no session to resume or end, and GET answers 405 so no idle stream stays open.

@@ -12,6 +12,7 @@ from shared.contracts.common import ErrorEnvelope
 
 DESCRIPTIONS = {
     401: "No token, an unknown, expired or revoked token, or the admin token outside /v1/admin",
+    403: "A run-bound call without the run's lease token (X-Run-Lease)",
     404: "Not found, or it belongs to another scope",
     409: "A version conflict (CAS), a reused request id, an archived workspace, or material that is unavailable",
     413: "Over a configured limit",

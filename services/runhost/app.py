@@ -5,6 +5,7 @@ from __future__ import annotations
 from functools import partial
 from pathlib import Path
 
+from services.runhost.external import ExternalRuns
 from services.runhost.gauges import count_runs_forever
 from services.runhost.memory import RunFiles
 from services.runhost.owners import Owners
@@ -15,6 +16,7 @@ from services.runhost.worker import Worker
 from shared.blobs import Blobs
 from shared.bus import RequestContext, endpoint
 from shared.contracts import runhost as c
+from shared.contracts.workspace import Catalog
 from shared.runtime import ServiceRuntime
 from shared.settings import RunhostSettings
 
@@ -34,6 +36,10 @@ def create_app(settings: RunhostSettings, *, workers: bool = True) -> ServiceRun
         return RunFiles(blobs, runtime.db, repo, run_id, epoch)
 
     service = RunService(runtime.db, owners, files_for, settings, repo)
+    external = ExternalRuns(
+        db=runtime.db, repo=repo, blobs=blobs, owners=owners, settings=settings, files_for=files_for
+    )
+    service.external = external
     broker = runtime.broker
 
     runtime.on_start(blobs.ensure_bucket)
@@ -42,6 +48,7 @@ def create_app(settings: RunhostSettings, *, workers: bool = True) -> ServiceRun
         runtime.background(worker.run_forever)
         runtime.background(AssociationSweeper(db=runtime.db, repo=repo, owners=owners).run_forever)
     runtime.background(partial(count_runs_forever, runtime.db, repo))
+    runtime.background(external.abandon_forever)
 
     @endpoint(broker, c.ADMIT, c.AdmitRequest, queue=NAME)
     async def admit(ctx: RequestContext, req: c.AdmitRequest) -> c.AdmitReply:
@@ -83,5 +90,34 @@ def create_app(settings: RunhostSettings, *, workers: bool = True) -> ServiceRun
     @endpoint(broker, c.WRITE_PLAN, c.WritePlanRequest, queue=NAME)
     async def write_plan(ctx: RequestContext, req: c.WritePlanRequest) -> None:
         await service.write_plan(ctx.actor, req)
+
+    @endpoint(broker, c.EXTERNAL_CATALOG, c.LeaseRequest, queue=NAME)
+    async def external_catalog(ctx: RequestContext, req: c.LeaseRequest) -> Catalog:
+        """The catalog as admitted; each item recorded once as `listed`."""
+        return Catalog.model_validate(await external.catalog(ctx.actor, req))
+
+    @endpoint(broker, c.EXTERNAL_SEARCH, c.ExternalSearchRequest, queue=NAME)
+    async def external_search(ctx: RequestContext, req: c.ExternalSearchRequest) -> c.ExternalSearch:
+        return await external.search(ctx.actor, req)
+
+    @endpoint(broker, c.EXTERNAL_READ, c.ExternalReadRequest, queue=NAME)
+    async def external_read(ctx: RequestContext, req: c.ExternalReadRequest) -> c.ExternalRead:
+        return await external.read(ctx.actor, req)
+
+    @endpoint(broker, c.EXTERNAL_WRITE, c.ExternalWriteRequest, queue=NAME)
+    async def external_write(ctx: RequestContext, req: c.ExternalWriteRequest) -> None:
+        await external.write(ctx.actor, req)
+
+    @endpoint(broker, c.EXTERNAL_RENEW, c.LeaseRequest, queue=NAME)
+    async def external_renew(ctx: RequestContext, req: c.LeaseRequest) -> c.Lease:
+        return await external.renew(ctx.actor, req)
+
+    @endpoint(broker, c.EXTERNAL_FINISH, c.ExternalFinishRequest, queue=NAME)
+    async def external_finish(ctx: RequestContext, req: c.ExternalFinishRequest) -> c.Run:
+        return await external.finish(ctx.actor, req)
+
+    @endpoint(broker, c.EXTERNAL_TAKE, c.TakeRequest, queue=NAME)
+    async def external_take(ctx: RequestContext, req: c.TakeRequest) -> c.TakeReply:
+        return await external.take(ctx.actor, req)
 
     return runtime

@@ -79,7 +79,7 @@ class Finisher:
         sources = await self.consumed_sources()
         files = RunFiles(self.blobs, self.db, self.repo, self.run["id"], self.epoch)
         claims = await check_answer(self.db, self.repo, files, answer)
-        title = f"Run {self.run['id']}: {self.run['question'][:120]}"
+        title = self.run.get("final_title") or f"Run {self.run['id']}: {self.run['question'][:120]}"
         request = pub.CommitRequest(
             claims=claims,
             title=title,

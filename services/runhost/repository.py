@@ -54,6 +54,9 @@ class RunRow(TypedDict):
     claims_supported: int
     claims_weak: int
     claims_unsupported: int
+    driver: str
+    lease_seconds: int | None
+    final_title: str | None
 
 
 def run_row(record: asyncpg.Record) -> RunRow:
@@ -155,7 +158,7 @@ class RunRepository:
             "UPDATE runs SET lease_owner = $1, lease_epoch = lease_epoch + 1,"
             " lease_expires_at = now() + make_interval(secs => $2), status = 'running',"
             " started_at = COALESCE(started_at, now())"
-            " WHERE id = (SELECT id FROM runs WHERE status IN ('admitted', 'running')"
+            " WHERE id = (SELECT id FROM runs WHERE status IN ('admitted', 'running') AND driver = 'dossier'"
             "   AND (lease_expires_at IS NULL OR lease_expires_at < now())"
             "   ORDER BY created_at FOR UPDATE SKIP LOCKED LIMIT 1)"
             " RETURNING *",

@@ -7,7 +7,7 @@ import json
 import logging
 import uuid
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import asyncpg
 
@@ -24,6 +24,9 @@ from shared.errors import Conflict, DomainError, Invalid, NotFound, TooLarge
 from shared.outbox import enqueue
 from shared.paging import Int64, cut_page, decode_cursor
 from shared.settings import RunhostSettings
+
+if TYPE_CHECKING:
+    from services.runhost.external import ExternalRuns
 
 log = logging.getLogger("dossier.runhost")
 WAKE_CHANNEL = "dossier_runs"
@@ -54,6 +57,7 @@ def to_run(row: asyncpg.Record) -> c.Run:
         error=row["error"],
         created_at=row["created_at"],
         finished_at=row["finished_at"],
+        driver=row["driver"],
         stats=c.RunStats(
             steps=row["steps"],
             model_requests=row["model_requests"],
@@ -83,9 +87,18 @@ class RunService:
     def __init__(self, db: Database, owners: Owners, files_for: Any, settings: RunhostSettings, repo: RunRepository):
         self._db, self._owners, self._settings, self._repo = db, owners, settings, repo
         self._files_for = files_for
+        self.external: ExternalRuns | None = None
 
     async def admit(self, actor: Actor, req: c.AdmitRequest) -> c.AdmitReply:
-        model = validate_model(req.model or self._settings.model, self._settings)
+        if req.driver == "external":
+            # The outside agent is the model; a policy named beside it would never run.
+            if req.model is not None and req.model != "external":
+                raise Invalid("an external run has no model of the run host's", {"field": "model"})
+            model = "external"
+        else:
+            if req.lease_seconds is not None:
+                raise Invalid("lease_seconds is for runs with driver external", {"field": "lease_seconds"})
+            model = validate_model(req.model or self._settings.model, self._settings)
         params = req.model_dump(mode="json") | {"model": model}
         params_hash = hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()
         async with self._db.transaction() as conn:
@@ -117,12 +130,18 @@ class RunService:
                     "catalog": snapshot.catalog.model_dump(mode="json"),
                     "history": [h.model_dump() for h in req.history],
                     "limits": self._limits(req.limits),
+                    "driver": req.driver,
                 },
             )
             await enqueue(conn, type=c.EVT_ADMITTED, scope=actor.scope, data=run_event(row, "admitted"))
-            await conn.execute(f"NOTIFY {WAKE_CHANNEL}")
+            if req.driver == "external" and self.external is not None:
+                lease_seconds = req.lease_seconds or c.LEASE_SECONDS_DEFAULT
+                run = await self.external.begin(conn, row, lease_seconds)
+            else:
+                await conn.execute(f"NOTIFY {WAKE_CHANNEL}")
+                run = to_run(row)
         await self._associate_run(actor, row)
-        return c.AdmitReply(run=to_run(row), created=True)
+        return c.AdmitReply(run=run, created=True)
 
     def _limits(self, asked: c.RunLimits | None) -> dict[str, float]:
         s, a = self._settings, asked or c.RunLimits()
@@ -186,6 +205,10 @@ class RunService:
         return c.RunList(items=[to_run(r) for r in page], next_cursor=next_cursor)
 
     async def cancel(self, actor: Actor, run_id: str) -> c.Run:
+        if self.external is not None:
+            ended = await self.external.cancel(actor, run_id)
+            if ended is not None:
+                return ended
         async with self._db.transaction() as conn:
             row = await self._run_row(conn, actor, run_id)
             if row["status"] == "admitted":

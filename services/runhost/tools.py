@@ -65,6 +65,19 @@ class ToolBox:
         result.call_id = call.call_id
         return result, inclusions
 
+    async def dispatch(self, call: ToolCall) -> tuple[ToolResult, list[Inclusion]]:
+        """Run one tool for a caller that answers refusals itself (an outside agent's route): bad arguments
+        and domain errors are raised, not answered back."""
+        if call.name not in TOOL_NAMES or call.name == "finish":
+            raise Invalid(f"unknown tool {call.name!r}")
+        try:
+            args = parse_arguments(call.name, call.arguments)
+        except BadArguments as exc:
+            raise Invalid(str(exc)) from None
+        result, inclusions = await getattr(self, f"_{call.name}")(call, **args.model_dump())
+        result.call_id = call.call_id
+        return result, inclusions
+
     def _error(self, call: ToolCall, message: str) -> ToolResult:
         return ToolResult(call.name, call.arguments, f"error: {message}", ok=False, call_id=call.call_id)
 

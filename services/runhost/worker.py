@@ -48,6 +48,17 @@ def grant_refs(run: RunRow) -> list[str]:
     return sorted(set(refs))
 
 
+def run_grant(run: RunRow, settings: RunhostSettings) -> str:
+    """The run's grant: its scope and the refs it was admitted with, for its reads at the owners."""
+    claims = GrantClaims(
+        run_id=run["id"],
+        scope=run["scope"],
+        refs=grant_refs(run),
+        expires_at=time.time() + settings.run_grant_seconds,
+    )
+    return sign_grant(settings.bus_secret, claims)
+
+
 class Worker:
     def __init__(self, *, db: Database, repo: RunRepository, blobs: Blobs, owners: Owners, settings: RunhostSettings):
         self.db, self.repo, self.blobs, self.owners, self.settings = db, repo, blobs, owners, settings
@@ -173,13 +184,7 @@ class Worker:
 
     async def _research(self, run: RunRow, epoch: int) -> Finished | Stopped:
         actor = Actor(scope=run["scope"], principal=f"run:{run['id']}")
-        claims = GrantClaims(
-            run_id=run["id"],
-            scope=run["scope"],
-            refs=grant_refs(run),
-            expires_at=time.time() + self.settings.run_grant_seconds,
-        )
-        grant = sign_grant(self.settings.bus_secret, claims)
+        grant = run_grant(run, self.settings)
         files = RunFiles(self.blobs, self.db, self.repo, run["id"], epoch)
         ledger = RunLedger(self.db, self.repo, run["id"], epoch)
         toolbox = ToolBox(

@@ -20,6 +20,14 @@ LIST_FILES = "dossier.runhost.files.list"
 READ_FILE = "dossier.runhost.files.read"
 WRITE_PLAN = "dossier.runhost.files.write_plan"
 PROV = "dossier.runhost.run.prov"
+# Runs driven by an outside agent: every call but the take-over carries the run's lease token.
+EXTERNAL_CATALOG = "dossier.runhost.external.catalog"
+EXTERNAL_SEARCH = "dossier.runhost.external.search"
+EXTERNAL_READ = "dossier.runhost.external.read"
+EXTERNAL_WRITE = "dossier.runhost.external.write"
+EXTERNAL_RENEW = "dossier.runhost.external.renew"
+EXTERNAL_FINISH = "dossier.runhost.external.finish"
+EXTERNAL_TAKE = "dossier.runhost.external.take"
 
 EVT_ADMITTED = "run.admitted"
 EVT_STARTED = "run.started"
@@ -28,6 +36,8 @@ EVT_FAILED = "run.failed"
 EVT_CANCELLED = "run.cancelled"
 
 RunStatus = Literal["admitted", "running", "completed", "failed", "cancelled"]
+Driver = Literal["dossier", "external"]
+LEASE_SECONDS_DEFAULT, LEASE_SECONDS_MIN, LEASE_SECONDS_MAX = 300, 30, 3600
 # `replayed`: a model request answered from the run's model-call journal after a resume (no ref).
 Stage = Literal["listed", "read", "included", "unavailable", "replayed"]
 Id = Field(min_length=1, max_length=200)
@@ -55,6 +65,8 @@ class RunRequest(Model):
     model: str | None = Field(default=None, max_length=100)
     conversation_id: str | None = Field(default=None, max_length=200)
     limits: RunLimits | None = None
+    driver: Driver = "dossier"
+    lease_seconds: int | None = Field(default=None, ge=LEASE_SECONDS_MIN, le=LEASE_SECONDS_MAX)
 
 
 class AdmitRequest(RunRequest):
@@ -112,6 +124,14 @@ class RunStats(Model):
     claims_unsupported: int = 0
 
 
+class Lease(Model):
+    """An external run's lease: the secret token (shown at admission and take-over only), its epoch, expiry."""
+
+    token: str
+    epoch: int
+    expires_at: datetime
+
+
 class Run(Model):
     id: str
     workspace_id: str
@@ -130,6 +150,8 @@ class Run(Model):
     created_at: datetime
     finished_at: datetime | None
     stats: RunStats = Field(default_factory=RunStats)
+    driver: Driver = "dossier"
+    lease: Lease | None = None
 
 
 class AdmitReply(Model):
@@ -206,6 +228,100 @@ class ProvDocument(Model):
     wasAssociatedWith: dict[str, dict[str, Any]] = Field(default_factory=dict)
     actedOnBehalfOf: dict[str, dict[str, Any]] = Field(default_factory=dict)
     hadMember: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+
+class LeaseRequest(Model):
+    """A run-bound call of an external run: the run and the lease token the agent holds."""
+
+    run_id: str = Id
+    lease: str = Field(min_length=1, max_length=200)
+
+
+class ExternalSearchRequest(LeaseRequest):
+    q: str = Field(min_length=1, max_length=1000)
+    limit: int = Field(default=10, ge=1, le=50)
+
+
+class ExternalReadRequest(LeaseRequest):
+    ref: Ref
+    locator: str | None = Field(default=None, max_length=500)
+
+
+class ExternalWriteRequest(LeaseRequest):
+    path: str = Field(min_length=1, max_length=300)
+    text: str
+
+
+class CheckpointUpdate(Model):
+    summary: str | None = Field(default=None, max_length=20_000)
+    add_questions: list[str] = Field(default_factory=list, max_length=50)
+
+
+class FinishBody(Model):
+    """The body of `POST /v1/runs/{id}/finish`."""
+
+    answer: str = Field(min_length=1, max_length=200_000)
+    title: str | None = Field(default=None, max_length=300)
+    checkpoint: CheckpointUpdate | None = None
+
+
+class ExternalFinishRequest(LeaseRequest, FinishBody):
+    pass
+
+
+class TakeBody(Model):
+    """The body of `POST /v1/runs/{id}/lease/take`."""
+
+    force: bool = False
+
+
+class TakeRequest(TakeBody):
+    run_id: str = Id
+
+
+class ReadBody(Model):
+    """The body of `POST /v1/runs/{id}/read`: a ref at its exact version; a source's passage by locator."""
+
+    ref: Ref
+    locator: str | None = Field(default=None, max_length=500)
+
+
+class ExternalRead(Model):
+    ref: Ref
+    locator: str | None
+    content_hash: str | None
+    text: str
+    path: str
+
+
+class SearchHit(Model):
+    evidence_id: str
+    ref: Ref
+    locator: str
+    snippet: str
+
+
+class ExternalSearch(Model):
+    items: list[SearchHit]
+
+
+class ResumeRead(Model):
+    ref: Ref
+    locator: str | None
+    path: str
+
+
+class Resume(Model):
+    """What a fresh agent session needs to go on without reading anything twice."""
+
+    plan: str | None
+    files: list[FileEntry]
+    reads: list[ResumeRead]
+
+
+class TakeReply(Model):
+    lease: Lease
+    resume: Resume
 
 
 class RunEvent(Model):

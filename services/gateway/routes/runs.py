@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import APIRouter, Depends, Header, Request, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
 
 from services.gateway.deps import bus, current_actor, page
@@ -122,22 +122,34 @@ async def read_run_file(
 
 
 @router.put(
-    "/v1/runs/{run_id}/files/plan.md",
+    "/v1/runs/{run_id}/files/{path:path}",
     status_code=204,
-    responses=errors(404, 409, 413),
+    responses=errors(403, 404, 409, 413),
     openapi_extra=TEXT_BODY,
 )
-async def write_plan(
-    run_id: str, request: Request, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
+async def write_run_file(
+    run_id: str,
+    path: str,
+    request: Request,
+    x_run_lease: str | None = Header(default=None, description="An external run's lease token"),
+    actor: Actor = Depends(current_actor),
+    client: BusClient = Depends(bus),
 ) -> Response:
-    """A person edits the plan mid-run; the next step recites the edit."""
+    """A person edits plan.md mid-run (the next step recites the edit); an outside agent holding the run's
+    lease writes plan.md, draft.md and notes/<name>.md."""
     media = request.headers.get("content-type", "text/plain").split(";")[0].strip()
     if media != "text/plain":
-        raise Invalid("the plan must be sent as text/plain", {"field": "body"})
+        raise Invalid("a working file must be sent as text/plain", {"field": "body"})
     try:
         text = (await request.body()).decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise Invalid("the plan is not UTF-8 text", {"field": "body"}) from exc
+        raise Invalid("the file is not UTF-8 text", {"field": "body"}) from exc
     require_storable(text, "body")
-    await client.call(c.WRITE_PLAN, {"run_id": run_id, "text": text}, actor=actor)
+    if x_run_lease:
+        request_ = c.ExternalWriteRequest(run_id=run_id, lease=x_run_lease, path=path, text=text)
+        await client.call(c.EXTERNAL_WRITE, request_, actor=actor)
+    elif path == "plan.md":
+        await client.call(c.WRITE_PLAN, {"run_id": run_id, "text": text}, actor=actor)
+    else:
+        raise Invalid("without a run's lease, only plan.md can be written", {"field": "path"})
     return Response(status_code=204)

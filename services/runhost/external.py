@@ -1,0 +1,317 @@
+"""Runs driven by an outside agent: the agent's calls become the run's steps, through the run host's own
+tools, grant, ledger, files and finishing, under a lease the agent holds by a secret token.
+
+The token is shown once (admission, take-over) and kept only as its SHA-256, one per epoch. Every call
+checks it against the run: unknown → forbidden; an older epoch's → conflict naming the current epoch;
+expired → conflict. Every write below that check is fenced by the epoch in SQL, as a worker's are, so
+after a take-over exactly one session's writes land.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import secrets
+from collections.abc import Callable
+from typing import Any
+
+import asyncpg
+
+from services.runhost.claims import citations, claim_units, ledger_key
+from services.runhost.external_repository import ExternalRepository
+from services.runhost.finishing import Finisher
+from services.runhost.ledger import Inclusion, RunLedger
+from services.runhost.memory import RunFiles, StaleLease, validate_path
+from services.runhost.owners import Owners
+from services.runhost.policies.base import ToolCall, ToolResult
+from services.runhost.repository import RunRepository, RunRow, WorkDone, run_row
+from services.runhost.service import run_event, to_run
+from services.runhost.tools import ToolBox
+from services.runhost.worker import run_grant
+from shared.blobs import Blobs
+from shared.contracts import runhost as c
+from shared.contracts.common import Actor, Ref
+from shared.db import Database
+from shared.errors import Conflict, DomainError, Forbidden, Invalid, NotFound, TooLarge, Unavailable
+from shared.outbox import enqueue
+from shared.settings import RunhostSettings
+
+log = logging.getLogger("dossier.runhost.external")
+MAX_WRITE_BYTES = 1024 * 1024
+ABANDONED = "abandoned"
+
+
+def new_token() -> tuple[str, str]:
+    token = "rl_" + secrets.token_urlsafe(32)
+    return token, token_hash(token)
+
+
+def token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def writable(path: str) -> str:
+    """An outside agent writes its plan, its draft and its notes; sources/ are the run host's copies."""
+    validate_path(path)
+    if not (path in ("plan.md", "draft.md") or path.startswith("notes/")):
+        raise Invalid("an outside agent may write plan.md, draft.md and notes/<name>.md", {"field": "path"})
+    return path
+
+
+class ExternalRuns:
+    def __init__(
+        self,
+        *,
+        db: Database,
+        repo: RunRepository,
+        blobs: Blobs,
+        owners: Owners,
+        settings: RunhostSettings,
+        files_for: Callable[[str, int | None], RunFiles],
+    ):
+        self.db, self.repo, self.blobs, self.owners, self.settings = db, repo, blobs, owners, settings
+        self.files_for = files_for
+        self.leases = ExternalRepository()
+
+    async def begin(self, conn: asyncpg.Connection, row: asyncpg.Record, lease_seconds: int) -> c.Run:
+        """Inside the admission's transaction: the run starts under epoch 1; the reply shows the token."""
+        token, digest = new_token()
+        row = await self.leases.start_lease(conn, run_id=row["id"], token_hash=digest, lease_seconds=lease_seconds)
+        await enqueue(conn, type=c.EVT_STARTED, scope=row["scope"], data=run_event(row, "running"))
+        run = to_run(row)
+        run.lease = c.Lease(token=token, epoch=1, expires_at=row["lease_expires_at"])
+        return run
+
+    async def _session(self, actor: Actor, run_id: str, token: str) -> tuple[RunRow, int]:
+        async with self.db.pool.acquire() as conn:
+            row = await self.repo.get_run(conn, scope=actor.scope, id=run_id)
+            if row is None:
+                raise NotFound("run not found", {"id": run_id})
+            epoch = await self.leases.token_epoch(conn, run_id=run_id, token_hash=token_hash(token))
+            now = await conn.fetchval("SELECT now()")
+        if epoch is None:
+            raise Forbidden("this is not the run's lease token", {"header": "X-Run-Lease"})
+        if row["status"] != "running":
+            raise Conflict("the run is not running", {"status": row["status"]})
+        if epoch != row["lease_epoch"]:
+            raise Conflict("another session took the run over", {"current_epoch": row["lease_epoch"]})
+        if row["lease_expires_at"] is None or row["lease_expires_at"] <= now:
+            raise Conflict("the lease has expired; take the run over to go on", {"lease": "expired"})
+        return run_row(row), epoch
+
+    def _toolbox(self, run: RunRow, epoch: int) -> ToolBox:
+        return ToolBox(
+            actor=Actor(scope=run["scope"], principal=f"run:{run['id']}"),
+            grant=run_grant(run, self.settings),
+            catalog=run["catalog"],
+            files=self.files_for(run["id"], epoch),
+            ledger=RunLedger(self.db, self.repo, run["id"], epoch),
+            owners=self.owners,
+        )
+
+    async def _step(self, run: RunRow, epoch: int, result: ToolResult | None = None) -> None:
+        """Every call is one step of the run, counted under the fence."""
+        work = WorkDone(steps=1)
+        if result is not None:
+            work = WorkDone(steps=1, chars=len(result.text), source_chars=int(result.data.get("fresh_chars", 0)))
+        async with self.db.transaction() as conn:
+            if await self.repo.add_counters(conn, run_id=run["id"], epoch=epoch, work=work) is None:
+                raise await self._superseded(run)
+
+    async def _tool(self, run: RunRow, epoch: int, name: str, **arguments: Any) -> ToolResult:
+        toolbox = self._toolbox(run, epoch)
+        await toolbox.ledger.load()
+        try:
+            result, _ = await toolbox.dispatch(ToolCall(name, arguments, call_id=f"external:{name}"))
+        except StaleLease:
+            raise await self._superseded(run) from None
+        await self._step(run, epoch, result)
+        return result
+
+    async def catalog(self, actor: Actor, req: c.LeaseRequest) -> dict[str, Any]:
+        run, epoch = await self._session(actor, req.run_id, req.lease)
+        await self._tool(run, epoch, "list_catalog")
+        return dict(run["catalog"])
+
+    async def search(self, actor: Actor, req: c.ExternalSearchRequest) -> c.ExternalSearch:
+        run, epoch = await self._session(actor, req.run_id, req.lease)
+        result = await self._tool(run, epoch, "search_evidence", query=req.q)
+        hits = result.data.get("hits", [])[: req.limit]
+        return c.ExternalSearch(
+            items=[
+                c.SearchHit(
+                    evidence_id=h["evidence_id"],
+                    ref=Ref(kind="source", id=h["source_id"], version=h["version"]),
+                    locator=h["locator"],
+                    snippet=h["snippet"],
+                )
+                for h in hits
+            ]
+        )
+
+    async def read(self, actor: Actor, req: c.ExternalReadRequest) -> c.ExternalRead:
+        run, epoch = await self._session(actor, req.run_id, req.lease)
+        ref = req.ref
+        if ref.kind == "publication":
+            if ref.version is None:
+                raise Invalid("a publication is read at an exact version", {"field": "ref.version"})
+            result = await self._tool(run, epoch, "read_publication", id=ref.id, version=ref.version)
+        elif ref.kind == "evidence":
+            result = await self._tool(run, epoch, "read_evidence", evidence_id=ref.id)
+        else:
+            raise Invalid(
+                "read a publication at its version, or an evidence passage by the evidence_id search gave",
+                {"field": "ref.kind"},
+            )
+        if not result.ok:
+            reason = str(result.data.get("reason", "not_found"))
+            if reason == "not_found":
+                raise NotFound(f"{ref.kind} {ref.id} not found", {"ref": ref.model_dump()})
+            raise Unavailable(f"{ref.kind} {ref.id} cannot be read now", {"reason": reason})
+        path = str(result.data["path"])
+        files = self.files_for(run["id"], epoch)
+        text = await files.read(path)
+        prov = await files.provenance(path) or {}
+        kept = Ref.model_validate(prov["ref"]) if prov.get("ref") else ref
+        return c.ExternalRead(
+            ref=kept, locator=prov.get("locator"), content_hash=prov.get("content_hash"), text=text, path=path
+        )
+
+    async def write(self, actor: Actor, req: c.ExternalWriteRequest) -> None:
+        writable(req.path)
+        if len(req.text.encode("utf-8")) > MAX_WRITE_BYTES:
+            raise TooLarge("a working file is at most 1 MiB", {"limit": MAX_WRITE_BYTES})
+        run, epoch = await self._session(actor, req.run_id, req.lease)
+        try:
+            await self.files_for(run["id"], epoch).write(req.path, req.text)
+        except StaleLease:
+            raise await self._superseded(run) from None
+        await self._step(run, epoch)
+
+    async def renew(self, actor: Actor, req: c.LeaseRequest) -> c.Lease:
+        run, epoch = await self._session(actor, req.run_id, req.lease)
+        async with self.db.transaction() as conn:
+            row = await self.leases.renew(conn, run_id=run["id"], epoch=epoch)
+        if row is None:
+            raise await self._superseded(run)
+        return c.Lease(token=req.lease, epoch=row["lease_epoch"], expires_at=row["lease_expires_at"])
+
+    async def take(self, actor: Actor, req: c.TakeRequest) -> c.TakeReply:
+        token, digest = new_token()
+        async with self.db.transaction() as conn:
+            row = await self.leases.lock_run(conn, scope=actor.scope, id=req.run_id)
+            if row is None:
+                raise NotFound("run not found", {"id": req.run_id})
+            if row["driver"] != "external":
+                raise Conflict("only a run driven by an outside agent can be taken over", {"driver": row["driver"]})
+            if row["status"] != "running":
+                raise Conflict("the run is not running", {"status": row["status"]})
+            if row["lease_expires_at"] > row["now"] and not req.force:
+                raise Conflict("the lease is held; wait for it to expire or take it with force", {"lease": "held"})
+            lease = await self.leases.take(conn, run_id=req.run_id, token_hash=digest)
+        files = self.files_for(req.run_id, lease["lease_epoch"])
+        listing = await files.listing()
+        async with self.db.pool.acquire() as conn:
+            rows = await self.repo.list_files(conn, run_id=req.run_id)
+        reads = [
+            c.ResumeRead(ref=Ref.model_validate(r["ref"]), locator=r["locator"], path=r["path"])
+            for r in rows
+            if r["ref"] is not None
+        ]
+        resume = c.Resume(
+            plan=await files.read("plan.md") if "plan.md" in listing else None,
+            files=[c.FileEntry(path=p, size=s) for p, s in sorted(listing.items())],
+            reads=reads,
+        )
+        return c.TakeReply(
+            lease=c.Lease(token=token, epoch=lease["lease_epoch"], expires_at=lease["lease_expires_at"]),
+            resume=resume,
+        )
+
+    async def finish(self, actor: Actor, req: c.ExternalFinishRequest) -> c.Run:
+        run, epoch = await self._session(actor, req.run_id, req.lease)
+        answer = req.answer.strip()
+        if not answer:
+            raise Invalid("the answer is empty", {"field": "answer"})
+        finisher = Finisher(db=self.db, repo=self.repo, owners=self.owners, blobs=self.blobs, run=run, epoch=epoch)
+        try:
+            if run.get("final_answer") is None:
+                await self._include_citations(run, epoch, answer)
+                proposal = await self._proposal(run, req.checkpoint, answer)
+                title = (req.title or "").strip() or None
+                async with self.db.transaction() as conn:
+                    if not await self.repo.fenced_update(
+                        conn, run_id=run["id"], epoch=epoch, values={"final_title": title}
+                    ):
+                        raise StaleLease(run["id"])
+                finisher.run = run | {"final_title": title}
+                await finisher.complete(answer, proposal)
+            else:
+                await finisher.resume_finish()
+        except StaleLease:
+            raise await self._superseded(run) from None
+        async with self.db.pool.acquire() as conn:
+            return to_run(await self.repo.get_run(conn, scope=actor.scope, id=run["id"]))
+
+    async def _include_citations(self, run: RunRow, epoch: int, answer: str) -> None:
+        """Every ref the answer cites must be one this run read at that version; they become `included`."""
+        async with self.db.pool.acquire() as conn:
+            rows = await self.repo.list_ledger(conn, run_id=run["id"])
+        read = {ledger_key(r): r for r in rows if r["stage"] == "read" and r["ref"] is not None}
+        locators: dict[tuple[str, int], list[str]] = {}
+        for kind, id_, version, locator in read:
+            if kind == "source" and locator is not None:
+                locators.setdefault((id_, version), []).append(locator)
+        cited = list(dict.fromkeys(c for unit in claim_units(answer) for c in citations(unit, locators)))
+        missing = [c for c in cited if c.key not in read]
+        if missing:
+            refs = [c.ref.model_dump() | {"locator": c.key[3]} for c in missing]
+            raise Invalid("the answer cites material this run did not read at that version", {"refs": refs})
+        inclusions = [Inclusion(c.ref, read[c.key]["content_hash"], c.key[3]) for c in cited]
+        try:
+            await RunLedger(self.db, self.repo, run["id"], epoch).included(inclusions, model_request="answer")
+        except StaleLease:
+            raise await self._superseded(run) from None
+
+    async def _proposal(self, run: RunRow, checkpoint: c.CheckpointUpdate | None, answer: str) -> dict[str, Any] | None:
+        if checkpoint is None:
+            return None
+        actor = Actor(scope=run["scope"], principal=f"run:{run['id']}")
+        revision = await self.owners.fetch_checkpoint_revision(actor, workspace_id=run["workspace_id"])
+        summary = (checkpoint.summary or "").strip() or answer[:2000]
+        return {"summary": summary, "add_questions": checkpoint.add_questions, "expected_revision": revision}
+
+    async def cancel(self, actor: Actor, run_id: str) -> c.Run | None:
+        """An external run has no worker to notice a cancel request: it ends at once."""
+        async with self.db.transaction() as conn:
+            row = await self.leases.cancel_external(conn, scope=actor.scope, id=run_id)
+            if row is None:
+                return None
+            await enqueue(conn, type=c.EVT_CANCELLED, scope=actor.scope, data=run_event(row, "cancelled"))
+        return to_run(row)
+
+    async def abandon_forever(self, interval: float = 60.0) -> None:
+        """External runs whose lease stayed expired for DOSSIER_EXTERNAL_ABANDON_SECONDS fail as abandoned."""
+        while True:
+            try:
+                async with self.db.transaction() as conn:
+                    rows = await self.leases.abandon(
+                        conn, after_seconds=self.settings.external_abandon_seconds, error=ABANDONED
+                    )
+                    for row in rows:
+                        event = run_event(row, "failed", error=ABANDONED)
+                        await enqueue(conn, type=c.EVT_FAILED, scope=row["scope"], data=event)
+                for row in rows:
+                    log.info("run %s: abandoned by its outside agent", row["id"])
+            except (OSError, asyncpg.PostgresError, DomainError) as exc:
+                log.warning("abandoning expired external runs failed: %s", exc)
+            await asyncio.sleep(min(interval, max(self.settings.external_abandon_seconds / 4, 1.0)))
+
+    async def _superseded(self, run: RunRow) -> Conflict:
+        """A write refused by the fence: another session holds a newer epoch (or the run has ended)."""
+        async with self.db.pool.acquire() as conn:
+            row = await self.repo.get_run_unscoped(conn, id=run["id"])
+        if row is not None and row["status"] != "running":
+            return Conflict("the run is not running", {"status": row["status"]})
+        return Conflict("another session took the run over", {"current_epoch": row["lease_epoch"] if row else None})

@@ -1,0 +1,74 @@
+"""The SQL of runs driven by an outside agent: their lease tokens (hashes), take-over and abandonment."""
+
+from __future__ import annotations
+
+import asyncpg
+
+
+class ExternalRepository:
+    async def start_lease(
+        self, conn: asyncpg.Connection, *, run_id: str, token_hash: str, lease_seconds: int
+    ) -> asyncpg.Record:
+        """An admitted external run starts at once, under epoch 1 held by the agent."""
+        row = await conn.fetchrow(
+            "UPDATE runs SET status = 'running', lease_owner = 'external', lease_epoch = 1,"
+            " lease_expires_at = now() + make_interval(secs => $2), lease_seconds = $2, started_at = now()"
+            " WHERE id = $1 RETURNING *",
+            run_id,
+            lease_seconds,
+        )
+        await conn.execute("INSERT INTO run_leases (run_id, epoch, token_hash) VALUES ($1, 1, $2)", run_id, token_hash)
+        return row
+
+    async def token_epoch(self, conn: asyncpg.Connection, *, run_id: str, token_hash: str) -> int | None:
+        return await conn.fetchval(
+            "SELECT epoch FROM run_leases WHERE run_id = $1 AND token_hash = $2", run_id, token_hash
+        )
+
+    async def renew(self, conn: asyncpg.Connection, *, run_id: str, epoch: int) -> asyncpg.Record | None:
+        return await conn.fetchrow(
+            "UPDATE runs SET lease_expires_at = now() + make_interval(secs => lease_seconds)"
+            " WHERE id = $1 AND lease_epoch = $2 AND status = 'running' AND lease_expires_at > now()"
+            " RETURNING lease_epoch, lease_expires_at",
+            run_id,
+            epoch,
+        )
+
+    async def lock_run(self, conn: asyncpg.Connection, *, scope: str, id: str) -> asyncpg.Record | None:
+        return await conn.fetchrow(
+            "SELECT *, now() AS now FROM runs WHERE id = $1 AND scope = $2 FOR UPDATE", id, scope
+        )
+
+    async def take(self, conn: asyncpg.Connection, *, run_id: str, token_hash: str) -> asyncpg.Record:
+        """A new epoch for another session: every write under an older one is fenced off from now on."""
+        row = await conn.fetchrow(
+            "UPDATE runs SET lease_epoch = lease_epoch + 1, lease_owner = 'external',"
+            " lease_expires_at = now() + make_interval(secs => lease_seconds)"
+            " WHERE id = $1 RETURNING lease_epoch, lease_expires_at",
+            run_id,
+        )
+        await conn.execute(
+            "INSERT INTO run_leases (run_id, epoch, token_hash) VALUES ($1, $2, $3)",
+            run_id,
+            row["lease_epoch"],
+            token_hash,
+        )
+        return row
+
+    async def abandon(self, conn: asyncpg.Connection, *, after_seconds: float, error: str) -> list[asyncpg.Record]:
+        """External runs whose lease has stayed expired this long fail."""
+        return await conn.fetch(
+            "UPDATE runs SET status = 'failed', error = $2, finished_at = now()"
+            " WHERE driver = 'external' AND status = 'running'"
+            "   AND lease_expires_at < now() - make_interval(secs => $1) RETURNING *",
+            after_seconds,
+            error,
+        )
+
+    async def cancel_external(self, conn: asyncpg.Connection, *, scope: str, id: str) -> asyncpg.Record | None:
+        return await conn.fetchrow(
+            "UPDATE runs SET status = 'cancelled', cancel_requested = true, finished_at = now()"
+            " WHERE id = $1 AND scope = $2 AND driver = 'external' AND status = 'running' RETURNING *",
+            id,
+            scope,
+        )

@@ -1,0 +1,180 @@
+"""Runs driven by an outside agent over HTTP (`driver: "external"`): the same ledger, files, fencing and
+publication as a run the run host drives, with the agent's calls as the run's steps."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.support.api import Api, probe
+from tests.support.documents import ANNOUNCEMENT, pdf
+from tests.support.stack import RunningStack
+
+
+@pytest.fixture
+def api(stack: RunningStack) -> Api:
+    return Api(stack)
+
+
+class Agent:
+    """An outside agent's session: the run and the lease token it holds."""
+
+    def __init__(self, api: Api, run_id: str, token: str):
+        self.api, self.run_id, self.token = api, run_id, token
+
+    def call(self, method: str, route: str, **kwargs: Any) -> httpx.Response:
+        headers = {"X-Run-Lease": self.token} | kwargs.pop("headers", {})
+        return self.api.http.request(method, f"/v1/runs/{self.run_id}{route}", headers=headers, **kwargs)
+
+    def ok(self, method: str, route: str, **kwargs: Any) -> Any:
+        r = self.call(method, route, **kwargs)
+        assert r.status_code in (200, 204), f"{method} {route} → {r.status_code} {r.text[:500]}"
+        return r.json() if r.content else None
+
+    def write(self, path: str, text: str) -> httpx.Response:
+        return self.call("PUT", f"/files/{path}", content=text, headers={"Content-Type": "text/plain"})
+
+
+def setting(api: Api) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    ws = api.workspace()
+    a = api.publish("Report A: Fund X liquidity", "Fund X can meet redemptions within 30 days.", ws["id"])
+    b = api.publish("Report B: Fund X stress", "Report B finds Fund X liquidity inadequate under stress.", ws["id"])
+    assert api.upload(pdf(ANNOUNCEMENT), "announcement", "announcement.pdf", ws["id"])["status"] == "active"
+    api.wait_catalog(ws["id"], 3)
+    return ws, a, b
+
+
+def admit(api: Api, ws: dict[str, Any], a: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    body = {"driver": "external", "history": [{"publication_id": a["id"], "version": 1}]} | extra
+    return api.start_run(ws["id"], "Does the announcement change Report A's view?", **body)
+
+
+def stages(api: Api, run_id: str) -> list[tuple[str, str, str, int | None, str | None]]:
+    return [
+        (r["stage"], r["ref"]["kind"], r["ref"]["id"], r["ref"]["version"], r["locator"])
+        for r in api.ledger(run_id)
+        if r["ref"] is not None
+    ]
+
+
+def test_an_outside_agent_researches_takes_over_and_publishes_exactly_what_it_read(api: Api) -> None:
+    ws, a, b = setting(api)
+    request_id = uuid.uuid4().hex
+    run = admit(api, ws, a, request_id=request_id)
+    assert run["driver"] == "external" and run["status"] == "running" and run["model"] == "external"
+    lease = run["lease"]
+    assert lease["epoch"] == 1 and lease["token"]
+    again = admit(api, ws, a, request_id=request_id)
+    assert again["id"] == run["id"] and again["lease"] is None, "an idempotent repeat shows no token"
+    agent = Agent(api, run["id"], lease["token"])
+
+    # No token, or another: forbidden.
+    assert api.http.get(f"/v1/runs/{run['id']}/catalog").status_code == 403
+    assert Agent(api, run["id"], "rl_not-a-token").call("GET", "/catalog").status_code == 403
+
+    catalog = agent.ok("GET", "/catalog")
+    assert len(catalog["items"]) == 3
+    agent.ok("GET", "/catalog")
+    listed = [s for s in stages(api, run["id"]) if s[0] == "listed"]
+    assert len(listed) == len({s[1:] for s in listed}) >= 3, "each catalog item is listed once"
+
+    hits = agent.ok("GET", "/search", params={"q": "redemption gates"})["items"]
+    assert hits and hits[0]["ref"]["id"] == "announcement"
+    evidence = hits[0]
+    read_a = agent.ok("POST", "/read", json={"ref": {"kind": "publication", "id": a["id"], "version": 1}})
+    assert read_a["path"].startswith("sources/") and "30 days" in read_a["text"]
+    read_e = agent.ok("POST", "/read", json={"ref": {"kind": "evidence", "id": evidence["evidence_id"]}})
+    assert "redemption gates" in read_e["text"] and read_e["locator"] == evidence["locator"]
+    # The same read again answers from the run's file, and is recorded once.
+    assert agent.ok("POST", "/read", json={"ref": {"kind": "evidence", "id": evidence["evidence_id"]}}) == read_e
+    reads = [s for s in stages(api, run["id"]) if s[0] == "read"]
+    assert sorted(s[1:4] for s in reads) == sorted([("publication", a["id"], 1), ("source", "announcement", 1)])
+
+    assert agent.write("plan.md", "# Plan\n- read A@1 and the announcement\n").status_code == 204
+    assert agent.write("notes/announcement.md", "Gates of 10 percent per quarter.").status_code == 204
+    refused = agent.write("sources/forged.txt", "not read")
+    assert refused.status_code == 422, refused.text
+
+    # Another session takes over by force: the first token is fenced from every writer.
+    taken = api.ok("POST", f"/v1/runs/{run['id']}/lease/take", json={"force": True})
+    assert taken["lease"]["epoch"] == 2
+    assert "read A@1" in taken["resume"]["plan"]
+    assert {r["path"] for r in taken["resume"]["reads"]} == {read_a["path"], read_e["path"]}
+    stale = agent.write("draft.md", "from the old session")
+    assert stale.status_code == 409 and stale.json()["error"]["details"]["current_epoch"] == 2
+    assert "draft.md" not in api.files(run["id"])
+    agent = Agent(api, run["id"], taken["lease"]["token"])
+    renewed = agent.ok("POST", "/lease")
+    assert renewed["epoch"] == 2 and renewed["token"] == taken["lease"]["token"]
+
+    # Citing what the run did not read is refused, and nothing is published.
+    bad = agent.call("POST", "/finish", json={"answer": f"- Report B disagrees ({b['id']}@v1)."})
+    assert bad.status_code == 422
+    assert bad.json()["error"]["details"]["refs"][0]["id"] == b["id"]
+    assert api.run(run["id"])["publication"] is None
+
+    answer = (
+        "## What earlier reports concluded\n"
+        f"- Fund X can meet redemptions within 30 days ({a['id']}@v1).\n\n"
+        "## What the new evidence says\n"
+        f"- The board introduces redemption gates of 10 percent per quarter (announcement@v1 {evidence['locator']}).\n"
+    )
+    done = agent.ok(
+        "POST",
+        "/finish",
+        json={"answer": answer, "title": "Fund X after the gates", "checkpoint": {"summary": "Gated."}},
+    )
+    assert done["status"] == "completed" and done["publication"] is not None
+    publication = api.ok("GET", f"/v1/publications/{done['publication']['id']}/versions/1")
+    assert publication["title"] == "Fund X after the gates"
+    included = [s for s in stages(api, run["id"]) if s[0] == "included"]
+    assert {(s[1], s[2], s[3]) for s in included} == {
+        (r["kind"], r["id"], r["version"]) for r in publication["sources"]
+    }
+    assert all(r["model_request"] == "answer" for r in api.ledger(run["id"]) if r["stage"] == "included")
+    assert done["stats"]["claims_supported"] >= 1 and done["stats"]["steps"] >= 8
+    assert done["checkpoint_proposal"]["status"] == "applied"
+    prov = api.ok("GET", f"/v1/runs/{run['id']}/prov")
+    used = " ".join(str(v) for v in prov["used"].values())
+    assert a["id"] in used and "announcement" in used
+    # A finished run takes no more steps.
+    assert agent.call("GET", "/catalog").status_code == 409
+
+
+def test_an_expired_lease_is_refused_until_taken_over_and_no_worker_takes_the_run(api: Api) -> None:
+    ws, a, _ = setting(api)
+    run = admit(api, ws, a, lease_seconds=30)
+    agent = Agent(api, run["id"], run["lease"]["token"])
+    held = api.http.post(f"/v1/runs/{run['id']}/lease/take", json={})
+    assert held.status_code == 409 and held.json()["error"]["details"]["lease"] == "held"
+
+    def expired() -> httpx.Response | None:
+        r = agent.call("GET", "/catalog")
+        return r if r.status_code == 409 else None
+
+    refused = probe(expired, timeout=60, interval=1.0)
+    assert refused.json()["error"]["details"]["lease"] == "expired"
+    # The run host's workers never claim an external run, even with its lease expired.
+    assert api.run(run["id"])["status"] == "running" and api.run(run["id"])["stats"]["model_requests"] == 0
+    taken = api.ok("POST", f"/v1/runs/{run['id']}/lease/take", json={})
+    assert taken["lease"]["epoch"] == 2 and taken["resume"]["reads"] == []
+    assert Agent(api, run["id"], taken["lease"]["token"]).call("GET", "/catalog").status_code == 200
+    cancelled = api.ok("POST", f"/v1/runs/{run['id']}/cancel")
+    assert cancelled["status"] == "cancelled"
+
+
+def test_external_admission_refusals(api: Api, stack: RunningStack) -> None:
+    ws = api.workspace()
+    for extra, field in (({"lease_seconds": 5}, "lease_seconds"), ({"model": "extractive"}, "model")):
+        body = {"question": "q?", "request_id": uuid.uuid4().hex, "driver": "external"} | extra
+        r = api.http.post(f"/v1/workspaces/{ws['id']}/runs", json=body)
+        assert r.status_code == 422, r.text
+        assert field in r.text
+    dossier_run = api.start_run(ws["id"], "q?", model="extractive")
+    take = api.http.post(f"/v1/runs/{dossier_run['id']}/lease/take", json={"force": True})
+    assert take.status_code == 409
+    other = Api(stack)
+    assert other.http.post(f"/v1/runs/{dossier_run['id']}/lease/take", json={"force": True}).status_code == 404
