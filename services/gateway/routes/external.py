@@ -5,7 +5,7 @@ Each route is one step of the run in runhost (services/runhost/external.py), whi
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Header
+from fastapi import APIRouter, Depends, Header, Query
 from fastapi.responses import JSONResponse
 
 from services.gateway.deps import bus, current_actor
@@ -18,10 +18,11 @@ from shared.errors import Forbidden
 
 router = APIRouter(tags=["external runs"])
 LEASE_ERRORS = errors(403, 404, 409)
+LEASE_POST_ERRORS = errors(403, 404, 409, 413)
 
 
 def lease_token(x_run_lease: str | None = Header(default=None, description="The run's lease token")) -> str:
-    if not x_run_lease:
+    if not x_run_lease or len(x_run_lease) > 200:
         raise Forbidden("a run-bound call needs the run's lease token in X-Run-Lease", {"header": "X-Run-Lease"})
     return x_run_lease
 
@@ -41,8 +42,8 @@ async def external_catalog(
 @router.get("/v1/runs/{run_id}/search", response_model=c.ExternalSearch, responses=LEASE_ERRORS)
 async def external_search(
     run_id: str,
-    q: str,
-    limit: int = 10,
+    q: str = Query(min_length=1, max_length=1000, description="What to search for"),
+    limit: int = Query(default=10, ge=1, le=50),
     lease: str = Depends(lease_token),
     actor: Actor = Depends(current_actor),
     client: BusClient = Depends(bus),
@@ -52,7 +53,7 @@ async def external_search(
     return JSONResponse(await client.call(c.EXTERNAL_SEARCH, request, actor=actor))
 
 
-@router.post("/v1/runs/{run_id}/read", response_model=c.ExternalRead, responses=LEASE_ERRORS)
+@router.post("/v1/runs/{run_id}/read", response_model=c.ExternalRead, responses=LEASE_POST_ERRORS)
 async def external_read(
     run_id: str,
     body: c.ReadBody,
@@ -65,7 +66,7 @@ async def external_read(
     return JSONResponse(await client.call(c.EXTERNAL_READ, request, actor=actor))
 
 
-@router.post("/v1/runs/{run_id}/lease", response_model=c.Lease, responses=LEASE_ERRORS)
+@router.post("/v1/runs/{run_id}/lease", response_model=c.Lease, responses=LEASE_POST_ERRORS)
 async def renew_lease(
     run_id: str,
     lease: str = Depends(lease_token),
@@ -77,7 +78,7 @@ async def renew_lease(
     return JSONResponse(await client.call(c.EXTERNAL_RENEW, request, actor=actor))
 
 
-@router.post("/v1/runs/{run_id}/finish", response_model=c.Run, responses=LEASE_ERRORS)
+@router.post("/v1/runs/{run_id}/finish", response_model=c.Run, responses=LEASE_POST_ERRORS)
 async def finish_run(
     run_id: str,
     body: c.FinishBody,
@@ -90,7 +91,7 @@ async def finish_run(
     return JSONResponse(await client.call(c.EXTERNAL_FINISH, request, actor=actor, timeout=60))
 
 
-@router.post("/v1/runs/{run_id}/lease/take", response_model=c.TakeReply, responses=errors(404, 409))
+@router.post("/v1/runs/{run_id}/lease/take", response_model=c.TakeReply, responses=errors(404, 409, 413))
 async def take_over_run(
     run_id: str,
     body: c.TakeBody | None = None,

@@ -84,7 +84,7 @@ def test_multipart_and_text_bodies_are_described(spec: dict[str, Any]) -> None:
     assert set(upload["required"]) == {"file", "source_id"}
     artifact = spec["paths"]["/v1/artifacts"]["post"]["requestBody"]["content"]["multipart/form-data"]["schema"]
     assert set(artifact["required"]) == {"file", "title"}
-    plan = spec["paths"]["/v1/runs/{run_id}/files/plan.md"]["put"]["requestBody"]["content"]
+    plan = spec["paths"]["/v1/runs/{run_id}/files/{path}"]["put"]["requestBody"]["content"]
     assert plan == {"text/plain": {"schema": {"type": "string"}}}
 
 

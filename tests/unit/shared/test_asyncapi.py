@@ -8,7 +8,7 @@ from shared import asyncapi
 from shared.contracts.common import event_subject
 
 # Subjects whose reply carries no data (an acknowledgement).
-ANSWERS_NOTHING = {"dossier.runhost.files.write_plan"}
+ANSWERS_NOTHING = {"dossier.runhost.files.write_plan", "dossier.runhost.external.write"}
 
 
 def test_the_committed_document_matches_the_code() -> None:

@@ -70,6 +70,7 @@ async def test_unexpected_fault_is_internal_without_leaking() -> None:
 def test_error_codes_map_to_contract_statuses() -> None:
     assert HTTP_STATUS == {
         "unauthenticated": 401,
+        "forbidden": 403,
         "invalid": 422,
         "not_found": 404,
         "conflict": 409,
