@@ -70,6 +70,25 @@ async def propose_checkpoint_update(bus: BusClient, actor: Actor, req: workspace
     return await bus.call(workspace.CHECKPOINT_UPDATE, req.model_dump(exclude_unset=True), actor=actor)
 
 
+async def begin_run(bus: BusClient, actor: Actor, req: m.BeginRunRequest) -> Any:
+    admit = runhost.AdmitRequest(driver="external", **req.model_dump())
+    return (await bus.call(runhost.ADMIT, admit, actor=actor))["run"]
+
+
+def _bus_tool(subject: str, timeout: float | None = None) -> ToolFn:
+    """A tool that is its bus request: the input model is the request the HTTP route sends."""
+
+    async def call(bus: BusClient, actor: Actor, req: Any) -> Any:
+        return await bus.call(subject, req, actor=actor, timeout=timeout)
+
+    return call
+
+
+async def write_run_file(bus: BusClient, actor: Actor, req: runhost.ExternalWriteRequest) -> Any:
+    await bus.call(runhost.EXTERNAL_WRITE, req, actor=actor)
+    return {"path": req.path, "size": len(req.text.encode("utf-8"))}
+
+
 IMPLEMENTATIONS: dict[str, ToolFn] = {
     m.LIST_WORKSPACES: list_workspaces,
     m.SHOW_WORKSPACE: show_workspace,
@@ -82,4 +101,12 @@ IMPLEMENTATIONS: dict[str, ToolFn] = {
     m.LIST_RUN_FILES: list_run_files,
     m.READ_RUN_FILE: read_run_file,
     m.PROPOSE_CHECKPOINT_UPDATE: propose_checkpoint_update,
+    m.BEGIN_RUN: begin_run,
+    m.RUN_CATALOG: _bus_tool(runhost.EXTERNAL_CATALOG),
+    m.RUN_SEARCH: _bus_tool(runhost.EXTERNAL_SEARCH),
+    m.RUN_READ: _bus_tool(runhost.EXTERNAL_READ),
+    m.WRITE_RUN_FILE: write_run_file,
+    m.RENEW_LEASE: _bus_tool(runhost.EXTERNAL_RENEW),
+    m.TAKE_OVER_RUN: _bus_tool(runhost.EXTERNAL_TAKE),
+    m.FINISH_RUN: _bus_tool(runhost.EXTERNAL_FINISH, timeout=60),
 }

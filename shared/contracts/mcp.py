@@ -9,8 +9,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pydantic import Field
+
 from shared.contracts import assets, publication, runhost, workspace
 from shared.contracts.common import Model
+
+
+class BeginRunRequest(Model):
+    """A run the calling agent drives itself; its answer carries the lease (token, epoch, expiry)."""
+
+    workspace_id: str = runhost.Id
+    question: str = Field(min_length=1, max_length=4000)
+    request_id: str = runhost.Id
+    history: list[runhost.HistoryRef] = Field(default_factory=list, max_length=50)
+    lease_seconds: int | None = Field(default=None, ge=runhost.LEASE_SECONDS_MIN, le=runhost.LEASE_SECONDS_MAX)
+
 
 LIST_WORKSPACES = "list_workspaces"
 SHOW_WORKSPACE = "show_workspace"
@@ -23,6 +36,15 @@ GET_LEDGER = "get_ledger"
 LIST_RUN_FILES = "list_run_files"
 READ_RUN_FILE = "read_run_file"
 PROPOSE_CHECKPOINT_UPDATE = "propose_checkpoint_update"
+# An outside agent driving a run of its own (driver "external"): the run-bound tools take `run_id` and `lease`.
+BEGIN_RUN = "begin_run"
+RUN_CATALOG = "run_catalog"
+RUN_SEARCH = "run_search"
+RUN_READ = "run_read"
+WRITE_RUN_FILE = "write_run_file"
+RENEW_LEASE = "renew_lease"
+TAKE_OVER_RUN = "take_over_run"
+FINISH_RUN = "finish_run"
 
 # Resources are addressed by exact version; an evidence id names one passage of one asset version.
 PUBLICATION_VERSION_URI = "dossier://publications/{id}/versions/{version}"
@@ -117,6 +139,65 @@ TOOLS: tuple[ToolContract, ...] = (
         "the revision you read (0 for the first). A mismatch answers `conflict` with `current_revision`. "
         "An omitted summary keeps the current one; a question closes only when it is resolved.",
         workspace.UpdateCheckpointRequest,
+        read_only=False,
+    ),
+    ToolContract(
+        BEGIN_RUN,
+        "Begin a run that you drive yourself: Dossier freezes the goal version and the catalog, and keeps the "
+        "ledger, the working files and the published answer. The answer holds `lease.token`, shown only now: "
+        "pass it as `lease` to the run_* tools, and renew it before `lease.expires_at`. Idempotent on "
+        "`request_id` (a repeat answers the run without its token).",
+        BeginRunRequest,
+        read_only=False,
+        idempotent=True,
+    ),
+    ToolContract(
+        RUN_CATALOG,
+        "Your run's catalog as admitted: publications, sources and artifacts with their exact versions.",
+        runhost.LeaseRequest,
+        read_only=False,
+    ),
+    ToolContract(
+        RUN_SEARCH,
+        "Search the evidence your run may read; each hit has an `evidence_id` to read with run_read.",
+        runhost.ExternalSearchRequest,
+        read_only=False,
+    ),
+    ToolContract(
+        RUN_READ,
+        "Read material for your run at its exact version: `ref` is {kind: publication, id, version} or "
+        "{kind: evidence, id: <evidence_id from run_search>}. The text is kept in the run's files at `path`; "
+        "reading it again answers from there and is not recorded twice.",
+        runhost.ExternalReadRequest,
+        read_only=False,
+        idempotent=True,
+    ),
+    ToolContract(
+        WRITE_RUN_FILE,
+        "Write one of your run's working files: plan.md, draft.md or notes/<name>.md (at most 1 MiB).",
+        runhost.ExternalWriteRequest,
+        read_only=False,
+        idempotent=True,
+    ),
+    ToolContract(
+        RENEW_LEASE,
+        "Renew your run's lease: the same token, a later expiry.",
+        runhost.LeaseRequest,
+        read_only=False,
+    ),
+    ToolContract(
+        TAKE_OVER_RUN,
+        "Resume a run whose lease expired (or any with `force`) as a new session: a new lease and what you "
+        "need to go on without reading anything twice (the plan, the files, the reads and their paths).",
+        runhost.TakeRequest,
+        read_only=False,
+    ),
+    ToolContract(
+        FINISH_RUN,
+        "Finish your run with its answer (markdown). Cite what you use as `source_id@vN locator` for evidence "
+        "and `pub_…@vN` for publications; every cited ref must have been read by this run at that version "
+        "(else `invalid` naming the refs). The answer is published with exactly those sources.",
+        runhost.ExternalFinishRequest,
         read_only=False,
     ),
 )
