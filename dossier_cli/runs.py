@@ -88,6 +88,15 @@ def start(
     ] = None,
     conversation_id: Annotated[str | None, typer.Option("--conversation", help="Continue this conversation.")] = None,
     wait: Annotated[bool, typer.Option("--wait", help="Follow the run, then print its answer and ledger.")] = False,
+    external: Annotated[
+        bool, typer.Option("--external", help="You drive the run (dossier run search|read|write|finish).")
+    ] = False,
+    lease_seconds: Annotated[
+        int | None, typer.Option(metavar="SECONDS", help="An external run's lease (30-3600, default 300).")
+    ] = None,
+    env: Annotated[
+        bool, typer.Option("--env", help="With --external: print `export DOSSIER_RUN=… DOSSIER_RUN_LEASE=…` lines.")
+    ] = False,
 ) -> None:
     """Start a research run in a workspace."""
     body: dict[str, Any] = {
@@ -99,8 +108,19 @@ def start(
         body["model"] = model
     if conversation_id:
         body["conversation_id"] = conversation_id
+    if external:
+        if wait:
+            raise UsageProblem("--wait follows a run the run host drives; an external run is driven by you")
+        body["driver"] = "external"
+        if lease_seconds is not None:
+            body["lease_seconds"] = lease_seconds
+    elif env or lease_seconds is not None:
+        raise UsageProblem("--env and --lease-seconds are for --external runs")
     with client() as api:
         started = api.json("POST", f"/v1/workspaces/{seg(workspace_id)}/runs", json=body)
+        if external:
+            emit(started, _exports if env else _begun)
+            return
         if not wait:
             emit(started, _started)
             return
@@ -113,6 +133,19 @@ def start(
             _answer(api, finished)
     if finished["status"] != "completed":
         raise CliError(f"run {finished['id']} {finished['status']}: {finished.get('error') or 'no answer'}")
+
+
+def _begun(r: dict[str, Any]) -> None:
+    lease = r.get("lease") or {}
+    out().print(
+        f"run {r['id']} ({r['status']}), driven by you; lease epoch {lease.get('epoch')} until {lease.get('expires_at')}"
+    )
+    out().print(f"lease token (shown once): {lease.get('token')}")
+
+
+def _exports(r: dict[str, Any]) -> None:
+    lease = r.get("lease") or {}
+    sys.stdout.write(f"export DOSSIER_RUN={r['id']}\nexport DOSSIER_RUN_LEASE={lease.get('token')}\n")
 
 
 def _started(r: dict[str, Any]) -> None:
