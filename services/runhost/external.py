@@ -230,32 +230,42 @@ class ExternalRuns:
         )
 
     async def finish(self, actor: Actor, req: c.ExternalFinishRequest) -> c.Run:
+        """The cited refs become `included` rows in the same transaction that keeps the answer, so a crash
+        leaves either nothing or both; a repeated finish then goes on from the kept answer (a retry after a
+        crash publishes once: the publication's request key is the run's)."""
         run, epoch = await self._session(actor, req.run_id, req.lease)
         answer = req.answer.strip()
         if not answer:
             raise Invalid("the answer is empty", {"field": "answer"})
-        finisher = Finisher(db=self.db, repo=self.repo, owners=self.owners, blobs=self.blobs, run=run, epoch=epoch)
         try:
             if run.get("final_answer") is None:
-                await self._include_citations(run, epoch, answer)
-                proposal = await self._proposal(run, req.checkpoint, answer)
-                title = (req.title or "").strip() or None
+                inclusions = await self._cited(run, answer)
+                kept = {
+                    "final_answer": answer,
+                    "final_proposal": await self._proposal(run, req.checkpoint, answer),
+                    "final_title": (req.title or "").strip() or None,
+                }
+                ledger = RunLedger(self.db, self.repo, run["id"], epoch)
                 async with self.db.transaction() as conn:
-                    if not await self.repo.fenced_update(
-                        conn, run_id=run["id"], epoch=epoch, values={"final_title": title}
-                    ):
+                    for item in inclusions:
+                        fields = {"content_hash": item.content_hash, "locator": item.locator, "model_request": "answer"}
+                        if not await ledger.append_in(conn, "included", item.ref, **fields):
+                            raise StaleLease(run["id"])
+                    if not await self.repo.fenced_update(conn, run_id=run["id"], epoch=epoch, values=kept):
                         raise StaleLease(run["id"])
-                finisher.run = run | {"final_title": title}
-                await finisher.complete(answer, proposal)
-            else:
-                await finisher.resume_finish()
+                run = run | kept  # type: ignore[assignment]
+                if self.settings.run_step_delay_seconds:
+                    # Between the kept answer and the publish: where the crash tests kill the run host.
+                    await asyncio.sleep(self.settings.run_step_delay_seconds)
+            finisher = Finisher(db=self.db, repo=self.repo, owners=self.owners, blobs=self.blobs, run=run, epoch=epoch)
+            await finisher.resume_finish()
         except StaleLease:
             raise await self._superseded(run) from None
         async with self.db.pool.acquire() as conn:
             return to_run(await self.repo.get_run(conn, scope=actor.scope, id=run["id"]))
 
-    async def _include_citations(self, run: RunRow, epoch: int, answer: str) -> None:
-        """Every ref the answer cites must be one this run read at that version; they become `included`."""
+    async def _cited(self, run: RunRow, answer: str) -> list[Inclusion]:
+        """Every ref the answer cites must be one this run read at that version."""
         async with self.db.pool.acquire() as conn:
             rows = await self.repo.list_ledger(conn, run_id=run["id"])
         read = {ledger_key(r): r for r in rows if r["stage"] == "read" and r["ref"] is not None}
@@ -268,11 +278,7 @@ class ExternalRuns:
         if missing:
             refs = [c.ref.model_dump() | {"locator": c.key[3]} for c in missing]
             raise Invalid("the answer cites material this run did not read at that version", {"refs": refs})
-        inclusions = [Inclusion(c.ref, read[c.key]["content_hash"], c.key[3]) for c in cited]
-        try:
-            await RunLedger(self.db, self.repo, run["id"], epoch).included(inclusions, model_request="answer")
-        except StaleLease:
-            raise await self._superseded(run) from None
+        return [Inclusion(c.ref, read[c.key]["content_hash"], c.key[3]) for c in cited]
 
     async def _proposal(self, run: RunRow, checkpoint: c.CheckpointUpdate | None, answer: str) -> dict[str, Any] | None:
         if checkpoint is None:

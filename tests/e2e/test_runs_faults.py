@@ -4,6 +4,8 @@ limits, an invalid checkpoint proposal, and the openai policy against a fake Ope
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextlib
 import json
 import os
 import signal
@@ -11,6 +13,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import httpx
@@ -269,3 +272,61 @@ def test_tool_calls_with_wrong_argument_types_are_answered_back(slow_stack: Runn
     assert run["status"] == "completed", run["error"]
     assert api.read(run["publication"])["body"] == "# answered after seven bad calls"
     assert api.ok("GET", f"/v1/runs/{run['id']}/files/draft.md") == "recovered"
+
+
+def test_an_external_run_survives_kill_9_of_the_run_host_in_a_read_and_in_its_finish(slow_stack: RunningStack) -> None:
+    """Between a read and its ledger row, and between the kept answer and the publish: after the restart the
+    agent repeats its call, and the run has one read row per material and exactly one publication."""
+    api = Api(slow_stack)
+    ws = api.workspace()
+    a = api.publish("Report A", "Fund X can meet redemptions within 30 days.", ws["id"])
+    api.wait_catalog(ws["id"], 1)
+    run = api.start_run(ws["id"], "Does Report A hold?", driver="external")
+    headers = {"X-Run-Lease": run["lease"]["token"]}
+    read_a = {"ref": {"kind": "publication", "id": a["id"], "version": 1}}
+
+    def restarted(victim: int) -> None:
+        os.kill(victim, signal.SIGKILL)
+        probe(lambda: slow_stack.pid("runhost") != victim and alive(slow_stack.pid("runhost")), timeout=5)
+
+    def until_answered(method: str, route: str, **kwargs: Any) -> Any:
+        def attempt() -> Any:
+            r = api.http.request(method, f"/v1/runs/{run['id']}{route}", headers=headers, **kwargs)
+            return r.json() if r.status_code == 200 else None
+
+        return probe(attempt, timeout=60, interval=0.2)
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        victim = slow_stack.pid("runhost")
+        pending = pool.submit(api.http.post, f"/v1/runs/{run['id']}/read", json=read_a, headers=headers, timeout=5)
+        restarted(victim)
+        with contextlib.suppress(httpx.HTTPError):
+            pending.result()  # whatever the dead run host left it: an error, or a late answer
+    until_answered("POST", "/read", json=read_a)
+    reads = [r for r in api.ledger(run["id"]) if r["stage"] == "read"]
+    assert len(reads) == 1
+
+    answer = {"answer": f"- Fund X can meet redemptions within 30 days ({a['id']}@v1)."}
+    database = slow_stack.dsn("runhost")
+
+    async def kept() -> bool:
+        conn = await asyncpg.connect(database)
+        try:
+            return bool(await conn.fetchval("SELECT final_answer IS NOT NULL FROM runs WHERE id = $1", run["id"]))
+        finally:
+            await conn.close()
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        victim = slow_stack.pid("runhost")
+        pending = pool.submit(api.http.post, f"/v1/runs/{run['id']}/finish", json=answer, headers=headers, timeout=5)
+        probe(lambda: asyncio.run(kept()), timeout=30, interval=0.01)
+        restarted(victim)
+        with contextlib.suppress(httpx.HTTPError):
+            pending.result()
+    done = until_answered("POST", "/finish", json=answer)
+    assert done["status"] == "completed"
+    ledger = api.ledger(run["id"])
+    assert len([r for r in ledger if r["stage"] == "included"]) == 1
+    assert api.ok("GET", f"/v1/publications/{done['publication']['id']}")["latest_version"] == 1
+    catalog = api.ok("GET", f"/v1/workspaces/{ws['id']}/catalog?limit=200")
+    assert len([i for i in catalog["items"] if i["kind"] == "publication" and i["run_id"] == run["id"]]) == 1
