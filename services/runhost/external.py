@@ -77,7 +77,9 @@ class ExternalRuns:
     async def begin(self, conn: asyncpg.Connection, row: asyncpg.Record, lease_seconds: int) -> c.Run:
         """Inside the admission's transaction: the run starts under epoch 1; the reply shows the token."""
         token, digest = new_token()
-        row = await self.leases.start_lease(conn, run_id=row["id"], token_hash=digest, lease_seconds=lease_seconds)
+        row = await self.leases.start_lease(
+            conn, run_id=row["id"], token_hash=digest, lease_seconds=lease_seconds, holder=row["principal"]
+        )
         await enqueue(conn, type=c.EVT_STARTED, scope=row["scope"], data=run_event(row, "running"))
         run = to_run(row)
         run.lease = c.Lease(token=token, epoch=1, expires_at=row["lease_expires_at"])
@@ -209,7 +211,7 @@ class ExternalRuns:
                 raise Conflict("the run is not running", {"status": row["status"]})
             if row["lease_expires_at"] > row["now"] and not req.force:
                 raise Conflict("the lease is held; wait for it to expire or take it with force", {"lease": "held"})
-            lease = await self.leases.take(conn, run_id=req.run_id, token_hash=digest)
+            lease = await self.leases.take(conn, run_id=req.run_id, token_hash=digest, holder=actor.principal)
         files = self.files_for(req.run_id, lease["lease_epoch"])
         listing = await files.listing()
         async with self.db.pool.acquire() as conn:

@@ -7,15 +7,16 @@ import asyncpg
 
 class ExternalRepository:
     async def start_lease(
-        self, conn: asyncpg.Connection, *, run_id: str, token_hash: str, lease_seconds: int
+        self, conn: asyncpg.Connection, *, run_id: str, token_hash: str, lease_seconds: int, holder: str
     ) -> asyncpg.Record:
-        """An admitted external run starts at once, under epoch 1 held by the agent."""
+        """An admitted external run starts at once, under epoch 1 held by the agent (`holder`: its principal)."""
         row = await conn.fetchrow(
-            "UPDATE runs SET status = 'running', lease_owner = 'external', lease_epoch = 1,"
+            "UPDATE runs SET status = 'running', lease_owner = $3, lease_epoch = 1,"
             " lease_expires_at = now() + make_interval(secs => $2), lease_seconds = $2, started_at = now()"
             " WHERE id = $1 RETURNING *",
             run_id,
             lease_seconds,
+            holder,
         )
         await conn.execute("INSERT INTO run_leases (run_id, epoch, token_hash) VALUES ($1, 1, $2)", run_id, token_hash)
         return row
@@ -39,13 +40,14 @@ class ExternalRepository:
             "SELECT *, now() AS now FROM runs WHERE id = $1 AND scope = $2 FOR UPDATE", id, scope
         )
 
-    async def take(self, conn: asyncpg.Connection, *, run_id: str, token_hash: str) -> asyncpg.Record:
+    async def take(self, conn: asyncpg.Connection, *, run_id: str, token_hash: str, holder: str) -> asyncpg.Record:
         """A new epoch for another session: every write under an older one is fenced off from now on."""
         row = await conn.fetchrow(
-            "UPDATE runs SET lease_epoch = lease_epoch + 1, lease_owner = 'external',"
+            "UPDATE runs SET lease_epoch = lease_epoch + 1, lease_owner = $2,"
             " lease_expires_at = now() + make_interval(secs => lease_seconds)"
             " WHERE id = $1 RETURNING lease_epoch, lease_expires_at",
             run_id,
+            holder,
         )
         await conn.execute(
             "INSERT INTO run_leases (run_id, epoch, token_hash) VALUES ($1, $2, $3)",

@@ -58,6 +58,11 @@ def to_run(row: asyncpg.Record) -> c.Run:
         created_at=row["created_at"],
         finished_at=row["finished_at"],
         driver=row["driver"],
+        lease_state=(
+            c.LeaseState(epoch=row["lease_epoch"], expires_at=row["lease_expires_at"], holder=row["lease_owner"])
+            if row["driver"] == "external"
+            else None
+        ),
         stats=c.RunStats(
             steps=row["steps"],
             model_requests=row["model_requests"],

@@ -132,6 +132,14 @@ class Lease(Model):
     expires_at: datetime
 
 
+class LeaseState(Model):
+    """Who holds an external run's lease now (never the token): the epoch, its expiry, the principal."""
+
+    epoch: int
+    expires_at: datetime | None
+    holder: str | None
+
+
 class Run(Model):
     id: str
     workspace_id: str
@@ -151,7 +159,10 @@ class Run(Model):
     finished_at: datetime | None
     stats: RunStats = Field(default_factory=RunStats)
     driver: Driver = "dossier"
+    # The secret lease, in the admission's and a take-over's answers only.
     lease: Lease | None = None
+    # An external run's lease as anyone of its scope may see it.
+    lease_state: LeaseState | None = None
 
 
 class AdmitReply(Model):

@@ -53,6 +53,20 @@ async def _answer(client: BusClient, actor: Actor, run: dict[str, Any]) -> tuple
 async def run_page(
     request: Request, run_id: str, cursor: str | None = None, actor: Actor = Depends(signed_in)
 ) -> Response:
+    return await _run_page(request, run_id, actor, cursor)
+
+
+@router.post("/runs/{run_id}/take")
+async def take_over(request: Request, run_id: str, actor: Actor = Depends(signed_in)) -> Response:
+    """A person takes an external run over: its new lease token is shown on this page, once."""
+    await checked_form(request)
+    taken = await bus_of(request).call(r.EXTERNAL_TAKE, {"run_id": run_id, "force": True}, actor=actor)
+    return await _run_page(request, run_id, actor, None, taken=taken["lease"])
+
+
+async def _run_page(
+    request: Request, run_id: str, actor: Actor, cursor: str | None, *, taken: dict[str, Any] | None = None
+) -> Response:
     client = bus_of(request)
     ref = {"run_id": run_id}
     run = await client.call(r.GET_RUN, ref, actor=actor)
@@ -66,7 +80,8 @@ async def run_page(
         request,
         "run.html",
         run=run,
-        live=run["status"] not in FINAL,
+        # The page that shows a new lease token once never reloads itself (the token would be gone).
+        live=run["status"] not in FINAL and taken is None,
         ledger=ledger,
         files=files["items"],
         plan=plan["text"] if plan else None,
@@ -74,6 +89,7 @@ async def run_page(
         answer_error=answer_error,
         report=report,
         stats=run.get("stats"),
+        taken=taken,
     )
 
 
