@@ -8,6 +8,7 @@ from typing import Any
 HTTP_STATUS: dict[str, int] = {
     "unauthenticated": 401,
     "invalid": 422,
+    "forbidden": 403,
     "not_found": 404,
     "conflict": 409,
     "unavailable": 409,
@@ -36,6 +37,12 @@ class DomainError(Exception):
 
 class Unauthenticated(DomainError):
     code = "unauthenticated"
+
+
+class Forbidden(DomainError):
+    """No valid proof of the caller (shared/proof.py), or a run-bound call without the run's lease token."""
+
+    code = "forbidden"
 
 
 class Invalid(DomainError):
@@ -78,7 +85,8 @@ class Unreachable(Timeout):
 
 
 _BY_CODE: dict[str, type[DomainError]] = {
-    cls.code: cls for cls in (Unauthenticated, Invalid, NotFound, Conflict, Unavailable, TooLarge, Unsupported, Timeout)
+    cls.code: cls
+    for cls in (Unauthenticated, Forbidden, Invalid, NotFound, Conflict, Unavailable, TooLarge, Unsupported, Timeout)
 }
 
 

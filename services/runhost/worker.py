@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import socket
 import time
 
 import asyncpg
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from services.runhost.finishing import Finisher
 from services.runhost.journal import ModelJournal
@@ -37,6 +39,7 @@ from shared.grants import GrantClaims, sign_grant
 from shared.metrics import LEASE_TAKEOVERS
 from shared.observe import bound
 from shared.outbox import enqueue
+from shared.proof import load_private_key
 from shared.settings import RunhostSettings
 
 log = logging.getLogger("dossier.runhost.worker")
@@ -55,6 +58,11 @@ class Worker:
         self._slots = asyncio.Semaphore(settings.run_concurrency)
         self._wake = asyncio.Event()
         self._running: set[asyncio.Task[None]] = set()
+
+    @functools.cached_property
+    def _grant_key(self) -> Ed25519PrivateKey:
+        """Runhost is the one process that mints run grants: the key is its own proof key."""
+        return load_private_key(self.settings.proof_key)
 
     async def run_forever(self) -> None:
         def on_wake(*_: object) -> None:
@@ -179,7 +187,7 @@ class Worker:
             refs=grant_refs(run),
             expires_at=time.time() + self.settings.run_grant_seconds,
         )
-        grant = sign_grant(self.settings.bus_secret, claims)
+        grant = sign_grant(self._grant_key, claims)
         files = RunFiles(self.blobs, self.db, self.repo, run["id"], epoch)
         ledger = RunLedger(self.db, self.repo, run["id"], epoch)
         toolbox = ToolBox(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from shared.contracts import assets as c
 from shared.contracts.common import Actor, Ref
@@ -16,7 +17,7 @@ from tests.support import documents
 
 def grant(assets: AssetsUnderTest, who: Actor, run_id: str, refs: list[str] | None = None) -> str:
     claims = GrantClaims(run_id=run_id, scope=who.scope, refs=refs or [], expires_at=time.time() + 60)
-    return sign_grant(assets.settings.bus_secret, claims)
+    return sign_grant(assets.grant_key, claims)
 
 
 async def search(assets: AssetsUnderTest, who: Actor, q: str, **extra: object) -> list[dict]:
@@ -86,7 +87,9 @@ async def test_grant_reads_admitted_or_found_by_the_runs_own_search(assets: Asse
     assert (await assets.bus.call(c.READ, {"evidence_id": hits["A"]["evidence_id"]}, actor=who, grant=by_evidence))[
         "evidence_id"
     ] == hits["A"]["evidence_id"]
-    forged = sign_grant("not-the-secret", GrantClaims(run_id="run_1", scope=who.scope, expires_at=time.time() + 60))
+    forged = sign_grant(
+        Ed25519PrivateKey.generate(), GrantClaims(run_id="run_1", scope=who.scope, expires_at=time.time() + 60)
+    )
     with pytest.raises(Unauthenticated):
         await assets.bus.call(c.READ, {"evidence_id": hits["A"]["evidence_id"]}, actor=who, grant=forged)
 
