@@ -34,13 +34,18 @@ PROOF_TAG = b"dossier-proof\n"
 PROOF_SECONDS = 60.0
 # The processes that sign: those that call another service.
 SIGNERS: tuple[str, ...] = tuple(name for name, calls in CALLS.items() if calls)
+# A run's attachments are commands of a run only: no tool sends them yet (runhost's NATS permissions leave
+# them out), and whoever does must be runhost, with the run's grant.
+RUN_COMMANDS: tuple[str, ...] = (assets.ATTACH, assets.PROMOTE)
 # Who may vouch on which subject: a signer on the subjects it calls, and no other.
-TRUSTED: dict[str, frozenset[str]] = {}
+TRUSTED: dict[str, frozenset[str]] = {subject: frozenset({"runhost"}) for subject in RUN_COMMANDS}
 for _signer in SIGNERS:
     for _subject in CALLS[_signer]:
         TRUSTED[_subject] = TRUSTED.get(_subject, frozenset()) | {_signer}
-# The reads runhost makes for a run: besides its own signature, the run's grant bounds what they reach.
-GRANT_BOUND: dict[str, frozenset[str]] = {"runhost": frozenset({publication.READ, assets.SEARCH, assets.READ})}
+# What runhost sends for a run: besides its own signature, the run's grant bounds what it reaches.
+GRANT_BOUND: dict[str, frozenset[str]] = {
+    "runhost": frozenset({publication.READ, assets.SEARCH, assets.READ, *RUN_COMMANDS})
+}
 
 
 def b64(raw: bytes) -> str:
@@ -143,7 +148,7 @@ class ProofVerifier:
         except InvalidSignature as exc:
             raise Forbidden("the proof's signature does not verify", {"subject": subject}) from exc
         if subject in GRANT_BOUND.get(issuer, ()) and not request.grant:
-            raise Forbidden("a run's read needs the run's grant", {"subject": subject})
+            raise Forbidden("runhost calls this only for a run, with the run's grant", {"subject": subject})
         return issuer
 
 

@@ -29,7 +29,7 @@ class AssetsUnderTest:
     blobs: Blobs
     bus: BusClient
     # Runhost's key, to mint the run grants a test presents (the assets service holds only its public half).
-    grant_key: Ed25519PrivateKey
+    grant_key: Ed25519PrivateKey | None = None
 
     async def put(self, data: bytes) -> dict[str, Any]:
         digest = hashlib.sha256(data).hexdigest()

@@ -9,7 +9,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from shared.contracts import assets as c
 from shared.contracts.common import Actor, Ref
-from shared.errors import NotFound, Unauthenticated, Unavailable
+from shared.errors import Forbidden, NotFound, Unauthenticated, Unavailable
 from shared.grants import GrantClaims, sign_grant
 from tests.service.assets.conftest import AssetsUnderTest, actor
 from tests.support import documents
@@ -17,6 +17,7 @@ from tests.support import documents
 
 def grant(assets: AssetsUnderTest, who: Actor, run_id: str, refs: list[str] | None = None) -> str:
     claims = GrantClaims(run_id=run_id, scope=who.scope, refs=refs or [], expires_at=time.time() + 60)
+    assert assets.grant_key is not None
     return sign_grant(assets.grant_key, claims)
 
 
@@ -98,7 +99,7 @@ async def test_attachment_is_run_local_until_promoted(assets: AssetsUnderTest) -
     who = actor()
     run_grant = grant(assets, who, "run_att")
     blob = await assets.put(documents.pdf(["Attachment about a margin call."]))
-    with pytest.raises(Unauthenticated):
+    with pytest.raises(Forbidden):  # only runhost sends it, and only with the run's grant (shared/proof.py)
         await assets.bus.call(c.ATTACH, {"source_id": "tool-result", "blob": blob}, actor=who)
     att = await assets.bus.call(c.ATTACH, {"source_id": "tool-result", "blob": blob}, actor=who, grant=run_grant)
     assert att["status"] == "active" and att["run_local"] is True and att["run_id"] == "run_att"

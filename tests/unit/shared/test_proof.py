@@ -13,6 +13,7 @@ from shared.errors import Forbidden
 from shared.natsauth import CALLS
 from shared.proof import (
     GRANT_BOUND,
+    RUN_COMMANDS,
     SIGNERS,
     TRUSTED,
     ProofSigner,
@@ -45,7 +46,7 @@ def prove(signer: str, subject: str, *, actor: Actor = ALICE, key: Ed25519Privat
 def test_the_signers_are_the_processes_that_call_others() -> None:
     assert SIGNERS == ("gateway", "runhost", "workspace")
     for subject, signers in TRUSTED.items():
-        assert all(subject in CALLS[s] for s in signers)
+        assert all(subject in CALLS[s] or subject in RUN_COMMANDS for s in signers)
 
 
 def test_a_proof_by_a_signer_trusted_on_the_subject_is_taken() -> None:
@@ -120,4 +121,5 @@ def test_public_keys_name_only_signers() -> None:
 
 
 def test_runhost_reads_of_a_run_are_grant_bound() -> None:
-    assert GRANT_BOUND["runhost"] == {publication.READ, assets.SEARCH, assets.READ}
+    assert GRANT_BOUND["runhost"] == {publication.READ, assets.SEARCH, assets.READ, assets.ATTACH, assets.PROMOTE}
+    assert TRUSTED[assets.ATTACH] == TRUSTED[assets.PROMOTE] == {"runhost"}
