@@ -13,8 +13,8 @@ import json
 import time
 from functools import lru_cache
 
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+import nacl.exceptions
+from nacl.signing import SigningKey, VerifyKey
 from pydantic import Field, ValidationError
 
 from shared.contracts.common import Model, Ref
@@ -34,9 +34,9 @@ class GrantClaims(Model):
         return ref.key() in self.refs
 
 
-def sign_grant(key: Ed25519PrivateKey, claims: GrantClaims) -> str:
+def sign_grant(key: SigningKey, claims: GrantClaims) -> str:
     payload = json.dumps(claims.model_dump(), separators=(",", ":"), sort_keys=True).encode()
-    return f"{b64(payload)}.{b64(key.sign(GRANT_TAG + payload))}"
+    return f"{b64(payload)}.{b64(key.sign(GRANT_TAG + payload).signature)}"
 
 
 @lru_cache(maxsize=1024)
@@ -48,8 +48,8 @@ def _verified(key_bytes: bytes, token: str) -> GrantClaims:
     except (ValueError, TypeError, binascii.Error) as exc:
         raise Unauthenticated("the run grant is malformed") from exc
     try:
-        Ed25519PublicKey.from_public_bytes(key_bytes).verify(signature, GRANT_TAG + payload)
-    except InvalidSignature as exc:
+        VerifyKey(key_bytes).verify(GRANT_TAG + payload, signature)
+    except (nacl.exceptions.BadSignatureError, ValueError, TypeError) as exc:
         raise Unauthenticated("the run grant's signature does not verify") from exc
     try:
         return GrantClaims.model_validate_json(payload)
@@ -57,11 +57,11 @@ def _verified(key_bytes: bytes, token: str) -> GrantClaims:
         raise Unauthenticated("the run grant's claims are malformed") from exc
 
 
-def verify_grant(key: Ed25519PublicKey | None, token: str, *, scope: str, now: float | None = None) -> GrantClaims:
+def verify_grant(key: VerifyKey | None, token: str, *, scope: str, now: float | None = None) -> GrantClaims:
     """Signature, expiry and scope. A grant of another scope is `not_found`, so nothing leaks."""
     if key is None:
         raise Unauthenticated("this service has no key to verify run grants with")
-    claims = _verified(key.public_bytes_raw(), token)
+    claims = _verified(key.encode(), token)
     if (now if now is not None else time.time()) >= claims.expires_at:
         raise Unauthenticated("the run grant has expired", {"run_id": claims.run_id})
     if claims.scope != scope:

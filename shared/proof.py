@@ -18,10 +18,9 @@ import binascii
 import time
 from collections.abc import Mapping
 
+import nacl.exceptions
 import orjson
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
-from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat, PublicFormat
+from nacl.signing import SigningKey, VerifyKey
 
 from shared.contracts import assets, publication
 from shared.contracts.common import Actor, BusRequest
@@ -58,25 +57,24 @@ def unb64(text: str) -> bytes:
 
 def new_private_key() -> str:
     """A new signing key as the stack keeps it: the 32-byte seed, base64url."""
-    raw = Ed25519PrivateKey.generate().private_bytes(Encoding.Raw, PrivateFormat.Raw, NoEncryption())
-    return b64(raw)
+    return b64(SigningKey.generate().encode())
 
 
-def load_private_key(text: str) -> Ed25519PrivateKey:
+def load_private_key(text: str) -> SigningKey:
     try:
-        return Ed25519PrivateKey.from_private_bytes(unb64(text.strip()))
-    except (ValueError, binascii.Error) as exc:
+        return SigningKey(unb64(text.strip()))
+    except (ValueError, TypeError, binascii.Error) as exc:
         raise ValueError("a proof key must be a base64url Ed25519 seed of 32 bytes") from exc
 
 
 def public_key_text(private_text: str) -> str:
-    return b64(load_private_key(private_text).public_key().public_bytes(Encoding.Raw, PublicFormat.Raw))
+    return b64(load_private_key(private_text).verify_key.encode())
 
 
-def load_public_key(text: str) -> Ed25519PublicKey:
+def load_public_key(text: str) -> VerifyKey:
     try:
-        return Ed25519PublicKey.from_public_bytes(unb64(text.strip()))
-    except (ValueError, binascii.Error) as exc:
+        return VerifyKey(unb64(text.strip()))
+    except (ValueError, TypeError, binascii.Error) as exc:
         raise ValueError("a public proof key must be a base64url Ed25519 key of 32 bytes") from exc
 
 
@@ -85,8 +83,8 @@ def public_keys_text(keys: Mapping[str, str]) -> str:
     return ",".join(f"{name}={key}" for name, key in sorted(keys.items()))
 
 
-def parse_public_keys(text: str) -> dict[str, Ed25519PublicKey]:
-    keys: dict[str, Ed25519PublicKey] = {}
+def parse_public_keys(text: str) -> dict[str, VerifyKey]:
+    keys: dict[str, VerifyKey] = {}
     for pair in filter(None, (p.strip() for p in text.split(","))):
         name, sep, key = pair.partition("=")
         if not sep or name not in SIGNERS:
@@ -100,7 +98,7 @@ def parse_public_keys(text: str) -> dict[str, Ed25519PublicKey]:
 class ProofSigner:
     """Signs the actor of each call this process makes."""
 
-    def __init__(self, issuer: str, private_key: Ed25519PrivateKey, *, seconds: float = PROOF_SECONDS):
+    def __init__(self, issuer: str, private_key: SigningKey, *, seconds: float = PROOF_SECONDS):
         self.issuer = issuer
         self._key = private_key
         self._seconds = seconds
@@ -115,13 +113,13 @@ class ProofSigner:
             "exp": expires_at if expires_at is not None else time.time() + self._seconds,
         }
         payload = orjson.dumps(claims)
-        return f"{b64(payload)}.{b64(self._key.sign(PROOF_TAG + payload))}"
+        return f"{b64(payload)}.{b64(self._key.sign(PROOF_TAG + payload).signature)}"
 
 
 class ProofVerifier:
     """Checks an envelope's proof against the public keys of the signers; it holds no key that can sign."""
 
-    def __init__(self, public_keys: Mapping[str, Ed25519PublicKey], *, trusted: Mapping[str, frozenset[str]] = TRUSTED):
+    def __init__(self, public_keys: Mapping[str, VerifyKey], *, trusted: Mapping[str, frozenset[str]] = TRUSTED):
         self._keys = dict(public_keys)
         self._trusted = trusted
 
@@ -144,8 +142,8 @@ class ProofVerifier:
         if time.time() >= expires_at:
             raise Forbidden("the proof of caller has expired", {"subject": subject})
         try:
-            self._keys[issuer].verify(signature, PROOF_TAG + payload)
-        except InvalidSignature as exc:
+            self._keys[issuer].verify(PROOF_TAG + payload, signature)
+        except (nacl.exceptions.BadSignatureError, ValueError, TypeError) as exc:
             raise Forbidden("the proof's signature does not verify", {"subject": subject}) from exc
         if subject in GRANT_BOUND.get(issuer, ()) and not request.grant:
             raise Forbidden("runhost calls this only for a run, with the run's grant", {"subject": subject})
@@ -166,6 +164,6 @@ def verifier_for(settings: CommonSettings) -> ProofVerifier:
     return ProofVerifier(parse_public_keys(settings.proof_public_keys))
 
 
-def grant_key(settings: CommonSettings) -> Ed25519PublicKey | None:
+def grant_key(settings: CommonSettings) -> VerifyKey | None:
     """The key run grants verify with: runhost's, the one service that mints them."""
     return parse_public_keys(settings.proof_public_keys).get("runhost")

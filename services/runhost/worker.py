@@ -16,7 +16,7 @@ import socket
 import time
 
 import asyncpg
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from nacl.signing import SigningKey
 
 from services.runhost.finishing import Finisher
 from services.runhost.journal import ModelJournal
@@ -60,7 +60,7 @@ class Worker:
         self._running: set[asyncio.Task[None]] = set()
 
     @functools.cached_property
-    def _grant_key(self) -> Ed25519PrivateKey:
+    def _grant_key(self) -> SigningKey:
         """Runhost is the one process that mints run grants: the key is its own proof key."""
         return load_private_key(self.settings.proof_key)
 

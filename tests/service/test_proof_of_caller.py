@@ -20,7 +20,7 @@ from typing import Any
 import nats
 import orjson
 import pytest
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from nacl.signing import SigningKey, VerifyKey
 
 from services.assets.app import create_app as create_assets
 from services.publication.app import create_app as create_publication
@@ -92,7 +92,7 @@ async def send(nc: nats.NATS, subject: str, data: dict[str, Any], *, actor: Acto
     return BusReply.model_validate_json((await nc.request(subject, orjson.dumps(body), timeout=5)).data)
 
 
-def key(infra: Infra, signer: str) -> Ed25519PrivateKey:
+def key(infra: Infra, signer: str) -> SigningKey:
     return load_private_key(infra.proof_keys[signer])
 
 
@@ -109,7 +109,7 @@ def forgeries(infra: Infra, subject: str) -> dict[str, dict[str, Any]]:
         "a run grant for another scope": {"grant": other_grant},
         "an expired proof": {"proof": gateway.prove(subject, VICTIM, rid, expires_at=time.time() - 1)},
         "a gateway-like proof by an untrusted key": {
-            "proof": ProofSigner("gateway", Ed25519PrivateKey.generate()).prove(subject, VICTIM, rid)
+            "proof": ProofSigner("gateway", SigningKey.generate()).prove(subject, VICTIM, rid)
         },
         "a proof for another scope": {"proof": gateway.prove(subject, ELSEWHERE, rid)},
         "a proof for another subject": {"proof": gateway.prove(workspace.LIST, VICTIM, rid)},
@@ -157,7 +157,7 @@ def mint_attempts(env: dict[str, str]) -> list[Callable[[GrantClaims], str]]:
 
             attempts.append(hmac_grant)
             try:
-                seed = Ed25519PrivateKey.from_private_bytes(unb64(part))
+                seed = SigningKey(unb64(part))
             except ValueError:
                 continue
             attempts.append(lambda claims, k=seed: sign_grant(k, claims))
@@ -173,7 +173,7 @@ async def test_a_verifier_holds_only_public_keys_and_cannot_mint(
     assert "DOSSIER_PROOF_KEY" not in env and settings.proof_key == ""
     keys = parse_public_keys(settings.proof_public_keys)
     assert set(keys) == {"gateway", "runhost", "workspace"}
-    assert all(isinstance(k, Ed25519PublicKey) for k in keys.values())
+    assert all(isinstance(k, VerifyKey) for k in keys.values())
     assert signer_for(service, settings) is None
     # Whatever the verifier holds, a grant made with it is refused; runhost's own grant is read.
     claims = GrantClaims(

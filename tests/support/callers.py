@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from nacl.signing import SigningKey
 
 from shared.contracts.common import Actor
 from shared.proof import SIGNERS, TRUSTED, ProofSigner
 
 
 class CallerSigner(ProofSigner):
-    def __init__(self, keys: Mapping[str, Ed25519PrivateKey]):
+    def __init__(self, keys: Mapping[str, SigningKey]):
         super().__init__("gateway", keys["gateway"])
         self._signers = {name: ProofSigner(name, keys[name]) for name in SIGNERS}
 

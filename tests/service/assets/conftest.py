@@ -10,7 +10,7 @@ from typing import Any
 
 import asyncpg
 import pytest
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from nacl.signing import SigningKey
 
 from services.assets.app import create_app
 from shared.blobs import Blobs, content_key
@@ -29,7 +29,7 @@ class AssetsUnderTest:
     blobs: Blobs
     bus: BusClient
     # Runhost's key, to mint the run grants a test presents (the assets service holds only its public half).
-    grant_key: Ed25519PrivateKey | None = None
+    grant_key: SigningKey | None = None
 
     async def put(self, data: bytes) -> dict[str, Any]:
         digest = hashlib.sha256(data).hexdigest()

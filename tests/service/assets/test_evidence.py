@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from nacl.signing import SigningKey
 
 from shared.contracts import assets as c
 from shared.contracts.common import Actor, Ref
@@ -89,7 +89,7 @@ async def test_grant_reads_admitted_or_found_by_the_runs_own_search(assets: Asse
         "evidence_id"
     ] == hits["A"]["evidence_id"]
     forged = sign_grant(
-        Ed25519PrivateKey.generate(), GrantClaims(run_id="run_1", scope=who.scope, expires_at=time.time() + 60)
+        SigningKey.generate(), GrantClaims(run_id="run_1", scope=who.scope, expires_at=time.time() + 60)
     )
     with pytest.raises(Unauthenticated):
         await assets.bus.call(c.READ, {"evidence_id": hits["A"]["evidence_id"]}, actor=who, grant=forged)

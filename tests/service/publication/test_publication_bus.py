@@ -9,7 +9,7 @@ import uuid
 from collections.abc import AsyncIterator
 
 import pytest
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from nacl.signing import SigningKey
 from prometheus_client import REGISTRY
 
 from services.publication.app import create_app
@@ -171,7 +171,7 @@ async def test_grant_read_checks_signature_expiry_scope_and_ref(
     await bus.call(c.REVISE, {"id": v1["id"], "body": "v2", "expected_latest_version": 1}, actor=who)
     ref_v1 = Ref(kind="publication", id=v1["id"], version=1).key()
 
-    def grant(key: Ed25519PrivateKey = load_private_key(infra.proof_keys["runhost"]), **kw: object) -> str:
+    def grant(key: SigningKey = load_private_key(infra.proof_keys["runhost"]), **kw: object) -> str:
         values: dict[str, object] = {
             "run_id": "run_1",
             "scope": who.scope,
@@ -186,7 +186,7 @@ async def test_grant_read_checks_signature_expiry_scope_and_ref(
     with pytest.raises(NotFound):  # v2 exists, but this run was admitted with v1 only
         await bus.call(c.READ, {"id": v1["id"], "version": 2}, actor=who, grant=grant())
     with pytest.raises(Unauthenticated):
-        await bus.call(c.READ, {"id": v1["id"], "version": 1}, actor=who, grant=grant(key=Ed25519PrivateKey.generate()))
+        await bus.call(c.READ, {"id": v1["id"], "version": 1}, actor=who, grant=grant(key=SigningKey.generate()))
     with pytest.raises(Unauthenticated):
         await bus.call(c.READ, {"id": v1["id"], "version": 1}, actor=who, grant=grant(expires_at=time.time() - 1))
     with pytest.raises(NotFound):

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from nacl.signing import SigningKey
 
 from shared.proof import ProofSigner, ProofVerifier
 
-_KEY = Ed25519PrivateKey.generate()
+_KEY = SigningKey.generate()
 SIGNER = ProofSigner("gateway", _KEY)
 VERIFIER = ProofVerifier(
-    {"gateway": _KEY.public_key()}, trusted={s: frozenset({"gateway"}) for s in ("t.echo", "t.any", "s")}
+    {"gateway": _KEY.verify_key}, trusted={s: frozenset({"gateway"}) for s in ("t.echo", "t.any", "s")}
 )

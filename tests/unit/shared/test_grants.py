@@ -5,14 +5,14 @@ from __future__ import annotations
 import time
 
 import pytest
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from nacl.signing import SigningKey
 
 from shared.contracts.common import Ref
 from shared.errors import NotFound, Unauthenticated
 from shared.grants import GrantClaims, require_ref, sign_grant, verify_grant
 
-KEY = Ed25519PrivateKey.generate()
-PUBLIC = KEY.public_key()
+KEY = SigningKey.generate()
+PUBLIC = KEY.verify_key
 A1 = Ref(kind="publication", id="pub_a", version=1)
 
 
@@ -35,7 +35,7 @@ def test_valid_grant_round_trips() -> None:
 
 
 def test_forged_signature_is_refused() -> None:
-    token = sign_grant(Ed25519PrivateKey.generate(), claims())
+    token = sign_grant(SigningKey.generate(), claims())
     with pytest.raises(Unauthenticated):
         verify_grant(PUBLIC, token, scope="acme")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from nacl.signing import SigningKey
 
 from shared.contracts import assets, publication, workspace
 from shared.contracts.common import Actor, BusRequest
@@ -28,8 +28,8 @@ from shared.proof import (
 )
 from shared.settings import CommonSettings
 
-KEYS = {name: Ed25519PrivateKey.generate() for name in SIGNERS}
-VERIFIER = ProofVerifier({name: key.public_key() for name, key in KEYS.items()})
+KEYS = {name: SigningKey.generate() for name in SIGNERS}
+VERIFIER = ProofVerifier({name: key.verify_key for name, key in KEYS.items()})
 ALICE = Actor(scope="acme", principal="alice")
 
 
@@ -39,7 +39,7 @@ def envelope(
     return BusRequest(actor=actor, proof=proof, grant=grant, request_id=request_id, data={})
 
 
-def prove(signer: str, subject: str, *, actor: Actor = ALICE, key: Ed25519PrivateKey | None = None, **kw: float) -> str:
+def prove(signer: str, subject: str, *, actor: Actor = ALICE, key: SigningKey | None = None, **kw: float) -> str:
     return ProofSigner(signer, key or KEYS[signer]).prove(subject, actor, "req-1", **kw)
 
 
@@ -76,7 +76,7 @@ def test_a_proof_by_a_signer_trusted_on_the_subject_is_taken() -> None:
         ("another request", envelope(prove("gateway", workspace.GET), request_id="req-2"), workspace.GET),
         (
             "an untrusted key",
-            envelope(prove("gateway", workspace.GET, key=Ed25519PrivateKey.generate())),
+            envelope(prove("gateway", workspace.GET, key=SigningKey.generate())),
             workspace.GET,
         ),
         ("a signer not trusted there", envelope(prove("workspace", workspace.DELETE)), workspace.DELETE),
@@ -107,7 +107,7 @@ def test_keys_travel_as_text_and_verifiers_get_only_public_ones() -> None:
     assert verifier.check(envelope(proof), workspace.GET) == "gateway"
     # A public key is no signing key.
     for text in public.split(","):
-        assert load_private_key(text.partition("=")[2]).public_key() != parse_public_keys(text)[text.partition("=")[0]]
+        assert load_private_key(text.partition("=")[2]).verify_key != parse_public_keys(text)[text.partition("=")[0]]
 
 
 def test_a_signer_without_its_key_does_not_start() -> None:
