@@ -24,6 +24,7 @@ from bench._stats import BENCH_BODY, goal, publish, report
 from shared.bus import BusClient
 from shared.contracts import publication as c
 from shared.contracts.common import Actor
+from shared.proof import ProofSigner, load_private_key
 from tests.support.stack import start_stack, stop_stack
 
 WARMUP = 200
@@ -55,11 +56,12 @@ async def measure_raw(options: dict[str, Any]) -> list[float]:
         await nc.close()
 
 
-async def measure_bus(options: dict[str, Any], scope: str, pub_id: str) -> list[float]:
-    """The publication service on the bus, without HTTP: envelope, validation, scoped SQL read, hash check."""
+async def measure_bus(options: dict[str, Any], gateway_key: str, scope: str, pub_id: str) -> list[float]:
+    """The publication service on the bus, without HTTP: envelope, proof of caller (signed here as the gateway
+    signs, verified there), validation, scoped SQL read, hash check."""
     nc = await nats.connect(**options)
     try:
-        bus = BusClient(nc)
+        bus = BusClient(nc, signer=ProofSigner("gateway", load_private_key(gateway_key)))
         actor = Actor(scope=scope, principal="bench")
         samples = []
         for i in range(WARMUP + N):
@@ -121,7 +123,7 @@ def main() -> None:
             )
             bus_med, bus_p99 = report(
                 "publication.read over the bus",
-                asyncio.run(measure_bus(stack.nats_options("gateway"), scope, pub["id"])),
+                asyncio.run(measure_bus(stack.nats_options("gateway"), stack.proof_key("gateway"), scope, pub["id"])),
             )
             httpx_med, httpx_p99 = report(
                 "GET /v1/publications/{id}/versions/1 (httpx)", measure_gateway(stack.url, token, pub["id"])

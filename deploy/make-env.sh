@@ -5,8 +5,19 @@ set -eu
 [ -e .env ] && { echo ".env exists; not overwriting it" >&2; exit 1; }
 umask 077
 rand() { head -c 32 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | head -c 40; }
+# An Ed25519 key as shared/proof.py reads it: the raw 32 bytes (the seed, or the public key), base64url.
+raw32() { tail -c 32 | base64 | tr '+/' '-_' | tr -d '=\n'; }
+keys=$(mktemp -d); trap 'rm -rf "$keys"' EXIT
+public=""
+for s in gateway runhost workspace; do
+  openssl genpkey -algorithm ed25519 -out "$keys/$s.pem"
+  public="$public${public:+,}$s=$(openssl pkey -in "$keys/$s.pem" -pubout -outform DER | raw32)"
+done
 {
-  echo "DOSSIER_BUS_SECRET=$(rand)"
+  for s in gateway runhost workspace; do
+    echo "PROOF_$(echo $s | tr a-z A-Z)_KEY=$(openssl pkey -in "$keys/$s.pem" -outform DER | raw32)"
+  done
+  echo "DOSSIER_PROOF_PUBLIC_KEYS=$public"
   echo "DOSSIER_ADMIN_TOKEN=adm_$(rand)"
   echo "POSTGRES_PASSWORD=$(rand)"
   echo "MINIO_ROOT_USER=dossier-root"

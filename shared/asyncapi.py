@@ -40,6 +40,15 @@ def _request_envelope(spec: EndpointSpec) -> type[BaseModel]:
         __base__=Model,
         __doc__=f"The envelope of a `{spec.subject}` request.",
         actor=(Actor, ...),
+        proof=(
+            str | None,
+            Field(
+                default=None,
+                max_length=4096,
+                description="The caller's Ed25519 signature over the actor, subject, request id and an expiry "
+                "(docs/security.md, Proof of caller); a request without a valid one is answered `forbidden`",
+            ),
+        ),
         grant=(str | None, Field(default=None, description="A run grant, for reads made on behalf of a run")),
         request_id=(str | None, Field(default=None, max_length=128)),
         data=(spec.request, ...),

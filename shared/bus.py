@@ -37,6 +37,7 @@ from shared.contracts.common import (
 from shared.errors import DomainError, Invalid, Unreachable, from_envelope
 from shared.metrics import BUS_CALLS, BUS_REQUESTS, BUS_SECONDS
 from shared.observe import bound, new_request_id, request_id_var
+from shared.proof import ProofSigner, ProofVerifier
 from shared.storable import require_storable
 
 log = logging.getLogger("dossier.bus")
@@ -49,6 +50,8 @@ class RequestContext:
     actor: Actor
     grant: str | None
     subject: str
+    # The signer that vouched for the actor (shared/proof.py): `gateway`, `runhost` or `workspace`.
+    issuer: str
 
 
 Handler = Callable[[RequestContext, Any], Awaitable[Any]]
@@ -107,8 +110,8 @@ def _reply_error(err: DomainError) -> bytes:
     return reply.model_dump_json().encode()
 
 
-async def dispatch(raw: bytes, subject: str, model: type[Model], handler: Handler) -> bytes:
-    """Decode, call the rule, encode. Never raises: every outcome becomes a reply."""
+async def dispatch(raw: bytes, subject: str, model: type[Model], handler: Handler, verifier: ProofVerifier) -> bytes:
+    """Decode, check the proof of caller, call the rule, encode. Never raises: every outcome becomes a reply."""
     started = time.perf_counter()
     try:
         request = BusRequest.model_validate_json(raw)
@@ -117,14 +120,18 @@ async def dispatch(raw: bytes, subject: str, model: type[Model], handler: Handle
         reply, code = _reply_error(err), "invalid"
     else:
         with bound(request_id=request.request_id, scope=request.actor.scope):
-            reply, code = await _answer(request, subject, model, handler)
+            reply, code = await _answer(request, subject, model, handler, verifier)
     BUS_REQUESTS.labels(subject, code).inc()
     BUS_SECONDS.labels(subject).observe(time.perf_counter() - started)
     return reply
 
 
-async def _answer(request: BusRequest, subject: str, model: type[Model], handler: Handler) -> tuple[bytes, str]:
+async def _answer(
+    request: BusRequest, subject: str, model: type[Model], handler: Handler, verifier: ProofVerifier
+) -> tuple[bytes, str]:
     try:
+        # No rule sees a request whose actor no trusted signer vouched for, not even to validate it.
+        issuer = verifier.check(request, subject)
         # Text PostgreSQL cannot store is the sender's mistake: answer `invalid` before any rule sees it.
         require_storable(request.data)
         require_storable(request.actor.principal, "actor.principal")
@@ -132,7 +139,7 @@ async def _answer(request: BusRequest, subject: str, model: type[Model], handler
             payload = model.model_validate(request.data)
         except ValidationError as exc:
             raise Invalid("the request is malformed", validation_details(exc)) from exc
-        ctx = RequestContext(actor=request.actor, grant=request.grant, subject=subject)
+        ctx = RequestContext(actor=request.actor, grant=request.grant, subject=subject, issuer=issuer)
         result = await handler(ctx, payload)
         return _ok_reply(result), "ok"
     except DomainError as err:
@@ -204,11 +211,16 @@ def _refusal(subject: str, reply: BusReply) -> DomainError:
 
 
 class BusClient:
-    """The caller side: one method, typed errors. Uses the raw nats-py connection (lowest latency)."""
+    """The caller side: one method, typed errors. Uses the raw nats-py connection (lowest latency).
 
-    def __init__(self, nc: nats.NATS, *, timeout: float = 5.0):
+    With a signer, every envelope carries its proof of the actor (shared/proof.py); without one (a
+    process that calls no other service), owners refuse whatever it sends for an actor.
+    """
+
+    def __init__(self, nc: nats.NATS, *, timeout: float = 5.0, signer: ProofSigner | None = None):
         self._nc = nc
         self._timeout = timeout
+        self._signer = signer
 
     async def call(
         self,
@@ -253,7 +265,14 @@ class BusClient:
     ) -> bytes:
         payload = data.model_dump(mode="json") if isinstance(data, BaseModel) else (data or {})
         request_id = request_id_var.get() or new_request_id()
-        envelope = {"actor": actor.model_dump(), "grant": grant, "request_id": request_id, "data": payload}
+        proof = self._signer.prove(subject, actor, request_id) if self._signer is not None else None
+        envelope = {
+            "actor": actor.model_dump(),
+            "proof": proof,
+            "grant": grant,
+            "request_id": request_id,
+            "data": payload,
+        }
         try:
             # The receiver validates the envelope; building a model here only to encode it cost a read a tenth
             # of its client-side time.

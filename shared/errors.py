@@ -39,14 +39,14 @@ class Unauthenticated(DomainError):
     code = "unauthenticated"
 
 
-class Invalid(DomainError):
-    code = "invalid"
-
-
 class Forbidden(DomainError):
-    """A run-bound call without the run's lease token."""
+    """No valid proof of the caller (shared/proof.py), or a run-bound call without the run's lease token."""
 
     code = "forbidden"
+
+
+class Invalid(DomainError):
+    code = "invalid"
 
 
 class NotFound(DomainError):

@@ -1,21 +1,27 @@
-"""Run grants: short-lived HMAC-signed capabilities that runhost issues and owner services verify.
+"""Run grants: short-lived Ed25519-signed capabilities that runhost mints and owner services verify.
 
-A grant is `<base64url(claims json)>.<base64url(hmac-sha256)>`. It carries the run, the scope, the refs
+A grant is `<base64url(claims json)>.<base64url(signature)>`. It carries the run, the scope, the refs
 the run was admitted with (`kind:id@version`) and an expiry. It is checked on every read made for a run.
+Only runhost holds the private key; publication and assets verify with its public key, so neither can
+mint one (shared/proof.py hands the keys out).
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
+import binascii
 import json
 import time
+from functools import lru_cache
 
+import nacl.exceptions
+from nacl.signing import SigningKey, VerifyKey
 from pydantic import Field, ValidationError
 
 from shared.contracts.common import Model, Ref
 from shared.errors import NotFound, Unauthenticated
+from shared.proof import b64, unb64
+
+GRANT_TAG = b"dossier-grant\n"
 
 
 class GrantClaims(Model):
@@ -28,38 +34,34 @@ class GrantClaims(Model):
         return ref.key() in self.refs
 
 
-def _b64(raw: bytes) -> str:
-    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
-
-
-def _unb64(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-
-
-def _mac(secret: str, payload: bytes) -> bytes:
-    return hmac.new(secret.encode(), payload, hashlib.sha256).digest()
-
-
-def sign_grant(secret: str, claims: GrantClaims) -> str:
-    if not secret:
-        raise ValueError("the bus secret is empty; grants cannot be signed")
+def sign_grant(key: SigningKey, claims: GrantClaims) -> str:
     payload = json.dumps(claims.model_dump(), separators=(",", ":"), sort_keys=True).encode()
-    return f"{_b64(payload)}.{_b64(_mac(secret, payload))}"
+    return f"{b64(payload)}.{b64(key.sign(GRANT_TAG + payload).signature)}"
 
 
-def verify_grant(secret: str, token: str, *, scope: str, now: float | None = None) -> GrantClaims:
-    """Signature, expiry and scope. A grant of another scope is `not_found`, so nothing leaks."""
+@lru_cache(maxsize=1024)
+def _verified(key_bytes: bytes, token: str) -> GrantClaims:
+    """A run presents one grant for all its reads: its signature is checked once, its expiry every time."""
     try:
-        payload_text, mac_text = token.split(".", 1)
-        payload, mac = _unb64(payload_text), _unb64(mac_text)
-    except (ValueError, TypeError) as exc:
+        payload_text, signature_text = token.split(".", 1)
+        payload, signature = unb64(payload_text), unb64(signature_text)
+    except (ValueError, TypeError, binascii.Error) as exc:
         raise Unauthenticated("the run grant is malformed") from exc
-    if not secret or not hmac.compare_digest(mac, _mac(secret, payload)):
-        raise Unauthenticated("the run grant's signature does not verify")
     try:
-        claims = GrantClaims.model_validate_json(payload)
+        VerifyKey(key_bytes).verify(GRANT_TAG + payload, signature)
+    except (nacl.exceptions.BadSignatureError, ValueError, TypeError) as exc:
+        raise Unauthenticated("the run grant's signature does not verify") from exc
+    try:
+        return GrantClaims.model_validate_json(payload)
     except ValidationError as exc:
         raise Unauthenticated("the run grant's claims are malformed") from exc
+
+
+def verify_grant(key: VerifyKey | None, token: str, *, scope: str, now: float | None = None) -> GrantClaims:
+    """Signature, expiry and scope. A grant of another scope is `not_found`, so nothing leaks."""
+    if key is None:
+        raise Unauthenticated("this service has no key to verify run grants with")
+    claims = _verified(key.encode(), token)
     if (now if now is not None else time.time()) >= claims.expires_at:
         raise Unauthenticated("the run grant has expired", {"run_id": claims.run_id})
     if claims.scope != scope:

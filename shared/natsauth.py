@@ -9,8 +9,9 @@ Each service user may
 - use only the JetStream API its publishing and its own durable consumers need. No service user may
   delete, purge or update a stream, or delete a consumer.
 
-A request carries the user's actor in its envelope, and the receiving service trusts it. What keeps
-that honest is who may publish to each subject: the user-facing subjects only the gateway (which checks
+A request carries the user's actor in its envelope, with the caller's signed proof of it (shared/proof.py):
+the receiving service trusts the actor only with a proof by a signer that `CALLS` names for the subject.
+The permissions below are the first wall, who may publish to each subject: the user-facing subjects only the gateway (which checks
 the token) may call; runhost may call the reads of a run (further bound by the signed run grant) and the
 owners' subjects of a run's finishing steps; workspace only the owners' `check` subjects and
 `artifact.retain`. Publication, artifact and assets can send no request to another service at all.

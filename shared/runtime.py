@@ -23,6 +23,7 @@ from shared.metrics import serve_metrics
 from shared.natsauth import broker_options
 from shared.observe import configure_logging
 from shared.outbox import OutboxRelay
+from shared.proof import signer_for, verifier_for
 from shared.serving import EndpointServer
 from shared.settings import CommonSettings
 from shared.streams import ensure_stream
@@ -85,7 +86,7 @@ class ServiceRuntime:
         await self.broker.connect()
         nc = self.broker.connection
         await ensure_stream(nc, replicas=self.settings.stream_replicas)
-        self._bus = BusClient(nc, timeout=self.settings.request_timeout)
+        self._bus = BusClient(nc, timeout=self.settings.request_timeout, signer=signer_for(self.name, self.settings))
         for hook in self._on_start:
             await hook()
         if self.settings.outbox_relay:
@@ -93,7 +94,7 @@ class ServiceRuntime:
         for task in self._background:
             self._spawn(task)
         await self.broker.start()
-        self._endpoints = EndpointServer(described_endpoints(self.broker))
+        self._endpoints = EndpointServer(described_endpoints(self.broker), verifier_for(self.settings))
         await self._endpoints.start(nc)
         # Subscriptions reach the server asynchronously; a flush makes them live before we say we serve.
         await nc.flush()

@@ -1,6 +1,6 @@
 """Secrets generated once and kept under $DOSSIER_HOME: files of mode 0600 in folders of mode 0700.
 
-Every secret the local stack makes (the admin token, the bus secret, the NATS, S3 and PostgreSQL
+Every secret the local stack makes (the admin token, the proof-of-caller keys, the NATS, S3 and PostgreSQL
 credentials) goes through here, so none is ever written with a wider mode, even for an instant.
 """
 

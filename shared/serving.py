@@ -19,15 +19,20 @@ from nats.aio.subscription import Subscription
 
 from shared import tracing
 from shared.bus import EndpointSpec, dispatch
+from shared.proof import ProofVerifier
 
 log = logging.getLogger("dossier.serving")
 
 
 class EndpointServer:
-    """Subscribes each endpoint in its queue group; handles up to its `concurrency` messages at once."""
+    """Subscribes each endpoint in its queue group; handles up to its `concurrency` messages at once.
 
-    def __init__(self, specs: list[EndpointSpec]):
+    Every request's proof of caller is checked by `verifier` before its handler runs (shared/proof.py).
+    """
+
+    def __init__(self, specs: list[EndpointSpec], verifier: ProofVerifier):
         self._specs = specs
+        self._verifier = verifier
         self._subscriptions: list[Subscription] = []
         self._in_flight: set[asyncio.Task[None]] = set()
 
@@ -56,9 +61,9 @@ class EndpointServer:
         assert spec.handler is not None
         if tracing.enabled():
             with tracing.consumer_span(spec.subject, msg.headers):
-                reply = await dispatch(msg.data, spec.subject, spec.request, spec.handler)
+                reply = await dispatch(msg.data, spec.subject, spec.request, spec.handler, self._verifier)
         else:
-            reply = await dispatch(msg.data, spec.subject, spec.request, spec.handler)
+            reply = await dispatch(msg.data, spec.subject, spec.request, spec.handler, self._verifier)
         if not msg.reply:
             return
         try:

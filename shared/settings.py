@@ -30,7 +30,9 @@ class CommonSettings(BaseSettings):
     database_url: str = ""
     # Above the bus handler concurrency's typical need; a handler holds at most one connection at a time.
     db_pool_size: int = 20
-    bus_secret: str = Field(default="", repr=False)
+    # Proof of caller (shared/proof.py): a signing process's own Ed25519 key, and every signer's public key.
+    proof_key: str = Field(default="", repr=False)
+    proof_public_keys: str = ""
     request_timeout: float = 5.0
     s3_endpoint: str = "127.0.0.1:9000"
     s3_access_key: str = Field(default="", repr=False)

@@ -42,6 +42,7 @@ from shared.natsauth import (
     write_events_descriptor,
 )
 from shared.procs import Child, free_port, port_open, wait_until, write_pid
+from shared.proof import SIGNERS, new_private_key, public_key_text, public_keys_text
 from shared.scale import STREAM_DECLARER, count_setting, declare_streams, process_name
 from shared.secretfiles import private_folder, secret_table, secret_value
 from shared.settings import CommonSettings
@@ -49,7 +50,7 @@ from shared.settings import CommonSettings
 # Secrets a process gets only when it uses them (see service_env), never inherited wholesale.
 SECRET_VARIABLES = (
     "DOSSIER_ADMIN_TOKEN",
-    "DOSSIER_BUS_SECRET",
+    "DOSSIER_PROOF_KEY",
     "DOSSIER_OPENAI_API_KEY",
     "DOSSIER_S3_ACCESS_KEY",
     "DOSSIER_S3_SECRET_KEY",
@@ -57,8 +58,6 @@ SECRET_VARIABLES = (
     "DOSSIER_NATS_PASSWORD",
     "DOSSIER_DATABASE_URL",
 )
-# Runhost signs run grants; publication and assets verify them.
-GRANT_HOLDERS = ("runhost", "publication", "assets")
 # The processes that read or write object bytes; the others get no object-store key.
 OBJECT_USERS = ("gateway", "runhost", "artifact", "assets")
 RESTART_DELAY = 0.5
@@ -104,7 +103,13 @@ class Stack:
             self.env.get("DOSSIER_ADMIN_TOKEN"),
             lambda: f"adm_{secrets.token_urlsafe(32)}",
         )
-        self.bus_secret = secret_value(self.home / "bus-secret", None, lambda: secrets.token_urlsafe(48))
+        # Proof of caller: each signer's Ed25519 key, generated once; every process gets the public halves.
+        self.proof_keys = {
+            name: secret_value(self.home / "proof" / f"{name}.key", None, new_private_key) for name in SIGNERS
+        }
+        self.public_keys = public_keys_text({name: public_key_text(key) for name, key in self.proof_keys.items()})
+        # The shared HMAC grant secret of earlier versions: no process uses it any more.
+        (self.home / "bus-secret").unlink(missing_ok=True)
         self.nats_passwords = user_passwords(self.home)
         self.s3_secrets = secret_table(self.home / "s3-secrets.json", OBJECT_USERS)
         self.pg_passwords = secret_table(self.home / "pg-passwords.json", [PG_SUPERUSER, *ALL_PROCESSES])
@@ -228,8 +233,9 @@ class Stack:
         if name in OBJECT_USERS:
             env["DOSSIER_S3_ACCESS_KEY"] = s3_access_key(name)
             env["DOSSIER_S3_SECRET_KEY"] = self.s3_secrets[name]
-        if name in GRANT_HOLDERS:
-            env["DOSSIER_BUS_SECRET"] = self.bus_secret
+        env["DOSSIER_PROOF_PUBLIC_KEYS"] = self.public_keys
+        if name in self.proof_keys:
+            env["DOSSIER_PROOF_KEY"] = self.proof_keys[name]
         if name == "gateway":
             env["DOSSIER_ADMIN_TOKEN"] = self.admin_token
         if name == "runhost" and "DOSSIER_OPENAI_API_KEY" in self.env:

@@ -72,7 +72,7 @@ def infra(dossier_homes: HomeFactory) -> Iterator[Infra]:
 async def bus(infra: Infra) -> AsyncIterator[BusClient]:
     nc = await infra.connect()
     try:
-        yield BusClient(nc, timeout=5.0)
+        yield BusClient(nc, timeout=5.0, signer=infra.signer())
     finally:
         await nc.close()
 

@@ -9,7 +9,14 @@ cd "$(dirname "$0")"
 umask 077
 mkdir secrets
 rand() { head -c 32 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | head -c 40; }
-bus=$(rand)
+# Proof of caller: an Ed25519 key per signer, raw 32 bytes base64url (shared/proof.py); every process
+# gets the public keys, a signer its own private key only.
+raw32() { tail -c 32 | base64 | tr '+/' '-_' | tr -d '=\n'; }
+public=""
+for s in gateway runhost workspace; do
+  openssl genpkey -algorithm ed25519 -out "secrets/proof-$s.pem"
+  public="$public${public:+,}$s=$(openssl pkey -in "secrets/proof-$s.pem" -pubout -outform DER | raw32)"
+done
 : > secrets/nats-users.env
 for s in gateway workspace runhost publication artifact assets; do
   nats=$(rand); pg=$(rand)
@@ -18,11 +25,15 @@ for s in gateway workspace runhost publication artifact assets; do
     echo "DOSSIER_NATS_PASSWORD=$nats"
     echo "DOSSIER_DATABASE_URL=postgresql://$s:$pg@$PG_HOST/$s"
     case $s in gateway|runhost|artifact|assets) echo "DOSSIER_S3_SECRET_KEY=$(rand)";; esac
-    case $s in runhost|publication|assets) echo "DOSSIER_BUS_SECRET=$bus";; esac
+    echo "DOSSIER_PROOF_PUBLIC_KEYS=$public"
+    case $s in gateway|runhost|workspace)
+      echo "DOSSIER_PROOF_KEY=$(openssl pkey -in "secrets/proof-$s.pem" -outform DER | raw32)";;
+    esac
     case $s in gateway) echo "DOSSIER_ADMIN_TOKEN=adm_$(rand)";; esac
   } > "secrets/$s.env"
 done
 echo "NATS_EVENTS_PASSWORD=$(rand)" >> secrets/nats-users.env
+rm secrets/proof-*.pem
 cd secrets
 openssl req -x509 -newkey rsa:4096 -nodes -keyout ca.key -out ca.crt -days 825 -subj "/CN=dossier-nats-ca" 2>/dev/null
 openssl req -newkey rsa:4096 -nodes -keyout route.key -out route.csr -subj "/CN=nats" \

@@ -26,6 +26,7 @@ from shared.errors import Invalid, NotFound, Unauthenticated, Unavailable, Unsup
 from shared.grants import GrantClaims, verify_grant
 from shared.outbox import enqueue
 from shared.paging import Int32, cut_page, decode_cursor
+from shared.proof import grant_key
 from shared.settings import AssetsSettings
 
 UPLOAD_ROOT = "upload"
@@ -72,6 +73,7 @@ class AssetsService:
         self._settings = settings
         self._repo = repo
         self._roots = parse_roots(settings.approved_roots)
+        self._grant_key = grant_key(settings)
 
     # -- grants --------------------------------------------------------------------------------------
 
@@ -80,7 +82,7 @@ class AssetsService:
             if required:
                 raise Unauthenticated("this command needs the run's grant")
             return None
-        return verify_grant(self._settings.bus_secret, grant, scope=actor.scope)
+        return verify_grant(self._grant_key, grant, scope=actor.scope)
 
     # -- acquisition ---------------------------------------------------------------------------------
 

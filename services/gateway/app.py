@@ -41,6 +41,7 @@ from shared.contracts.common import Actor
 from shared.db import Database
 from shared.health import HealthReporter, connection_answers
 from shared.natsauth import connect_options
+from shared.proof import signer_for
 from shared.settings import GatewaySettings
 
 MIGRATIONS = Path(__file__).parent / "migrations"
@@ -69,7 +70,7 @@ def create_app(settings: GatewaySettings, *, on_started: Callable[[], None] | No
             ping_interval=settings.nats_ping_interval,
             **connect_options(settings),
         )
-        app.state.bus = BusClient(nc, timeout=settings.request_timeout)
+        app.state.bus = BusClient(nc, timeout=settings.request_timeout, signer=signer_for("gateway", settings))
         health = None
         if settings.health_file is not None:
             reporter = HealthReporter(

@@ -19,6 +19,7 @@ from shared.errors import Conflict, Invalid, NotFound, TooLarge, Unavailable
 from shared.grants import require_ref, verify_grant
 from shared.outbox import enqueue
 from shared.paging import Int32, cut_page, decode_cursor, encode_cursor
+from shared.proof import grant_key
 from shared.settings import PublicationSettings
 
 
@@ -62,6 +63,7 @@ class PublicationService:
     def __init__(self, db: Database, settings: PublicationSettings, repo: PublicationRepository | None = None):
         self._db = db
         self._settings = settings
+        self._grant_key = grant_key(settings)
         self._repo = repo or PublicationRepository()
         # Reads that wait at the same moment share one statement; each still reads after it arrived.
         self._reads: Coalescer[tuple[str, str, int], asyncpg.Record | None] = Coalescer(c.READ, self._read_rows)
@@ -160,7 +162,7 @@ class PublicationService:
     async def read(self, actor: Actor, req: c.ReadRequest, *, grant: str | None) -> c.PublicationVersion:
         """An exact version. With a run grant, only a ref the run was admitted with; always re-checked."""
         if grant is not None:
-            claims = verify_grant(self._settings.bus_secret, grant, scope=actor.scope)
+            claims = verify_grant(self._grant_key, grant, scope=actor.scope)
             require_ref(claims, Ref(kind="publication", id=req.id, version=req.version))
         row = await self._reads.load((actor.scope, req.id, req.version))
         if row is None:

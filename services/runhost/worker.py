@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import socket
 import time
 
 import asyncpg
+from nacl.signing import SigningKey
 
 from services.runhost.finishing import Finisher
 from services.runhost.journal import ModelJournal
@@ -37,6 +39,7 @@ from shared.grants import GrantClaims, sign_grant
 from shared.metrics import LEASE_TAKEOVERS
 from shared.observe import bound
 from shared.outbox import enqueue
+from shared.proof import load_private_key
 from shared.settings import RunhostSettings
 
 log = logging.getLogger("dossier.runhost.worker")
@@ -56,7 +59,13 @@ def run_grant(run: RunRow, settings: RunhostSettings) -> str:
         refs=grant_refs(run),
         expires_at=time.time() + settings.run_grant_seconds,
     )
-    return sign_grant(settings.bus_secret, claims)
+    return sign_grant(grant_key(settings.proof_key), claims)
+
+
+@functools.lru_cache(maxsize=4)
+def grant_key(proof_key: str) -> SigningKey:
+    """Runhost is the one process that mints run grants: the key is its own proof key."""
+    return load_private_key(proof_key)
 
 
 class Worker:

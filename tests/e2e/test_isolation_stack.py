@@ -19,7 +19,9 @@ from tests.support.stack import RunningStack
 
 SECRET_FILES = [
     "admin-token",
-    "bus-secret",
+    "proof/gateway.key",
+    "proof/runhost.key",
+    "proof/workspace.key",
     "s3-secrets.json",
     "s3-keys.json",
     "pg-passwords.json",
@@ -71,7 +73,14 @@ def test_secrets_reach_only_the_processes_that_use_them(stack: RunningStack) -> 
         with open(f"/proc/{stack.pid(name)}/environ", "rb") as f:
             environ = dict(e.split(b"=", 1) for e in f.read().split(b"\0") if b"=" in e)
         assert (b"DOSSIER_ADMIN_TOKEN" in environ) == (name == "gateway"), name
-        assert (b"DOSSIER_BUS_SECRET" in environ) == (name in ("runhost", "publication", "assets")), name
+        # Proof of caller: a signer holds its own private key and no other; every process the public keys.
+        assert b"DOSSIER_BUS_SECRET" not in environ, name
+        assert environ.get(b"DOSSIER_PROOF_KEY") == (
+            stack.proof_key(name).encode() if name in ("gateway", "runhost", "workspace") else None
+        ), name
+        others = [stack.proof_key(s).encode() for s in ("gateway", "runhost", "workspace") if s != name]
+        assert not any(key in value for key in others for value in environ.values()), name
+        assert environ[b"DOSSIER_PROOF_PUBLIC_KEYS"].count(b"=") == 3, name
         assert environ[b"DOSSIER_NATS_USER"] == name.encode()
         has_key = name in ("gateway", "runhost", "artifact", "assets")
         assert environ.get(b"DOSSIER_S3_ACCESS_KEY") == (f"dossier-{name}".encode() if has_key else None), name

@@ -10,7 +10,6 @@ never stream administration or a superuser.
 from __future__ import annotations
 
 import asyncio
-import secrets
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,7 +23,9 @@ from shared.contracts.common import ALL_PROCESSES
 from shared.infra import PG_SUPERUSER, nats_child, postgres_child, postgres_dsn, provision_roles, s3_child
 from shared.natsauth import EVENTS_USER, TESTER_USER, inbox_prefix, server_users
 from shared.procs import Child, free_port, port_open, wait_until
+from shared.proof import SIGNERS, load_private_key, new_private_key, public_key_text, public_keys_text
 from shared.secretfiles import new_password, private_folder
+from tests.support.callers import CallerSigner
 
 TEST_ROLES = (*ALL_PROCESSES, TESTER_USER)
 
@@ -39,7 +40,16 @@ class Infra:
     nats_passwords: dict[str, str]
     pg_passwords: dict[str, str]
     s3_keys: dict[str, tuple[str, str]]
-    bus_secret: str = field(default_factory=lambda: secrets.token_urlsafe(32))
+    # Each signer's Ed25519 key (shared/proof.py): a service under test gets its own, and every public key.
+    proof_keys: dict[str, str] = field(default_factory=lambda: {name: new_private_key() for name in SIGNERS})
+
+    @property
+    def public_keys(self) -> str:
+        return public_keys_text({name: public_key_text(key) for name, key in self.proof_keys.items()})
+
+    def signer(self) -> CallerSigner:
+        """Test code plays every caller: it signs each call as the process that makes that call."""
+        return CallerSigner({name: load_private_key(key) for name, key in self.proof_keys.items()})
 
     def dsn(self, database: str, role: str = TESTER_USER) -> str:
         return f"postgresql://{role}:{self.pg_passwords[role]}@{self.pg_host}:{self.pg_port}/{database}"
@@ -62,8 +72,10 @@ class Infra:
             "DOSSIER_S3_ACCESS_KEY": access_key,
             "DOSSIER_S3_SECRET_KEY": secret_key,
             "DOSSIER_S3_BUCKET": f"test-{uuid.uuid4().hex[:12]}",
-            "DOSSIER_BUS_SECRET": self.bus_secret,
+            "DOSSIER_PROOF_PUBLIC_KEYS": self.public_keys,
         }
+        if service in self.proof_keys:
+            env["DOSSIER_PROOF_KEY"] = self.proof_keys[service]
         env.update(extra)
         return env
 

@@ -17,7 +17,8 @@ import httpx
 from shared.infra import postgres_dsn
 from shared.natsauth import inbox_prefix
 from shared.procs import free_port
-from shared.stack import GRANT_HOLDERS, OBJECT_USERS, SECRET_VARIABLES, s3_access_key
+from shared.proof import SIGNERS, public_key_text, public_keys_text
+from shared.stack import OBJECT_USERS, SECRET_VARIABLES, s3_access_key
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -79,11 +80,17 @@ class RunningStack:
         if name in OBJECT_USERS:
             env["DOSSIER_S3_ACCESS_KEY"] = s3_access_key(name)
             env["DOSSIER_S3_SECRET_KEY"] = json.loads((self.home / "s3-secrets.json").read_text())[name]
-        if name in GRANT_HOLDERS:
-            env["DOSSIER_BUS_SECRET"] = (self.home / "bus-secret").read_text().strip()
+        keys = {signer: self.proof_key(signer) for signer in SIGNERS}
+        env["DOSSIER_PROOF_PUBLIC_KEYS"] = public_keys_text({n: public_key_text(k) for n, k in keys.items()})
+        if name in keys:
+            env["DOSSIER_PROOF_KEY"] = keys[name]
         if name == "gateway":
             env["DOSSIER_ADMIN_TOKEN"] = self.admin_token
         return env | (extra or {})
+
+    def proof_key(self, signer: str) -> str:
+        """A signer's private key as the stack keeps it (a test that plays that signer uses it)."""
+        return (self.home / "proof" / f"{signer}.key").read_text().strip()
 
     def token(self, scope: str, principal: str = "tester") -> str:
         r = httpx.post(

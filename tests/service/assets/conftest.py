@@ -10,12 +10,14 @@ from typing import Any
 
 import asyncpg
 import pytest
+from nacl.signing import SigningKey
 
 from services.assets.app import create_app
 from shared.blobs import Blobs, content_key
 from shared.bus import BusClient
 from shared.contracts import assets as c
 from shared.contracts.common import Actor
+from shared.proof import load_private_key
 from shared.settings import AssetsSettings
 from tests.support.infra import Infra
 from tests.support.service import running, settings_from
@@ -26,6 +28,8 @@ class AssetsUnderTest:
     settings: AssetsSettings
     blobs: Blobs
     bus: BusClient
+    # Runhost's key, to mint the run grants a test presents (the assets service holds only its public half).
+    grant_key: SigningKey | None = None
 
     async def put(self, data: bytes) -> dict[str, Any]:
         digest = hashlib.sha256(data).hexdigest()
@@ -61,7 +65,9 @@ def make_settings(infra: Infra) -> Callable[..., AssetsSettings]:
 
 
 @pytest.fixture
-async def assets(make_settings: Callable[..., AssetsSettings], bus: BusClient) -> AsyncIterator[AssetsUnderTest]:
+async def assets(
+    make_settings: Callable[..., AssetsSettings], bus: BusClient, infra: Infra
+) -> AsyncIterator[AssetsUnderTest]:
     settings = make_settings()
     async with running(create_app(settings)):
-        yield AssetsUnderTest(settings, Blobs(settings), bus)
+        yield AssetsUnderTest(settings, Blobs(settings), bus, load_private_key(infra.proof_keys["runhost"]))

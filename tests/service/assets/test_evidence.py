@@ -5,10 +5,11 @@ from __future__ import annotations
 import time
 
 import pytest
+from nacl.signing import SigningKey
 
 from shared.contracts import assets as c
 from shared.contracts.common import Actor, Ref
-from shared.errors import NotFound, Unauthenticated, Unavailable
+from shared.errors import Forbidden, NotFound, Unauthenticated, Unavailable
 from shared.grants import GrantClaims, sign_grant
 from tests.service.assets.conftest import AssetsUnderTest, actor
 from tests.support import documents
@@ -16,7 +17,8 @@ from tests.support import documents
 
 def grant(assets: AssetsUnderTest, who: Actor, run_id: str, refs: list[str] | None = None) -> str:
     claims = GrantClaims(run_id=run_id, scope=who.scope, refs=refs or [], expires_at=time.time() + 60)
-    return sign_grant(assets.settings.bus_secret, claims)
+    assert assets.grant_key is not None
+    return sign_grant(assets.grant_key, claims)
 
 
 async def search(assets: AssetsUnderTest, who: Actor, q: str, **extra: object) -> list[dict]:
@@ -86,7 +88,9 @@ async def test_grant_reads_admitted_or_found_by_the_runs_own_search(assets: Asse
     assert (await assets.bus.call(c.READ, {"evidence_id": hits["A"]["evidence_id"]}, actor=who, grant=by_evidence))[
         "evidence_id"
     ] == hits["A"]["evidence_id"]
-    forged = sign_grant("not-the-secret", GrantClaims(run_id="run_1", scope=who.scope, expires_at=time.time() + 60))
+    forged = sign_grant(
+        SigningKey.generate(), GrantClaims(run_id="run_1", scope=who.scope, expires_at=time.time() + 60)
+    )
     with pytest.raises(Unauthenticated):
         await assets.bus.call(c.READ, {"evidence_id": hits["A"]["evidence_id"]}, actor=who, grant=forged)
 
@@ -95,7 +99,7 @@ async def test_attachment_is_run_local_until_promoted(assets: AssetsUnderTest) -
     who = actor()
     run_grant = grant(assets, who, "run_att")
     blob = await assets.put(documents.pdf(["Attachment about a margin call."]))
-    with pytest.raises(Unauthenticated):
+    with pytest.raises(Forbidden):  # only runhost sends it, and only with the run's grant (shared/proof.py)
         await assets.bus.call(c.ATTACH, {"source_id": "tool-result", "blob": blob}, actor=who)
     att = await assets.bus.call(c.ATTACH, {"source_id": "tool-result", "blob": blob}, actor=who, grant=run_grant)
     assert att["status"] == "active" and att["run_local"] is True and att["run_id"] == "run_att"

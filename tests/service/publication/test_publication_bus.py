@@ -9,6 +9,7 @@ import uuid
 from collections.abc import AsyncIterator
 
 import pytest
+from nacl.signing import SigningKey
 from prometheus_client import REGISTRY
 
 from services.publication.app import create_app
@@ -17,6 +18,7 @@ from shared.contracts import publication as c
 from shared.contracts.common import Actor, Ref
 from shared.errors import Conflict, DomainError, Invalid, NotFound, TooLarge, Unauthenticated, Unavailable
 from shared.grants import GrantClaims, sign_grant
+from shared.proof import load_private_key
 from shared.settings import PublicationSettings
 from tests.support.infra import Infra
 from tests.support.service import running, settings_from
@@ -162,14 +164,14 @@ async def test_other_scope_sees_nothing(publication: PublicationSettings, bus: B
 
 
 async def test_grant_read_checks_signature_expiry_scope_and_ref(
-    publication: PublicationSettings, bus: BusClient
+    publication: PublicationSettings, bus: BusClient, infra: Infra
 ) -> None:
     who = actor()
     v1 = await commit(bus, who)
     await bus.call(c.REVISE, {"id": v1["id"], "body": "v2", "expected_latest_version": 1}, actor=who)
     ref_v1 = Ref(kind="publication", id=v1["id"], version=1).key()
 
-    def grant(secret: str = publication.bus_secret, **kw: object) -> str:
+    def grant(key: SigningKey = load_private_key(infra.proof_keys["runhost"]), **kw: object) -> str:
         values: dict[str, object] = {
             "run_id": "run_1",
             "scope": who.scope,
@@ -177,14 +179,14 @@ async def test_grant_read_checks_signature_expiry_scope_and_ref(
             "expires_at": time.time() + 60,
         }
         values.update(kw)
-        return sign_grant(secret, GrantClaims.model_validate(values))
+        return sign_grant(key, GrantClaims.model_validate(values))
 
     read = await bus.call(c.READ, {"id": v1["id"], "version": 1}, actor=who, grant=grant())
     assert read["version"] == 1
     with pytest.raises(NotFound):  # v2 exists, but this run was admitted with v1 only
         await bus.call(c.READ, {"id": v1["id"], "version": 2}, actor=who, grant=grant())
     with pytest.raises(Unauthenticated):
-        await bus.call(c.READ, {"id": v1["id"], "version": 1}, actor=who, grant=grant(secret="forged"))
+        await bus.call(c.READ, {"id": v1["id"], "version": 1}, actor=who, grant=grant(key=SigningKey.generate()))
     with pytest.raises(Unauthenticated):
         await bus.call(c.READ, {"id": v1["id"], "version": 1}, actor=who, grant=grant(expires_at=time.time() - 1))
     with pytest.raises(NotFound):

@@ -11,6 +11,7 @@ from pydantic import Field
 from shared.bus import RequestContext, _encode_envelope, dispatch
 from shared.contracts.common import Actor, BusReply, BusRequest, Model
 from shared.errors import HTTP_STATUS, Conflict, DomainError, Invalid, Unavailable, from_envelope
+from tests.unit.shared.proofs import SIGNER, VERIFIER
 
 
 class Echo(Model):
@@ -25,12 +26,14 @@ async def echo(ctx: RequestContext, req: Echo) -> dict[str, str]:
     return {"text": req.text, "scope": ctx.actor.scope}
 
 
-def request(data: dict[str, object]) -> bytes:
-    return BusRequest(actor=Actor(scope="acme", principal="alice"), data=data).model_dump_json().encode()
+def request(data: dict[str, object], subject: str = "t.echo") -> bytes:
+    actor = Actor(scope="acme", principal="alice")
+    proof = SIGNER.prove(subject, actor, "req-1")
+    return BusRequest(actor=actor, proof=proof, request_id="req-1", data=data).model_dump_json().encode()
 
 
 async def call(raw: bytes) -> BusReply:
-    return BusReply.model_validate_json(await dispatch(raw, "t.echo", Echo, echo))
+    return BusReply.model_validate_json(await dispatch(raw, "t.echo", Echo, echo, VERIFIER))
 
 
 async def test_success_carries_data() -> None:
@@ -100,7 +103,9 @@ async def answer_with(value: object) -> BusReply:
     async def handler(ctx: RequestContext, req: Echo) -> object:
         return value
 
-    return BusReply.model_validate_json(await dispatch(request({"text": "x"}), "t.any", Echo, handler))
+    return BusReply.model_validate_json(
+        await dispatch(request({"text": "x"}, "t.any"), "t.any", Echo, handler, VERIFIER)
+    )
 
 
 @pytest.mark.parametrize(

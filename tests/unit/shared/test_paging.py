@@ -13,6 +13,7 @@ from shared.contracts.common import Actor, BusReply, BusRequest, Model
 from shared.errors import Invalid
 from shared.paging import Int32, Int64, cut_page, decode_cursor, encode_cursor
 from shared.storable import require_storable, unstorable_field
+from tests.unit.shared.proofs import SIGNER, VERIFIER
 
 
 def raw_cursor(value: object) -> str:
@@ -81,8 +82,9 @@ async def test_the_bus_envelope_refuses_unstorable_text() -> None:
         raise AssertionError("the rule must not see unstorable text")
 
     actor = Actor(scope="acme", principal="alice")
-    nul = BusRequest(actor=actor, data={"text": "a\x00"}).model_dump_json().encode()
+    proof = SIGNER.prove("s", actor, "req-1")
+    nul = BusRequest(actor=actor, proof=proof, request_id="req-1", data={"text": "a\x00"}).model_dump_json().encode()
     lone = b'{"actor": {"scope": "acme", "principal": "alice"}, "data": {"text": "a\\ud800"}}'
     for raw in (nul, lone):
-        reply = BusReply.model_validate_json(await dispatch(raw, "s", Text, never))
+        reply = BusReply.model_validate_json(await dispatch(raw, "s", Text, never, VERIFIER))
         assert reply.error is not None and reply.error.code == "invalid" and reply.error.details["field"] == "text"

@@ -1,0 +1,193 @@
+"""Proof of caller (docs/security.md): a service's NATS credentials alone act for no scope.
+
+Each attack is played on the real bus against the real owner services, with the credentials of a
+service user that may send on the subject: runhost (which calls the reads of a run), and assets and
+publication (which may send on their own subjects). Every forged envelope is answered `forbidden` and
+never acted on; the same envelope with a proof a trusted signer made is answered, so the refusals are
+the proof's and nothing else's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import nats
+import orjson
+import pytest
+from nacl.signing import SigningKey, VerifyKey
+
+from services.assets.app import create_app as create_assets
+from services.publication.app import create_app as create_publication
+from services.workspace.app import consumer_names
+from services.workspace.app import create_app as create_workspace
+from shared.bus import BusClient
+from shared.contracts import assets, publication, workspace
+from shared.contracts.common import Actor, BusReply, Ref
+from shared.errors import Unauthenticated
+from shared.grants import GrantClaims, sign_grant
+from shared.proof import ProofSigner, b64, load_private_key, parse_public_keys, signer_for, unb64
+from shared.settings import AssetsSettings, CommonSettings, PublicationSettings, WorkspaceSettings
+from tests.service.workspace.conftest import serving
+from tests.support.infra import Infra
+from tests.support.owners import create_durables_from_now, delete_durables
+from tests.support.service import settings_from
+
+VICTIM = Actor(scope="victim-" + uuid.uuid4().hex[:8], principal="alice")
+ELSEWHERE = Actor(scope="elsewhere-" + uuid.uuid4().hex[:8], principal="mallory")
+
+
+@pytest.fixture
+async def owners(infra: Infra, bus: BusClient) -> AsyncIterator[dict[str, Any]]:
+    """Publication, workspace and assets serving, and one scope's workspace, checkpoint and publication."""
+    prefix = f"wsproof{uuid.uuid4().hex[:8]}"
+    durables = consumer_names(prefix)
+    await create_durables_from_now(bus._nc, durables)
+    ws_settings = settings_from(infra.settings_env("workspace", DOSSIER_CONSUMER_PREFIX=prefix), WorkspaceSettings)
+    try:
+        async with (
+            serving(create_publication(settings_from(infra.settings_env("publication"), PublicationSettings)), bus),
+            serving(create_workspace(ws_settings), bus),
+            serving(create_assets(settings_from(infra.settings_env("assets"), AssetsSettings)), bus),
+        ):
+            ws = await bus.call(workspace.CREATE, {"title": "Fund X", "goal": "Is it liquid?"}, actor=VICTIM)
+            wid = ws["id"]
+            await bus.call(
+                workspace.CHECKPOINT_UPDATE,
+                {"workspace_id": wid, "expected_revision": 0, "summary": "secret plan"},
+                actor=VICTIM,
+            )
+            pub = await bus.call(publication.COMMIT, {"title": "R", "body": "the victim's report"}, actor=VICTIM)
+            yield {"workspace_id": wid, "publication_id": pub["id"]}
+    finally:
+        await delete_durables(bus._nc, durables)
+
+
+def targets(seeded: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """What the issue's attacker read: a scope's workspace, checkpoint, publication body and evidence."""
+    return {
+        workspace.GET: {"workspace_id": seeded["workspace_id"]},
+        workspace.CHECKPOINT_GET: {"workspace_id": seeded["workspace_id"]},
+        publication.READ: {"id": seeded["publication_id"], "version": 1},
+        assets.SEARCH: {"q": "report"},
+    }
+
+
+# The service user that forges, and the subjects its NATS permissions let it send on.
+REACH: dict[str, tuple[str, ...]] = {
+    "runhost": (workspace.GET, workspace.CHECKPOINT_GET, publication.READ, assets.SEARCH),
+    "assets": (assets.SEARCH,),
+    "publication": (publication.READ,),
+}
+
+
+async def send(nc: nats.NATS, subject: str, data: dict[str, Any], *, actor: Actor, **envelope: Any) -> BusReply:
+    body = {"actor": actor.model_dump(), "request_id": envelope.pop("request_id", "req-forged"), "data": data}
+    body |= envelope
+    return BusReply.model_validate_json((await nc.request(subject, orjson.dumps(body), timeout=5)).data)
+
+
+def key(infra: Infra, signer: str) -> SigningKey:
+    return load_private_key(infra.proof_keys[signer])
+
+
+def forgeries(infra: Infra, subject: str) -> dict[str, dict[str, Any]]:
+    """Envelopes naming the victim's scope, each with what a thief of a service's password could add."""
+    rid = "req-forged"
+    runhost = ProofSigner("runhost", key(infra, "runhost"))
+    gateway = ProofSigner("gateway", key(infra, "gateway"))
+    other_grant = sign_grant(
+        key(infra, "runhost"), GrantClaims(run_id="run_x", scope=ELSEWHERE.scope, expires_at=time.time() + 60)
+    )
+    forged: dict[str, dict[str, Any]] = {
+        "no proof, no grant": {},
+        "a run grant for another scope": {"grant": other_grant},
+        "an expired proof": {"proof": gateway.prove(subject, VICTIM, rid, expires_at=time.time() - 1)},
+        "a gateway-like proof by an untrusted key": {
+            "proof": ProofSigner("gateway", SigningKey.generate()).prove(subject, VICTIM, rid)
+        },
+        "a proof for another scope": {"proof": gateway.prove(subject, ELSEWHERE, rid)},
+        "a proof for another subject": {"proof": gateway.prove(workspace.LIST, VICTIM, rid)},
+        "a proof for another request": {"proof": gateway.prove(subject, VICTIM, "req-earlier")},
+        "a proof signed by a signer not trusted on it": {
+            "proof": ProofSigner("workspace", key(infra, "workspace")).prove(subject, VICTIM, rid)
+        },
+        "a malformed proof": {"proof": "not.a-proof"},
+    }
+    if subject in (publication.READ, assets.SEARCH):
+        forged["runhost's own proof of a run's read, without the run's grant"] = {
+            "proof": runhost.prove(subject, VICTIM, rid)
+        }
+    return forged
+
+
+@pytest.mark.parametrize("user", sorted(REACH))
+async def test_a_service_password_reads_no_scope_without_proof(owners: dict[str, Any], infra: Infra, user: str) -> None:
+    nc = await infra.connect(user)
+    try:
+        for subject in REACH[user]:
+            data = targets(owners)[subject]
+            for what, extra in forgeries(infra, subject).items():
+                reply = await send(nc, subject, data, actor=VICTIM, **extra)
+                assert not reply.ok and reply.error is not None, f"{user} read {subject} with {what}: {reply.data}"
+                assert reply.error.code == "forbidden", (user, subject, what, reply.error)
+            # The same envelope with a proof that a trusted signer made is answered: the proof is what was missing.
+            proof = infra.signer().prove(subject, VICTIM, "req-genuine")
+            genuine = await send(nc, subject, data, actor=VICTIM, proof=proof, request_id="req-genuine")
+            assert genuine.ok, (user, subject, genuine.error)
+    finally:
+        await nc.close()
+
+
+def mint_attempts(env: dict[str, str]) -> list[Callable[[GrantClaims], str]]:
+    """Every way a value in a verifier's environment could sign a grant: as an HMAC secret, as an Ed25519 seed."""
+    attempts: list[Callable[[GrantClaims], str]] = []
+    for value in env.values():
+        for part in [value, *(p.partition("=")[2] for p in value.split(","))]:
+
+            def hmac_grant(claims: GrantClaims, secret: str = part) -> str:
+                payload = json.dumps(claims.model_dump(), separators=(",", ":"), sort_keys=True).encode()
+                mac = hmac.new(secret.encode(), payload, hashlib.sha256).digest()
+                return f"{b64(payload)}.{b64(mac)}"
+
+            attempts.append(hmac_grant)
+            try:
+                seed = SigningKey(unb64(part))
+            except ValueError:
+                continue
+            attempts.append(lambda claims, k=seed: sign_grant(k, claims))
+    return attempts
+
+
+@pytest.mark.parametrize("service", ["publication", "assets", "artifact"])
+async def test_a_verifier_holds_only_public_keys_and_cannot_mint(
+    owners: dict[str, Any], infra: Infra, bus: BusClient, service: str
+) -> None:
+    env = infra.settings_env(service)
+    settings = settings_from(env, CommonSettings)
+    assert "DOSSIER_PROOF_KEY" not in env and settings.proof_key == ""
+    keys = parse_public_keys(settings.proof_public_keys)
+    assert set(keys) == {"gateway", "runhost", "workspace"}
+    assert all(isinstance(k, VerifyKey) for k in keys.values())
+    assert signer_for(service, settings) is None
+    # Whatever the verifier holds, a grant made with it is refused; runhost's own grant is read.
+    claims = GrantClaims(
+        run_id="run_forged",
+        scope=VICTIM.scope,
+        refs=[Ref(kind="publication", id=owners["publication_id"], version=1).key()],
+        expires_at=time.time() + 60,
+    )
+    as_runhost = BusClient(bus._nc, signer=ProofSigner("runhost", key(infra, "runhost")))
+    read = {"id": owners["publication_id"], "version": 1}
+    for mint in mint_attempts(env):
+        with pytest.raises(Unauthenticated):
+            await as_runhost.call(publication.READ, read, actor=VICTIM, grant=mint(claims))
+    genuine = await as_runhost.call(
+        publication.READ, read, actor=VICTIM, grant=sign_grant(key(infra, "runhost"), claims)
+    )
+    assert genuine["body"] == "the victim's report"

@@ -1,0 +1,125 @@
+"""The proof of caller: what the verifier takes and what it refuses (shared/proof.py)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from nacl.signing import SigningKey
+
+from shared.contracts import assets, publication, workspace
+from shared.contracts.common import Actor, BusRequest
+from shared.errors import Forbidden
+from shared.natsauth import CALLS
+from shared.proof import (
+    GRANT_BOUND,
+    RUN_COMMANDS,
+    SIGNERS,
+    TRUSTED,
+    ProofSigner,
+    ProofVerifier,
+    load_private_key,
+    new_private_key,
+    parse_public_keys,
+    public_key_text,
+    public_keys_text,
+    signer_for,
+    verifier_for,
+)
+from shared.settings import CommonSettings
+
+KEYS = {name: SigningKey.generate() for name in SIGNERS}
+VERIFIER = ProofVerifier({name: key.verify_key for name, key in KEYS.items()})
+ALICE = Actor(scope="acme", principal="alice")
+
+
+def envelope(
+    proof: str | None, *, actor: Actor = ALICE, request_id: str = "req-1", grant: str | None = None
+) -> BusRequest:
+    return BusRequest(actor=actor, proof=proof, grant=grant, request_id=request_id, data={})
+
+
+def prove(signer: str, subject: str, *, actor: Actor = ALICE, key: SigningKey | None = None, **kw: float) -> str:
+    return ProofSigner(signer, key or KEYS[signer]).prove(subject, actor, "req-1", **kw)
+
+
+def test_the_signers_are_the_processes_that_call_others() -> None:
+    assert SIGNERS == ("gateway", "runhost", "workspace")
+    for subject, signers in TRUSTED.items():
+        assert all(subject in CALLS[s] or subject in RUN_COMMANDS for s in signers)
+
+
+def test_a_proof_by_a_signer_trusted_on_the_subject_is_taken() -> None:
+    assert VERIFIER.check(envelope(prove("gateway", workspace.GET)), workspace.GET) == "gateway"
+    assert VERIFIER.check(envelope(prove("workspace", publication.CHECK)), publication.CHECK) == "workspace"
+    assert VERIFIER.check(envelope(prove("runhost", publication.READ), grant="g"), publication.READ) == "runhost"
+
+
+@pytest.mark.parametrize(
+    ("what", "request_", "subject"),
+    [
+        ("no proof", envelope(None), workspace.GET),
+        ("malformed", envelope("not-a-proof"), workspace.GET),
+        ("not base64 json", envelope("a.b"), workspace.GET),
+        ("expired", envelope(prove("gateway", workspace.GET, expires_at=time.time() - 1)), workspace.GET),
+        ("another subject", envelope(prove("gateway", workspace.LIST)), workspace.GET),
+        (
+            "another scope",
+            envelope(prove("gateway", workspace.GET, actor=Actor(scope="evil", principal="alice"))),
+            workspace.GET,
+        ),
+        (
+            "another principal",
+            envelope(prove("gateway", workspace.GET, actor=Actor(scope="acme", principal="bob"))),
+            workspace.GET,
+        ),
+        ("another request", envelope(prove("gateway", workspace.GET), request_id="req-2"), workspace.GET),
+        (
+            "an untrusted key",
+            envelope(prove("gateway", workspace.GET, key=SigningKey.generate())),
+            workspace.GET,
+        ),
+        ("a signer not trusted there", envelope(prove("workspace", workspace.DELETE)), workspace.DELETE),
+        ("runhost on a user's write", envelope(prove("runhost", workspace.DELETE)), workspace.DELETE),
+        ("a run's read without its grant", envelope(prove("runhost", assets.READ)), assets.READ),
+        ("an unknown signer", envelope(prove("assets", assets.READ, key=KEYS["gateway"])), assets.READ),
+    ],
+)
+def test_anything_else_is_forbidden(what: str, request_: BusRequest, subject: str) -> None:
+    with pytest.raises(Forbidden):
+        VERIFIER.check(request_, subject)
+
+
+def test_a_verifier_without_keys_trusts_no_one() -> None:
+    with pytest.raises(Forbidden):
+        ProofVerifier({}).check(envelope(prove("gateway", workspace.GET)), workspace.GET)
+
+
+def test_keys_travel_as_text_and_verifiers_get_only_public_ones() -> None:
+    private = {name: new_private_key() for name in SIGNERS}
+    public = public_keys_text({name: public_key_text(key) for name, key in private.items()})
+    verifier_settings = CommonSettings(proof_public_keys=public)
+    assert signer_for("publication", verifier_settings) is None
+    verifier = verifier_for(verifier_settings)
+    signer = signer_for("gateway", CommonSettings(proof_key=private["gateway"], proof_public_keys=public))
+    assert signer is not None
+    proof = signer.prove(workspace.GET, ALICE, "req-1")
+    assert verifier.check(envelope(proof), workspace.GET) == "gateway"
+    # A public key is no signing key.
+    for text in public.split(","):
+        assert load_private_key(text.partition("=")[2]).verify_key != parse_public_keys(text)[text.partition("=")[0]]
+
+
+def test_a_signer_without_its_key_does_not_start() -> None:
+    with pytest.raises(ValueError, match="DOSSIER_PROOF_KEY"):
+        signer_for("runhost", CommonSettings())
+
+
+def test_public_keys_name_only_signers() -> None:
+    with pytest.raises(ValueError):
+        parse_public_keys(f"assets={public_key_text(new_private_key())}")
+
+
+def test_runhost_reads_of_a_run_are_grant_bound() -> None:
+    assert GRANT_BOUND["runhost"] == {publication.READ, assets.SEARCH, assets.READ, assets.ATTACH, assets.PROMOTE}
+    assert TRUSTED[assets.ATTACH] == TRUSTED[assets.PROMOTE] == {"runhost"}
