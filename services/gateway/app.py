@@ -13,10 +13,11 @@ from fastapi import Depends, FastAPI
 from starlette.routing import Route
 
 from services.gateway import observe
+from services.gateway.admission import PreauthBudget, TokenBuckets
 from services.gateway.deps import check_token, reject_unstorable
 from services.gateway.errors import install_error_handlers
 from services.gateway.hot import HotReads
-from services.gateway.limits import STREAMED_ROUTES, Authenticate, BodyLimit
+from services.gateway.limits import STREAMED_ROUTES, Admission
 from services.gateway.mcp_endpoint import McpEndpoint
 from services.gateway.mcp_server import build_server
 from services.gateway.openapi import COMMON, errors, install_openapi, operation_id
@@ -115,11 +116,17 @@ def create_app(settings: GatewaySettings, *, on_started: Callable[[], None] | No
     async def check(path: str, authorization: str | None) -> Actor | None:
         return await check_token(app.state.tokens, path, authorization)
 
-    # The last added runs first: the size limit before the token, the token before any parsing, and the
-    # hottest read (answered beside the router) only once the token is known.
+    # The last added runs first: size, token and rate before any body is read or parsed, and the hottest
+    # read (answered beside the router) only once the token is known.
     app.add_middleware(HotReads, routes=publications.HOT_READS, bus=lambda: app.state.bus)
-    app.add_middleware(Authenticate, check=check)
-    app.add_middleware(BodyLimit, limit_for=limit_for)
+    app.state.rates = TokenBuckets(settings.rate_per_token, settings.rate_burst)
+    app.add_middleware(
+        Admission,
+        limit_for=limit_for,
+        check=check,
+        rates=app.state.rates,
+        budget=PreauthBudget(settings.preauth_buffer_bytes, settings.preauth_wait_seconds),
+    )
     # Outermost: the request id is bound before anything else runs, and every answer carries it.
     app.add_middleware(observe.RequestIdAndMetrics)
     tracing.instrument_fastapi(app)
