@@ -22,6 +22,7 @@ from services.gateway.mcp_endpoint import McpEndpoint
 from services.gateway.mcp_server import build_server
 from services.gateway.openapi import COMMON, errors, install_openapi, operation_id
 from services.gateway.routes import admin, artifacts, assets, checkpoints, health, publications, runs, workspaces
+from services.gateway.sessions import SessionService
 from services.gateway.tokens import TokenService
 from services.gateway.web import install as install_workbench
 from services.gateway.web.sources import UPLOAD_PATH
@@ -70,6 +71,7 @@ def create_app(settings: GatewaySettings, *, on_started: Callable[[], None] | No
         app.state.tokens = TokenService(
             db, admin_token=settings.admin_token, cache_seconds=settings.token_cache_seconds
         )
+        app.state.sessions = SessionService(db, app.state.tokens, cache_seconds=settings.token_cache_seconds)
         app.state.blobs = Blobs(settings)
         await app.state.blobs.ensure_bucket()
         if on_started is not None:
