@@ -38,7 +38,10 @@ from shared.settings import GatewaySettings
 MIGRATIONS = Path(__file__).parent / "migrations"
 DESCRIPTION = (
     "The HTTP API of Dossier. Every error answers the envelope `{error: {code, message, details}}`; "
-    "every response carries `X-Request-ID`. The bus underneath is described in docs/asyncapi.json."
+    "every response carries `X-Request-ID`. The bus underneath is described in docs/asyncapi.json. "
+    "Each token gets at most `DOSSIER_RATE_PER_TOKEN` requests a second (429 `rate_limited` with "
+    "`Retry-After` over it). A request without a token that carries a body is answered 503 `overloaded` "
+    "when the gateway holds as many such bodies as it may; retry it."
 )
 # Multipart routes stream files; their exact per-file limit is enforced by the route while streaming.
 MULTIPART_OVERHEAD = 1024 * 1024

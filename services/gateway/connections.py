@@ -11,8 +11,11 @@ reply. `GuardedConnection` is uvicorn's protocol with the deadlines it lacks and
   application is slow to take it, which pauses reading);
 - past either deadline the client gets 408 (the error envelope, `timeout`) when no answer to that request
   has begun, and the connection is closed;
-- a connection over `max_total` in all or `max_per_peer` from its peer's address is closed as soon as it
-  is accepted, so one address cannot take every descriptor and a caller elsewhere is still answered.
+- a connection over `max_per_peer` from its peer's address is closed as soon as it is accepted, so one
+  address cannot take every descriptor;
+- over `max_total` in all, the connection that has waited longest without a request in progress (its
+  headers still unfinished, or idle between requests) is closed to make room, and only when there is none
+  is the new one refused: half-sent headers from many addresses cannot keep a caller elsewhere out.
 
 Refusals are counted (`dossier_gateway_refused_total`) and logged once an interval, never once each.
 """
@@ -54,22 +57,30 @@ class Connections:
         self.header_timeout = header_timeout
         self.body_timeout = body_timeout
         self.open: set[GuardedConnection] = set()
+        # Connections without a request in progress, longest waiting first (dicts keep insertion order).
+        self.waiting: dict[GuardedConnection, None] = {}
         self.per_peer: Counter[str] = Counter()
         self._interval = min(1.0, header_timeout / 4, body_timeout / 4)
         self._sweep_handle: asyncio.TimerHandle | None = None
         self._over_total = Tally("connections", "connections refused: the gateway holds its most")
+        self._shed = Tally("connections_shed", "waiting connections closed to make room for new ones")
         self._over_peer = Tally("connections_per_peer", "connections refused: their address holds its most")
         self.late_headers = Tally("header_timeout", "connections closed: headers not complete in time")
         self.late_body = Tally("body_timeout", "connections closed: a body paused too long")
         self.idle = Tally("idle_timeout", "idle connections closed")
 
     def admit(self, conn: GuardedConnection, peer: str, loop: asyncio.AbstractEventLoop) -> bool:
-        if len(self.open) >= self.max_total:
-            self._over_total.count(f"{len(self.open)} open")
-            return False
         if self.per_peer[peer] >= self.max_per_peer:
             self._over_peer.count(f"{peer} holds {self.per_peer[peer]}")
             return False
+        if len(self.open) >= self.max_total:
+            if not self.waiting:
+                self._over_total.count(f"{len(self.open)} open")
+                return False
+            oldest = next(iter(self.waiting))
+            self._shed.count(f"{len(self.open)} open")
+            self.leave(oldest, oldest.peer)
+            oldest.shed()
         self.open.add(conn)
         self.per_peer[peer] += 1
         GATEWAY_CONNECTIONS.set(len(self.open))
@@ -78,6 +89,7 @@ class Connections:
         return True
 
     def leave(self, conn: GuardedConnection, peer: str) -> None:
+        self.waiting.pop(conn, None)
         if conn in self.open:
             self.open.discard(conn)
             self.per_peer[peer] -= 1
@@ -97,15 +109,15 @@ class GuardedConnection(CombinedWrites):
 
     limits: ClassVar[Connections]
     _admitted = False
-    _peer = ""
+    peer = ""
     _phase = HEADERS
     _since = 0.0
     _drained = 0
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         peername = transport.get_extra_info("peername")
-        self._peer = str(peername[0]) if isinstance(peername, tuple) and peername else ""
-        self._admitted = self.limits.admit(self, self._peer, self.loop)
+        self.peer = str(peername[0]) if isinstance(peername, tuple) and peername else ""
+        self._admitted = self.limits.admit(self, self.peer, self.loop)
         if not self._admitted:
             transport.abort()
             return
@@ -115,12 +127,16 @@ class GuardedConnection(CombinedWrites):
     def connection_lost(self, exc: Exception | None) -> None:
         if not self._admitted:
             return
-        self.limits.leave(self, self._peer)
+        self.limits.leave(self, self.peer)
         super().connection_lost(exc)
 
     def _enter(self, phase: str) -> None:
         self._phase = phase
         self._since = time.monotonic()
+        waiting = self.limits.waiting
+        waiting.pop(self, None)
+        if phase in (HEADERS, IDLE) and self in self.limits.open:
+            waiting[self] = None  # to the end of the line
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
@@ -178,6 +194,13 @@ class GuardedConnection(CombinedWrites):
                 self._close("the request's body stopped arriving", self.limits.body_timeout, reply)
         elif self._phase == IDLE and waited > self.limits.header_timeout:
             self.limits.idle.count()
+            self.transport.close()
+
+    def shed(self) -> None:
+        """Closed to make room: 408 if its request had begun (its headers unfinished), else just closed."""
+        if self._phase == HEADERS and (self.cycle is None or self.cycle.response_complete):
+            self._close("the server made room for other connections", self.limits.header_timeout, True)
+        else:
             self.transport.close()
 
     def _close(self, message: str, limit: float, reply: bool) -> None:

@@ -27,6 +27,7 @@ FLOOD_CONNECTIONS = 400
 FLOOD_BODY = 1_000_000  # under the 1 MiB JSON limit, so only authentication can refuse it
 HALF_OPEN = 3000
 PER_PEER = 256
+TOTAL = 1000
 ATTACKER = "127.0.0.2"
 
 
@@ -150,49 +151,68 @@ def half_open_gateway(infra: Infra, tmp_path: Path) -> Iterator[Gateway]:
         tmp_path,
         DOSSIER_HEADER_TIMEOUT_SECONDS="3",
         DOSSIER_MAX_CONNECTIONS_PER_PEER=str(PER_PEER),
+        DOSSIER_MAX_CONNECTIONS=str(TOTAL),
     ) as gateway:
         yield gateway
 
 
-def test_thousands_of_half_sent_headers_are_refused_then_timed_out(half_open_gateway: Gateway) -> None:
-    gateway = half_open_gateway
-    sockets: list[socket.socket] = []
-    seen: dict[socket.socket, bytearray] = {}
-    try:
-        for _ in range(HALF_OPEN):
-            sock = connect_from(ATTACKER, gateway.port)
-            sockets.append(sock)
-            seen[sock] = bytearray()
+class HalfSent:
+    """Connections that send a request line and a header, never the blank line that ends the headers."""
+
+    def __init__(self, port: int):
+        self.port = port
+        self.sockets: list[socket.socket] = []
+        self.seen: dict[socket.socket, bytearray] = {}
+        self.closed: set[socket.socket] = set()
+
+    def open(self, source: str, count: int) -> None:
+        for _ in range(count):
+            sock = connect_from(source, self.port)
+            self.sockets.append(sock)
+            self.seen[sock] = bytearray()
             try:
-                sock.sendall(b"GET /v1/health HTTP/1.1\r\nHost: x\r\n")  # never the blank line that ends it
+                sock.sendall(b"GET /v1/health HTTP/1.1\r\nHost: x\r\n")
             except OSError:
                 pass  # already refused
-        closed: set[socket.socket] = set()
 
-        def refused_at_once() -> bool:
-            closed.update(s for s in sockets if s not in closed and read_if_closed(s, seen[s]))
-            return len(closed) >= HALF_OPEN - PER_PEER
+    def held(self) -> int:
+        """How many the gateway still holds open (reading what it sent to those it closed)."""
+        self.closed.update(s for s in self.sockets if s not in self.closed and read_if_closed(s, self.seen[s]))
+        return len(self.sockets) - len(self.closed)
 
-        probe(refused_at_once, timeout=30)
-        held = HALF_OPEN - len(closed)
-        print(f"half-open: {held} of {HALF_OPEN} sockets held, {len(closed)} refused at once")
-        assert held <= PER_PEER
+    def close(self) -> None:
+        for sock in self.sockets:
+            sock.close()
+
+
+def test_thousands_of_half_sent_headers_are_refused_then_timed_out(half_open_gateway: Gateway) -> None:
+    gateway = half_open_gateway
+    attack = HalfSent(gateway.port)
+    try:
+        # One address: all but its share are closed as soon as they are accepted.
+        attack.open(ATTACKER, HALF_OPEN)
+        probe(lambda: attack.held() <= PER_PEER, timeout=30)
+        print(f"half-open from one address: {attack.held()} of {HALF_OPEN} held, the rest refused at once")
+        # Many addresses, more than the gateway holds in all: the longest waiting make room for the newest.
+        for n in range(3, 3 + TOTAL // PER_PEER + 2):
+            attack.open(f"127.0.0.{n}", PER_PEER)
+        probe(lambda: attack.held() <= TOTAL, timeout=30)
+        print(f"half-open from {TOTAL // PER_PEER + 3} addresses: {attack.held()} of {len(attack.sockets)} held")
 
         started = time.monotonic()
         r = httpx.get(f"{gateway.url}/v1/admin/tokens", headers={"Authorization": f"Bearer {gateway.admin}"})
-        print(f"authenticated request among {held} half-open sockets answered in {time.monotonic() - started:.3f}s")
+        print(f"an authenticated request among them answered in {time.monotonic() - started:.3f}s")
         assert r.status_code == 200
 
-        probe(lambda: all(s in closed or read_if_closed(s, seen[s]) for s in sockets), timeout=30)
-        timed_out = [bytes(seen[s]) for s in sockets if seen[s]]
-        assert timed_out, "no held connection was answered 408"
-        for reply in timed_out:
+        probe(lambda: attack.held() == 0, timeout=30)
+        answered = [bytes(seen) for seen in attack.seen.values() if seen]
+        assert answered, "no held connection was answered 408"
+        for reply in answered:
             assert reply.startswith(b"HTTP/1.1 408"), reply[:200]
             assert b"x-request-id" in reply.lower()
             assert json.loads(reply.split(b"\r\n\r\n", 1)[1])["error"]["code"] == "timeout"
     finally:
-        for sock in sockets:
-            sock.close()
+        attack.close()
 
 
 def test_a_chunked_body_that_stops_is_closed(infra: Infra, tmp_path: Path) -> None:
