@@ -17,7 +17,7 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from services.gateway.admission import PreauthBudget, TokenBuckets
-from services.gateway.tokens import bearer
+from services.gateway.tokens import bearer, token_digest
 from shared.errors import HTTP_STATUS, DomainError, Overloaded, RateLimited, TooLarge
 
 # The only routes whose body streams (multipart uploads, bounded per file while they stream); every other
@@ -103,7 +103,8 @@ class Admission:
             await send_envelope(send, refusal, extra=[(b"www-authenticate", b"Bearer")] if challenge else [])
             return
         scope.setdefault("state", {})["actor"] = actor
-        retry_after = self.rates.take(bearer(header))
+        # Keyed by the token's digest, the key its workbench sessions know too (web/security.py).
+        retry_after = self.rates.take(token_digest(bearer(header)))
         if retry_after:
             err = RateLimited("this token is over its request rate; retry later", retry_after=retry_after)
             await send_envelope(send, err, extra=[(b"retry-after", str(retry_after).encode())])

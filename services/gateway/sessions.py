@@ -59,8 +59,9 @@ class SessionService:
             )
         return session_id
 
-    async def resolve(self, session_id: str) -> Actor | None:
-        """The session's actor, or None: unknown, signed out, expired, or its token revoked or expired."""
+    async def resolve(self, session_id: str) -> tuple[Actor, str] | None:
+        """The session's actor and its token's digest, or None: unknown, signed out, expired, or its token
+        revoked or expired."""
         if not _SHAPE.match(session_id):
             return None
         digest = _digest(session_id)
@@ -79,7 +80,7 @@ class SessionService:
                 self._cache.clear()
             self._cache[digest] = (token_hash, now + self._cache_seconds)
         try:
-            return await self._tokens.resolve_digest(token_hash)
+            return await self._tokens.resolve_digest(token_hash), token_hash
         except Unauthenticated:
             return None
 

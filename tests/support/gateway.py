@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import secrets
 import socket
 from collections.abc import Iterator
@@ -15,6 +16,8 @@ import httpx
 from shared.procs import free_port, port_open, wait_until
 from tests.support.infra import Infra
 from tests.support.service import service_process
+
+CSRF = re.compile(r'name="csrf" value="([^"]+)"|/upload\?csrf=([^"]+)"')
 
 
 @dataclass(frozen=True)
@@ -72,3 +75,18 @@ def read_if_closed(sock: socket.socket, seen: bytearray) -> bool:
         return False
     except OSError:
         return True
+
+
+def csrf_of(page: httpx.Response) -> str:
+    """The CSRF token of a workbench page's forms."""
+    found = CSRF.search(page.text)
+    assert found, page.text[:500]
+    return found.group(1) or found.group(2)
+
+
+def sign_in(client: httpx.Client, token: str) -> str:
+    """Signs `client` in to the workbench with `token`; returns the session cookie's value."""
+    form = client.get("/signin")
+    r = client.post("/signin", data={"csrf": csrf_of(form), "token": token, "next": "/import"})
+    assert r.status_code == 303 and r.headers["location"] == "/import", r.text[:300]
+    return str(client.cookies["dossier_session"])

@@ -16,8 +16,10 @@ from fastapi import Request, Response
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from services.gateway.admission import TokenBuckets
 from services.gateway.sessions import SESSION_SECONDS, SessionService
 from shared.contracts.common import Actor
+from shared.errors import RateLimited
 
 SESSION_COOKIE = "dossier_session"
 PRESESSION_COOKIE = "dossier_presession"
@@ -70,9 +72,16 @@ async def session_actor(request: Request) -> Actor | None:
     session_id = request.cookies.get(SESSION_COOKIE, "")
     if not session_id:
         return None
-    actor = await sessions_of(request).resolve(session_id)
-    if actor is not None:
-        request.state.binding = session_id
+    resolved = await sessions_of(request).resolve(session_id)
+    if resolved is None:
+        return None
+    actor, token_hash = resolved
+    # A page counts against its token's rate like an API request (the same bucket: services.gateway.limits).
+    rates: TokenBuckets = request.app.state.rates
+    retry_after = rates.take(token_hash)
+    if retry_after:
+        raise RateLimited("too many requests with this token; retry in a moment", retry_after=retry_after)
+    request.state.binding = session_id
     return actor
 
 

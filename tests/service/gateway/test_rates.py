@@ -9,7 +9,7 @@ import httpx
 
 from shared.settings import GatewaySettings
 from tests.support.api import probe
-from tests.support.gateway import running_gateway
+from tests.support.gateway import running_gateway, sign_in
 from tests.support.infra import Infra
 
 
@@ -40,3 +40,18 @@ def test_a_token_over_its_rate_is_answered_429_with_retry_after(infra: Infra, tm
 
             assert ask(other).status_code == 422, "another token is not slowed by this one"
             probe(lambda: ask(busy).status_code == 422, timeout=30)
+
+
+def test_workbench_pages_count_against_their_tokens_rate(infra: Infra, tmp_path: Path) -> None:
+    # One request in a hundred seconds past the first five: nothing refills while the test runs.
+    with running_gateway(infra, tmp_path, DOSSIER_RATE_PER_TOKEN="0.01", DOSSIER_RATE_BURST="5") as gateway:
+        token = gateway.token()
+        with httpx.Client(base_url=gateway.url, timeout=30) as browser:
+            sign_in(browser, token)
+            pages = [browser.get("/import") for _ in range(10)]
+            refused = [p for p in pages if p.status_code == 429]
+            assert len(refused) == 5, [p.status_code for p in pages]
+            assert refused[0].headers["retry-after"].isdigit() and "Too many requests" in refused[0].text
+        # The same bucket as the token's API requests.
+        r = httpx.get(f"{gateway.url}/v1/workspaces?limit=0", headers={"Authorization": f"Bearer {token}"})
+        assert r.status_code == 429

@@ -3,7 +3,6 @@ refused before its file is read; against a real gateway process."""
 
 from __future__ import annotations
 
-import re
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,30 +10,14 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.gateway import Gateway, running_gateway
+from tests.support.gateway import Gateway, csrf_of, running_gateway, sign_in
 from tests.support.infra import Infra
-
-CSRF = re.compile(r'name="csrf" value="([^"]+)"|/upload\?csrf=([^"]+)"')
 
 
 @pytest.fixture
 def gateway(infra: Infra, tmp_path: Path) -> Iterator[Gateway]:
     with running_gateway(infra, tmp_path, DOSSIER_REQUEST_TIMEOUT="1") as running:
         yield running
-
-
-def csrf_of(page: httpx.Response) -> str:
-    found = CSRF.search(page.text)
-    assert found, page.text[:500]
-    return found.group(1) or found.group(2)
-
-
-def sign_in(client: httpx.Client, token: str) -> str:
-    """Signs `client` in with `token`; returns the session cookie's value."""
-    form = client.get("/signin")
-    r = client.post("/signin", data={"csrf": csrf_of(form), "token": token, "next": "/import"})
-    assert r.status_code == 303 and r.headers["location"] == "/import", r.text[:300]
-    return str(client.cookies["dossier_session"])
 
 
 def test_the_cookie_is_not_the_token_and_signing_out_ends_it(gateway: Gateway) -> None:
