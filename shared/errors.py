@@ -14,6 +14,8 @@ HTTP_STATUS: dict[str, int] = {
     "unavailable": 409,
     "too_large": 413,
     "unsupported": 415,
+    "rate_limited": 429,
+    "overloaded": 503,
     "internal": 500,
     "timeout": 504,
 }
@@ -76,6 +78,20 @@ class Unsupported(DomainError):
     code = "unsupported"
 
 
+class RateLimited(DomainError):
+    """Over the per-token request rate; `retry_after` is the whole seconds until the next request fits."""
+
+    code = "rate_limited"
+
+    def __init__(self, message: str, *, retry_after: int):
+        super().__init__(message, {"retry_after": retry_after})
+        self.retry_after = retry_after
+
+
+class Overloaded(DomainError):
+    code = "overloaded"
+
+
 class Timeout(DomainError):
     code = "timeout"
 
@@ -86,7 +102,18 @@ class Unreachable(Timeout):
 
 _BY_CODE: dict[str, type[DomainError]] = {
     cls.code: cls
-    for cls in (Unauthenticated, Forbidden, Invalid, NotFound, Conflict, Unavailable, TooLarge, Unsupported, Timeout)
+    for cls in (
+        Unauthenticated,
+        Forbidden,
+        Invalid,
+        NotFound,
+        Conflict,
+        Unavailable,
+        TooLarge,
+        Unsupported,
+        Overloaded,
+        Timeout,
+    )
 }
 
 

@@ -50,6 +50,12 @@ COALESCED = Histogram(
     ["lookup"],
     buckets=(1, 2, 4, 8, 16, 32, 64),
 )
+GATEWAY_REFUSED = Counter(
+    "dossier_gateway_refused_total",
+    "Connections and requests the gateway turned away before a route ran, by reason",
+    ["reason"],
+)
+GATEWAY_CONNECTIONS = Gauge("dossier_gateway_connections", "HTTP connections the gateway holds open")
 EXTRACTION_FAILURES = Counter("dossier_extraction_failures_total", "Asset versions whose extraction failed", ["kind"])
 
 

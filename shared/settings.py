@@ -59,6 +59,20 @@ class GatewaySettings(CommonSettings):
     max_json_bytes: int = 1024 * 1024
     max_upload_bytes: int = 52_428_800
     ingest_timeout: float = 300.0
+    # Before a token is known (the workbench's forms, /v1/health): request bodies held in all, and how long
+    # a request waits for room before it is answered 503 `overloaded` (services.gateway.admission).
+    preauth_buffer_bytes: int = Field(default=16 * 1024 * 1024, ge=0)
+    preauth_wait_seconds: float = Field(default=1.0, ge=0)
+    # Requests per second per token (a token bucket of `rate_burst`), per gateway process.
+    rate_per_token: float = Field(default=50.0, gt=0)
+    rate_burst: int = Field(default=100, ge=1)
+    # A request's line and headers must arrive within this; its body may pause no longer than the other.
+    header_timeout_seconds: float = Field(default=10.0, gt=0)
+    body_timeout_seconds: float = Field(default=30.0, gt=0)
+    # Open connections in all and from one peer address; over either, a new one is closed at once. The
+    # total is also kept under the process's file-descriptor limit (services.gateway.connections).
+    max_connections: int = Field(default=8192, ge=1)
+    max_connections_per_peer: int = Field(default=256, ge=1)
 
 
 class PublicationSettings(CommonSettings):

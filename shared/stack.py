@@ -98,6 +98,8 @@ class Stack:
         self.pid_dir = self.home / "pids"
         self.log_dir = self.home / "logs"
         self.http_port = int(self.env.get("DOSSIER_HTTP_PORT") or 8080)
+        # Printed once, when it is made; a later start says where it is kept (logs and terminals keep lines).
+        self.admin_token_is_new = not self.env.get("DOSSIER_ADMIN_TOKEN") and not (self.home / "admin-token").exists()
         self.admin_token = secret_value(
             self.home / "admin-token",
             self.env.get("DOSSIER_ADMIN_TOKEN"),
@@ -355,10 +357,16 @@ class Stack:
         return 0
 
     def _announce(self) -> None:
+        if self.admin_token_is_new:
+            admin = self.admin_token
+        elif self.env.get("DOSSIER_ADMIN_TOKEN"):
+            admin = "the one given in DOSSIER_ADMIN_TOKEN"
+        else:
+            admin = f"kept in {self.home / 'admin-token'}"
         print(
             "Dossier is up.\n"
             f"  gateway:     http://127.0.0.1:{self.http_port}\n"
-            f"  admin token: {self.admin_token}\n"
+            f"  admin token: {admin}\n"
             f"  state:       {self.home}\n"
             "Stop it with Ctrl-C.",
             flush=True,

@@ -1,7 +1,7 @@
 import uvicorn
 
 from services.gateway.app import create_app
-from services.gateway.writes import CombinedWrites
+from services.gateway.connections import Connections, fit_descriptors, guarded
 from shared import tracing
 from shared.gcfreeze import freeze_startup_objects
 from shared.observe import configure_logging
@@ -11,6 +11,12 @@ if __name__ == "__main__":
     settings = GatewaySettings()
     configure_logging("gateway", settings.log_level)
     tracing.setup_tracing("gateway")
+    connections = Connections(
+        max_total=fit_descriptors(settings.max_connections),
+        max_per_peer=settings.max_connections_per_peer,
+        header_timeout=settings.header_timeout_seconds,
+        body_timeout=settings.body_timeout_seconds,
+    )
     # uvicorn handles SIGTERM: it stops accepting, finishes in-flight requests, then runs the lifespan exit.
     uvicorn.run(
         create_app(settings, on_started=freeze_startup_objects),
@@ -21,6 +27,7 @@ if __name__ == "__main__":
         # Nothing reads the client's address; X-Forwarded-For rewriting was a layer on every request.
         proxy_headers=False,
         loop="uvloop",
-        # httptools, with each loop turn's writes sent together: headers and body in one send (writes.py).
-        http=CombinedWrites,
+        # httptools, with each loop turn's writes sent together (writes.py), held to the connection caps
+        # and read deadlines (connections.py).
+        http=guarded(connections),
     )

@@ -13,10 +13,11 @@ from fastapi import Depends, FastAPI
 from starlette.routing import Route
 
 from services.gateway import observe
+from services.gateway.admission import PreauthBudget, TokenBuckets
 from services.gateway.deps import check_token, reject_unstorable
 from services.gateway.errors import install_error_handlers
 from services.gateway.hot import HotReads
-from services.gateway.limits import STREAMED_ROUTES, Authenticate, BodyLimit
+from services.gateway.limits import STREAMED_ROUTES, Admission
 from services.gateway.mcp_endpoint import McpEndpoint
 from services.gateway.mcp_server import build_server
 from services.gateway.openapi import COMMON, errors, install_openapi, operation_id
@@ -31,6 +32,7 @@ from services.gateway.routes import (
     runs,
     workspaces,
 )
+from services.gateway.sessions import SessionService
 from services.gateway.tokens import TokenService
 from services.gateway.web import install as install_workbench
 from services.gateway.web.sources import UPLOAD_PATH
@@ -47,7 +49,10 @@ from shared.settings import GatewaySettings
 MIGRATIONS = Path(__file__).parent / "migrations"
 DESCRIPTION = (
     "The HTTP API of Dossier. Every error answers the envelope `{error: {code, message, details}}`; "
-    "every response carries `X-Request-ID`. The bus underneath is described in docs/asyncapi.json."
+    "every response carries `X-Request-ID`. The bus underneath is described in docs/asyncapi.json. "
+    "Each token gets at most `DOSSIER_RATE_PER_TOKEN` requests a second (429 `rate_limited` with "
+    "`Retry-After` over it). A request without a token that carries a body is answered 503 `overloaded` "
+    "when the gateway holds as many such bodies as it may; retry it."
 )
 # Multipart routes stream files; their exact per-file limit is enforced by the route while streaming.
 MULTIPART_OVERHEAD = 1024 * 1024
@@ -80,6 +85,7 @@ def create_app(settings: GatewaySettings, *, on_started: Callable[[], None] | No
         app.state.tokens = TokenService(
             db, admin_token=settings.admin_token, cache_seconds=settings.token_cache_seconds
         )
+        app.state.sessions = SessionService(db, app.state.tokens, cache_seconds=settings.token_cache_seconds)
         app.state.blobs = Blobs(settings)
         await app.state.blobs.ensure_bucket()
         if on_started is not None:
@@ -126,11 +132,17 @@ def create_app(settings: GatewaySettings, *, on_started: Callable[[], None] | No
     async def check(path: str, authorization: str | None) -> Actor | None:
         return await check_token(app.state.tokens, path, authorization)
 
-    # The last added runs first: the size limit before the token, the token before any parsing, and the
-    # hottest read (answered beside the router) only once the token is known.
+    # The last added runs first: size, token and rate before any body is read or parsed, and the hottest
+    # read (answered beside the router) only once the token is known.
     app.add_middleware(HotReads, routes=publications.HOT_READS, bus=lambda: app.state.bus)
-    app.add_middleware(Authenticate, check=check)
-    app.add_middleware(BodyLimit, limit_for=limit_for)
+    app.state.rates = TokenBuckets(settings.rate_per_token, settings.rate_burst)
+    app.add_middleware(
+        Admission,
+        limit_for=limit_for,
+        check=check,
+        rates=app.state.rates,
+        budget=PreauthBudget(settings.preauth_buffer_bytes, settings.preauth_wait_seconds),
+    )
     # Outermost: the request id is bound before anything else runs, and every answer carries it.
     app.add_middleware(observe.RequestIdAndMetrics)
     tracing.instrument_fastapi(app)

@@ -1,7 +1,11 @@
-"""Pure-ASGI guards that run before FastAPI sees a request: the body-size limit, then the bearer token.
+"""The pure-ASGI guard that runs before FastAPI sees a request: body size, bearer token, request rate.
 
-FastAPI parses a JSON body before it solves a route's dependencies, so both checks live here, outside it:
-an unauthenticated caller can never make the gateway parse a body, and no body over its limit is parsed.
+FastAPI parses a JSON body before it solves a route's dependencies, so these checks live here, outside it.
+The order is the contract's: a body declared over its limit is refused first (413, before the token);
+then the token, from the headers, before a byte of the body is read, so an unauthenticated body is never
+buffered (a chunked one, whose size only its end tells, is read and dropped to tell 413 from 401); then
+the token's rate. Routes that learn their caller only while they run (the workbench's forms, /v1/health)
+read their body within the pre-auth budget (services.gateway.admission).
 """
 
 from __future__ import annotations
@@ -12,57 +16,122 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from shared.errors import HTTP_STATUS, DomainError, TooLarge
+from services.gateway.admission import PreauthBudget, TokenBuckets
+from services.gateway.tokens import bearer, token_digest
+from shared.errors import HTTP_STATUS, DomainError, Overloaded, RateLimited, TooLarge
 
 # The only routes whose body streams (multipart uploads, bounded per file while they stream); every other
 # body gets the JSON limit. Matched exactly: `/v1/assets/import` takes JSON like any other route.
 STREAMED_ROUTES = frozenset({("POST", "/v1/assets"), ("POST", "/v1/artifacts")})
+MCP_PATH = "/mcp"
 
 
 class BodyTooLarge(TooLarge):
     """A streamed (multipart) body went over its limit while a route was reading it."""
 
 
-class BodyLimit:
-    """`limit_for(method, path)` names a request's byte limit, and whether its body may stream.
+def needs_token(path: str) -> bool:
+    """Every `/v1` route but `/v1/health`, and the MCP endpoint, take a bearer token."""
+    return (path.startswith("/v1/") and path != "/v1/health") or path == MCP_PATH
+
+
+class Admission:
+    """`limit_for(method, path)` names a request's byte limit and whether its body may stream;
+    `check(path, authorization)` returns the actor (None on admin routes) or raises `Unauthenticated`.
 
     A body that may not stream (JSON, text) is read whole, up to the limit, before the application runs:
-    over it, the answer is 413 `too_large` whether the body was sent with a Content-Length or chunked.
-    A streamed body (a multipart upload, whose route hashes and spools it) is counted as it is read.
+    over it, 413 `too_large`, sent with a Content-Length or chunked. A streamed body (a multipart upload,
+    whose route hashes and spools it) is counted as it is read. The actor is left in the request's state
+    for the `current_actor` dependency.
     """
 
-    def __init__(self, app: ASGIApp, limit_for: Callable[[str, str], tuple[int, bool]]):
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        limit_for: Callable[[str, str], tuple[int, bool]],
+        check: Callable[[str, str | None], Awaitable[Any]],
+        rates: TokenBuckets,
+        budget: PreauthBudget,
+    ):
         self.app = app
         self.limit_for = limit_for
+        self.check = check
+        self.rates = rates
+        self.budget = budget
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         declared, chunked = _framing(scope["headers"])
-        if declared is None and not chunked:
-            # No Content-Length and no Transfer-Encoding: HTTP/1.1 says there is no body to read or bound.
-            await self.app(scope, receive, send)
+        # No Content-Length and no Transfer-Encoding: HTTP/1.1 says there is no body to read or bound.
+        body = chunked or (declared is not None and declared != b"0")
+        limit, streams = self.limit_for(scope["method"], scope["path"]) if body else (0, False)
+        if body and declared is not None and declared.isdigit() and int(declared) > limit:
+            await send_envelope(send, _too_large(limit))
             return
-        limit, streams = self.limit_for(scope["method"], scope["path"])
-        if declared is not None and declared.isdigit() and int(declared) > limit:
-            await send_envelope(send, TooLarge("the request body is over the limit", {"limit": limit}))
-            return
-        if streams:
-            await self._streamed(scope, receive, send, limit)
-            return
-        body = bytearray()
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                return  # the client went away before its body was complete
-            body += message.get("body", b"")
-            if len(body) > limit:
-                await send_envelope(send, TooLarge("the request body is over the limit", {"limit": limit}))
+        if needs_token(scope["path"]):
+            await self._authenticated(scope, receive, send, body=body, chunked=chunked, limit=limit, streams=streams)
+        elif not body or streams:
+            await self._pass(scope, receive, send, body=body, limit=limit, streams=streams)
+        else:
+            # The caller is known only once the route runs: the body is held within the pre-auth budget.
+            size = int(declared) if declared is not None and declared.isdigit() else limit
+            if not await self.budget.reserve(size):
+                await send_envelope(
+                    send, Overloaded("the server holds as many unauthenticated bodies as it may; retry")
+                )
                 return
-            if not message.get("more_body", False):
-                break
-        await self.app(scope, _replay(bytes(body), receive), send)
+            try:
+                await self._pass(scope, receive, send, body=True, limit=limit, streams=False)
+            finally:
+                await self.budget.release(size)
+
+    async def _authenticated(
+        self, scope: Scope, receive: Receive, send: Send, *, body: bool, chunked: bool, limit: int, streams: bool
+    ) -> None:
+        header = None
+        for name, value in scope["headers"]:
+            if name == b"authorization":
+                header = value.decode("latin-1")  # the last one, as a dict of the headers would keep
+        try:
+            actor = await self.check(scope["path"], header)
+        except DomainError as exc:
+            refusal = _too_large(limit) if chunked and not streams and not await _within(receive, limit) else exc
+            challenge = scope["path"] == MCP_PATH and refusal.code == "unauthenticated"
+            await send_envelope(send, refusal, extra=[(b"www-authenticate", b"Bearer")] if challenge else [])
+            return
+        scope.setdefault("state", {})["actor"] = actor
+        # Keyed by the token's digest, the key its workbench sessions know too (web/security.py).
+        retry_after = self.rates.take(token_digest(bearer(header)))
+        if retry_after:
+            err = RateLimited("this token is over its request rate; retry later", retry_after=retry_after)
+            await send_envelope(send, err, extra=[(b"retry-after", str(retry_after).encode())])
+            return
+        await self._pass(scope, receive, send, body=body, limit=limit, streams=streams)
+
+    async def _pass(self, scope: Scope, receive: Receive, send: Send, *, body: bool, limit: int, streams: bool) -> None:
+        if not body:
+            await self.app(scope, receive, send)
+        elif streams:
+            await self._streamed(scope, receive, send, limit)
+        else:
+            chunks: list[bytes] = []
+            size = 0
+            while True:
+                message = await receive()
+                if message["type"] != "http.request":
+                    return  # the client went away before its body was complete
+                chunk = message.get("body", b"")
+                chunks.append(chunk)
+                size += len(chunk)
+                if size > limit:
+                    await send_envelope(send, _too_large(limit))
+                    return
+                if not message.get("more_body", False):
+                    break
+            await self.app(scope, _replay(chunks, receive), send)
 
     async def _streamed(self, scope: Scope, receive: Receive, send: Send, limit: int) -> None:
         seen = 0
@@ -107,56 +176,42 @@ def has_body(headers: list[tuple[bytes, bytes]]) -> bool:
     return chunked or (declared is not None and declared != b"0")
 
 
-def _replay(body: bytes, receive: Receive) -> Receive:
-    delivered = False
+def _replay(chunks: list[bytes], receive: Receive) -> Receive:
+    """The body read ahead, given to the application as it arrived (no joined copy), each chunk let go
+    of once given; then the connection's own messages (a disconnect)."""
+    chunks.reverse()
 
     async def replay() -> Message:
-        nonlocal delivered
-        if not delivered:
-            delivered = True
-            return {"type": "http.request", "body": body, "more_body": False}
+        if chunks:
+            body = chunks.pop()
+            return {"type": "http.request", "body": body, "more_body": bool(chunks)}
         return await receive()
 
     return replay
 
 
-class Authenticate:
-    """Every `/v1` route but `/v1/health` needs a bearer token, checked before the application runs.
-
-    `check(path, authorization)` returns the actor (None on admin routes) or raises `Unauthenticated`;
-    the actor is left in the request's state for the `current_actor` dependency.
-    """
-
-    def __init__(self, app: ASGIApp, check: Callable[[str, str | None], Awaitable[Any]]):
-        self.app = app
-        self.check = check
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        path = scope.get("path", "")
-        if scope["type"] != "http" or not path.startswith("/v1/") or path == "/v1/health":
-            await self.app(scope, receive, send)
-            return
-        header = None
-        for name, value in scope["headers"]:
-            if name == b"authorization":
-                header = value  # the last one, as a dict of the headers would keep
-        try:
-            actor = await self.check(path, header.decode("latin-1") if header is not None else None)
-        except DomainError as err:
-            await send_envelope(send, err)
-            return
-        scope.setdefault("state", {})["actor"] = actor
-        await self.app(scope, receive, send)
+async def _within(receive: Receive, limit: int) -> bool:
+    """Reads a body to its end, keeping none of it: whether it stayed within `limit` bytes."""
+    seen = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return True  # gone: whatever is answered goes nowhere
+        seen += len(message.get("body", b""))
+        if seen > limit:
+            return False
+        if not message.get("more_body", False):
+            return True
 
 
-async def send_envelope(send: Send, err: DomainError) -> None:
-    """The error envelope of CONTRACT.md, sent from outside FastAPI's exception handlers."""
+def _too_large(limit: int) -> TooLarge:
+    return TooLarge("the request body is over the limit", {"limit": limit})
+
+
+async def send_envelope(send: Send, err: DomainError, *, extra: list[tuple[bytes, bytes]] | None = None) -> None:
+    """The error envelope of CONTRACT.md, sent from outside FastAPI's exception handlers. A body it leaves
+    unread is drained and dropped by the connection (services.gateway.connections), never buffered."""
     body = json.dumps(err.envelope()).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": HTTP_STATUS[err.code],
-            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
-        }
-    )
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *(extra or [])]
+    await send({"type": "http.response.start", "status": HTTP_STATUS[err.code], "headers": headers})
     await send({"type": "http.response.body", "body": body})

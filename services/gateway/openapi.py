@@ -18,15 +18,21 @@ DESCRIPTIONS = {
     413: "Over a configured limit",
     415: "A file type that is not supported",
     422: "The body, a field, a query parameter or a file is malformed",
+    408: "The request's headers or body did not arrive in time (code `timeout`); the connection is closed",
+    429: "This token is over its request rate (code `rate_limited`); `Retry-After` says when to come back",
     500: "A fault on the server side",
     504: "A service did not answer in time",
 }
 # Every /v1 route but health can answer these (given to each router); a route names the others it can answer.
-COMMON = (401, 422, 500, 504)
+COMMON = (401, 408, 422, 429, 500, 504)
+RETRY_AFTER = {"Retry-After": {"description": "Whole seconds until a request fits", "schema": {"type": "integer"}}}
 
 
 def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    return {s: {"model": ErrorEnvelope, "description": DESCRIPTIONS[s]} for s in statuses}
+    return {
+        s: {"model": ErrorEnvelope, "description": DESCRIPTIONS[s], **({"headers": RETRY_AFTER} if s == 429 else {})}
+        for s in statuses
+    }
 
 
 def multipart_body(required: list[str], **fields: dict[str, Any]) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Every SQL statement of the gateway (API tokens only)."""
+"""Every SQL statement of the gateway: API tokens and the workbench's sessions."""
 
 from __future__ import annotations
 
@@ -58,3 +58,29 @@ class TokenRepository:
             "UPDATE api_tokens SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL RETURNING id", token_id
         )
         return revoked is not None
+
+
+class SessionRepository:
+    async def insert_session(
+        self, conn: asyncpg.Connection, *, session_hash: str, token_hash: str, lifetime_seconds: float
+    ) -> None:
+        await conn.execute(
+            "INSERT INTO web_sessions (session_hash, token_hash, expires_at)"
+            " VALUES ($1, $2, now() + make_interval(secs => $3::double precision))",
+            session_hash,
+            token_hash,
+            lifetime_seconds,
+        )
+
+    async def delete_expired_sessions(self, conn: asyncpg.Connection) -> None:
+        await conn.execute("DELETE FROM web_sessions WHERE expires_at <= now()")
+
+    async def find_session(self, conn: asyncpg.Connection, *, session_hash: str) -> asyncpg.Record | None:
+        """The session's token (its hash), while the session has not expired."""
+        return await conn.fetchrow(
+            "SELECT token_hash, expires_at FROM web_sessions WHERE session_hash = $1 AND expires_at > now()",
+            session_hash,
+        )
+
+    async def delete_session(self, conn: asyncpg.Connection, *, session_hash: str) -> None:
+        await conn.execute("DELETE FROM web_sessions WHERE session_hash = $1", session_hash)

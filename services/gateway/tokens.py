@@ -28,7 +28,7 @@ _CACHE_LIMIT = 10_000
 DEFAULT_CACHE_SECONDS = 2.0
 
 
-def _hash(token: str) -> str:
+def token_digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
@@ -91,7 +91,7 @@ class TokenService:
             row = await self._repo.insert_token(
                 conn,
                 token_id=f"tok_{secrets.token_hex(12)}",
-                token_hash=_hash(token),
+                token_hash=token_digest(token),
                 scope=request.scope,
                 principal=request.principal,
                 expires_in=request.expires_in,
@@ -125,7 +125,10 @@ class TokenService:
     async def resolve(self, token: str) -> Actor:
         if not _TOKEN_SHAPE.match(token):
             raise Unauthenticated("the bearer token is malformed")
-        digest = _hash(token)
+        return await self.resolve_digest(token_digest(token))
+
+    async def resolve_digest(self, digest: str) -> Actor:
+        """The actor of the token whose sha256 is `digest` (a workbench session keeps only that)."""
         now = time.monotonic()
         resolved = self._cache.get(digest)
         if resolved is None or resolved.fresh_until <= now:

@@ -75,10 +75,18 @@ def test_stack_restarts_services_keeps_data_and_stops_cleanly(dossier_homes: Cal
     assert left == [], f"processes left after SIGTERM: {left}"
     assert not list((home / "pids").glob("*.pid"))
 
-    # A second start on the same home finds the earlier data and the same admin token.
+    # A second start on the same home finds the earlier data and the same admin token, which only the
+    # start that generated it printed; this one says where it is kept.
+    assert stack.output is not None and f"admin token: {stack.admin_token}" in stack.output.read_text()
+    printed = len(stack.output.read_text())
     again = start_stack(home)
     try:
         assert again.admin_token == stack.admin_token
+        assert again.output is not None
+        later = again.output.read_text()[printed:]
+        assert stack.admin_token not in later and f"admin token: kept in {home.resolve() / 'admin-token'}" in later, (
+            later
+        )
         r = httpx.get(f"{again.url}/v1/publications/{pub['id']}/versions/1", headers=auth)
         assert r.status_code == 200 and r.json()["body"] == "survives"
     finally:

@@ -9,9 +9,11 @@ from services.gateway.tokens import TokenService
 from services.gateway.web.render import WebRoute, error_page, go, render
 from services.gateway.web.security import (
     PRESESSION_COOKIE,
+    SESSION_COOKIE,
     check_csrf,
     clear_session,
     session_actor,
+    sessions_of,
     set_session,
 )
 from shared.errors import Unauthenticated
@@ -55,7 +57,7 @@ async def signin(request: Request) -> Response:
     except Unauthenticated as exc:
         return render(request, "signin.html", status=401, next=target, error=exc.message)
     response = go(target)
-    set_session(request, response, token)
+    set_session(request, response, await sessions_of(request).open(token))
     return response
 
 
@@ -65,6 +67,7 @@ async def signout(request: Request) -> Response:
     if await session_actor(request) is None:
         return go("/signin")
     check_csrf(request, getattr(request.state, "binding", None), form.get("csrf"))
+    await sessions_of(request).close(request.cookies.get(SESSION_COOKIE, ""))
     response = go("/signin", "You are signed out.")
     clear_session(request, response)
     return response

@@ -27,7 +27,7 @@ from services.gateway.web.security import (
 )
 from shared.bus import BusClient
 from shared.contracts.common import Actor
-from shared.errors import HTTP_STATUS, DomainError, Invalid
+from shared.errors import HTTP_STATUS, DomainError, Invalid, RateLimited
 
 log = logging.getLogger("dossier.gateway.web")
 
@@ -44,6 +44,8 @@ TITLES = {
     "unavailable": "Unavailable",
     "too_large": "Too large",
     "unsupported": "Unsupported file",
+    "rate_limited": "Too many requests",
+    "overloaded": "Busy",
     "timeout": "No answer in time",
     "internal": "Something went wrong",
 }
@@ -101,6 +103,10 @@ class WebRoute(APIRoute):
                 return RedirectResponse(_next(request) if request.method == "GET" else "/signin", status_code=303)
             except CsrfRefused:
                 return render(request, "refused.html", status=403)
+            except RateLimited as exc:
+                page = error_page(request, exc.code, exc.message, exc.details)
+                page.headers["Retry-After"] = str(exc.retry_after)
+                return page
             except DomainError as exc:
                 return error_page(request, exc.code, exc.message, exc.details)
             except RequestValidationError as exc:

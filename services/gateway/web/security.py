@@ -1,9 +1,9 @@
 """The workbench's session cookie, its CSRF tokens and the headers every page is sent with.
 
-The session cookie holds the API token itself (CONTRACT: "keeps it in an HttpOnly, SameSite=Strict
-cookie"), so a page's actor is resolved exactly as a bearer token is. A form's CSRF token is an HMAC of
-the session (or, before sign-in, of a random pre-session cookie): a page of another origin can neither
-read it nor compute it.
+The session cookie (HttpOnly, SameSite=Strict) holds a random session id, never the API token: the
+gateway keeps which token a session stands for (services.gateway.sessions), and signing out deletes it.
+A form's CSRF token is an HMAC of the session id (or, before sign-in, of a random pre-session cookie): a
+page of another origin can neither read it nor compute it.
 """
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ from fastapi import Request, Response
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from services.gateway.tokens import TokenService
+from services.gateway.admission import TokenBuckets
+from services.gateway.sessions import SESSION_SECONDS, SessionService
 from shared.contracts.common import Actor
-from shared.errors import Unauthenticated
+from shared.errors import RateLimited
 
 SESSION_COOKIE = "dossier_session"
 PRESESSION_COOKIE = "dossier_presession"
-SESSION_SECONDS = 12 * 3600
 
 # No inline script or style anywhere: everything the pages run or style with is served from /static.
 CSP = (
@@ -61,19 +61,27 @@ def check_csrf(request: Request, binding: str | None, sent: object) -> None:
         raise CsrfRefused
 
 
+def sessions_of(request: Request) -> SessionService:
+    sessions: SessionService = request.app.state.sessions
+    return sessions
+
+
 async def session_actor(request: Request) -> Actor | None:
-    """The signed-in actor, or None; the token is checked on every request (expiry and revocation included)."""
-    token = request.cookies.get(SESSION_COOKIE, "")
-    if not token:
+    """The signed-in actor, or None; the session's token is checked on every request (expiry and
+    revocation included)."""
+    session_id = request.cookies.get(SESSION_COOKIE, "")
+    if not session_id:
         return None
-    tokens: TokenService = request.app.state.tokens
-    if tokens.is_admin(token):
+    resolved = await sessions_of(request).resolve(session_id)
+    if resolved is None:
         return None
-    try:
-        actor = await tokens.resolve(token)
-    except Unauthenticated:
-        return None
-    request.state.binding = token
+    actor, token_hash = resolved
+    # A page counts against its token's rate like an API request (the same bucket: services.gateway.limits).
+    rates: TokenBuckets = request.app.state.rates
+    retry_after = rates.take(token_hash)
+    if retry_after:
+        raise RateLimited("too many requests with this token; retry in a moment", retry_after=retry_after)
+    request.state.binding = session_id
     return actor
 
 
@@ -99,10 +107,10 @@ def set_presession(request: Request, response: Response) -> None:
         )
 
 
-def set_session(request: Request, response: Response, token: str) -> None:
+def set_session(request: Request, response: Response, session_id: str) -> None:
     response.set_cookie(
         SESSION_COOKIE,
-        token,
+        session_id,
         max_age=SESSION_SECONDS,
         httponly=True,
         samesite="strict",

@@ -10,7 +10,7 @@ from services.gateway.routes.artifacts import download_artifact
 from services.gateway.routes.assets import register_upload
 from services.gateway.uploads import stream_multipart
 from services.gateway.web.render import WebRoute, bus_of, checked_form, field, go, render, signed_in
-from services.gateway.web.security import CsrfRefused, check_csrf
+from services.gateway.web.security import check_csrf
 from services.gateway.web.workspaces import build
 from shared.blobs import Blobs
 from shared.contracts import assets as c
@@ -35,14 +35,12 @@ async def source_page(request: Request, source_id: str, actor: Actor = Depends(s
 
 @router.post(UPLOAD_PATH)
 async def upload(request: Request, actor: Actor = Depends(signed_in)) -> Response:
+    # Checked from the address before the body is read: a forged upload is refused without a byte of its
+    # file streamed into storage (the form puts the token in its action, see _macros.html).
+    check_csrf(request, getattr(request.state, "binding", None), request.query_params.get("csrf"))
     settings: GatewaySettings = request.app.state.settings
     blobs: Blobs = request.app.state.blobs
     fields, upload = await stream_multipart(request, blobs, max_file_bytes=settings.max_upload_bytes)
-    try:
-        check_csrf(request, getattr(request.state, "binding", None), fields.get("csrf"))
-    except CsrfRefused:
-        await blobs.delete(upload.key)
-        raise
     data = {"source_id": fields.get("source_id", "").strip(), "workspace_id": fields.get("workspace_id", "")}
     version = await register_upload(request, actor, bus_of(request), data, upload)
     if version.get("reused"):

@@ -52,7 +52,8 @@ def test_every_error_status_answers_the_envelope(spec: dict[str, Any]) -> None:
     for method, path, op in operations(spec):
         errors = {status: r for status, r in op["responses"].items() if status[0] in "45"}
         if path.startswith("/v1") and (method, path) not in UNAUTHENTICATED_ROUTES:
-            assert {"401", "422", "500"} <= set(errors), (method, path)
+            assert {"401", "408", "422", "429", "500"} <= set(errors), (method, path)
+            assert "Retry-After" in errors["429"]["headers"], (method, path)
             if method in ("post", "put"):
                 assert "413" in errors, (method, path)
         for status, response in errors.items():

@@ -80,6 +80,8 @@ def test_error_codes_map_to_contract_statuses() -> None:
         "unavailable": 409,
         "too_large": 413,
         "unsupported": 415,
+        "rate_limited": 429,
+        "overloaded": 503,
         "internal": 500,
         "timeout": 504,
     }

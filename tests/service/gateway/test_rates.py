@@ -1,0 +1,57 @@
+"""The per-token request rate, against a real gateway process: over it, 429 `rate_limited` with
+Retry-After, for that token only, until the bucket has refilled."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+
+from shared.settings import GatewaySettings
+from tests.support.api import probe
+from tests.support.gateway import running_gateway, sign_in
+from tests.support.infra import Infra
+
+
+def test_the_default_rate_is_the_contracts() -> None:
+    settings = GatewaySettings()
+    assert (settings.rate_per_token, settings.rate_burst) == (50.0, 100)
+
+
+def test_a_token_over_its_rate_is_answered_429_with_retry_after(infra: Infra, tmp_path: Path) -> None:
+    with running_gateway(infra, tmp_path, DOSSIER_RATE_PER_TOKEN="1", DOSSIER_RATE_BURST="5") as gateway:
+        busy, other = gateway.token(principal="busy"), gateway.token(principal="other")
+        with httpx.Client(base_url=gateway.url, timeout=30) as client:
+
+            def ask(token: str) -> httpx.Response:
+                # limit=0 is refused by the route itself (422): a request that needs no other service.
+                return client.get("/v1/workspaces?limit=0", headers={"Authorization": f"Bearer {token}"})
+
+            # Five at once, then one a second: a client asking faster than that is refused.
+            replies = [ask(busy) for _ in range(100)]
+            refused = [r for r in replies if r.status_code == 429]
+            assert refused, "a hundred requests in a row were all let through"
+            assert all(r.status_code in (422, 429) for r in replies)
+            r = refused[0]
+            assert r.json()["error"]["code"] == "rate_limited"
+            assert r.headers["retry-after"].isdigit() and int(r.headers["retry-after"]) >= 1
+            assert r.json()["error"]["details"]["retry_after"] == int(r.headers["retry-after"])
+            assert r.headers.get("x-request-id")
+
+            assert ask(other).status_code == 422, "another token is not slowed by this one"
+            probe(lambda: ask(busy).status_code == 422, timeout=30)
+
+
+def test_workbench_pages_count_against_their_tokens_rate(infra: Infra, tmp_path: Path) -> None:
+    # One request in a hundred seconds past the first five: nothing refills while the test runs.
+    with running_gateway(infra, tmp_path, DOSSIER_RATE_PER_TOKEN="0.01", DOSSIER_RATE_BURST="5") as gateway:
+        token = gateway.token()
+        with httpx.Client(base_url=gateway.url, timeout=30) as browser:
+            sign_in(browser, token)
+            pages = [browser.get("/import") for _ in range(10)]
+            refused = [p for p in pages if p.status_code == 429]
+            assert len(refused) == 5, [p.status_code for p in pages]
+            assert refused[0].headers["retry-after"].isdigit() and "Too many requests" in refused[0].text
+        # The same bucket as the token's API requests.
+        r = httpx.get(f"{gateway.url}/v1/workspaces?limit=0", headers={"Authorization": f"Bearer {token}"})
+        assert r.status_code == 429

@@ -1,0 +1,92 @@
+"""One real gateway process on the test infrastructure, and raw sockets to play clients that misbehave."""
+
+from __future__ import annotations
+
+import re
+import secrets
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+import httpx
+
+from shared.procs import free_port, port_open, wait_until
+from tests.support.infra import Infra
+from tests.support.service import service_process
+
+CSRF = re.compile(r'name="csrf" value="([^"]+)"|/upload\?csrf=([^"]+)"')
+
+
+@dataclass(frozen=True)
+class Gateway:
+    url: str
+    port: int
+    pid: int
+    admin: str
+
+    def token(self, scope: str = "acme", principal: str = "alice") -> str:
+        r = httpx.post(
+            f"{self.url}/v1/admin/tokens",
+            json={"scope": scope, "principal": principal},
+            headers={"Authorization": f"Bearer {self.admin}"},
+            timeout=30,
+        )
+        r.raise_for_status()
+        return str(r.json()["token"])
+
+
+@contextmanager
+def running_gateway(infra: Infra, log_dir: Path, **env: str) -> Iterator[Gateway]:
+    """A gateway alone (no domain service answers its bus calls): enough for everything before a route runs."""
+    admin = f"adm_{secrets.token_urlsafe(16)}"
+    port = free_port()
+    child = service_process(
+        "gateway",
+        infra.settings_env("gateway", DOSSIER_ADMIN_TOKEN=admin, DOSSIER_HTTP_PORT=str(port), **env),
+        log_dir,
+    )
+    child.start()
+    try:
+        wait_until(partial(port_open, port), timeout=60, what=f"gateway on {port}", alive=child.alive)
+        assert child.pid is not None
+        yield Gateway(f"http://127.0.0.1:{port}", port, child.pid, admin)
+    finally:
+        child.stop()
+
+
+def connect_from(source: str, port: int) -> socket.socket:
+    """A connection to the gateway from another loopback address (all of 127.0.0.0/8 is this host)."""
+    return socket.create_connection(("127.0.0.1", port), timeout=10, source_address=(source, 0))
+
+
+def read_if_closed(sock: socket.socket, seen: bytearray) -> bool:
+    """Reads what has arrived without waiting; True once the peer has closed (or reset) the connection."""
+    sock.setblocking(False)
+    try:
+        while True:
+            chunk = sock.recv(65536)
+            if not chunk:
+                return True
+            seen += chunk
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+
+
+def csrf_of(page: httpx.Response) -> str:
+    """The CSRF token of a workbench page's forms."""
+    found = CSRF.search(page.text)
+    assert found, page.text[:500]
+    return found.group(1) or found.group(2)
+
+
+def sign_in(client: httpx.Client, token: str) -> str:
+    """Signs `client` in to the workbench with `token`; returns the session cookie's value."""
+    form = client.get("/signin")
+    r = client.post("/signin", data={"csrf": csrf_of(form), "token": token, "next": "/import"})
+    assert r.status_code == 303 and r.headers["location"] == "/import", r.text[:300]
+    return str(client.cookies["dossier_session"])
