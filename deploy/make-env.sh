@@ -5,6 +5,9 @@ set -eu
 [ -e .env ] && { echo ".env exists; not overwriting it" >&2; exit 1; }
 umask 077
 rand() { head -c 32 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | head -c 40; }
+# NATS keeps only bcrypt hashes; single quotes keep compose from reading the hash's `$` as variables.
+PYTHON=${PYTHON:-.venv/bin/python}
+nats_user() { pw=$(rand); echo "NATS_$1_PASSWORD=$pw"; echo "NATS_$1_PASSWORD_HASH='$(echo "$pw" | "$PYTHON" -m shared.natsauth hash)'"; }
 {
   echo "DOSSIER_BUS_SECRET=$(rand)"
   echo "DOSSIER_ADMIN_TOKEN=adm_$(rand)"
@@ -12,10 +15,11 @@ rand() { head -c 32 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | head -c 40; }
   echo "MINIO_ROOT_USER=dossier-root"
   echo "MINIO_ROOT_PASSWORD=$(rand)"
   for s in GATEWAY WORKSPACE RUNHOST PUBLICATION ARTIFACT ASSETS; do
-    echo "NATS_${s}_PASSWORD=$(rand)"
+    nats_user "$s"
     echo "PG_${s}_PASSWORD=$(rand)"
   done
-  echo "NATS_EVENTS_PASSWORD=$(rand)"
+  nats_user EVENTS
+  nats_user OUTSIDE
   for s in GATEWAY RUNHOST ARTIFACT ASSETS; do echo "S3_${s}_SECRET=$(rand)"; done
 } > .env
 echo "wrote .env"

@@ -22,8 +22,10 @@ import nats
 
 from shared.contracts.common import ALL_PROCESSES
 from shared.infra import PG_SUPERUSER, nats_child, postgres_child, postgres_dsn, provision_roles, s3_child
-from shared.natsauth import EVENTS_USER, TESTER_USER, inbox_prefix, server_users
+from shared.natsauth import TESTER_USER, inbox_prefix, server_accounts
+from shared.outside import EVENTS_USER, OUTSIDE_ADMIN
 from shared.procs import Child, free_port, port_open, wait_until
+from shared.scale import declare_outside_stream, declare_streams
 from shared.secretfiles import new_password, private_folder
 
 TEST_ROLES = (*ALL_PROCESSES, TESTER_USER)
@@ -76,15 +78,15 @@ def passwords(names: Any) -> dict[str, str]:
 def local_infra(home: Path) -> Iterator[Infra]:
     private_folder(home)
     nats_port, pg_port, s3_port = free_port(), free_port(), free_port()
-    nats_passwords = passwords([*ALL_PROCESSES, EVENTS_USER, TESTER_USER])
+    nats_passwords = passwords([*ALL_PROCESSES, EVENTS_USER, OUTSIDE_ADMIN, TESTER_USER])
     pg_passwords = passwords([PG_SUPERUSER, *TEST_ROLES])
     s3_keys = {name: (f"test-{name}", new_password()) for name in ALL_PROCESSES}
     # Tests give every instance its own durable consumer names, so those are granted by filter, not name.
-    users = server_users(nats_passwords, durables=None, with_tester=True)
+    accounts = server_accounts(nats_passwords, durables=None, with_tester=True)
     # Tests give every service instance a bucket of its own.
     keys = {key: {"secret": secret, "buckets": ["*"]} for key, secret in s3_keys.values()}
     children: list[tuple[Child, int]] = [
-        (nats_child(home, nats_port, {}, users), nats_port),
+        (nats_child(home, nats_port, {}, accounts), nats_port),
         (postgres_child(home, pg_port, {"LC_ALL": "C.UTF-8"}, pg_passwords[PG_SUPERUSER], durable=False), pg_port),
         (s3_child(home, s3_port, {}, keys), s3_port),
     ]
@@ -104,6 +106,7 @@ def local_infra(home: Path) -> Iterator[Infra]:
         )
         admin = postgres_dsn(pg_port, "postgres", PG_SUPERUSER, pg_passwords[PG_SUPERUSER])
         asyncio.run(provision(admin, {r: pg_passwords[r] for r in TEST_ROLES}))
+        asyncio.run(declare_event_streams(infra))
         yield infra
     finally:
         for child, _ in reversed(children):
@@ -120,6 +123,14 @@ async def provision(admin_dsn: str, roles: dict[str, str]) -> None:
             if attempt == 299:
                 raise
             await asyncio.sleep(0.1)
+
+
+async def declare_event_streams(infra: Infra) -> None:
+    """The event stream, then the outside subscribers' mirror of it (shared.outside), as the stack does."""
+    await declare_streams([infra.nats_url], infra.nats_options(), 1)
+    await declare_outside_stream(
+        [infra.nats_url], {"user": OUTSIDE_ADMIN, "password": infra.nats_passwords[OUTSIDE_ADMIN]}, 1
+    )
 
 
 def events_descriptor(infra: Infra) -> dict[str, Any]:
