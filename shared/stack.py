@@ -35,6 +35,7 @@ from shared.infra import (
     s3_child,
 )
 from shared.natsauth import connect_options, server_accounts, user_passwords, workspace_durables
+from shared.objectkeys import key_entry
 from shared.outside import EVENTS_USER, OUTSIDE_ADMIN, write_events_descriptor
 from shared.procs import Child, free_port, port_open, wait_until, write_pid
 from shared.scale import STREAM_DECLARER, count_setting, declare_outside_stream, declare_streams, process_name
@@ -147,8 +148,8 @@ class Stack:
         self.pg_port = _port(self.env, "DOSSIER_PG_PORT")
         self.s3_port = _port(self.env, "DOSSIER_S3_PORT")
         accounts = server_accounts(self.nats_passwords, durables=workspace_durables())
-        # Each service's key may use the stack's bucket only.
-        keys = {s3_access_key(n): {"secret": self.s3_secrets[n], "buckets": ["dossier"]} for n in OBJECT_USERS}
+        # Each service's key may use the stack's bucket only, and there only its own objects.
+        keys = {s3_access_key(n): key_entry(n, self.s3_secrets[n], ["dossier"]) for n in OBJECT_USERS}
         self.nats_ports = [self.nats_port]
         infra = [(nats_child(self.home, self.nats_port, base, accounts), self.nats_port)]
         if self.nats_nodes > 1:

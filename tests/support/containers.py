@@ -118,7 +118,7 @@ def container_infra() -> Iterator[Infra]:
             nats_passwords=nats_passwords,
             pg_passwords=pg_passwords,
             # Every service instance under test makes a bucket of its own, which needs the root key.
-            s3_keys={name: root for name in ALL_PROCESSES},
+            s3_keys={name: root for name in (*ALL_PROCESSES, TESTER_USER)},
         )
         asyncio.run(declare_event_streams(infra))
         yield infra

@@ -20,13 +20,16 @@ from typing import Any
 
 import nats
 
+from shared.blobs import Blobs
 from shared.contracts.common import ALL_PROCESSES
 from shared.infra import PG_SUPERUSER, nats_child, postgres_child, postgres_dsn, provision_roles, s3_child
 from shared.natsauth import TESTER_USER, inbox_prefix, server_accounts
+from shared.objectkeys import key_entry
 from shared.outside import EVENTS_USER, OUTSIDE_ADMIN
 from shared.procs import Child, free_port, port_open, wait_until
 from shared.scale import declare_outside_stream, declare_streams
 from shared.secretfiles import new_password, private_folder
+from shared.settings import CommonSettings
 
 TEST_ROLES = (*ALL_PROCESSES, TESTER_USER)
 
@@ -51,6 +54,14 @@ class Infra:
 
     async def connect(self, user: str = TESTER_USER, **options: Any) -> nats.NATS:
         return await nats.connect(self.nats_url, **(self.nats_options(user) | options))
+
+    def blobs_as(self, process: str, bucket: str) -> Blobs:
+        """The object store as `process`'s key sees it (`tester`: every object, for setting up a test)."""
+        access_key, secret_key = self.s3_keys[process]
+        settings = CommonSettings(
+            s3_endpoint=self.s3_endpoint, s3_access_key=access_key, s3_secret_key=secret_key, s3_bucket=bucket
+        )
+        return Blobs(settings)
 
     def settings_env(self, service: str, **extra: str) -> dict[str, str]:
         """Environment for one service under test, with a database of its own and its own credentials."""
@@ -80,11 +91,12 @@ def local_infra(home: Path) -> Iterator[Infra]:
     nats_port, pg_port, s3_port = free_port(), free_port(), free_port()
     nats_passwords = passwords([*ALL_PROCESSES, EVENTS_USER, OUTSIDE_ADMIN, TESTER_USER])
     pg_passwords = passwords([PG_SUPERUSER, *TEST_ROLES])
-    s3_keys = {name: (f"test-{name}", new_password()) for name in ALL_PROCESSES}
+    s3_keys = {name: (f"test-{name}", new_password()) for name in (*ALL_PROCESSES, TESTER_USER)}
     # Tests give every instance its own durable consumer names, so those are granted by filter, not name.
     accounts = server_accounts(nats_passwords, durables=None, with_tester=True)
-    # Tests give every service instance a bucket of its own.
-    keys = {key: {"secret": secret, "buckets": ["*"]} for key, secret in s3_keys.values()}
+    # Tests give every service instance a bucket of its own; in it, each key has its process's rules.
+    keys = {key: key_entry(name, secret, ["*"]) for name, (key, secret) in s3_keys.items() if name != TESTER_USER}
+    keys[s3_keys[TESTER_USER][0]] = {"secret": s3_keys[TESTER_USER][1], "buckets": ["*"]}
     children: list[tuple[Child, int]] = [
         (nats_child(home, nats_port, {}, accounts), nats_port),
         (postgres_child(home, pg_port, {"LC_ALL": "C.UTF-8"}, pg_passwords[PG_SUPERUSER], durable=False), pg_port),
