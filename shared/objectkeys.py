@@ -39,3 +39,28 @@ def key_entry(process: str, secret: str, buckets: list[str]) -> dict[str, Any]:
     """One key of the S3 server's credentials file (shared.objectstore.load_keys)."""
     rules = OBJECT_RULES.get(process, {})
     return {"secret": secret, "buckets": buckets, "prefixes": {p: list(a) for p, a in rules.items()}}
+
+
+# MinIO authorizes HEAD as s3:GetObject: there, `stat` cannot be told from `read`.
+_S3_ACTIONS = {
+    READ: ("s3:GetObject",),
+    STAT: ("s3:GetObject",),
+    WRITE: ("s3:PutObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"),
+    DELETE: ("s3:DeleteObject",),
+}
+
+
+def minio_policy(process: str, bucket: str = "dossier") -> dict[str, Any]:
+    """The same rules as a MinIO policy (deploy/minio/policies/<process>.json): no bucket listing at all."""
+    statements = []
+    for prefix, actions in OBJECT_RULES[process].items():
+        granted = sorted({s3 for action in actions for s3 in _S3_ACTIONS[action]})
+        statements.append({"Effect": "Allow", "Action": granted, "Resource": [f"arn:aws:s3:::{bucket}/{prefix}*"]})
+    return {"Version": "2012-10-17", "Statement": statements}
+
+
+if __name__ == "__main__":
+    import json
+    import sys
+
+    print(json.dumps(minio_policy(sys.argv[1]), indent=2))

@@ -36,6 +36,7 @@ from urllib.parse import quote, unquote, urlsplit
 
 import localbucket
 
+# The image of the local S3 server copies shared/objectkeys.py beside this file (deploy/containers).
 from shared.objectkeys import DELETE, READ, STAT, WRITE
 
 ALGORITHM = "AWS4-HMAC-SHA256"
