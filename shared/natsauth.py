@@ -31,7 +31,7 @@ from faststream.nats.security import NatsUserPassword
 from shared import outside
 from shared.contracts import artifact, assets, publication, runhost, workspace
 from shared.contracts.common import ALL_PROCESSES, EVENT_SUBJECT_PREFIX, STREAM_NAME, health_subject
-from shared.outside import EVENTS_USER, INTERNAL_ACCOUNT, OUTSIDE_ACCOUNT, OUTSIDE_ADMIN
+from shared.outside import EVENTS_USER, INTERNAL_ACCOUNT, MIRROR_ACCOUNT, OUTSIDE_ACCOUNT, OUTSIDE_ADMIN
 from shared.secretfiles import secret_table
 from shared.settings import CommonSettings
 from shared.streams import DLQ_STREAM, DLQ_SUBJECT_PREFIX
@@ -187,7 +187,7 @@ def server_accounts(
     passwords: Mapping[str, str], *, durables: Iterable[str] | None, with_tester: bool = False
 ) -> dict[str, Any]:
     """The `accounts` of the server config: every process (and the tester) in the internal account, the
-    outside subscribers and the mirror's declarer in their own (shared.outside)."""
+    outside subscribers in theirs, the mirror and its guard in a third (shared.outside)."""
     names = list(durables) if durables is not None else None
     internal = [
         {"user": name, "password": passwords[name], "permissions": service_permissions(name, names)}
@@ -195,13 +195,17 @@ def server_accounts(
     ]
     if with_tester:
         internal.append({"user": TESTER_USER, "password": passwords[TESTER_USER], "permissions": tester_permissions()})
-    outside_users = [
-        {"user": EVENTS_USER, "password": passwords[EVENTS_USER], "permissions": outside.events_permissions()},
-        {"user": OUTSIDE_ADMIN, "password": passwords[OUTSIDE_ADMIN], "permissions": outside.admin_permissions()},
-    ]
+    events = {"user": EVENTS_USER, "password": passwords[EVENTS_USER], "permissions": outside.events_permissions()}
+    admin = {"user": OUTSIDE_ADMIN, "password": passwords[OUTSIDE_ADMIN], "permissions": outside.admin_permissions()}
     return {
         INTERNAL_ACCOUNT: {"jetstream": "enabled", "users": internal, "exports": outside.internal_exports()},
-        OUTSIDE_ACCOUNT: {"jetstream": "enabled", "users": outside_users, "imports": outside.outside_imports()},
+        MIRROR_ACCOUNT: {
+            "jetstream": "enabled",
+            "users": [admin],
+            "imports": outside.mirror_imports(),
+            "exports": outside.mirror_exports(),
+        },
+        OUTSIDE_ACCOUNT: {"users": [events], "imports": outside.outside_imports()},
     }
 
 

@@ -1,22 +1,21 @@
-"""Outside subscribers: a NATS account of their own, holding a mirror of the event stream.
+"""Outside subscribers: NATS accounts of their own, a mirror of the event stream, and a guard on its
+consumers.
 
-The services and their durable consumers live in the internal account (`DOSSIER`). Subscribers outside
-the system connect as the `events` user of the `OUTSIDE` account, and a JetStream API request there
-reaches only that account's JetStream: its own `DOSSIER_EVENTS`, a read-only mirror of the internal
-stream, and the consumers made on it. No subject form of the API (the nameless `CONSUMER.CREATE`
-carrying a name in its body, a push consumer's `deliver_subject`, a reply to an inbox) can name an
-internal consumer or deliver into an internal subject: those live in another account.
+The services and their durable consumers live in the internal account (`DOSSIER`). The mirror of the
+event stream, `DOSSIER_EVENTS` in the `MIRROR` account, follows the internal stream and holds the
+outside subscribers' consumers. The subscribers themselves connect as the `events` user of a third
+account, `OUTSIDE`, which has no JetStream of its own: it imports, from `MIRROR`, only the API subjects
+a pull consumer needs (stream and consumer info, next message, acks, delete), and its consumer-create
+subjects lead to Dossier's consumer guard (shared.consumerguard), which makes a consumer only if it is
+named `ext-*`, names it consistently, and delivers to no subject (pull only). So no subject form of the
+JetStream API (the nameless `CONSUMER.CREATE` carrying a name in its body, a push consumer's
+`deliver_subject`, a reply aimed at an inbox) reaches an internal consumer, an internal subject, or a
+consumer not named `ext-*`.
 
-What the internal account shares, and with `OUTSIDE` only:
-- the events as they are published (`dossier.evt.>`), for plain subscriptions;
-- the one JetStream API subject the mirror uses to make its consumer (`$JS.API.CONSUMER.CREATE.
-  DOSSIER_EVENTS`, imported under `$JS.dossier.API`, which no outside user may publish to), flow
-  control replies, and the mirror's delivery subjects.
-
-In the outside account the `events` user may make consumers only by the subject forms that carry the
-name (NATS permissions match whole tokens, so the nameless form, whose name is in the body, is not
-allowed at all), use them, and delete them; the `outside` user (the stack's, never handed out) only
-declares the mirror.
+What `DOSSIER` shares: the events as they are published (`dossier.evt.>`) with `OUTSIDE`, for plain
+subscriptions; with `MIRROR`, the one API subject the mirror makes its consumer with (imported under
+`$JS.dossier.API`, which no user may publish to), flow-control replies and the mirror's deliveries.
+The `outside` user (the stack's, never handed out) declares the mirror and runs the guard.
 """
 
 from __future__ import annotations
@@ -33,6 +32,7 @@ from shared.secretfiles import write_secret
 
 INTERNAL_ACCOUNT = "DOSSIER"
 OUTSIDE_ACCOUNT = "OUTSIDE"
+MIRROR_ACCOUNT = "MIRROR"
 EVENTS_USER = "events"
 # Declares the outside mirror at start; its password never leaves $DOSSIER_HOME.
 OUTSIDE_ADMIN = "outside"
@@ -41,24 +41,24 @@ JS_API = "$JS.API"
 # The internal account's JetStream API as the outside account sees it (only the mirror uses it).
 INTERNAL_API = "$JS.dossier.API"
 MIRROR_DELIVERY = "dossier.outside.mirror"
+GUARD_PREFIX = "dossier.guard"
 _MIRROR_CREATE_FORMS = (f"CONSUMER.CREATE.{STREAM_NAME}", f"CONSUMER.CREATE.{STREAM_NAME}.>")
 
 
 def internal_exports() -> list[dict[str, Any]]:
-    only = [OUTSIDE_ACCOUNT]
+    mirror = [MIRROR_ACCOUNT]
     return [
-        {"stream": f"{EVENT_SUBJECT_PREFIX}.>", "accounts": only},
+        {"stream": f"{EVENT_SUBJECT_PREFIX}.>", "accounts": [OUTSIDE_ACCOUNT]},
         # 2.15 makes the mirror's consumer by the nameless form; other releases name it in the subject.
-        *({"service": f"{JS_API}.{subject}", "accounts": only} for subject in _MIRROR_CREATE_FORMS),
-        {"service": "$JS.FC.>", "accounts": only},
-        {"stream": f"{MIRROR_DELIVERY}.>", "accounts": only},
+        *({"service": f"{JS_API}.{subject}", "accounts": mirror} for subject in _MIRROR_CREATE_FORMS),
+        {"service": "$JS.FC.>", "accounts": mirror},
+        {"stream": f"{MIRROR_DELIVERY}.>", "accounts": mirror},
     ]
 
 
-def outside_imports() -> list[dict[str, Any]]:
+def mirror_imports() -> list[dict[str, Any]]:
     source = INTERNAL_ACCOUNT
     return [
-        {"stream": {"account": source, "subject": f"{EVENT_SUBJECT_PREFIX}.>"}},
         *(
             {"service": {"account": source, "subject": f"{JS_API}.{subject}"}, "to": f"{INTERNAL_API}.{subject}"}
             for subject in _MIRROR_CREATE_FORMS
@@ -68,39 +68,72 @@ def outside_imports() -> list[dict[str, Any]]:
     ]
 
 
-def events_permissions() -> dict[str, Any]:
-    """Read events; make, use and delete consumers on the outside mirror; nothing else.
-
-    `CONSUMER.CREATE.<stream>.*` (and `.*.>`, with a filter) matches only subjects naming the consumer,
-    never the nameless `CONSUMER.CREATE.<stream>`. There is no `allow_responses`: nothing this user
-    receives asks for a reply it may give, so it cannot answer anyone's request either.
-    """
+def _shared_api() -> list[str]:
+    """The mirror's JetStream API subjects an outside subscriber uses directly (nothing that makes one)."""
     stream = STREAM_NAME
-    api_subjects = [
+    return [
         f"{JS_API}.INFO",
-        f"{JS_API}.STREAM.NAMES",
         f"{JS_API}.STREAM.INFO.{stream}",
-        f"{JS_API}.CONSUMER.CREATE.{stream}.*",
-        f"{JS_API}.CONSUMER.CREATE.{stream}.*.>",
-        f"{JS_API}.CONSUMER.DURABLE.CREATE.{stream}.*",
         f"{JS_API}.CONSUMER.INFO.{stream}.*",
         f"{JS_API}.CONSUMER.NAMES.{stream}",
         f"{JS_API}.CONSUMER.LIST.{stream}",
-        f"{JS_API}.CONSUMER.MSG.NEXT.{stream}.*",
         f"{JS_API}.CONSUMER.DELETE.{stream}.*",
-        f"$JS.ACK.{stream}.*.>",
+        f"$JS.ACK.{stream}.>",
     ]
+
+
+# Consumer-create subject (as outside subscribers send it) → the guard's subject in `MIRROR`.
+GUARDED: dict[str, str] = {
+    f"{JS_API}.CONSUMER.CREATE.{STREAM_NAME}.*": f"{GUARD_PREFIX}.create.*",
+    f"{JS_API}.CONSUMER.CREATE.{STREAM_NAME}.*.>": f"{GUARD_PREFIX}.create.*.>",
+    f"{JS_API}.CONSUMER.DURABLE.CREATE.{STREAM_NAME}.*": f"{GUARD_PREFIX}.durable.*",
+}
+_NEXT = f"{JS_API}.CONSUMER.MSG.NEXT.{STREAM_NAME}.*"
+
+
+def mirror_exports() -> list[dict[str, Any]]:
+    only = [OUTSIDE_ACCOUNT]
+    # A pull request is answered with many messages: a stream of responses.
+    exports = [{"service": _NEXT, "response_type": "stream", "accounts": only}]
+    exports += [{"service": subject, "accounts": only} for subject in _shared_api()]
+    return [*exports, {"service": f"{GUARD_PREFIX}.>", "accounts": only}]
+
+
+def outside_imports() -> list[dict[str, Any]]:
+    mirror = MIRROR_ACCOUNT
+    imports: list[dict[str, Any]] = [{"stream": {"account": INTERNAL_ACCOUNT, "subject": f"{EVENT_SUBJECT_PREFIX}.>"}}]
+    imports += [{"service": {"account": mirror, "subject": s}} for s in [_NEXT, *_shared_api()]]
+    return imports + [{"service": {"account": mirror, "subject": g}, "to": local} for local, g in GUARDED.items()]
+
+
+def events_permissions() -> dict[str, Any]:
+    """Read events; make (through the guard), use and delete `ext-*` pull consumers; nothing else.
+
+    The nameless `CONSUMER.CREATE.<stream>`, whose name is in the body, is not allowed at all. There is
+    no `allow_responses`: nothing this user receives asks for a reply it may give.
+    """
     return {
-        "publish": {"allow": api_subjects},
+        "publish": {"allow": [_NEXT, *_shared_api(), *GUARDED]},
         "subscribe": {"allow": [f"{EVENT_SUBJECT_PREFIX}.>", "_INBOX.>"]},
     }
 
 
 def admin_permissions() -> dict[str, Any]:
+    """The `outside` user: declares the mirror, and as the guard answers consumer-create requests by
+    making the consumer on the mirror."""
     stream = STREAM_NAME
+    api_subjects = [
+        f"{JS_API}.INFO",
+        f"{JS_API}.STREAM.INFO.{stream}",
+        f"{JS_API}.STREAM.CREATE.{stream}",
+        f"{JS_API}.CONSUMER.CREATE.{stream}.*",
+        f"{JS_API}.CONSUMER.CREATE.{stream}.*.>",
+        f"{JS_API}.CONSUMER.DURABLE.CREATE.{stream}.*",
+    ]
     return {
-        "publish": {"allow": [f"{JS_API}.INFO", f"{JS_API}.STREAM.INFO.{stream}", f"{JS_API}.STREAM.CREATE.{stream}"]},
-        "subscribe": {"allow": ["_INBOX.>"]},
+        "publish": {"allow": api_subjects},
+        "subscribe": {"allow": [f"{GUARD_PREFIX}.>", "_INBOX.>"]},
+        "allow_responses": True,
     }
 
 
@@ -133,24 +166,3 @@ def write_events_descriptor(home: Path, servers: list[str], password: str) -> Pa
     path = home / "nats" / "events.json"
     write_secret(path, json.dumps({"servers": servers, "user": EVENTS_USER, "password": password}, indent=2) + "\n")
     return path
-
-
-def main() -> None:
-    """`python -m shared.outside`: declare the mirror in a deployment (compose's and Kubernetes' one-shot),
-    as the `outside` user given by DOSSIER_NATS_URL / DOSSIER_NATS_USER / DOSSIER_NATS_PASSWORD."""
-    import asyncio
-    import os
-
-    from shared.scale import declare_outside_stream
-
-    servers = os.environ["DOSSIER_NATS_URL"].split(",")
-    options = {
-        "user": os.environ.get("DOSSIER_NATS_USER", OUTSIDE_ADMIN),
-        "password": os.environ["DOSSIER_NATS_PASSWORD"],
-    }
-    replicas = int(os.environ.get("DOSSIER_STREAM_REPLICAS") or 1)
-    asyncio.run(declare_outside_stream(servers, options, replicas, timeout=120))
-
-
-if __name__ == "__main__":
-    main()

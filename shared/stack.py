@@ -21,6 +21,7 @@ import urllib.request
 from functools import partial
 from pathlib import Path
 
+from shared.consumerguard import guard_child
 from shared.contracts.common import ALL_PROCESSES, SERVICES
 from shared.health import read_verdict, reports_ok
 from shared.infra import (
@@ -175,6 +176,8 @@ class Stack:
         asyncio.run(declare_streams(self.nats_urls, connect_options(declarer), self.nats_nodes))
         outside = {"user": OUTSIDE_ADMIN, "password": self.nats_passwords[OUTSIDE_ADMIN]}
         asyncio.run(declare_outside_stream(self.nats_urls, outside, self.nats_nodes))
+        # Outside subscribers' consumers are made only through the guard (shared.consumerguard).
+        self._launch(guard_child(self.home, self.nats_urls, outside["password"], self.nats_nodes, base))
         write_events_descriptor(self.home, self.nats_urls, self.nats_passwords[EVENTS_USER])
 
     @property
@@ -364,7 +367,7 @@ class Stack:
         self.stopping = True
         # Edges first (gateway, services), then the object store and the bus, the database last.
         nats_nodes = [process_name("nats", i) for i in range(1, self.nats_nodes + 1)]
-        order = [process for _, process in self.processes] + ["s3", *nats_nodes, "postgres"]
+        order = [process for _, process in self.processes] + ["s3", "outside", *nats_nodes, "postgres"]
         for name in order:
             child = self.children.get(name)
             if child is not None:

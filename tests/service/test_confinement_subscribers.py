@@ -119,8 +119,35 @@ async def test_no_named_form_reaches_an_internal_consumer(
         ),
         "delete": (f"{prefix}.DELETE.{STREAM_NAME}.{name}", {}),
     }[form]
-    await outside.api(subject, body)
+    reply = await outside.api(subject, body)
+    # The guard refuses a name that is not ext-*; the mirror has no consumer of that name to delete.
+    assert reply is not None and reply["error"]["code"] == (404 if form == "delete" else 403), reply
     await _unchanged(tester, internal_durable)
+
+
+@pytest.mark.parametrize(
+    ("name", "fields"),
+    [
+        ("workspace_x", {"durable_name": "workspace_x"}),
+        ("ext-ok", {"durable_name": "workspace_x"}),
+        ("ext-ok", {"name": "other", "durable_name": "ext-ok"}),
+        ("ext-push", {"durable_name": "ext-push", "deliver_subject": "dossier.evt.fake"}),
+    ],
+)
+async def test_only_ext_pull_consumers_named_in_the_subject_are_made(
+    outside: Outside, name: str, fields: dict[str, Any]
+) -> None:
+    for subject in (
+        f"$JS.API.CONSUMER.DURABLE.CREATE.{STREAM_NAME}.{name}",
+        f"$JS.API.CONSUMER.CREATE.{STREAM_NAME}.{name}",
+        f"$JS.API.CONSUMER.CREATE.{STREAM_NAME}.{name}.dossier.evt.>",
+    ):
+        reply = await outside.api(subject, _config(**fields))
+        assert reply is not None and reply["error"]["code"] == 403, (subject, reply)
+    assert await outside.api(f"$JS.API.CONSUMER.INFO.{STREAM_NAME}.{name}", {}) == {
+        "type": "io.nats.jetstream.api.v1.consumer_info_response",
+        "error": {"code": 404, "err_code": 10014, "description": "consumer not found"},
+    }
 
 
 async def test_a_push_consumer_cannot_deliver_into_a_request_subject(outside: Outside, tester: nats.NATS) -> None:
@@ -138,7 +165,8 @@ async def test_a_push_consumer_cannot_deliver_into_a_request_subject(outside: Ou
     names = [f"ext-push-{uuid.uuid4().hex[:8]}" for _ in targets]
     for name, target in zip(names, targets, strict=True):
         body = _config(name=name, durable_name=name, deliver_subject=target, deliver_policy="new")
-        await outside.api(f"$JS.API.CONSUMER.CREATE.{STREAM_NAME}.{name}", body)
+        reply = await outside.api(f"$JS.API.CONSUMER.CREATE.{STREAM_NAME}.{name}", body)
+        assert reply is not None and reply["error"]["code"] == 403, reply
     event = await publish_event(tester, type="artifact.registered", scope="push-test", data={})
 
     async def held_outside() -> bool:
@@ -177,6 +205,7 @@ async def test_an_ext_durable_still_receives_every_event(outside: Outside, teste
         "dossier.evt.>", durable=durable, stream=STREAM_NAME, config=api.ConsumerConfig(deliver_policy="new")
     )
     plain = await outside.nc.subscribe("dossier.evt.artifact.>")
+    await outside.nc.flush()
     events = [await publish_event(tester, type="artifact.registered", scope="ext", data={"n": n}) for n in range(5)]
     seen: list[str] = []
 

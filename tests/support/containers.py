@@ -17,13 +17,14 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 from shared.contracts.common import ALL_PROCESSES
 from shared.infra import PG_SUPERUSER
 from shared.natsauth import TESTER_USER, accounts_block, server_accounts
 from shared.outside import EVENTS_USER, OUTSIDE_ADMIN
 from shared.procs import wait_until
-from tests.support.infra import TEST_ROLES, Infra, declare_event_streams, passwords, provision
+from tests.support.infra import TEST_ROLES, Infra, declare_event_streams, passwords, provision, start_guard
 
 # The defaults of docker-compose.yml's ${DOSSIER_*_IMAGE:-...}; a unit test keeps the two in step.
 DEFAULT_IMAGES = {
@@ -79,7 +80,8 @@ def _present(client: object, image: str) -> bool:
 
 
 @contextmanager
-def container_infra() -> Iterator[Infra]:
+def container_infra(home: Path) -> Iterator[Infra]:
+    """`home` keeps the consumer guard's log (the guard runs as a local process next to the containers)."""
     from testcontainers.community.postgres import PostgresContainer
     from testcontainers.core.config import testcontainers_config
     from testcontainers.core.container import DockerContainer
@@ -121,7 +123,11 @@ def container_infra() -> Iterator[Infra]:
             s3_keys={name: root for name in (*ALL_PROCESSES, TESTER_USER)},
         )
         asyncio.run(declare_event_streams(infra))
-        yield infra
+        guard = start_guard(home, infra)
+        try:
+            yield infra
+        finally:
+            guard.stop()
 
 
 def _ryuk_present(image: str) -> bool:

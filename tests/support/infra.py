@@ -21,6 +21,7 @@ from typing import Any
 import nats
 
 from shared.blobs import Blobs
+from shared.consumerguard import guard_answers, guard_child
 from shared.contracts.common import ALL_PROCESSES
 from shared.infra import PG_SUPERUSER, nats_child, postgres_child, postgres_dsn, provision_roles, s3_child
 from shared.natsauth import TESTER_USER, inbox_prefix, server_accounts
@@ -119,6 +120,8 @@ def local_infra(home: Path) -> Iterator[Infra]:
         admin = postgres_dsn(pg_port, "postgres", PG_SUPERUSER, pg_passwords[PG_SUPERUSER])
         asyncio.run(provision(admin, {r: pg_passwords[r] for r in TEST_ROLES}))
         asyncio.run(declare_event_streams(infra))
+        guard = start_guard(home, infra)
+        children.append((guard, 0))
         yield infra
     finally:
         for child, _ in reversed(children):
@@ -143,6 +146,17 @@ async def declare_event_streams(infra: Infra) -> None:
     await declare_outside_stream(
         [infra.nats_url], {"user": OUTSIDE_ADMIN, "password": infra.nats_passwords[OUTSIDE_ADMIN]}, 1
     )
+
+
+def start_guard(home: Path, infra: Infra) -> Child:
+    """The outside subscribers' consumer guard (shared.consumerguard), answering before tests begin."""
+    guard = guard_child(home, [infra.nats_url], infra.nats_passwords[OUTSIDE_ADMIN], 1, {})
+    guard.start()
+    password = infra.nats_passwords[EVENTS_USER]
+    wait_until(
+        lambda: asyncio.run(guard_answers([infra.nats_url], password)), timeout=60, what="guard", alive=guard.alive
+    )
+    return guard
 
 
 def events_descriptor(infra: Infra) -> dict[str, Any]:
