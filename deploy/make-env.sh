@@ -13,6 +13,9 @@ for s in gateway runhost workspace; do
   openssl genpkey -algorithm ed25519 -out "$keys/$s.pem"
   public="$public${public:+,}$s=$(openssl pkey -in "$keys/$s.pem" -pubout -outform DER | raw32)"
 done
+# NATS keeps only bcrypt hashes; single quotes keep compose from reading the hash's `$` as variables.
+PYTHON=${PYTHON:-.venv/bin/python}
+nats_user() { pw=$(rand); echo "NATS_$1_PASSWORD=$pw"; echo "NATS_$1_PASSWORD_HASH='$(echo "$pw" | "$PYTHON" -m shared.natsauth hash)'"; }
 {
   for s in gateway runhost workspace; do
     echo "PROOF_$(echo $s | tr a-z A-Z)_KEY=$(openssl pkey -in "$keys/$s.pem" -outform DER | raw32)"
@@ -23,10 +26,11 @@ done
   echo "MINIO_ROOT_USER=dossier-root"
   echo "MINIO_ROOT_PASSWORD=$(rand)"
   for s in GATEWAY WORKSPACE RUNHOST PUBLICATION ARTIFACT ASSETS; do
-    echo "NATS_${s}_PASSWORD=$(rand)"
+    nats_user "$s"
     echo "PG_${s}_PASSWORD=$(rand)"
   done
-  echo "NATS_EVENTS_PASSWORD=$(rand)"
+  nats_user EVENTS
+  nats_user OUTSIDE
   for s in GATEWAY RUNHOST ARTIFACT ASSETS; do echo "S3_${s}_SECRET=$(rand)"; done
 } > .env
 echo "wrote .env"

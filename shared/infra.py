@@ -28,7 +28,7 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 
 from shared import pgview
-from shared.natsauth import authorization_block
+from shared.natsauth import accounts_block
 from shared.procs import Child, venv_bin
 from shared.secretfiles import private_folder, write_secret
 
@@ -38,13 +38,14 @@ PG_SUPERUSER = "postgres"
 ROUTE_USER = "route"
 
 
-def nats_child(home: Path, port: int, env: dict[str, str], users: list[dict[str, Any]]) -> Child:
-    """NATS with JetStream; `users` (shared.natsauth.server_users) are the only ones it lets in."""
+def nats_child(home: Path, port: int, env: dict[str, str], accounts: dict[str, Any]) -> Child:
+    """NATS with JetStream; the users of `accounts` (shared.natsauth.server_accounts) are the only ones it
+    lets in, and its config holds their passwords' hashes only."""
     store = private_folder(home / "nats")
     conf = home / "nats.conf"
     # Payloads carry text bodies up to 1 MiB as JSON; 8 MB leaves room for escaping.
     text = f'listen: "127.0.0.1:{port}"\nmax_payload: 8MB\njetstream {{\n  store_dir: "{store}"\n}}\n'
-    write_secret(conf, text + authorization_block(users))
+    write_secret(conf, text + accounts_block(accounts))
     return Child("nats", [venv_bin("nats-server"), "-c", str(conf)], env, home / "logs" / "nats.log")
 
 
@@ -53,7 +54,7 @@ def nats_node_child(
     node: int,
     ports: list[tuple[int, int]],
     env: dict[str, str],
-    users: list[dict[str, Any]],
+    accounts: dict[str, Any],
     route_password: str,
 ) -> Child:
     """Node `node` (1-based) of a JetStream cluster; `ports` holds every node's (client, route) port.
@@ -80,7 +81,7 @@ def nats_node_child(
         f"cluster: {json.dumps(cluster, indent=2)}\n"
     )
     conf = home / "nats-cluster" / f"node-{node}.conf"
-    write_secret(conf, text + authorization_block(users))
+    write_secret(conf, text + accounts_block(accounts))
     return Child(name, [venv_bin("nats-server"), "-c", str(conf)], env, home / "logs" / f"{name}.log")
 
 

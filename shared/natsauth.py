@@ -1,7 +1,8 @@
 """Who may do what on the bus: one NATS user per service, with subject permissions, and how to connect.
 
-Every connection authenticates (user and password, generated once and kept 0600 under $DOSSIER_HOME).
-Each service user may
+Every connection authenticates (user and password, generated once and kept 0600 under $DOSSIER_HOME;
+the server's config holds only their bcrypt hashes). The services live in the internal account; outside
+subscribers in an account of their own (shared.outside). Each service user may
 - subscribe only to its own request subjects (`dossier.<service>.>`) and to its own reply inbox
   (`_INBOX_<service>.>`: connections use a per-user inbox prefix, so no one reads another's replies);
 - publish requests only to the subjects it calls (and to its own, for its health check), its own events
@@ -20,23 +21,26 @@ owners' subjects of a run's finishing steps; workspace only the owners' `check` 
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+import bcrypt
 from faststream.nats.security import NatsUserPassword
 
+from shared import outside
 from shared.contracts import artifact, assets, publication, runhost, workspace
 from shared.contracts.common import ALL_PROCESSES, EVENT_SUBJECT_PREFIX, STREAM_NAME, health_subject
-from shared.secretfiles import secret_table, write_secret
+from shared.outside import EVENTS_USER, INTERNAL_ACCOUNT, MIRROR_ACCOUNT, OUTSIDE_ACCOUNT, OUTSIDE_ADMIN
+from shared.secretfiles import secret_table
 from shared.settings import CommonSettings
 from shared.streams import DLQ_STREAM, DLQ_SUBJECT_PREFIX
 
-EVENTS_USER = "events"
 # Tests that play a caller or another service's relay: broad, but never stream administration.
 TESTER_USER = "tester"
-EXTERNAL_CONSUMER_PREFIX = "ext-"
 JS_API = "$JS.API"
+BCRYPT_ROUNDS = 6
 
 # The event type prefix each service publishes under (`run.completed` is runhost's).
 EVENT_PREFIX: dict[str, str] = {
@@ -177,39 +181,6 @@ def service_permissions(service: str, durables: Iterable[str] | None = None) -> 
     return {"publish": {"allow": publish}, "subscribe": {"allow": subscribe}, "allow_responses": True}
 
 
-def events_permissions(internal_durables: Iterable[str]) -> dict[str, Any]:
-    """Read-only: subscribe to events, create and use durable consumers, never publish or request.
-
-    The `ext-` prefix cannot be a permission (NATS matches whole tokens), so the internal consumers are
-    denied by name and deleting any consumer is not allowed at all.
-    """
-    api = [
-        f"{JS_API}.INFO",
-        f"{JS_API}.STREAM.NAMES",
-        f"{JS_API}.STREAM.INFO.{STREAM_NAME}",
-        f"{JS_API}.CONSUMER.CREATE.{STREAM_NAME}.*.{EVENT_SUBJECT_PREFIX}.>",
-        f"{JS_API}.CONSUMER.CREATE.{STREAM_NAME}.*",
-        # Ephemeral (ordered) consumers: they read the same events and vanish with the connection.
-        f"{JS_API}.CONSUMER.CREATE.{STREAM_NAME}",
-        f"{JS_API}.CONSUMER.DURABLE.CREATE.{STREAM_NAME}.*",
-        f"{JS_API}.CONSUMER.INFO.{STREAM_NAME}.*",
-        f"{JS_API}.CONSUMER.MSG.NEXT.{STREAM_NAME}.*",
-        f"$JS.ACK.{STREAM_NAME}.*.>",
-    ]
-    deny: list[str] = []
-    for name in internal_durables:
-        deny += [
-            f"{JS_API}.CONSUMER.{op}.{STREAM_NAME}.{name}" for op in ("CREATE", "DURABLE.CREATE", "INFO", "MSG.NEXT")
-        ]
-        deny += [f"{JS_API}.CONSUMER.CREATE.{STREAM_NAME}.{name}.>", f"$JS.ACK.{STREAM_NAME}.{name}.>"]
-    return {
-        "publish": {"allow": api, "deny": deny},
-        "subscribe": {"allow": [f"{EVENT_SUBJECT_PREFIX}.>", "_INBOX.>"]},
-        # Flow control and acks of push deliveries are replies to what it received.
-        "allow_responses": True,
-    }
-
-
 def tester_permissions() -> dict[str, Any]:
     admin = [f"{JS_API}.STREAM.{op}.>" for op in ("DELETE", "PURGE", "UPDATE", "MSG.DELETE")]
     return {"publish": {"allow": [">"], "deny": admin}, "subscribe": {"allow": [">"]}}
@@ -220,55 +191,77 @@ def workspace_durables(prefix: str = "workspace") -> dict[str, str]:
     return {f"{prefix}_{subject.split('.', 2)[2].replace('.', '_')}": subject for subject in CONSUMES["workspace"]}
 
 
-def server_users(
+def server_accounts(
     passwords: Mapping[str, str], *, durables: Iterable[str] | None, with_tester: bool = False
-) -> list[dict[str, Any]]:
-    """The `authorization.users` of the server config: every process, the external reader, the tester."""
+) -> dict[str, Any]:
+    """The `accounts` of the server config: every process (and the tester) in the internal account, the
+    outside subscribers in theirs, the mirror and its guard in a third (shared.outside)."""
     names = list(durables) if durables is not None else None
-    users = [
+    internal = [
         {"user": name, "password": passwords[name], "permissions": service_permissions(name, names)}
         for name in ALL_PROCESSES
     ]
-    users.append(
-        {"user": EVENTS_USER, "password": passwords[EVENTS_USER], "permissions": events_permissions(names or [])}
-    )
     if with_tester:
-        users.append({"user": TESTER_USER, "password": passwords[TESTER_USER], "permissions": tester_permissions()})
-    return users
+        internal.append({"user": TESTER_USER, "password": passwords[TESTER_USER], "permissions": tester_permissions()})
+    events = {"user": EVENTS_USER, "password": passwords[EVENTS_USER], "permissions": outside.events_permissions()}
+    admin = {"user": OUTSIDE_ADMIN, "password": passwords[OUTSIDE_ADMIN], "permissions": outside.admin_permissions()}
+    return {
+        INTERNAL_ACCOUNT: {"jetstream": "enabled", "users": internal, "exports": outside.internal_exports()},
+        MIRROR_ACCOUNT: {
+            "jetstream": "enabled",
+            "users": [admin],
+            "imports": outside.mirror_imports(),
+            "exports": outside.mirror_exports(),
+        },
+        OUTSIDE_ACCOUNT: {"users": [events], "imports": outside.outside_imports()},
+    }
 
 
-def authorization_block(users: list[dict[str, Any]]) -> str:
+def password_hash(password: str) -> str:
+    """The bcrypt hash the server keeps instead of the password (it accepts `$2a$`/`$2b$` hashes).
+
+    The passwords are random (shared.secretfiles.new_password, 192 bits), so no cost makes guessing them
+    any harder; it is kept low because the server pays it on every connection.
+    """
+    return bcrypt.hashpw(password.encode(), bcrypt.gensalt(rounds=BCRYPT_ROUNDS)).decode()
+
+
+def accounts_block(accounts: dict[str, Any], *, hashed: bool = True) -> str:
+    """The server config's accounts, each password replaced by its bcrypt hash (`hashed=False` for
+    deployment templates whose hashes are `$VARIABLE`s the server fills in from its environment)."""
+    if hashed:
+        accounts = json.loads(json.dumps(accounts))
+        for account in accounts.values():
+            for user in account["users"]:
+                user["password"] = password_hash(user["password"])
     # JSON is valid NATS config syntax, and it quotes every subject ($, > and * included) safely.
-    return "authorization: " + json.dumps({"users": users}, indent=2) + "\n"
+    return "accounts: " + json.dumps(accounts, indent=2) + "\n"
 
 
 def password_variable(user: str) -> str:
-    return f"NATS_{user.upper()}_PASSWORD"
+    """The environment variable holding a user's bcrypt hash in double quotes (`"$2b$..."`: NATS reads a
+    variable's value as config, where an unquoted `$` would start another variable)."""
+    return f"NATS_{user.upper()}_PASSWORD_HASH"
+
+
+DEPLOYED_USERS = (*ALL_PROCESSES, EVENTS_USER, OUTSIDE_ADMIN)
 
 
 def deployment_authorization() -> str:
-    """`deploy/nats/auth.conf`: the same users for compose and the cluster, passwords from the environment.
+    """`deploy/nats/auth.conf`: the same accounts for compose and the cluster, hashes from the environment.
 
     NATS substitutes `$NAME` only where it stands unquoted, so those values are unquoted here.
     """
-    names = [*ALL_PROCESSES, EVENTS_USER]
-    users = server_users({n: f"${password_variable(n)}" for n in names}, durables=workspace_durables())
-    text = authorization_block(users)
-    for name in names:
+    accounts = server_accounts({n: f"${password_variable(n)}" for n in DEPLOYED_USERS}, durables=workspace_durables())
+    text = accounts_block(accounts, hashed=False)
+    for name in DEPLOYED_USERS:
         text = text.replace(f'"${password_variable(name)}"', f"${password_variable(name)}")
     return "# Generated by `python -m shared.natsauth`; do not edit by hand.\n" + text
 
 
 def user_passwords(home: Path, *, with_tester: bool = False) -> dict[str, str]:
-    names = [*ALL_PROCESSES, EVENTS_USER, *([TESTER_USER] if with_tester else [])]
+    names = [*ALL_PROCESSES, EVENTS_USER, OUTSIDE_ADMIN, *([TESTER_USER] if with_tester else [])]
     return secret_table(home / "nats" / "users.json", names)
-
-
-def write_events_descriptor(home: Path, servers: list[str], password: str) -> Path:
-    """`$DOSSIER_HOME/nats/events.json`: how an outside subscriber connects (CONTRACT "The local stack")."""
-    path = home / "nats" / "events.json"
-    write_secret(path, json.dumps({"servers": servers, "user": EVENTS_USER, "password": password}, indent=2) + "\n")
-    return path
 
 
 def connect_options(settings: CommonSettings) -> dict[str, Any]:
@@ -291,5 +284,14 @@ def broker_options(settings: CommonSettings) -> dict[str, Any]:
     return {"security": security, "inbox_prefix": options["inbox_prefix"]}
 
 
+def main(argv: list[str]) -> None:
+    """`python -m shared.natsauth` prints deploy/nats/auth.conf; `... hash` reads a password on stdin and
+    prints the quoted hash its NATS_<USER>_PASSWORD_HASH variable holds."""
+    if argv[1:] == ["hash"]:
+        print(json.dumps(password_hash(sys.stdin.readline().strip())))
+    else:
+        print(deployment_authorization(), end="")
+
+
 if __name__ == "__main__":
-    print(deployment_authorization(), end="")
+    main(sys.argv)

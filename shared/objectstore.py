@@ -9,7 +9,10 @@ unverified listener left to reach, not even on loopback.
 - Every request must be signed (Authorization header or a presigned URL) with a key from the
   credentials file (`{"<access key>": {"secret": "...", "buckets": ["dossier"] | ["*"]}}`, mode 0600);
   anything else answers 403 before localbucket sees it.
-- A key may touch only the buckets it lists (a bucket policy: one service's key cannot list another's).
+- A key may touch only the buckets it lists (a bucket policy: one service's key cannot list another's),
+  and, where it has prefix rules (shared.objectkeys), only the objects under its prefixes, each with
+  its own actions: every request is checked, the source of a copy and each part of a multipart upload
+  included. A key with prefix rules may not list or delete a bucket.
 - No CORS at all: preflights are refused and no response carries `Access-Control-Allow-Origin`.
 
 `python -m shared.objectstore --host 127.0.0.1 --port N --credentials FILE DATA_ROOT`
@@ -33,9 +36,14 @@ from urllib.parse import quote, unquote, urlsplit
 
 import localbucket
 
+# The image of the local S3 server copies shared/objectkeys.py beside this file (deploy/containers).
+from shared.objectkeys import DELETE, READ, STAT, WRITE
+
 ALGORITHM = "AWS4-HMAC-SHA256"
 MAX_SKEW = timedelta(minutes=15)
 MAX_PRESIGN_SECONDS = 7 * 24 * 3600
+LIST = "list"
+ADMINISTER = "administer"
 
 
 class Refused(Exception):
@@ -49,15 +57,54 @@ class Refused(Exception):
 class Key:
     secret: str
     buckets: tuple[str, ...]
+    # Key prefix → the actions allowed under it (shared.objectkeys); None: every object of its buckets.
+    prefixes: Mapping[str, frozenset[str]] | None = None
 
     def allows(self, bucket: str) -> bool:
         # Listing all buckets (bucket "") needs "*".
         return "*" in self.buckets or bucket in self.buckets
 
+    def may(self, action: str, key: str) -> bool:
+        if self.prefixes is None:
+            return True
+        granted = set().union(*(a for p, a in self.prefixes.items() if key.startswith(p)))
+        # Reading an object includes asking whether it is there.
+        return action in granted or (action == STAT and READ in granted)
+
 
 def load_keys(path: Path) -> dict[str, Key]:
     raw: dict[str, Any] = json.loads(path.read_text())
-    return {name: Key(str(v["secret"]), tuple(v.get("buckets", ()))) for name, v in raw.items()}
+    keys = {}
+    for name, v in raw.items():
+        prefixes = v.get("prefixes")
+        rules = None if prefixes is None else {p: frozenset(a) for p, a in prefixes.items()}
+        keys[name] = Key(str(v["secret"]), tuple(v.get("buckets", ())), rules)
+    return keys
+
+
+def required(method: str, raw_path: str, headers: Mapping[str, str]) -> list[tuple[str, str, str]]:
+    """(action, bucket, key) this request needs beyond its bucket: a copy also reads its source.
+
+    Bucket-level requests that name no object are about the bucket itself (HEAD, create, location),
+    except a listing (`list`) and deleting the bucket (`administer`), which no prefix rule grants.
+    """
+    url = urlsplit(raw_path)
+    bucket, _, key = unquote(url.path).lstrip("/").partition("/")
+    query = {part.partition("=")[0] for part in url.query.split("&") if part}
+    if not key:
+        if method == "GET" and bucket and "location" not in query:
+            return [(LIST, bucket, "")]
+        return [(ADMINISTER, bucket, "")] if method in ("DELETE", "POST") and bucket else []
+    if "uploadId" in query or "uploads" in query or method in ("PUT", "POST"):
+        needs = [(WRITE, bucket, key)]
+    else:
+        needs = [{"GET": (READ, bucket, key), "HEAD": (STAT, bucket, key)}.get(method, (DELETE, bucket, key))]
+    lowered = {k.lower(): v for k, v in headers.items()}
+    if method == "PUT" and "x-amz-copy-source" in lowered:
+        source = unquote(lowered["x-amz-copy-source"].partition("?")[0]).lstrip("/")
+        source_bucket, _, source_key = source.partition("/")
+        needs.append((READ, source_bucket, source_key))
+    return needs
 
 
 def _uri_encode(text: str) -> str:
@@ -166,10 +213,15 @@ class SignedS3Handler(localbucket.S3Handler):
 
     def _dispatch(self, action: Any) -> None:
         try:
-            access_key = verify(self.command, self.path, dict(self.headers.items()), self.keys)
+            headers = dict(self.headers.items())
+            access_key = verify(self.command, self.path, headers, self.keys)
+            key = self.keys[access_key]
             bucket = unquote(urlsplit(self.path).path).lstrip("/").partition("/")[0]
-            if not self.keys[access_key].allows(bucket):
+            if not key.allows(bucket):
                 raise Refused("AccessDenied", "This key may not use this bucket.")
+            for need, other_bucket, name in required(self.command, self.path, headers):
+                if not key.allows(other_bucket) or not key.may(need, name):
+                    raise Refused("AccessDenied", f"This key may not {need} {other_bucket}/{name}.")
         except Refused as refused:
             self._send_error(localbucket.S3Error(HTTPStatus.FORBIDDEN, refused.code, refused.message))
             return

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import nats
 
+from shared.outside import ensure_outside_stream
 from shared.streams import DLQ_STREAM, ensure_dlq_stream, ensure_stream
 
 # The stream declarations need a user allowed to create both streams: the one service that consumes events.
@@ -36,20 +38,39 @@ def count_setting(env: dict[str, str], name: str, allowed: tuple[int, ...]) -> i
 
 
 async def declare_streams(servers: list[str], options: dict[str, Any], replicas: int, timeout: float = 60.0) -> None:
-    """Create the event and dead-letter streams with `replicas` copies once the cluster has a leader.
+    """Create the event and dead-letter streams with `replicas` copies once the cluster has a leader."""
 
-    A fresh cluster elects its JetStream meta leader a few seconds after its nodes meet; until then
-    stream creation fails, so this retries until the deadline instead of letting every service crash.
-    """
+    async def declare(nc: nats.NATS) -> None:
+        await ensure_stream(nc, replicas=replicas)
+        js = nc.jetstream()
+        await ensure_dlq_stream(js, replicas=replicas)
+        await js.stream_info(DLQ_STREAM)
+
+    await _with_leader(servers, options, declare, timeout)
+
+
+async def declare_outside_stream(
+    servers: list[str], options: dict[str, Any], replicas: int, timeout: float = 60.0
+) -> None:
+    """The outside subscribers' mirror of the event stream (shared.outside), as many copies as the stream."""
+
+    async def declare(nc: nats.NATS) -> None:
+        await ensure_outside_stream(nc, replicas=replicas)
+
+    await _with_leader(servers, options, declare, timeout)
+
+
+async def _with_leader(
+    servers: list[str], options: dict[str, Any], declare: Callable[[nats.NATS], Awaitable[None]], timeout: float
+) -> None:
+    """A fresh cluster elects its JetStream meta leader a few seconds after its nodes meet; until then
+    stream creation fails, so this retries until the deadline instead of letting every service crash."""
     deadline = time.monotonic() + timeout
     while True:
         nc = None
         try:
             nc = await nats.connect(servers, connect_timeout=2, max_reconnect_attempts=1, **options)
-            await ensure_stream(nc, replicas=replicas)
-            js = nc.jetstream()
-            await ensure_dlq_stream(js, replicas=replicas)
-            await js.stream_info(DLQ_STREAM)
+            await declare(nc)
             return
         except Exception:
             if time.monotonic() > deadline:

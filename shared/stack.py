@@ -21,6 +21,7 @@ import urllib.request
 from functools import partial
 from pathlib import Path
 
+from shared.consumerguard import guard_child
 from shared.contracts.common import ALL_PROCESSES, SERVICES
 from shared.health import read_verdict, reports_ok
 from shared.infra import (
@@ -34,16 +35,12 @@ from shared.infra import (
     provision_roles,
     s3_child,
 )
-from shared.natsauth import (
-    connect_options,
-    server_users,
-    user_passwords,
-    workspace_durables,
-    write_events_descriptor,
-)
+from shared.natsauth import connect_options, server_accounts, user_passwords, workspace_durables
+from shared.objectkeys import key_entry
+from shared.outside import EVENTS_USER, OUTSIDE_ADMIN, write_events_descriptor
 from shared.procs import Child, free_port, port_open, wait_until, write_pid
 from shared.proof import SIGNERS, new_private_key, public_key_text, public_keys_text
-from shared.scale import STREAM_DECLARER, count_setting, declare_streams, process_name
+from shared.scale import STREAM_DECLARER, count_setting, declare_outside_stream, declare_streams, process_name
 from shared.secretfiles import private_folder, secret_table, secret_value
 from shared.settings import CommonSettings
 
@@ -158,17 +155,17 @@ class Stack:
         self.nats_port = _port(self.env, "DOSSIER_NATS_PORT")
         self.pg_port = _port(self.env, "DOSSIER_PG_PORT")
         self.s3_port = _port(self.env, "DOSSIER_S3_PORT")
-        users = server_users(self.nats_passwords, durables=workspace_durables())
-        # Each service's key may use the stack's bucket only.
-        keys = {s3_access_key(n): {"secret": self.s3_secrets[n], "buckets": ["dossier"]} for n in OBJECT_USERS}
+        accounts = server_accounts(self.nats_passwords, durables=workspace_durables())
+        # Each service's key may use the stack's bucket only, and there only its own objects.
+        keys = {s3_access_key(n): key_entry(n, self.s3_secrets[n], ["dossier"]) for n in OBJECT_USERS}
         self.nats_ports = [self.nats_port]
-        infra = [(nats_child(self.home, self.nats_port, base, users), self.nats_port)]
+        infra = [(nats_child(self.home, self.nats_port, base, accounts), self.nats_port)]
         if self.nats_nodes > 1:
             route_password = secret_value(self.home / "nats" / "route-password", None, secrets.token_urlsafe)
             ports = [(self.nats_port, free_port())] + [(free_port(), free_port()) for _ in range(self.nats_nodes - 1)]
             self.nats_ports = [client for client, _ in ports]
             infra = [
-                (nats_node_child(self.home, node, ports, base, users, route_password), ports[node - 1][0])
+                (nats_node_child(self.home, node, ports, base, accounts, route_password), ports[node - 1][0])
                 for node in range(1, self.nats_nodes + 1)
             ]
         infra += [
@@ -180,10 +177,15 @@ class Stack:
         for child, port in infra:
             wait_until(partial(port_open, port), timeout=60, what=child.name, alive=child.alive)
         asyncio.run(self._create_databases())
-        if self.nats_nodes > 1:
-            declarer = CommonSettings(nats_user=STREAM_DECLARER, nats_password=self.nats_passwords[STREAM_DECLARER])
-            asyncio.run(declare_streams(self.nats_urls, connect_options(declarer), self.nats_nodes))
-        write_events_descriptor(self.home, self.nats_urls, self.nats_passwords["events"])
+        # The streams exist before any service starts, so the outside mirror finds its source at once
+        # (a mirror declared before its source retries on a backoff of seconds).
+        declarer = CommonSettings(nats_user=STREAM_DECLARER, nats_password=self.nats_passwords[STREAM_DECLARER])
+        asyncio.run(declare_streams(self.nats_urls, connect_options(declarer), self.nats_nodes))
+        outside = {"user": OUTSIDE_ADMIN, "password": self.nats_passwords[OUTSIDE_ADMIN]}
+        asyncio.run(declare_outside_stream(self.nats_urls, outside, self.nats_nodes))
+        # Outside subscribers' consumers are made only through the guard (shared.consumerguard).
+        self._launch(guard_child(self.home, self.nats_urls, outside["password"], self.nats_nodes, base))
+        write_events_descriptor(self.home, self.nats_urls, self.nats_passwords[EVENTS_USER])
 
     @property
     def nats_url(self) -> str:
@@ -379,7 +381,7 @@ class Stack:
         self.stopping = True
         # Edges first (gateway, services), then the object store and the bus, the database last.
         nats_nodes = [process_name("nats", i) for i in range(1, self.nats_nodes + 1)]
-        order = [process for _, process in self.processes] + ["s3", *nats_nodes, "postgres"]
+        order = [process for _, process in self.processes] + ["s3", "outside", *nats_nodes, "postgres"]
         for name in order:
             child = self.children.get(name)
             if child is not None:

@@ -59,7 +59,7 @@ def pytest_report_header() -> str:
 def infra(dossier_homes: HomeFactory) -> Iterator[Infra]:
     choice = container_choice()
     if choice.containers:
-        with container_infra() as value:
+        with container_infra(dossier_homes("infra")) as value:
             yield value
     else:
         # Also said in the header; a warning reaches the summary of runs that hide it (-q).

@@ -4,7 +4,8 @@ started the way docker-compose.yml and tests/support/infra.py start MinIO, so ei
 - `server DATA` serves DATA on 0.0.0.0:9000. The root key is MINIO_ROOT_USER / MINIO_ROOT_PASSWORD
   (every bucket). This server has no admin API, so the users MinIO gets from deploy/minio/init-users.sh
   come from the environment instead: each S3_<SERVICE>_SECRET is the key `dossier-<service>`, limited
-  to the bucket S3_BUCKET (default `dossier`), which is created when missing.
+  to the bucket S3_BUCKET (default `dossier`), which is created when missing, and there to the
+  service's own prefixes (shared/objectkeys.py, copied beside this file).
 - `health` exits 0 once the server answers HTTP on port 9000 (any answer: unsigned requests get 403).
 """
 
@@ -16,6 +17,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from shared.objectkeys import key_entry
+
 PORT = 9000
 
 
@@ -26,7 +29,8 @@ def keys_from_env(env: dict[str, str], bucket: str) -> dict[str, dict[str, objec
     for name, value in env.items():
         match = re.fullmatch(r"S3_([A-Z]+)_SECRET", name)
         if match and value:
-            keys[f"dossier-{match.group(1).lower()}"] = {"secret": value, "buckets": [bucket]}
+            service = match.group(1).lower()
+            keys[f"dossier-{service}"] = key_entry(service, value, [bucket])
     return keys
 
 

@@ -11,6 +11,9 @@ RUN --mount=type=secret,id=ca,required=false \
     if [ -s /run/secrets/ca ]; then export PIP_CERT=/run/secrets/ca; fi; \
     python3 -m venv /opt/s3 && /opt/s3/bin/pip install "$LOCALBUCKET"
 COPY shared/objectstore.py /opt/s3/objectstore.py
+# The keys' prefix rules, importable as shared.objectkeys beside the server (nothing else of `shared`).
+COPY shared/objectkeys.py /opt/s3/shared/objectkeys.py
+RUN touch /opt/s3/shared/__init__.py
 COPY deploy/containers/s3-entrypoint.py /opt/s3/entrypoint.py
 RUN printf '#!/bin/sh\nexec /opt/s3/bin/python /opt/s3/entrypoint.py "$@"\n' > /usr/local/bin/dossier-s3 \
     && chmod 0755 /usr/local/bin/dossier-s3 \

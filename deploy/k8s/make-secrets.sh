@@ -17,10 +17,13 @@ for s in gateway runhost workspace; do
   openssl genpkey -algorithm ed25519 -out "secrets/proof-$s.pem"
   public="$public${public:+,}$s=$(openssl pkey -in "secrets/proof-$s.pem" -pubout -outform DER | raw32)"
 done
+# The NATS nodes get bcrypt hashes only (in double quotes, as NATS reads a variable's value as config).
+PYTHON=${PYTHON:-../../.venv/bin/python}
+nats_hash() { echo "$1" | (cd ../.. && "$PYTHON" -m shared.natsauth hash); }
 : > secrets/nats-users.env
 for s in gateway workspace runhost publication artifact assets; do
   nats=$(rand); pg=$(rand)
-  echo "NATS_$(echo $s | tr a-z A-Z)_PASSWORD=$nats" >> secrets/nats-users.env
+  echo "NATS_$(echo $s | tr a-z A-Z)_PASSWORD_HASH=$(nats_hash "$nats")" >> secrets/nats-users.env
   {
     echo "DOSSIER_NATS_PASSWORD=$nats"
     echo "DOSSIER_DATABASE_URL=postgresql://$s:$pg@$PG_HOST/$s"
@@ -32,7 +35,12 @@ for s in gateway workspace runhost publication artifact assets; do
     case $s in gateway) echo "DOSSIER_ADMIN_TOKEN=adm_$(rand)";; esac
   } > "secrets/$s.env"
 done
-echo "NATS_EVENTS_PASSWORD=$(rand)" >> secrets/nats-users.env
+events=$(rand); outside=$(rand)
+echo "NATS_EVENTS_PASSWORD_HASH=$(nats_hash "$events")" >> secrets/nats-users.env
+echo "NATS_OUTSIDE_PASSWORD_HASH=$(nats_hash "$outside")" >> secrets/nats-users.env
+# The outside subscribers' password (hand it to them with the servers) and the mirror's declarer.
+echo "NATS_EVENTS_PASSWORD=$events" > secrets/events.env
+echo "DOSSIER_NATS_PASSWORD=$outside" > secrets/outside.env
 rm secrets/proof-*.pem
 cd secrets
 openssl req -x509 -newkey rsa:4096 -nodes -keyout ca.key -out ca.crt -days 825 -subj "/CN=dossier-nats-ca" 2>/dev/null

@@ -113,8 +113,8 @@ class AssetsService:
         try:
             kind = self._kind_of(staged)
             key = content_key(staged.sha256)
-            if not await self._blobs.exists(key):
-                await self._blobs.put_file(key, str(staged.path))
+            # Written every time: bytes found under the key were not necessarily written by us.
+            await self._blobs.put_file(key, str(staged.path))
             blob = c.BlobRef(bucket=self._blobs.bucket, key=key, sha256=staged.sha256, size=staged.size)
             root = f"import:{req.root}"
             return await self._register(

@@ -13,6 +13,7 @@ from tests.support.api import Api, probe
 from tests.support.cli import dossier
 from tests.support.documents import ANNOUNCEMENT, pdf
 from tests.support.stack import RunningStack
+from tests.support.subscribers import ext_subscription, read_until_quiet
 
 QUESTION = "Which earlier judgements about Fund X redemption liquidity still hold after the announcement?"
 NEW_ANNOUNCEMENT = [*ANNOUNCEMENT, "Correction, 27 November 2026. Redemption gates are lifted from January."]
@@ -30,16 +31,14 @@ def republish_activation(stack: RunningStack, scope: str, version: int) -> None:
     async def run() -> None:
         reader, relay = await nats.connect(**stack.events_options()), await nats.connect(**stack.nats_options("assets"))
         try:
-            sub = await reader.jetstream().subscribe("dossier.evt.asset.version_activated", ordered_consumer=True)
-            found = None
-            while found is None:
-                msg = await sub.next_msg(timeout=5.0)
-                event = json.loads(msg.data)
-                if event["scope"] == scope and event["data"]["version"] == version:
-                    found = event
+            subject = "dossier.evt.asset.version_activated"
+            sub = await ext_subscription(reader, subject)
+            [found] = [
+                e for e in await read_until_quiet(sub) if e["scope"] == scope and e["data"]["version"] == version
+            ]
             js = relay.jetstream()
-            await js.publish(msg.subject, json.dumps(found).encode())
-            await js.publish(msg.subject, json.dumps(found | {"id": f"evt_{uuid.uuid4().hex}"}).encode())
+            await js.publish(subject, json.dumps(found).encode())
+            await js.publish(subject, json.dumps(found | {"id": f"evt_{uuid.uuid4().hex}"}).encode())
         finally:
             await reader.close()
             await relay.close()

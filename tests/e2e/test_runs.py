@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import json
 import os
 import re
 import subprocess
@@ -17,6 +16,7 @@ import pytest
 from tests.support.api import Api
 from tests.support.documents import ANNOUNCEMENT, pdf
 from tests.support.stack import ROOT, RunningStack
+from tests.support.subscribers import ext_subscription, read_until_quiet
 
 QUESTION = "Which earlier judgements about Fund X redemption liquidity still hold after the announcement?"
 
@@ -104,22 +104,14 @@ def test_running_example(api: Api, stack: RunningStack) -> None:
 
 
 def run_events(options: dict, run_id: str) -> list[dict]:
-    """The run's events as they are on the stream (an ephemeral consumer from the first message)."""
+    """The run's events as they are on the stream (an `ext-` consumer from the first message)."""
 
     async def read() -> list[dict]:
         # As an outside subscriber would: the read-only credentials of $DOSSIER_HOME/nats/events.json.
         nc = await nats.connect(**options)
         try:
-            sub = await nc.jetstream().subscribe("dossier.evt.run.>", ordered_consumer=True)
-            events: list[dict] = []
-            try:
-                while True:
-                    msg = await sub.next_msg(timeout=1.0)
-                    event = json.loads(msg.data)
-                    if event["data"]["run_id"] == run_id:
-                        events.append(event)
-            except nats.errors.TimeoutError:
-                return events
+            sub = await ext_subscription(nc, "dossier.evt.run.>")
+            return [e for e in await read_until_quiet(sub) if e["data"]["run_id"] == run_id]
         finally:
             await nc.close()
 

@@ -17,12 +17,14 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 from shared.contracts.common import ALL_PROCESSES
 from shared.infra import PG_SUPERUSER
-from shared.natsauth import EVENTS_USER, TESTER_USER, authorization_block, server_users
+from shared.natsauth import TESTER_USER, accounts_block, server_accounts
+from shared.outside import EVENTS_USER, OUTSIDE_ADMIN
 from shared.procs import wait_until
-from tests.support.infra import TEST_ROLES, Infra, passwords, provision
+from tests.support.infra import TEST_ROLES, Infra, declare_event_streams, passwords, provision, start_guard
 
 # The defaults of docker-compose.yml's ${DOSSIER_*_IMAGE:-...}; a unit test keeps the two in step.
 DEFAULT_IMAGES = {
@@ -78,7 +80,8 @@ def _present(client: object, image: str) -> bool:
 
 
 @contextmanager
-def container_infra() -> Iterator[Infra]:
+def container_infra(home: Path) -> Iterator[Infra]:
+    """`home` keeps the consumer guard's log (the guard runs as a local process next to the containers)."""
     from testcontainers.community.postgres import PostgresContainer
     from testcontainers.core.config import testcontainers_config
     from testcontainers.core.container import DockerContainer
@@ -89,10 +92,10 @@ def container_infra() -> Iterator[Infra]:
     if os.environ.get("TESTCONTAINERS_RYUK_DISABLED") is None:
         testcontainers_config.ryuk_disabled = not _ryuk_present(testcontainers_config.ryuk_image)
     chosen = images()
-    nats_passwords = passwords([*ALL_PROCESSES, EVENTS_USER, TESTER_USER])
+    nats_passwords = passwords([*ALL_PROCESSES, EVENTS_USER, OUTSIDE_ADMIN, TESTER_USER])
     pg_passwords = passwords([PG_SUPERUSER, *TEST_ROLES])
-    users = server_users(nats_passwords, durables=None, with_tester=True)
-    conf = 'jetstream { store_dir: "/data" }\nmax_payload: 8MB\n' + authorization_block(users)
+    accounts = server_accounts(nats_passwords, durables=None, with_tester=True)
+    conf = 'jetstream { store_dir: "/data" }\nmax_payload: 8MB\n' + accounts_block(accounts)
     # Copied in rather than mounted: the image's own user reads it, whatever the host's folder modes.
     nats_c = DockerContainer(chosen["DOSSIER_NATS_IMAGE"]).with_command("-c /etc/dossier/nats.conf")
     nats_c = nats_c.with_exposed_ports(4222).with_copy_into_container(conf.encode(), "/etc/dossier/nats.conf")
@@ -109,7 +112,7 @@ def container_infra() -> Iterator[Infra]:
         pg_host, pg_port = pg.get_container_host_ip(), int(pg.get_exposed_port(5432))
         admin = f"postgresql://{PG_SUPERUSER}:{pg_passwords[PG_SUPERUSER]}@{pg_host}:{pg_port}/postgres"
         asyncio.run(provision(admin, {r: pg_passwords[r] for r in TEST_ROLES}))
-        yield Infra(
+        infra = Infra(
             nats_url=f"nats://{nats_c.get_container_host_ip()}:{nats_c.get_exposed_port(4222)}",
             pg_host=pg_host,
             pg_port=pg_port,
@@ -117,8 +120,14 @@ def container_infra() -> Iterator[Infra]:
             nats_passwords=nats_passwords,
             pg_passwords=pg_passwords,
             # Every service instance under test makes a bucket of its own, which needs the root key.
-            s3_keys={name: root for name in ALL_PROCESSES},
+            s3_keys={name: root for name in (*ALL_PROCESSES, TESTER_USER)},
         )
+        asyncio.run(declare_event_streams(infra))
+        guard = start_guard(home, infra)
+        try:
+            yield infra
+        finally:
+            guard.stop()
 
 
 def _ryuk_present(image: str) -> bool:

@@ -19,12 +19,18 @@ from typing import Any
 
 import nats
 
+from shared.blobs import Blobs
+from shared.consumerguard import guard_answers, guard_child
 from shared.contracts.common import ALL_PROCESSES
 from shared.infra import PG_SUPERUSER, nats_child, postgres_child, postgres_dsn, provision_roles, s3_child
-from shared.natsauth import EVENTS_USER, TESTER_USER, inbox_prefix, server_users
+from shared.natsauth import TESTER_USER, inbox_prefix, server_accounts
+from shared.objectkeys import key_entry
+from shared.outside import EVENTS_USER, OUTSIDE_ADMIN
 from shared.procs import Child, free_port, port_open, wait_until
 from shared.proof import SIGNERS, load_private_key, new_private_key, public_key_text, public_keys_text
+from shared.scale import declare_outside_stream, declare_streams
 from shared.secretfiles import new_password, private_folder
+from shared.settings import CommonSettings
 from tests.support.callers import CallerSigner
 
 TEST_ROLES = (*ALL_PROCESSES, TESTER_USER)
@@ -60,6 +66,14 @@ class Infra:
     async def connect(self, user: str = TESTER_USER, **options: Any) -> nats.NATS:
         return await nats.connect(self.nats_url, **(self.nats_options(user) | options))
 
+    def blobs_as(self, process: str, bucket: str) -> Blobs:
+        """The object store as `process`'s key sees it (`tester`: every object, for setting up a test)."""
+        access_key, secret_key = self.s3_keys[process]
+        settings = CommonSettings(
+            s3_endpoint=self.s3_endpoint, s3_access_key=access_key, s3_secret_key=secret_key, s3_bucket=bucket
+        )
+        return Blobs(settings)
+
     def settings_env(self, service: str, **extra: str) -> dict[str, str]:
         """Environment for one service under test, with a database of its own and its own credentials."""
         access_key, secret_key = self.s3_keys[service]
@@ -88,15 +102,16 @@ def passwords(names: Any) -> dict[str, str]:
 def local_infra(home: Path) -> Iterator[Infra]:
     private_folder(home)
     nats_port, pg_port, s3_port = free_port(), free_port(), free_port()
-    nats_passwords = passwords([*ALL_PROCESSES, EVENTS_USER, TESTER_USER])
+    nats_passwords = passwords([*ALL_PROCESSES, EVENTS_USER, OUTSIDE_ADMIN, TESTER_USER])
     pg_passwords = passwords([PG_SUPERUSER, *TEST_ROLES])
-    s3_keys = {name: (f"test-{name}", new_password()) for name in ALL_PROCESSES}
+    s3_keys = {name: (f"test-{name}", new_password()) for name in (*ALL_PROCESSES, TESTER_USER)}
     # Tests give every instance its own durable consumer names, so those are granted by filter, not name.
-    users = server_users(nats_passwords, durables=None, with_tester=True)
-    # Tests give every service instance a bucket of its own.
-    keys = {key: {"secret": secret, "buckets": ["*"]} for key, secret in s3_keys.values()}
+    accounts = server_accounts(nats_passwords, durables=None, with_tester=True)
+    # Tests give every service instance a bucket of its own; in it, each key has its process's rules.
+    keys = {key: key_entry(name, secret, ["*"]) for name, (key, secret) in s3_keys.items() if name != TESTER_USER}
+    keys[s3_keys[TESTER_USER][0]] = {"secret": s3_keys[TESTER_USER][1], "buckets": ["*"]}
     children: list[tuple[Child, int]] = [
-        (nats_child(home, nats_port, {}, users), nats_port),
+        (nats_child(home, nats_port, {}, accounts), nats_port),
         (postgres_child(home, pg_port, {"LC_ALL": "C.UTF-8"}, pg_passwords[PG_SUPERUSER], durable=False), pg_port),
         (s3_child(home, s3_port, {}, keys), s3_port),
     ]
@@ -116,6 +131,9 @@ def local_infra(home: Path) -> Iterator[Infra]:
         )
         admin = postgres_dsn(pg_port, "postgres", PG_SUPERUSER, pg_passwords[PG_SUPERUSER])
         asyncio.run(provision(admin, {r: pg_passwords[r] for r in TEST_ROLES}))
+        asyncio.run(declare_event_streams(infra))
+        guard = start_guard(home, infra)
+        children.append((guard, 0))
         yield infra
     finally:
         for child, _ in reversed(children):
@@ -132,6 +150,25 @@ async def provision(admin_dsn: str, roles: dict[str, str]) -> None:
             if attempt == 299:
                 raise
             await asyncio.sleep(0.1)
+
+
+async def declare_event_streams(infra: Infra) -> None:
+    """The event stream, then the outside subscribers' mirror of it (shared.outside), as the stack does."""
+    await declare_streams([infra.nats_url], infra.nats_options(), 1)
+    await declare_outside_stream(
+        [infra.nats_url], {"user": OUTSIDE_ADMIN, "password": infra.nats_passwords[OUTSIDE_ADMIN]}, 1
+    )
+
+
+def start_guard(home: Path, infra: Infra) -> Child:
+    """The outside subscribers' consumer guard (shared.consumerguard), answering before tests begin."""
+    guard = guard_child(home, [infra.nats_url], infra.nats_passwords[OUTSIDE_ADMIN], 1, {})
+    guard.start()
+    password = infra.nats_passwords[EVENTS_USER]
+    wait_until(
+        lambda: asyncio.run(guard_answers([infra.nats_url], password)), timeout=60, what="guard", alive=guard.alive
+    )
+    return guard
 
 
 def events_descriptor(infra: Infra) -> dict[str, Any]:

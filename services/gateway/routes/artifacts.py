@@ -64,9 +64,9 @@ async def upload_artifact(
         if not is_html_upload(upload.path, upload.content_type):
             raise Unsupported("only HTML files can be retained as artifacts", {"field": "file"})
         key = content_key(upload.sha256)
-        # Content-addressed: identical bytes are stored once, whoever uploads them.
-        if not await blobs.exists(key):
-            await blobs.put_file(key, str(upload.path), content_type=a.MEDIA_TYPE_HTML)
+        # Content-addressed: identical bytes share one object. It is written every time, never taken as
+        # already there: an object found under the key holds bytes this upload did not write.
+        await blobs.put_file(key, str(upload.path), content_type=a.MEDIA_TYPE_HTML)
         request_data: dict[str, object] = {
             "bucket": blobs.bucket,
             "key": key,

@@ -79,10 +79,10 @@ async def register_upload(
             )
         except ValidationError as exc:
             raise Invalid("the upload's fields are malformed", validation_details(exc)) from exc
-        # Content-addressed: identical bytes are stored once, whoever uploads them. The copy is done by
-        # the store itself; the bytes never pass through this process again.
-        if not await blobs.exists(key):
-            await blobs.copy(upload.key, key)
+        # Content-addressed: identical bytes share one object. The copy is made every time (an object
+        # found under the key holds bytes this upload did not write), by the store itself: the bytes
+        # never pass through this process again.
+        await blobs.copy(upload.key, key)
     finally:
         await blobs.delete(upload.key)
     return await client.call(c.UPLOAD, req, actor=actor, timeout=settings.ingest_timeout)

@@ -40,8 +40,12 @@ def test_every_manifest_is_valid(doc: dict[str, Any]) -> None:
 
 def test_a_probed_and_resourced_deployment_per_process_with_its_own_secret_only() -> None:
     deployments = of_kind("Deployment")
-    assert set(deployments) == set(ALL_PROCESSES)
+    # Beside the services, the outside subscribers' consumer guard (shared.consumerguard).
+    assert set(deployments) == {*ALL_PROCESSES, "outside"}
     generated = {g["name"] for g in kustomization()["secretGenerator"]}
+    guard = deployments.pop("outside")["spec"]["template"]["spec"]["containers"][0]
+    assert guard["command"] == ["python", "-m", "shared.consumerguard"]
+    assert [e["secretRef"]["name"] for e in guard["envFrom"]] == ["dossier-outside"]
     for name, deployment in deployments.items():
         assert deployment["spec"]["replicas"] >= 2
         [container] = deployment["spec"]["template"]["spec"]["containers"]
