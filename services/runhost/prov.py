@@ -56,13 +56,16 @@ class ProvBuilder:
             "dossier:workspace": run["workspace_id"],
             "dossier:conversation": run["conversation_id"],
         }
-        start = _time(run["started_at"] or run["created_at"])
+        start = self._began()
         if start is not None:
             record["prov:startTime"] = start
         end = _time(run["finished_at"])
         if end is not None:
             record["prov:endTime"] = end
         self.doc.activity[self.run_id] = record
+
+    def _began(self) -> str | None:
+        return _time(self._run["started_at"] or self._run["created_at"])
 
     def agents(self) -> None:
         run = self._run
@@ -88,7 +91,8 @@ class ProvBuilder:
             "prov:value": run["goal_text"],
             "dossier:version": run["goal_version"],
         }
-        self._use(goal_id, _time(run["created_at"]), role="goal")
+        # Used when the activity began: a `used` time before the run's startTime breaks PROV-CONSTRAINTS.
+        self._use(goal_id, self._began(), role="goal")
 
     def history(self) -> None:
         """The user's explicit selection: a collection of the publication versions the run was pointed at."""
@@ -102,7 +106,7 @@ class ProvBuilder:
                 "prov:collection": collection,
                 "prov:entity": [ref_id(r) for r in selected],
             }
-        self._use(collection, _time(self._run["created_at"]), role="history")
+        self._use(collection, self._began(), role="history")
 
     def consumed(self, ledger: Iterable[Mapping[str, Any]]) -> list[Ref]:
         """One `used` per material and version, with its locators and whether its text entered a model input."""

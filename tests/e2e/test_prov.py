@@ -43,6 +43,10 @@ def test_prov_of_the_running_example_validates_and_names_a1(api: Api, stack: Run
     record = doc["activity"][activity]
     assert datetime.fromisoformat(record["prov:startTime"]) <= datetime.fromisoformat(record["prov:endTime"])
     used = {u["prov:entity"]: u for u in doc["used"].values() if u["prov:activity"] == activity}
+    # PROV-CONSTRAINTS: every usage of the run falls within the run (its start, its end).
+    start, end = (datetime.fromisoformat(record[k]) for k in ("prov:startTime", "prov:endTime"))
+    times = [datetime.fromisoformat(u["prov:time"]) for u in used.values() if "prov:time" in u]
+    assert times and all(start <= t <= end for t in times), (start, end, sorted(times))
     a_at_1, a_at_2 = f"dossier:publication/{a1['id']}@1", f"dossier:publication/{a1['id']}@2"
     assert a_at_1 in used and used[a_at_1]["dossier:included"] is True
     assert a_at_2 not in used and a_at_2 not in doc["entity"]
