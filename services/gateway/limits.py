@@ -100,7 +100,8 @@ class Admission:
         except DomainError as exc:
             refusal = _too_large(limit) if chunked and not streams and not await _within(receive, limit) else exc
             challenge = scope["path"] == MCP_PATH and refusal.code == "unauthenticated"
-            await send_envelope(send, refusal, extra=[(b"www-authenticate", b"Bearer")] if challenge else [])
+            extra = [(b"www-authenticate", bearer_challenge(refusal.message).encode("latin-1"))] if challenge else []
+            await send_envelope(send, refusal, extra=extra)
             return
         scope.setdefault("state", {})["actor"] = actor
         # Keyed by the token's digest, the key its workbench sessions know too (web/security.py).
@@ -215,3 +216,9 @@ async def send_envelope(send: Send, err: DomainError, *, extra: list[tuple[bytes
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *(extra or [])]
     await send({"type": "http.response.start", "status": HTTP_STATUS[err.code], "headers": headers})
     await send({"type": "http.response.body", "body": body})
+
+
+def bearer_challenge(reason: str) -> str:
+    """RFC 6750's challenge with the reason, so an MCP client shows it instead of starting an OAuth flow."""
+    safe = "".join(ch if 32 <= ord(ch) < 127 and ch not in '"\\' else " " for ch in reason)[:200]
+    return f'Bearer error="invalid_token", error_description="{safe}"'

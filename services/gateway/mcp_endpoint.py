@@ -20,6 +20,7 @@ from starlette.types import Receive, Scope, Send
 
 from services.gateway.deps import current_actor
 from services.gateway.errors import envelope
+from services.gateway.limits import bearer_challenge
 from shared.bus import BusClient
 from shared.contracts.common import Actor
 from shared.errors import DomainError
@@ -76,7 +77,7 @@ class McpEndpoint:
         except DomainError as err:
             response = envelope(err.code, err.message, err.details)
             if err.code == "unauthenticated":
-                response.headers["WWW-Authenticate"] = "Bearer"
+                response.headers["WWW-Authenticate"] = bearer_challenge(err.message)
             log.info("mcp request refused: %s", err.code, extra={"request_id": request_id})
             await response(scope, receive, send)
             return

@@ -236,6 +236,10 @@ def test_no_token_or_a_bad_one_is_401(stack: RunningStack) -> None:
         r = httpx.post(f"{stack.url}/mcp", json=call, headers=JSON_RPC | auth)
         assert r.status_code == 401, (auth, r.text)
         assert r.json()["error"]["code"] == "unauthenticated"
+        # Never a bare challenge: an MCP client shows the reason instead of starting an OAuth flow.
+        challenge = r.headers["www-authenticate"]
+        assert challenge.startswith('Bearer error="invalid_token", error_description="'), challenge
+        assert r.json()["error"]["message"][:40] in challenge
 
 
 def test_unstorable_text_is_invalid_and_no_stream_is_left_open(stack: RunningStack) -> None:
