@@ -52,7 +52,10 @@ def install_error_handlers(app: FastAPI) -> None:
         if exc.status_code == 400:
             # FastAPI's "error parsing the body" (a JSON body nested deeper than the parser goes): bad input.
             return envelope("invalid", "the request body cannot be parsed", {"field": "body"})
-        return envelope(code, str(exc.detail), status=exc.status_code)
+        response = envelope(code, str(exc.detail), status=exc.status_code)
+        # Starlette's own headers, such as the `Allow` of a 405, are part of the answer.
+        response.headers.update(exc.headers or {})
+        return response
 
     @app.exception_handler(Exception)
     async def on_unexpected(_: Request, exc: Exception) -> JSONResponse:

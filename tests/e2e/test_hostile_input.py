@@ -246,3 +246,12 @@ def test_deeply_nested_json_is_invalid_not_a_fault(api: Api, depth: int) -> None
     nul = '{"title": "t", "goal": "g", "x": ' + "[" * depth + '"\\u0000"' + "]" * depth + "}"
     r = api.http.post("/v1/workspaces", content=nul.encode(), headers={"content-type": "application/json"})
     assert r.status_code == 422 and error_of(r)["code"] == "invalid", r.text[:300]
+
+
+def test_a_method_a_route_does_not_take_is_405_with_allow(api: Api) -> None:
+    for method, path in (("DELETE", "/v1/workspaces"), ("PATCH", "/v1/publications"), ("PUT", "/v1/health")):
+        r = api.http.request(method, path)
+        assert r.status_code == 405, (method, path, r.text)
+        assert r.headers.get("x-request-id") and r.json()["error"]["message"]
+        allowed = {m.strip() for m in r.headers["allow"].split(",")}
+        assert allowed and method not in allowed, r.headers["allow"]
