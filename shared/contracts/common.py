@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, Strict
 
 SCOPE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 # Versions, revisions and counts are PostgreSQL `integer` columns: a larger number is bad input, not a fault.
 INT32_MAX = 2**31 - 1
+# A number a caller writes in a JSON body: `true`, `1.0` or `"60"` is not an integer (JSON has integers).
+StrictInt = Annotated[int, Strict()]
 
 # Every service that exists answers its health subject; the gateway's /v1/health asks each of these.
 SERVICES: tuple[str, ...] = ("workspace", "runhost", "publication", "artifact", "assets")
@@ -29,7 +31,8 @@ def event_subject(event_type: str) -> str:
 
 
 class Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # No message carries an infinite or NaN number: `1e400` or `Infinity` in a body is bad input.
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class Actor(Model):
@@ -43,7 +46,7 @@ RefKind = Literal["publication", "source", "artifact", "evidence"]
 class Ref(Model):
     kind: RefKind
     id: str = Field(min_length=1, max_length=200)
-    version: int | None = Field(default=None, le=INT32_MAX)
+    version: StrictInt | None = Field(default=None, le=INT32_MAX)
 
     def key(self) -> str:
         return f"{self.kind}:{self.id}@{self.version if self.version is not None else 'latest'}"

@@ -6,7 +6,7 @@ from datetime import datetime
 
 from pydantic import Field
 
-from shared.contracts.common import SCOPE_PATTERN, Model
+from shared.contracts.common import SCOPE_PATTERN, Model, StrictInt
 
 # Ten years: long enough for any service account, short enough that a typo cannot mean "forever".
 MAX_EXPIRES_IN = 10 * 365 * 24 * 3600
@@ -17,7 +17,7 @@ PAGE_MAX = 500
 class IssueTokenRequest(Model):
     scope: str = Field(pattern=SCOPE_PATTERN)
     principal: str = Field(min_length=1, max_length=200)
-    expires_in: int | None = Field(default=None, ge=1, le=MAX_EXPIRES_IN, description="seconds until it expires")
+    expires_in: StrictInt | None = Field(default=None, ge=1, le=MAX_EXPIRES_IN, description="seconds until it expires")
 
 
 class IssuedToken(Model):

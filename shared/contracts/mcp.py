@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pydantic import Field
 
 from shared.contracts import assets, publication, runhost, workspace
-from shared.contracts.common import Model
+from shared.contracts.common import Model, StrictInt
 
 
 class BeginRunRequest(Model):
@@ -22,7 +22,7 @@ class BeginRunRequest(Model):
     question: str = Field(min_length=1, max_length=4000)
     request_id: str = runhost.Id
     history: list[runhost.HistoryRef] = Field(default_factory=list, max_length=50)
-    lease_seconds: int | None = Field(default=None, ge=runhost.LEASE_SECONDS_MIN, le=runhost.LEASE_SECONDS_MAX)
+    lease_seconds: StrictInt | None = Field(default=None, ge=runhost.LEASE_SECONDS_MIN, le=runhost.LEASE_SECONDS_MAX)
 
 
 LIST_WORKSPACES = "list_workspaces"

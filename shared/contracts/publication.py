@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import ConfigDict, Field
 
-from shared.contracts.common import INT32_MAX, Model, Page, PageRequest, Ref
+from shared.contracts.common import INT32_MAX, Model, Page, PageRequest, Ref, StrictInt
 
 COMMIT = "dossier.publication.commit"
 GET = "dossier.publication.get"
@@ -78,7 +78,7 @@ class Revision(Model):
 
     body: str
     title: str | None = Field(default=None, min_length=1)
-    expected_latest_version: int = Field(ge=1, le=INT32_MAX)
+    expected_latest_version: StrictInt = Field(ge=1, le=INT32_MAX)
 
 
 class ReviseRequest(Revision):

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from shared.contracts.common import INT32_MAX, Model, Page, PageRequest, PublicationRef, Ref
+from shared.contracts.common import INT32_MAX, Model, Page, PageRequest, PublicationRef, Ref, StrictInt
 from shared.contracts.workspace import Catalog
 
 ADMIT = "dossier.runhost.admit"
@@ -45,14 +45,14 @@ Id = Field(min_length=1, max_length=200)
 
 class HistoryRef(Model):
     publication_id: str = Id
-    version: int = Field(ge=1, le=INT32_MAX)
+    version: StrictInt = Field(ge=1, le=INT32_MAX)
 
 
 class RunLimits(Model):
     """Per-run limits; each is capped by the server's own maximum."""
 
-    max_steps: int | None = Field(default=None, ge=1, le=INT32_MAX)
-    max_chars: int | None = Field(default=None, ge=1, le=INT32_MAX)
+    max_steps: StrictInt | None = Field(default=None, ge=1, le=INT32_MAX)
+    max_chars: StrictInt | None = Field(default=None, ge=1, le=INT32_MAX)
     max_seconds: float | None = Field(default=None, gt=0)
 
 
@@ -66,7 +66,7 @@ class RunRequest(Model):
     conversation_id: str | None = Field(default=None, max_length=200)
     limits: RunLimits | None = None
     driver: Driver = "dossier"
-    lease_seconds: int | None = Field(default=None, ge=LEASE_SECONDS_MIN, le=LEASE_SECONDS_MAX)
+    lease_seconds: StrictInt | None = Field(default=None, ge=LEASE_SECONDS_MIN, le=LEASE_SECONDS_MAX)
 
 
 class AdmitRequest(RunRequest):

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from shared.contracts import assets
-from shared.contracts.common import INT32_MAX, Model, Page, PageRequest, PublicationRef, Ref
+from shared.contracts.common import INT32_MAX, Model, Page, PageRequest, PublicationRef, Ref, StrictInt
 
 CREATE = "dossier.workspace.create"
 LIST = "dossier.workspace.list"
@@ -111,7 +111,7 @@ class GoalRevision(Model):
     """The body of `PUT /v1/workspaces/{id}/goal`."""
 
     text: str
-    expected_version: int = Field(ge=1, le=INT32_MAX)
+    expected_version: StrictInt = Field(ge=1, le=INT32_MAX)
 
 
 class ReviseGoalRequest(GoalRevision):
@@ -264,7 +264,7 @@ class CheckpointRevisions(Page):
 class CheckpointEdit(Model):
     """A person's edit. An omitted `summary` keeps the current one; a question closes only when resolved."""
 
-    expected_revision: int = Field(ge=0, le=INT32_MAX)
+    expected_revision: StrictInt = Field(ge=0, le=INT32_MAX)
     summary: str | None = None
     add_questions: list[str] = Field(default_factory=list)
     resolve_questions: list[str] = Field(default_factory=list)
@@ -278,7 +278,7 @@ class ProposeRequest(Model):
     """What runhost sends at the end of a run. The first revision is made with `expected_revision` 0."""
 
     workspace_id: str = Id
-    expected_revision: int = Field(ge=0, le=INT32_MAX)
+    expected_revision: StrictInt = Field(ge=0, le=INT32_MAX)
     summary: str
     add_questions: list[str] = Field(default_factory=list)
     resolve_questions: list[str] = Field(default_factory=list)

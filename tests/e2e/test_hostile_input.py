@@ -255,3 +255,32 @@ def test_a_method_a_route_does_not_take_is_405_with_allow(api: Api) -> None:
         assert r.headers.get("x-request-id") and r.json()["error"]["message"]
         allowed = {m.strip() for m in r.headers["allow"].split(",")}
         assert allowed and method not in allowed, r.headers["allow"]
+
+
+def test_integers_are_integers_and_numbers_are_finite(stack: RunningStack, api: Api) -> None:
+    """JSON has integers: `true`, `1.0` and `"60"` are not one; `1e400` and `Infinity` are no number."""
+    admin = {"Authorization": f"Bearer {stack.admin_token}"}
+    for value in (True, False, "60", 1.5):
+        r = httpx.post(
+            f"{stack.url}/v1/admin/tokens", json={"scope": "s", "principal": "p", "expires_in": value}, headers=admin
+        )
+        assert r.status_code == 422 and r.json()["error"]["details"]["field"] == "expires_in", (value, r.text)
+    ws = api.workspace()
+    for value in (False, "0"):
+        r = api.http.put(f"/v1/workspaces/{ws['id']}/checkpoint", json={"expected_revision": value, "summary": "x"})
+        assert r.status_code == 422, (value, r.text)
+    pub = api.publish("Report", "Body.")
+    r = api.http.post(f"/v1/publications/{pub['id']}/versions", json={"body": "v2", "expected_latest_version": "1"})
+    assert r.status_code == 422, r.text
+    for raw in ('{"max_seconds": 1e400}', '{"max_seconds": Infinity}', '{"max_seconds": NaN}', '{"max_steps": true}'):
+        body = '{"question": "q?", "request_id": ' + json.dumps(uuid.uuid4().hex) + ', "limits": ' + raw + "}"
+        r = api.http.post(
+            f"/v1/workspaces/{ws['id']}/runs", content=body.encode(), headers={"content-type": "application/json"}
+        )
+        assert r.status_code == 422, (raw, r.text)
+    assert (
+        api.http.post(
+            f"/v1/publications/{pub['id']}/versions", json={"body": "v2", "expected_latest_version": 1}
+        ).status_code
+        == 201
+    )
