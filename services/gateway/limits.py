@@ -18,7 +18,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from services.gateway.admission import PreauthBudget, TokenBuckets
 from services.gateway.tokens import bearer, token_digest
-from shared.errors import HTTP_STATUS, DomainError, Overloaded, RateLimited, TooLarge
+from shared.errors import HTTP_STATUS, DomainError, Overloaded, RateLimited, TooLarge, Unsupported
 
 # The only routes whose body streams (multipart uploads, bounded per file while they stream); every other
 # body gets the JSON limit. Matched exactly: `/v1/assets/import` takes JSON like any other route.
@@ -68,6 +68,15 @@ class Admission:
         # No Content-Length and no Transfer-Encoding: HTTP/1.1 says there is no body to read or bound.
         body = chunked or (declared is not None and declared != b"0")
         limit, streams = self.limit_for(scope["method"], scope["path"]) if body else (0, False)
+        if body and _encoded(scope["headers"]):
+            # A compressed body would pass the byte limit and grow past it when decoded: refused, unread.
+            await send_envelope(
+                send,
+                Unsupported(
+                    "an encoded body (Content-Encoding) is not accepted; send it plain", {"header": "Content-Encoding"}
+                ),
+            )
+            return
         if body and declared is not None and declared.isdigit() and int(declared) > limit:
             await send_envelope(send, _too_large(limit))
             return
@@ -169,6 +178,12 @@ def _framing(headers: list[tuple[bytes, bytes]]) -> tuple[bytes | None, bool]:
         elif name == b"transfer-encoding":
             chunked = True
     return declared, chunked
+
+
+def _encoded(headers: list[tuple[bytes, bytes]]) -> bool:
+    return any(
+        name == b"content-encoding" and value.strip().lower() not in (b"", b"identity") for name, value in headers
+    )
 
 
 def has_body(headers: list[tuple[bytes, bytes]]) -> bool:

@@ -7,6 +7,7 @@ parsed and before the token is checked, chunked or not.
 
 from __future__ import annotations
 
+import gzip
 import json
 import uuid
 from collections.abc import Iterator
@@ -284,3 +285,13 @@ def test_integers_are_integers_and_numbers_are_finite(stack: RunningStack, api: 
         ).status_code
         == 201
     )
+
+
+def test_an_encoded_body_is_refused_unread(api: Api) -> None:
+    packed = gzip.compress(json.dumps({"title": "t", "goal": "g" * 100}).encode())
+    for encoding in ("gzip", "br", "deflate"):
+        headers = {"content-type": "application/json", "content-encoding": encoding}
+        r = api.http.post("/v1/workspaces", content=packed, headers=headers)
+        assert r.status_code == 415 and r.json()["error"]["details"]["header"] == "Content-Encoding", r.text
+    plain = {"content-type": "application/json", "content-encoding": "identity"}
+    assert api.http.post("/v1/workspaces", content=b'{"title": "t", "goal": "g"}', headers=plain).status_code == 201
