@@ -1,7 +1,7 @@
 """The model-call journal: a run never pays twice for the same model request after a crash.
 
 Each request to a model endpoint is journaled with the sha256 of its exact input (the messages and the
-tool schemas, canonical JSON) and the step the model answered; the step's tool result is added once the
+tool schemas, canonical JSON) and the step the model answered (all its tool calls); the step's tool result is added once the
 step ran. A resumed attempt rebuilds its context window from the journaled results, so the request it
 makes next carries the same input as the one the crashed attempt made last; when that input was already
 answered by an earlier attempt, the journaled answer is used and the ledger says `replayed`.
@@ -42,7 +42,12 @@ class ModelJournal:
         """The results of every journaled step, in order: the context the crashed attempt had."""
         async with self._db.pool.acquire() as conn:
             rows = await self._repo.results(conn, run_id=self.run_id)
-        return [ToolResult(**row["result"]) for row in rows]
+        results: list[ToolResult] = []
+        for row in rows:
+            # A reply with parallel tool calls keeps their results as one batch; older rows hold one result.
+            batch = row["result"].get("batch", [row["result"]])
+            results.extend(ToolResult(**item) for item in batch)
+        return results
 
     async def ask(self, policy: Policy, model_input: ModelInput) -> ToolCall:
         digest = input_hash(model_input)
@@ -56,9 +61,9 @@ class ModelJournal:
             if not ok:
                 raise StaleLease(self.run_id)
             self._current = earlier["seq"]
-            return ToolCall(**earlier["response"], replayed=True)
+            return ToolCall.from_record(earlier["response"], replayed=True)
         call = await policy.next_step(model_input)
-        response = {k: v for k, v in asdict(call).items() if k != "replayed"}
+        response = call.record()
         async with self._db.transaction() as conn:
             seq = await self._repo.insert_request(
                 conn,
@@ -73,13 +78,18 @@ class ModelJournal:
         self._current = seq
         return call
 
-    async def result(self, result: ToolResult) -> None:
-        """The outcome of the step whose answer came last; a resumed attempt's context is rebuilt from these."""
+    async def result(self, results: list[ToolResult]) -> None:
+        """The outcomes of the calls of the answer that came last, all at once: a crash amid them replays the
+        answer and runs its calls again (reads answer from the run's files, writes are the same writes)."""
         if self._current is None:
             return
         async with self._db.transaction() as conn:
             ok = await self._repo.set_result(
-                conn, run_id=self.run_id, epoch=self.epoch, seq=self._current, result=_plain(asdict(result))
+                conn,
+                run_id=self.run_id,
+                epoch=self.epoch,
+                seq=self._current,
+                result=_plain({"batch": [asdict(r) for r in results]}),
             )
         if not ok:
             raise StaleLease(self.run_id)

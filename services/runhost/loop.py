@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -17,10 +18,13 @@ from services.runhost.journal import ModelJournal
 from services.runhost.ledger import Inclusion, RunLedger
 from services.runhost.memory import RunFiles, StaleLease
 from services.runhost.policies.base import TOOLS, ModelInput, Policy, RunView, ToolCall, ToolResult
+from services.runhost.replies import answer_back, check_repetition
 from services.runhost.repository import RunRepository, RunRow, WorkDone
 from services.runhost.tool_args import BadArguments, FinishArgs, parse_arguments
 from services.runhost.tools import ToolBox
 from shared.db import Database
+
+log = logging.getLogger("dossier.runhost.loop")
 
 # The model's context is a window, not an archive: the most recent tool calls and results up to this many
 # characters (arguments included), never more than RECENT_STEPS of them. Older work lives in the files and
@@ -44,6 +48,12 @@ class Limits:
     max_steps: int
     max_chars: int
     max_seconds: float
+    # The same failing step this many times in a row fails the run.
+    same_failures: int = 3
+
+
+# While a model request is in flight, the run's cancel flag is checked this often.
+CANCEL_POLL_SECONDS = 1.0
 
 
 @dataclass
@@ -80,6 +90,7 @@ def build_messages(view: RunView, transcript: list[ToolResult]) -> list[dict[str
         f"Goal (version {view.goal_version}): {view.goal}\nQuestion: {view.question}\n"
         f"Catalog frozen at admission: {len(view.catalog['items'])} items"
         f" ({'complete' if view.catalog['complete'] else str(view.catalog['omitted']) + ' omitted'}); call list_catalog.\n"
+        f"Checkpoint revision: {view.checkpoint_revision} (a checkpoint_proposal applies against it).\n"
         f"Working files:\n{files}"
     )
     messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": task}]
@@ -93,17 +104,23 @@ def build_messages(view: RunView, transcript: list[ToolResult]) -> list[dict[str
         budget -= len(text) + len(arguments)
         if budget < 0:
             break
-        call = {"id": result.call_id, "type": "function", "function": {"name": result.tool, "arguments": arguments}}
-        kept.append(
-            [
-                {"role": "assistant", "content": None, "tool_calls": [call]},
-                {"role": "tool", "tool_call_id": result.call_id, "content": text},
-            ]
-        )
+        kept.append(_turn(result, arguments, text))
     for pair in reversed(kept):
         messages.extend(pair)
     messages.append({"role": "user", "content": f"Current plan (plan.md, recited):\n{view.plan}"})
     return messages
+
+
+def _turn(result: ToolResult, arguments: str, text: str) -> list[dict[str, Any]]:
+    """One step as the model sees it: its call and the tool's answer, or its reply and what happened to it."""
+    if not result.tool:
+        said = str(result.arguments.get("content") or "")[:ARGUMENT_CHARS]
+        return [{"role": "assistant", "content": said}, {"role": "user", "content": text}]
+    call = {"id": result.call_id, "type": "function", "function": {"name": result.tool, "arguments": arguments}}
+    return [
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": result.call_id, "content": text},
+    ]
 
 
 def _shortened(arguments: dict[str, Any]) -> dict[str, Any]:
@@ -201,15 +218,20 @@ class RunLoop:
             remaining = self.limits.max_seconds - (time.monotonic() - self.counters.started_at)
             try:
                 async with asyncio.timeout(max(remaining, 0.01)):
-                    call = await self._ask(model_input)
+                    reply = await self._ask_unless_cancelled(model_input)
             except TimeoutError:
                 return Stopped("limit:time")
+            if reply is None:
+                return Stopped("cancelled")
+            calls = reply.calls()
+            # A replayed answer was counted by the attempt that got it; only the model's own answers count.
+            fresh = not reply.replayed
             step = WorkDone(
-                steps=1,
-                requests=0 if call.replayed else 1,
-                input_chars=input_chars(model_input.messages),
-                tokens_in=call.tokens_in,
-                tokens_out=call.tokens_out,
+                steps=len(calls) if fresh else 0,
+                requests=1 if fresh else 0,
+                input_chars=input_chars(model_input.messages) if fresh else 0,
+                tokens_in=reply.tokens_in if fresh else None,
+                tokens_out=reply.tokens_out if fresh else None,
             )
             cancelled = await self._bump(step)
             if cancelled:
@@ -217,19 +239,50 @@ class RunLoop:
             if self.step_delay:
                 # Between the model's answer and its tool: where a crash costs a model call without a journal.
                 await asyncio.sleep(self.step_delay)
-            if call.name == "finish":
-                outcome = self._finish(call)
+            results: list[ToolResult] = []
+            for position, call in enumerate(calls):
+                outcome = await self._run_call(call)
                 if isinstance(outcome, Finished):
+                    if position < len(calls) - 1:
+                        log.warning("run %s: %d calls after finish not run", self.run["id"], len(calls) - position - 1)
                     return outcome
-                result = outcome
-                inclusions: list[Inclusion] = []
-            else:
-                result, inclusions = await self.toolbox.execute(call)
-            await self._bump(WorkDone(chars=len(result.text), source_chars=int(result.data.get("fresh_chars", 0))))
-            self.pending.extend(inclusions)
-            self.transcript.append(result)
+                result, inclusions = outcome
+                await self._bump(WorkDone(chars=len(result.text), source_chars=int(result.data.get("fresh_chars", 0))))
+                self.pending.extend(inclusions)
+                self.transcript.append(result)
+                results.append(result)
             if self.journal is not None:
-                await self.journal.result(result)
+                await self.journal.result(results)
+            check_repetition(self.run["id"], self.transcript, self.limits.same_failures)
+
+    async def _run_call(self, call: ToolCall) -> Finished | tuple[ToolResult, list[Inclusion]]:
+        if call.problem:
+            return answer_back(call), []
+        if call.name == "finish":
+            outcome = self._finish(call)
+            return outcome if isinstance(outcome, Finished) else (outcome, [])
+        return await self.toolbox.execute(call)
+
+    async def _ask_unless_cancelled(self, model_input: ModelInput) -> ToolCall | None:
+        """The model's answer, or None when the run was cancelled while the request was in flight."""
+        ask = asyncio.create_task(self._ask(model_input))
+        watch = asyncio.create_task(self._watch_cancel())
+        try:
+            await asyncio.wait({ask, watch}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (ask, watch):
+                task.cancel()
+            await asyncio.gather(ask, watch, return_exceptions=True)
+        if ask.done() and not ask.cancelled():
+            return ask.result()
+        watch.result()
+        return None
+
+    async def _watch_cancel(self) -> None:
+        while True:
+            await asyncio.sleep(CANCEL_POLL_SECONDS)
+            if await self._bump():
+                return
 
     async def _ask(self, model_input: ModelInput) -> ToolCall:
         if self.journal is None:
@@ -245,7 +298,11 @@ class RunLoop:
         else:
             assert isinstance(args, FinishArgs)
             if args.answer.strip():
-                return Finished(args.answer.strip(), args.checkpoint_proposal)
+                proposal = args.checkpoint_proposal
+                if isinstance(proposal, dict) and "expected_revision" not in proposal:
+                    # The revision the run saw: the proposal applies unless someone changed it meanwhile.
+                    proposal = proposal | {"expected_revision": self.checkpoint_revision}
+                return Finished(args.answer.strip(), proposal)
             problem = "finish needs a non-empty answer"
         return ToolResult("finish", call.arguments, f"error: {problem}", ok=False, call_id=call.call_id)
 

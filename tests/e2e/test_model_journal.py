@@ -71,6 +71,8 @@ def test_a_sigkilled_openai_run_resumes_without_repeating_a_model_call(
     assert len(inputs) == STEPS, "the resumed run asked the model more (or less) than a clean run"
     assert len(set(inputs)) == len(inputs), "an input was sent to the model twice"
     assert run["stats"]["model_requests"] == STEPS
+    # The replayed answer was counted when the crashed attempt got it, and only then.
+    assert run["stats"]["steps"] == STEPS and run["stats"]["tokens_in"] == 100 * STEPS == clean["stats"]["tokens_in"]
     replayed = [r for r in api.ledger(run["id"]) if r["stage"] == "replayed"]
     assert len(replayed) == 1 and replayed[0]["ref"] is None
     assert replayed[0]["model_request"] == f"{run['id']}:r3" and len(replayed[0]["content_hash"]) == 64

@@ -16,6 +16,43 @@ class ToolCall:
     tokens_out: int | None = None
     # Answered from the model-call journal (an earlier attempt's answer to the same input), not by the model.
     replayed: bool = False
+    # Set when the reply was no usable tool call ("narration", "length", "content_filter", "empty"): the
+    # loop answers it back to the model instead of running it. `content` is the reply's text, if any.
+    problem: str = ""
+    content: str = ""
+    # The further tool calls of the same reply (parallel tool calls), run after this one, in order.
+    siblings: list[ToolCall] = field(default_factory=list)
+
+    def record(self) -> dict[str, Any]:
+        """JSON-ready, as the model-call journal keeps it."""
+        return {
+            "name": self.name,
+            "arguments": self.arguments,
+            "call_id": self.call_id,
+            "tokens_in": self.tokens_in,
+            "tokens_out": self.tokens_out,
+            "problem": self.problem,
+            "content": self.content,
+            "siblings": [s.record() for s in self.siblings],
+        }
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any], *, replayed: bool = False) -> ToolCall:
+        """A journaled step (older journal rows lack the later fields)."""
+        return cls(
+            name=record["name"],
+            arguments=record["arguments"],
+            call_id=record.get("call_id", ""),
+            tokens_in=record.get("tokens_in"),
+            tokens_out=record.get("tokens_out"),
+            replayed=replayed,
+            problem=record.get("problem", ""),
+            content=record.get("content", ""),
+            siblings=[cls.from_record(s) for s in record.get("siblings", [])],
+        )
+
+    def calls(self) -> list[ToolCall]:
+        return [self, *self.siblings]
 
 
 @dataclass
@@ -127,6 +164,7 @@ TOOLS: list[dict[str, Any]] = [
                     "summary": _STR,
                     "add_questions": {"type": "array", "items": _STR},
                     "resolve_questions": {"type": "array", "items": _STR},
+                    "expected_revision": _INT,
                 },
             },
         },
