@@ -89,7 +89,7 @@ def build_messages(view: RunView, transcript: list[ToolResult]) -> list[dict[str
     task = (
         f"Goal (version {view.goal_version}): {view.goal}\nQuestion: {view.question}\n"
         f"Catalog frozen at admission: {len(view.catalog['items'])} items"
-        f" ({'complete' if view.catalog['complete'] else str(view.catalog['omitted']) + ' omitted'}); call list_catalog.\n"
+        f" ({'complete' if view.catalog['complete'] else str(view.catalog['omitted']) + ' omitted'}); call list_catalog (it writes catalog.md).\n"
         f"Checkpoint revision: {view.checkpoint_revision} (a checkpoint_proposal applies against it).\n"
         f"Working files:\n{files}"
     )

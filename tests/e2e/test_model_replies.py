@@ -6,6 +6,7 @@ ledger and how many requests the model server got."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +16,7 @@ import httpx
 import pytest
 
 from tests.support.api import Api, probe
+from tests.support.documents import pdf
 from tests.support.fake_openai import NARRATION, SCENARIO_ANSWER
 from tests.support.fake_openai import running as fake_openai_server
 from tests.support.stack import RunningStack, start_stack, stop_stack
@@ -28,7 +30,11 @@ def model_server() -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def model_stack(tmp_path_factory: pytest.TempPathFactory, model_server: str) -> Iterator[RunningStack]:
+    scripts = tmp_path_factory.mktemp("scripts")
+    # An earlier run that publishes at once: what 40 earlier runs leave in a workspace, quickly.
+    (scripts / "quick.json").write_text(json.dumps([{"name": "finish", "arguments": {"answer": "# earlier\n"}}]))
     env = {
+        "DOSSIER_SCRIPTS_DIR": str(scripts),
         "DOSSIER_MODEL": "openai",
         "DOSSIER_OPENAI_BASE_URL": f"{model_server}/v1",
         "DOSSIER_OPENAI_MODEL": "fake-scenarios",
@@ -176,3 +182,37 @@ def test_a_cancel_stops_a_trickling_request(model_stack: RunningStack, model_ser
     assert len(requests_of(model_server, question)) == 1
     assert run["stats"]["model_requests"] == 0 and api.ledger(run["id"]) == []
     assert "Task was destroyed but it is pending" not in runhost_log(model_stack)
+
+
+def test_a_new_run_reads_and_cites_the_sources_after_40_earlier_runs(
+    model_stack: RunningStack, model_server: str
+) -> None:
+    api = Api(model_stack)
+    ws = api.workspace()
+    for n in range(3):
+        text = f"Source {n} on Fund X: liquidity covers {30 + n} days of redemptions."
+        api.upload(pdf([text]), f"fundx-{n}", f"fundx-{n}.pdf", ws["id"])
+    api.wait_catalog(ws["id"], 3, timeout=60)
+    question = "How good is the liquidity of Fund X?"
+    earlier = [api.start_run(ws["id"], question, model="scripted:quick")["id"] for _ in range(40)]
+    for run_id in earlier:
+        assert api.wait_run(run_id, timeout=180)["status"] == "completed"
+    # Each earlier run added its publication and its report artifact: 80 run outputs beside 3 sources.
+    api.wait_catalog(ws["id"], 83, timeout=60)
+
+    run, asked = scenario_run(api, ws["id"], "catalog")
+    assert run["status"] == "completed", run["error"]
+    catalog = run["catalog"]
+    assert catalog["omitted"] == 83 - len(catalog["items"]) > 0
+    assert [i["id"] for i in catalog["items"] if i["kind"] == "source"] == ["fundx-2", "fundx-1", "fundx-0"]
+    sources = {"fundx-0", "fundx-1", "fundx-2"}
+    read = [r for r in api.ledger(run["id"]) if r["stage"] == "read"]
+    assert {r["ref"]["id"] for r in read} == sources and len(read) == 3
+    published = api.read(run["publication"])
+    assert {s["id"] for s in published["sources"]} == sources
+    assert all(f"{s}@v1" in published["body"] for s in sources)
+    assert "catalog.md" in api.files(run["id"])
+    sent = requests_of(model_server, asked)
+    assert len(sent) == 5 == run["stats"]["model_requests"], "list, read catalog.md, search, read, finish"
+    listed = sent[1]["body"]["messages"][-2]["content"]
+    assert listed.startswith("[catalog.md]") and len(listed) < 1000

@@ -10,7 +10,7 @@ answered by that scenario instead, whatever the mode, so one server and one stac
 `narration`, `length_call`, `length_text`, `content_filter`, `empty` (each once, then a normal step),
 `repeat` (narration forever), `parallel` (three tool calls in one reply), `outage:<seconds>` (503 with
 Retry-After for that long from its first request), `errorbody` (a 200 carrying `{"error": ...}` once) and
-`trickle` (a reply whose bytes never stop coming).
+`trickle` (a reply whose bytes never stop coming) and `catalog` (a model that works from catalog.md).
 
 Started with the mode `walk` (`python -m tests.support.fake_openai PORT walk`) it plays a longer script
 instead, as a function of the input alone (like a model at temperature zero): the next step is chosen by
@@ -79,10 +79,14 @@ ONCE: dict[str, str] = {
 
 
 def scenario_of(body: dict[str, Any]) -> tuple[str, int, str] | None:
-    """(name, seconds, question) of a request whose question names a scenario."""
+    """(name, seconds, the question's line) of a request whose question names a scenario."""
     task = next((str(m.get("content")) for m in body.get("messages", []) if m.get("role") == "user"), "")
     match = SCENARIO.search(task)
-    return (match[1], int(match[2] or 0), task) if match else None
+    if match is None:
+        return None
+    # The question's line names the run; the rest of the task message changes from step to step.
+    question = next(line for line in task.splitlines() if match[0] in line)
+    return match[1], int(match[2] or 0), question
 
 
 def scenario_answer(name: str, seconds: int, task: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]] | str:
@@ -98,6 +102,8 @@ def scenario_answer(name: str, seconds: int, task: str, body: dict[str, Any]) ->
         return "trickle"
     if name == "repeat":
         return 200, text_reply(NARRATION)
+    if name == "catalog":
+        return 200, catalog_walk(body)
     if done == 0:
         if name in ONCE:
             return 200, text_reply(ONCE[name], "length" if name == "length_text" else "stop")
@@ -119,6 +125,37 @@ def scenario_answer(name: str, seconds: int, task: str, body: dict[str, Any]) ->
     proposal = {"summary": f"scenario {name} summary", "add_questions": [f"Did {name} hold?"]}
     arguments = {"answer": SCENARIO_ANSWER, "checkpoint_proposal": proposal}
     return 200, tool_call("finish", json.dumps(arguments), f"s-{done}")
+
+
+def catalog_walk(body: dict[str, Any]) -> dict[str, Any]:
+    """A model that works from the catalog: list it, read catalog.md, search each source it lists,
+    read the first passage of each, and cite them."""
+    called = [c["function"]["name"] for m in body["messages"] for c in m.get("tool_calls") or []]
+    answers = {m["tool_call_id"]: str(m["content"]) for m in body["messages"] if m.get("role") == "tool"}
+    said = "\n".join(answers.values())
+    if "list_catalog" not in called:
+        return tool_call("list_catalog", "{}", "cat-0")
+    if "read_file" not in called:
+        return tool_call("read_file", json.dumps({"path": "catalog.md", "limit": 3000}), "cat-1")
+    if "search_evidence" not in called:
+        sources = re.findall(r"^- source (\S+)@\d+ ", answers.get("cat-1", ""), re.M)
+        if not sources:
+            return tool_call("finish", json.dumps({"answer": "The catalog lists no source."}), "cat-none")
+        calls = [
+            ("search_evidence", json.dumps({"query": "liquidity", "source_id": s}), f"cat-s{n}")
+            for n, s in enumerate(sources)
+        ]
+        return tool_calls(calls)
+    hits = re.findall(r"^- (\S+): (\S+)@(\d+) (\S+): ", said, re.M)
+    first = {source: (evidence, version, locator) for evidence, source, version, locator in reversed(hits)}
+    if "read_evidence" not in called:
+        calls = [
+            ("read_evidence", json.dumps({"evidence_id": evidence}), f"cat-r{n}")
+            for n, (evidence, _, _) in enumerate(first.values())
+        ]
+        return tool_calls(calls)
+    cited = "\n".join(f"- {s} says so ({s}@v{v} {loc})" for s, (_, v, loc) in sorted(first.items()))
+    return tool_call("finish", json.dumps({"answer": f"## What the new evidence says\n{cited}"}), "cat-end")
 
 
 def _count(task: str) -> int:

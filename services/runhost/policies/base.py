@@ -115,7 +115,12 @@ _STR = {"type": "string"}
 _INT = {"type": "integer"}
 
 TOOLS: list[dict[str, Any]] = [
-    _tool("list_catalog", "List the workspace's catalog frozen at admission (refs, titles, availability).", {}, []),
+    _tool(
+        "list_catalog",
+        "List the workspace's catalog frozen at admission (refs, titles, availability) into catalog.md.",
+        {},
+        [],
+    ),
     _tool(
         "read_publication",
         "Read one exact version of an earlier publication; saves it to sources/ and returns a pointer.",
@@ -124,8 +129,9 @@ TOOLS: list[dict[str, Any]] = [
     ),
     _tool(
         "search_evidence",
-        "Full-text search over active source versions; returns snippets with locators.",
-        {"query": _STR},
+        "Full-text search over active source versions (all of them, or one source's); returns snippets with"
+        " locators. It also finds sources the catalog omits.",
+        {"query": _STR, "source_id": _STR},
         ["query"],
     ),
     _tool(
