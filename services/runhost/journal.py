@@ -37,6 +37,7 @@ class ModelJournal:
         self._db, self._repo = db, repo or JournalRepository()
         self.run_id, self.epoch = run_id, epoch
         self._current: int | None = None  # the journal row of the step in progress
+        self._batch: list[ToolResult] = []  # the results of its calls so far
 
     async def transcript(self) -> list[ToolResult]:
         """The results of every journaled step, in order: the context the crashed attempt had."""
@@ -60,7 +61,7 @@ class ModelJournal:
                 )
             if not ok:
                 raise StaleLease(self.run_id)
-            self._current = earlier["seq"]
+            self._current, self._batch = earlier["seq"], []
             return ToolCall.from_record(earlier["response"], replayed=True)
         call = await policy.next_step(model_input)
         response = call.record()
@@ -75,22 +76,39 @@ class ModelJournal:
             )
         if seq is None:
             raise StaleLease(self.run_id)
-        self._current = seq
+        self._current, self._batch = seq, []
         return call
 
-    async def result(self, results: list[ToolResult]) -> None:
-        """The outcomes of the calls of the answer that came last, all at once: a crash amid them replays the
-        answer and runs its calls again (reads answer from the run's files, writes are the same writes)."""
-        if self._current is None:
-            return
+    async def unfinished(self) -> list[ToolCall]:
+        """The calls an earlier attempt left unrun of its last answer, when it ran some of them; the answer
+        is recorded as replayed, and their results join that answer's journal row."""
+        async with self._db.pool.acquire() as conn:
+            last = await self._repo.last_entry(conn, run_id=self.run_id)
+        if last is None or last["result"] is None or last["epoch"] >= self.epoch:
+            return []
+        calls = ToolCall.from_record(last["response"], replayed=True).calls()
+        done = last["result"].get("batch", [last["result"]])
+        if len(done) >= len(calls):
+            return []
         async with self._db.transaction() as conn:
-            ok = await self._repo.set_result(
-                conn,
-                run_id=self.run_id,
-                epoch=self.epoch,
-                seq=self._current,
-                result=_plain({"batch": [asdict(r) for r in results]}),
+            ok = await self._repo.append_replayed(
+                conn, run_id=self.run_id, epoch=self.epoch, request_id=last["request_id"], input_hash=last["input_hash"]
             )
         if not ok:
             raise StaleLease(self.run_id)
-        self._current = None
+        self._current, self._batch = last["seq"], [ToolResult(**item) for item in done]
+        return calls[len(done) :]
+
+    async def result(self, result: ToolResult) -> None:
+        """The outcome of one call of the answer that came last. An answer's results are kept together, each
+        added as its call ends, so a resumed attempt knows which of its calls already ran."""
+        if self._current is None:
+            return
+        self._batch.append(result)
+        batch = _plain({"batch": [asdict(r) for r in self._batch]})
+        async with self._db.transaction() as conn:
+            ok = await self._repo.set_result(
+                conn, run_id=self.run_id, epoch=self.epoch, seq=self._current, result=batch
+            )
+        if not ok:
+            raise StaleLease(self.run_id)

@@ -206,6 +206,13 @@ class RunLoop:
             self.transcript = await self.journal.transcript()
         if "plan.md" not in await self.files.listing():
             await self.files.write("plan.md", initial_plan(self.run))
+        if self.journal is not None:
+            # An earlier attempt stopped amid the calls of one answer: run the rest, as it would have.
+            rest = await self.journal.unfinished()
+            if rest:
+                finished = await self._run_calls(rest)
+                if finished is not None:
+                    return finished
         while True:
             if await self._bump():
                 return Stopped("cancelled")
@@ -236,24 +243,29 @@ class RunLoop:
             cancelled = await self._bump(step)
             if cancelled:
                 return Stopped("cancelled")
-            if self.step_delay:
-                # Between the model's answer and its tool: where a crash costs a model call without a journal.
-                await asyncio.sleep(self.step_delay)
-            results: list[ToolResult] = []
-            for position, call in enumerate(calls):
-                outcome = await self._run_call(call)
-                if isinstance(outcome, Finished):
-                    if position < len(calls) - 1:
-                        log.warning("run %s: %d calls after finish not run", self.run["id"], len(calls) - position - 1)
-                    return outcome
-                result, inclusions = outcome
-                await self._bump(WorkDone(chars=len(result.text), source_chars=int(result.data.get("fresh_chars", 0))))
-                self.pending.extend(inclusions)
-                self.transcript.append(result)
-                results.append(result)
-            if self.journal is not None:
-                await self.journal.result(results)
+            finished = await self._run_calls(calls)
+            if finished is not None:
+                return finished
             check_repetition(self.run["id"], self.transcript, self.limits.same_failures)
+
+    async def _run_calls(self, calls: list[ToolCall]) -> Finished | None:
+        """The calls of one answer, in order, each journaled as it ends (a resumed attempt runs the rest)."""
+        for position, call in enumerate(calls):
+            if self.step_delay:
+                # Between the model's answer and a tool: where a crash costs a model call without a journal.
+                await asyncio.sleep(self.step_delay)
+            outcome = await self._run_call(call)
+            if isinstance(outcome, Finished):
+                if position < len(calls) - 1:
+                    log.warning("run %s: %d calls after finish not run", self.run["id"], len(calls) - position - 1)
+                return outcome
+            result, inclusions = outcome
+            await self._bump(WorkDone(chars=len(result.text), source_chars=int(result.data.get("fresh_chars", 0))))
+            self.pending.extend(inclusions)
+            self.transcript.append(result)
+            if self.journal is not None:
+                await self.journal.result(result)
+        return None
 
     async def _run_call(self, call: ToolCall) -> Finished | tuple[ToolResult, list[Inclusion]]:
         if call.problem:

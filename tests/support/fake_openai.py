@@ -8,7 +8,7 @@ at `GET /requests`.
 A request whose question (in the task message) names a scenario, `scenario:<name>[:<seconds>]`, is
 answered by that scenario instead, whatever the mode, so one server and one stack play them all:
 `narration`, `length_call`, `length_text`, `content_filter`, `empty` (each once, then a normal step),
-`repeat` (narration forever), `parallel` (three tool calls in one reply), `outage:<seconds>` (503 with
+`repeat` (narration forever), `parallel` and `batch` (three tool calls in one reply), `outage:<seconds>` (503 with
 Retry-After for that long from its first request), `errorbody` (a 200 carrying `{"error": ...}` once) and
 `trickle` (a reply whose bytes never stop coming) and `catalog` (a model that works from catalog.md).
 
@@ -113,6 +113,13 @@ def scenario_answer(name: str, seconds: int, task: str, body: dict[str, Any]) ->
             return 200, text_reply(None, "content_filter")
         if name == "empty":
             return 200, text_reply("")
+        if name == "batch":
+            calls = [
+                ("list_catalog", "{}", "batch-0"),
+                ("write_note", json.dumps({"source": "first", "text": "first of three"}), "batch-1"),
+                ("write_note", json.dumps({"source": "second", "text": "second of three"}), "batch-2"),
+            ]
+            return 200, tool_calls(calls)
         if name == "parallel":
             calls = [
                 ("list_catalog", "{}", "par-0"),
