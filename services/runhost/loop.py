@@ -246,7 +246,7 @@ class RunLoop:
             finished = await self._run_calls(calls)
             if finished is not None:
                 return finished
-            check_repetition(self.run["id"], self.transcript, self.limits.same_failures)
+            check_repetition(self.transcript, self.limits.same_failures)
 
     async def _run_calls(self, calls: list[ToolCall]) -> Finished | None:
         """The calls of one answer, in order, each journaled as it ends (a resumed attempt runs the rest)."""

@@ -9,13 +9,10 @@ model can repeat the same failing step forever; the same failure `limit` times i
 from __future__ import annotations
 
 import json
-import logging
 
 from services.runhost.policies.base import ToolCall, ToolResult
 from services.runhost.policies.openai import PolicyError
 from shared.metrics import MODEL_REPLIES_ANSWERED_BACK as ANSWERED_BACK
-
-log = logging.getLogger("dossier.runhost.replies")
 
 MESSAGES = {
     "narration": (
@@ -57,7 +54,7 @@ def failure_key(result: ToolResult) -> str | None:
     return json.dumps([result.tool, result.arguments], sort_keys=True, default=str)
 
 
-def check_repetition(run_id: str, transcript: list[ToolResult], limit: int) -> None:
+def check_repetition(transcript: list[ToolResult], limit: int) -> None:
     """Raise when the last `limit` results are the same failure."""
     if limit < 1 or len(transcript) < limit:
         return
@@ -68,5 +65,4 @@ def check_repetition(run_id: str, transcript: list[ToolResult], limit: int) -> N
     last = tail[-1]
     what = f"a reply with {last.data['problem']}" if last.data.get("problem") else f"the call {last.tool or '(none)'}"
     message = f"the model sent {what} {limit} times in a row, each answered with: {last.text[:300]}"
-    log.warning("run %s: failed: %s", run_id, message)
     raise RepeatedFailure(message)

@@ -169,6 +169,7 @@ class Worker:
             await self._fail(finisher, f"internal error ({type(exc).__name__})")
 
     async def _fail(self, finisher: Finisher, error: str) -> None:
+        log.warning("run %s: failed: %s", finisher.run["id"], error)
         try:
             await finisher.failed(error)
         except StaleLease:

@@ -127,7 +127,7 @@ def test_the_same_failing_reply_three_times_fails_the_run(model_stack: RunningSt
     assert "3 times in a row" in run["error"] and "text without a tool call" in run["error"]
     assert len(requests_of(model_server, question)) == 3 == run["stats"]["model_requests"]
     assert api.ledger(run["id"]) == []
-    assert f"run {run['id']}: failed: the model sent" in runhost_log(model_stack)
+    assert f"run {run['id']}: failed: RepeatedFailure: the model sent" in runhost_log(model_stack)
 
 
 def test_parallel_tool_calls_all_run_in_order(model_stack: RunningStack, model_server: str) -> None:

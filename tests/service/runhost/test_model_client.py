@@ -52,3 +52,16 @@ async def test_a_trickling_reply_meets_the_whole_request_deadline(model_url: str
     finally:
         await policy.close()
     assert "no whole reply within 2 s" in str(failed.value)
+
+
+async def test_parallel_tool_calls_false_is_sent_and_every_returned_call_is_kept(model_url: str) -> None:
+    policy = OpenAIPolicy(base_url=f"{model_url}/v1", api_key="sk-x", model="m", parallel_tool_calls=False)
+    try:
+        step = await policy.next_step(model_input("run_par", "scenario:parallel flag"))
+    finally:
+        await policy.close()
+    # A server may ignore the flag: whatever calls it returns are all kept, in order.
+    assert [c.call_id for c in step.calls()] == ["par-0", "par-1", "par-2"]
+    async with httpx.AsyncClient() as client:
+        (sent,) = (await client.get(f"{model_url}/requests")).json()
+    assert sent["body"]["parallel_tool_calls"] is False and sent["auth"] == "Bearer sk-x"
