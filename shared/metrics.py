@@ -38,6 +38,11 @@ OUTBOX_PARKED = Counter(
 )
 RUNS = Gauge("dossier_runs", "Runs by status (runhost)", ["status"])
 LEASE_TAKEOVERS = Counter("dossier_lease_takeovers_total", "Runs taken over from a worker whose lease expired")
+MODEL_REPLIES_ANSWERED_BACK = Counter(
+    "dossier_model_replies_answered_back_total",
+    "Model replies that were no usable tool call (narration, length, content_filter, empty), answered back",
+    ["kind"],
+)
 EXTRACTION_SECONDS = Histogram(
     "dossier_extraction_seconds",
     "Time to extract one asset version",

@@ -89,6 +89,14 @@ class RunhostSettings(CommonSettings):
     openai_api_key: str = Field(default="", repr=False)
     openai_model: str = ""
     openai_backoff_seconds: float = 0.5
+    openai_max_backoff_seconds: float = 10.0
+    # How long a model request is retried (429, 5xx, resets, an error in a 200) before the run fails:
+    # long enough to ride out an endpoint's restart.
+    openai_retry_seconds: float = 120.0
+    # The deadline of one whole model request, however slowly its bytes arrive.
+    openai_timeout_seconds: float = 120.0
+    # Sent as `parallel_tool_calls` when set; unset, the field is left out (not every server knows it).
+    openai_parallel_tool_calls: bool | None = None
     # Named steps for the `scripted:<name>` policy (tests): <scripts_dir>/<name>.json.
     scripts_dir: Path | None = None
     run_lease_seconds: float = 15.0
@@ -100,6 +108,8 @@ class RunhostSettings(CommonSettings):
     run_max_steps: int = 400
     run_max_chars: int = 4_000_000
     run_max_seconds: float = 1800.0
+    # The same failing model step (a bad call, narration, a cut reply) this many times in a row fails the run.
+    run_same_failures: int = 3
     # Fault tests only: slows every step so a crash can land mid-run. Zero in any real deployment.
     run_step_delay_seconds: float = 0.0
     max_plan_bytes: int = 64 * 1024

@@ -1,7 +1,7 @@
 """The model-call journal: a run never pays twice for the same model request after a crash.
 
 Each request to a model endpoint is journaled with the sha256 of its exact input (the messages and the
-tool schemas, canonical JSON) and the step the model answered; the step's tool result is added once the
+tool schemas, canonical JSON) and the step the model answered (all its tool calls); the step's tool result is added once the
 step ran. A resumed attempt rebuilds its context window from the journaled results, so the request it
 makes next carries the same input as the one the crashed attempt made last; when that input was already
 answered by an earlier attempt, the journaled answer is used and the ledger says `replayed`.
@@ -37,12 +37,18 @@ class ModelJournal:
         self._db, self._repo = db, repo or JournalRepository()
         self.run_id, self.epoch = run_id, epoch
         self._current: int | None = None  # the journal row of the step in progress
+        self._batch: list[ToolResult] = []  # the results of its calls so far
 
     async def transcript(self) -> list[ToolResult]:
         """The results of every journaled step, in order: the context the crashed attempt had."""
         async with self._db.pool.acquire() as conn:
             rows = await self._repo.results(conn, run_id=self.run_id)
-        return [ToolResult(**row["result"]) for row in rows]
+        results: list[ToolResult] = []
+        for row in rows:
+            # A reply with parallel tool calls keeps their results as one batch; older rows hold one result.
+            batch = row["result"].get("batch", [row["result"]])
+            results.extend(ToolResult(**item) for item in batch)
+        return results
 
     async def ask(self, policy: Policy, model_input: ModelInput) -> ToolCall:
         digest = input_hash(model_input)
@@ -55,10 +61,10 @@ class ModelJournal:
                 )
             if not ok:
                 raise StaleLease(self.run_id)
-            self._current = earlier["seq"]
-            return ToolCall(**earlier["response"], replayed=True)
+            self._current, self._batch = earlier["seq"], []
+            return ToolCall.from_record(earlier["response"], replayed=True)
         call = await policy.next_step(model_input)
-        response = {k: v for k, v in asdict(call).items() if k != "replayed"}
+        response = call.record()
         async with self._db.transaction() as conn:
             seq = await self._repo.insert_request(
                 conn,
@@ -70,17 +76,39 @@ class ModelJournal:
             )
         if seq is None:
             raise StaleLease(self.run_id)
-        self._current = seq
+        self._current, self._batch = seq, []
         return call
 
-    async def result(self, result: ToolResult) -> None:
-        """The outcome of the step whose answer came last; a resumed attempt's context is rebuilt from these."""
-        if self._current is None:
-            return
+    async def unfinished(self) -> list[ToolCall]:
+        """The calls an earlier attempt left unrun of its last answer, when it ran some of them; the answer
+        is recorded as replayed, and their results join that answer's journal row."""
+        async with self._db.pool.acquire() as conn:
+            last = await self._repo.last_entry(conn, run_id=self.run_id)
+        if last is None or last["result"] is None or last["epoch"] >= self.epoch:
+            return []
+        calls = ToolCall.from_record(last["response"], replayed=True).calls()
+        done = last["result"].get("batch", [last["result"]])
+        if len(done) >= len(calls):
+            return []
         async with self._db.transaction() as conn:
-            ok = await self._repo.set_result(
-                conn, run_id=self.run_id, epoch=self.epoch, seq=self._current, result=_plain(asdict(result))
+            ok = await self._repo.append_replayed(
+                conn, run_id=self.run_id, epoch=self.epoch, request_id=last["request_id"], input_hash=last["input_hash"]
             )
         if not ok:
             raise StaleLease(self.run_id)
-        self._current = None
+        self._current, self._batch = last["seq"], [ToolResult(**item) for item in done]
+        return calls[len(done) :]
+
+    async def result(self, result: ToolResult) -> None:
+        """The outcome of one call of the answer that came last. An answer's results are kept together, each
+        added as its call ends, so a resumed attempt knows which of its calls already ran."""
+        if self._current is None:
+            return
+        self._batch.append(result)
+        batch = _plain({"batch": [asdict(r) for r in self._batch]})
+        async with self._db.transaction() as conn:
+            ok = await self._repo.set_result(
+                conn, run_id=self.run_id, epoch=self.epoch, seq=self._current, result=batch
+            )
+        if not ok:
+            raise StaleLease(self.run_id)

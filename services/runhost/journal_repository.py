@@ -55,6 +55,13 @@ class JournalRepository:
             input_hash,
         )
 
+    async def last_entry(self, conn: asyncpg.Connection, *, run_id: str) -> asyncpg.Record | None:
+        return await conn.fetchrow(
+            "SELECT seq, epoch, request_id, input_hash, response, result FROM model_journal"
+            " WHERE run_id = $1 ORDER BY seq DESC LIMIT 1",
+            run_id,
+        )
+
     async def results(self, conn: asyncpg.Connection, *, run_id: str) -> list[asyncpg.Record]:
         return await conn.fetch(
             "SELECT result FROM model_journal WHERE run_id = $1 AND result IS NOT NULL ORDER BY seq", run_id

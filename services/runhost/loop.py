@@ -1,42 +1,32 @@
 """The research loop of one run under one lease: model input → policy → tool → ledger, until finish.
 
-The model input holds pointers to the run's files, not bodies, and ends with plan.md as read from its
-file at this step (recitation), so a person's edit of the plan is seen at the next step.
+The model input (`context.py`) holds pointers to the run's files, not bodies, and ends with plan.md as
+read from its file at this step (recitation), so a person's edit of the plan is seen at the next step.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
+import logging
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+import asyncpg
+
+from services.runhost.context import build_messages, initial_plan, input_chars
 from services.runhost.journal import ModelJournal
 from services.runhost.ledger import Inclusion, RunLedger
 from services.runhost.memory import RunFiles, StaleLease
 from services.runhost.policies.base import TOOLS, ModelInput, Policy, RunView, ToolCall, ToolResult
+from services.runhost.replies import answer_back, check_repetition
 from services.runhost.repository import RunRepository, RunRow, WorkDone
 from services.runhost.tool_args import BadArguments, FinishArgs, parse_arguments
 from services.runhost.tools import ToolBox
 from shared.db import Database
 
-# The model's context is a window, not an archive: the most recent tool calls and results up to this many
-# characters (arguments included), never more than RECENT_STEPS of them. Older work lives in the files and
-# the recited plan, and bodies are read back on demand.
-CONTEXT_CHARS = 8_000
-RECENT_STEPS = 12
-# A long argument (a note or a draft the model wrote) is already in a file; the context keeps its size.
-ARGUMENT_CHARS = 200
-SYSTEM_PROMPT = (
-    "You are a research agent working toward a long-running goal. Earlier publications describe what was"
-    " concluded then; new evidence is dated by its source version; keep the two apart. Read only through the"
-    " tools. Your context holds pointers to your working files; read bodies back with read_file. Write one"
-    " note per source in notes/, a draft in draft.md, then call finish with a markdown answer in three parts:"
-    " 'What earlier reports concluded' (id@version and date), 'What the new evidence says' (source@version"
-    " locator), and 'Not resolved or not read'."
-)
+log = logging.getLogger("dossier.runhost.loop")
 
 
 @dataclass
@@ -44,6 +34,12 @@ class Limits:
     max_steps: int
     max_chars: int
     max_seconds: float
+    # The same failing step this many times in a row fails the run.
+    same_failures: int = 3
+
+
+# While a model request is in flight, the run's cancel flag is checked this often.
+CANCEL_POLL_SECONDS = 1.0
 
 
 @dataclass
@@ -65,67 +61,7 @@ class Counters:
     started_at: float = field(default_factory=time.monotonic)
 
 
-def initial_plan(run: RunRow) -> str:
-    history = "\n".join(f"- publication {h['publication_id']}@{h['version']} (selected)" for h in run["history"])
-    return (
-        f"# Plan of run {run['id']}\n\n## Goal (v{run['goal_version']})\n{run['goal_text']}\n\n"
-        f"## Question\n{run['question']}\n\n## Selected history\n{history or '(none)'}\n\n"
-        "## Sources\n(to be chosen)\n\n## Next steps\n- list the catalog and search the evidence\n"
-    )
-
-
-def build_messages(view: RunView, transcript: list[ToolResult]) -> list[dict[str, Any]]:
-    files = "\n".join(f"- {path} ({size} bytes)" for path, size in sorted(view.files.items())) or "(none yet)"
-    task = (
-        f"Goal (version {view.goal_version}): {view.goal}\nQuestion: {view.question}\n"
-        f"Catalog frozen at admission: {len(view.catalog['items'])} items"
-        f" ({'complete' if view.catalog['complete'] else str(view.catalog['omitted']) + ' omitted'}); call list_catalog.\n"
-        f"Working files:\n{files}"
-    )
-    messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": task}]
-    budget = CONTEXT_CHARS
-    kept: list[list[dict[str, Any]]] = []
-    for result in reversed(transcript[-RECENT_STEPS:]):
-        arguments = json.dumps(_shortened(result.arguments))
-        text = result.text
-        if len(text) + len(arguments) > budget:
-            text = f"[elided: {len(result.text):,} chars; read files back]"
-        budget -= len(text) + len(arguments)
-        if budget < 0:
-            break
-        call = {"id": result.call_id, "type": "function", "function": {"name": result.tool, "arguments": arguments}}
-        kept.append(
-            [
-                {"role": "assistant", "content": None, "tool_calls": [call]},
-                {"role": "tool", "tool_call_id": result.call_id, "content": text},
-            ]
-        )
-    for pair in reversed(kept):
-        messages.extend(pair)
-    messages.append({"role": "user", "content": f"Current plan (plan.md, recited):\n{view.plan}"})
-    return messages
-
-
-def _shortened(arguments: dict[str, Any]) -> dict[str, Any]:
-    return {
-        key: f"[{len(value):,} chars]" if isinstance(value, str) and len(value) > ARGUMENT_CHARS else value
-        for key, value in arguments.items()
-    }
-
-
 NO_WORK = WorkDone()
-
-
-def input_chars(messages: list[dict[str, Any]]) -> int:
-    """The characters one model request carries: every message's text (the tool schemas are constant)."""
-    total = 0
-    for message in messages:
-        content = message.get("content")
-        if isinstance(content, str):
-            total += len(content)
-        for call in message.get("tool_calls") or []:
-            total += len(str((call.get("function") or {}).get("arguments") or ""))
-    return total
 
 
 class RunLoop:
@@ -189,6 +125,13 @@ class RunLoop:
             self.transcript = await self.journal.transcript()
         if "plan.md" not in await self.files.listing():
             await self.files.write("plan.md", initial_plan(self.run))
+        if self.journal is not None:
+            # An earlier attempt stopped amid the calls of one answer: run the rest, as it would have.
+            rest = await self.journal.unfinished()
+            if rest:
+                finished = await self._run_calls(rest)
+                if finished is not None:
+                    return finished
         while True:
             if await self._bump():
                 return Stopped("cancelled")
@@ -201,35 +144,83 @@ class RunLoop:
             remaining = self.limits.max_seconds - (time.monotonic() - self.counters.started_at)
             try:
                 async with asyncio.timeout(max(remaining, 0.01)):
-                    call = await self._ask(model_input)
+                    reply = await self._ask_unless_cancelled(model_input)
             except TimeoutError:
                 return Stopped("limit:time")
+            if reply is None:
+                return Stopped("cancelled")
+            calls = reply.calls()
+            # A replayed answer was counted by the attempt that got it; only the model's own answers count.
+            fresh = not reply.replayed
             step = WorkDone(
-                steps=1,
-                requests=0 if call.replayed else 1,
-                input_chars=input_chars(model_input.messages),
-                tokens_in=call.tokens_in,
-                tokens_out=call.tokens_out,
+                steps=len(calls) if fresh else 0,
+                requests=1 if fresh else 0,
+                input_chars=input_chars(model_input.messages) if fresh else 0,
+                tokens_in=reply.tokens_in if fresh else None,
+                tokens_out=reply.tokens_out if fresh else None,
             )
             cancelled = await self._bump(step)
             if cancelled:
                 return Stopped("cancelled")
+            finished = await self._run_calls(calls)
+            if finished is not None:
+                return finished
+            check_repetition(self.transcript, self.limits.same_failures)
+
+    async def _run_calls(self, calls: list[ToolCall]) -> Finished | None:
+        """The calls of one answer, in order, each journaled as it ends (a resumed attempt runs the rest)."""
+        for position, call in enumerate(calls):
             if self.step_delay:
-                # Between the model's answer and its tool: where a crash costs a model call without a journal.
+                # Between the model's answer and a tool: where a crash costs a model call without a journal.
                 await asyncio.sleep(self.step_delay)
-            if call.name == "finish":
-                outcome = self._finish(call)
-                if isinstance(outcome, Finished):
-                    return outcome
-                result = outcome
-                inclusions: list[Inclusion] = []
-            else:
-                result, inclusions = await self.toolbox.execute(call)
+            outcome = await self._run_call(call)
+            if isinstance(outcome, Finished):
+                if position < len(calls) - 1:
+                    log.warning("run %s: %d calls after finish not run", self.run["id"], len(calls) - position - 1)
+                return outcome
+            result, inclusions = outcome
             await self._bump(WorkDone(chars=len(result.text), source_chars=int(result.data.get("fresh_chars", 0))))
             self.pending.extend(inclusions)
             self.transcript.append(result)
             if self.journal is not None:
                 await self.journal.result(result)
+        return None
+
+    async def _run_call(self, call: ToolCall) -> Finished | tuple[ToolResult, list[Inclusion]]:
+        if call.problem:
+            return answer_back(call), []
+        if call.name == "finish":
+            outcome = self._finish(call)
+            return outcome if isinstance(outcome, Finished) else (outcome, [])
+        return await self.toolbox.execute(call)
+
+    async def _ask_unless_cancelled(self, model_input: ModelInput) -> ToolCall | None:
+        """The model's answer, or None when the run was cancelled while the request was in flight."""
+        ask = asyncio.create_task(self._ask(model_input))
+        watch = asyncio.create_task(self._watch_cancel())
+        try:
+            await asyncio.wait({ask, watch}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (ask, watch):
+                task.cancel()
+            await asyncio.gather(ask, watch, return_exceptions=True)
+        if ask.done() and not ask.cancelled():
+            return ask.result()
+        watch.result()
+        return None
+
+    async def _watch_cancel(self) -> None:
+        while True:
+            await asyncio.sleep(CANCEL_POLL_SECONDS)
+            try:
+                async with self.db.pool.acquire() as conn:
+                    cancelled = await self.repo.cancel_state(conn, run_id=self.run["id"], epoch=self.epoch)
+            except (OSError, asyncpg.PostgresError):
+                continue  # a database blip is no reason to drop the model's answer; the next look decides
+            if cancelled is None:
+                raise StaleLease(self.run["id"])
+            if cancelled:
+                return
 
     async def _ask(self, model_input: ModelInput) -> ToolCall:
         if self.journal is None:
@@ -245,7 +236,11 @@ class RunLoop:
         else:
             assert isinstance(args, FinishArgs)
             if args.answer.strip():
-                return Finished(args.answer.strip(), args.checkpoint_proposal)
+                proposal = args.checkpoint_proposal
+                if isinstance(proposal, dict) and "expected_revision" not in proposal:
+                    # The revision the run saw: the proposal applies unless someone changed it meanwhile.
+                    proposal = proposal | {"expected_revision": self.checkpoint_revision}
+                return Finished(args.answer.strip(), proposal)
             problem = "finish needs a non-empty answer"
         return ToolResult("finish", call.arguments, f"error: {problem}", ok=False, call_id=call.call_id)
 

@@ -1,7 +1,8 @@
 """A run's working memory: files under `runs/<run_id>/` in object storage, indexed in runhost's database.
 
 plan.md (the goal, the question, the source list, the next steps), sources/<name>.txt (what was read,
-lossless), notes/<name>.md (one per source: a note means the source is done) and draft.md. The index
+lossless), notes/<name>.md (one per source: a note means the source is done), draft.md and catalog.md
+(the catalog as listed). The index
 row is written after the bytes and under the lease fence, so a stale worker's file never counts. Each
 version of a file has its own key (`<path>@<sha256>`), so a stale worker's bytes land beside the current
 ones instead of over them, and only the fenced index says which version is the file.
@@ -21,7 +22,9 @@ from shared.blobs import Blobs
 from shared.db import Database
 from shared.errors import Invalid, NotFound
 
-PATH = re.compile(r"^(plan\.md|draft\.md|sources/[A-Za-z0-9_.@-]{1,120}\.txt|notes/[A-Za-z0-9_.@-]{1,120}\.md)$")
+PATH = re.compile(
+    r"^(plan\.md|draft\.md|catalog\.md|sources/[A-Za-z0-9_.@-]{1,120}\.txt|notes/[A-Za-z0-9_.@-]{1,120}\.md)$"
+)
 MAX_FILE_CHARS = 4 * 1024 * 1024
 
 

@@ -33,8 +33,10 @@ class Owners:
         """Raises `not_found` for a missing, deleted or other-scope workspace."""
         await self.bus.call(ws.GET, ws.WorkspaceIdRequest(workspace_id=workspace_id), actor=actor)
 
-    async def fetch_admission_snapshot(self, actor: Actor, *, workspace_id: str, run_id: str) -> ws.Admission:
-        request = ws.AdmissionRequest(workspace_id=workspace_id, run_id=run_id)
+    async def fetch_admission_snapshot(
+        self, actor: Actor, *, workspace_id: str, run_id: str, question: str | None = None
+    ) -> ws.Admission:
+        request = ws.AdmissionRequest(workspace_id=workspace_id, run_id=run_id, question=question)
         return await self.bus.fetch(WORKSPACE_ADMISSION, request, ws.Admission, actor=actor)
 
     async def check_publications(self, actor: Actor, refs: list[Ref]) -> list[Eligibility]:
@@ -48,9 +50,9 @@ class Owners:
         return await self.bus.fetch(pub.READ, request, pub.PublicationVersion, actor=actor, grant=grant)
 
     async def search_evidence_for_run(
-        self, actor: Actor, grant: str, *, query: str, limit: int
+        self, actor: Actor, grant: str, *, query: str, limit: int, source_id: str | None = None
     ) -> list[assets.SearchHit]:
-        request = assets.SearchRequest(q=query, limit=limit)
+        request = assets.SearchRequest(q=query, limit=limit, source_id=source_id)
         return (await self.bus.fetch(ASSETS_SEARCH, request, assets.SearchReply, actor=actor, grant=grant)).items
 
     async def read_evidence_for_run(self, actor: Actor, grant: str, *, evidence_id: str) -> assets.Evidence:

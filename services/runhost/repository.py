@@ -201,6 +201,15 @@ class RunRepository:
             )
         )
 
+    async def cancel_state(self, conn: asyncpg.Connection, *, run_id: str, epoch: int) -> bool | None:
+        """Whether a cancel was asked for; None once the lease is no longer this epoch's (a read, no write)."""
+        value = await conn.fetchval(
+            "SELECT cancel_requested FROM runs WHERE id = $1 AND lease_epoch = $2 AND status = 'running'",
+            run_id,
+            epoch,
+        )
+        return None if value is None else bool(value)
+
     async def add_counters(
         self, conn: asyncpg.Connection, *, run_id: str, epoch: int, work: WorkDone
     ) -> asyncpg.Record | None:

@@ -116,7 +116,9 @@ class RunService:
             await self._check_history(actor, req.history)
             conversation_id = await self._conversation(conn, actor, req)
             run_id = new_id("run")
-            snapshot = await self._owners.fetch_admission_snapshot(actor, workspace_id=req.workspace_id, run_id=run_id)
+            snapshot = await self._owners.fetch_admission_snapshot(
+                actor, workspace_id=req.workspace_id, run_id=run_id, question=req.question
+            )
             row = await self._repo.insert_run(
                 conn,
                 values={

@@ -11,6 +11,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from shared.contracts.assets import SOURCE_ID_PATTERN
+
 
 class Args(BaseModel):
     # Lax mode on purpose: "3" for an integer is what the model meant; "x" or null is refused.
@@ -28,6 +30,7 @@ class ReadPublicationArgs(Args):
 
 class SearchEvidenceArgs(Args):
     query: str = Field(max_length=2000)
+    source_id: str | None = Field(default=None, pattern=SOURCE_ID_PATTERN)
 
 
 class ReadEvidenceArgs(Args):

@@ -23,6 +23,9 @@ SEARCH_LIMIT = 10
 MAX_NOTE_CHARS = 20_000
 MAX_DRAFT_CHARS = 200_000
 MAX_PLAN_CHARS = 64 * 1024
+CATALOG_FILE = "catalog.md"
+CATALOG_KINDS = ("source", "publication", "artifact")
+CATALOG_PREVIEW = 600
 
 
 class ToolBox:
@@ -93,8 +96,20 @@ class ToolBox:
         tail = (
             "complete" if self.catalog["complete"] else f"incomplete: {self.catalog['omitted']} more items were omitted"
         )
-        text = "\n".join([*lines, f"(catalog {tail})"])
-        return ToolResult("list_catalog", {}, text, data={"items": self.catalog["items"]}), []
+        text = "\n".join(
+            [
+                "# Catalog frozen at admission",
+                "Sources are read through search_evidence (with source_id for one source), then read_evidence.",
+                *lines,
+                f"(catalog {tail}; search_evidence also finds sources the catalog omits)",
+            ]
+        )
+        # The listing lives in the run's files; the context keeps a pointer, never the whole list.
+        await self.files.write(CATALOG_FILE, text)
+        counts = {kind: sum(1 for i in self.catalog["items"] if i["kind"] == kind) for kind in CATALOG_KINDS}
+        summary = ", ".join(f"{n} {kind}s" for kind, n in counts.items())
+        shown = f"{pointer(CATALOG_FILE, text, CATALOG_PREVIEW)}\n({summary}; read it with read_file)"
+        return ToolResult("list_catalog", {}, shown, data={"items": self.catalog["items"], "path": CATALOG_FILE}), []
 
     async def _read_publication(self, call: ToolCall, id: str, version: int) -> tuple[ToolResult, list[Inclusion]]:
         ref = Ref(kind="publication", id=id, version=version)
@@ -114,10 +129,14 @@ class ToolBox:
         await self.files.write(path, text, provenance=prov, with_record=self._read_row(ref, body.content_hash, None))
         return await self._fresh_pointer(call, path, text)
 
-    async def _search_evidence(self, call: ToolCall, query: str) -> tuple[ToolResult, list[Inclusion]]:
+    async def _search_evidence(
+        self, call: ToolCall, query: str, source_id: str | None = None
+    ) -> tuple[ToolResult, list[Inclusion]]:
         if not query.strip():
             raise Invalid("the query is empty")
-        hits = await self.owners.search_evidence_for_run(self.actor, self.grant, query=query, limit=SEARCH_LIMIT)
+        hits = await self.owners.search_evidence_for_run(
+            self.actor, self.grant, query=query, limit=SEARCH_LIMIT, source_id=source_id
+        )
         lines = []
         for hit in hits:
             await self.ledger.listed(Ref(kind="source", id=hit.source_id, version=hit.version), hit.locator)

@@ -135,15 +135,18 @@ class Worker:
         lost = asyncio.Event()
         heartbeat = asyncio.create_task(self._heartbeat(run["id"], epoch, lost))
         work = asyncio.create_task(self._drive(run, epoch))
+        lease_lost = asyncio.create_task(lost.wait())
         try:
-            done, _ = await asyncio.wait({work, asyncio.create_task(lost.wait())}, return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait({work, lease_lost}, return_when=asyncio.FIRST_COMPLETED)
             if work not in done:
                 log.warning("run %s: lease epoch %s lost; stopping this worker's attempt", run["id"], epoch)
                 work.cancel()
             await asyncio.gather(work, return_exceptions=True)
         finally:
-            heartbeat.cancel()
-            await asyncio.gather(heartbeat, return_exceptions=True)
+            # Every task started here ends here: a pending one left behind is "destroyed but pending" later.
+            for task in (heartbeat, lease_lost, work):
+                task.cancel()
+            await asyncio.gather(heartbeat, lease_lost, work, return_exceptions=True)
 
     async def _heartbeat(self, run_id: str, epoch: int, lost: asyncio.Event) -> None:
         interval = self.settings.run_lease_seconds / 3
@@ -186,6 +189,7 @@ class Worker:
             await self._fail(finisher, f"internal error ({type(exc).__name__})")
 
     async def _fail(self, finisher: Finisher, error: str) -> None:
+        log.warning("run %s: failed: %s", finisher.run["id"], error)
         try:
             await finisher.failed(error)
         except StaleLease:
@@ -204,22 +208,33 @@ class Worker:
         except DomainError:
             revision = 0
         limits = run["limits"]
+        policy = make_policy(run["model"], self.settings)
         loop = RunLoop(
             run=run,
             epoch=epoch,
-            policy=make_policy(run["model"], self.settings),
+            policy=policy,
             toolbox=toolbox,
             files=files,
             ledger=ledger,
             db=self.db,
             repo=self.repo,
-            limits=Limits(int(limits["max_steps"]), int(limits["max_chars"]), limits["max_seconds"]),
+            limits=Limits(
+                int(limits["max_steps"]),
+                int(limits["max_chars"]),
+                limits["max_seconds"],
+                same_failures=self.settings.run_same_failures,
+            ),
             checkpoint_revision=revision,
             step_delay=self.settings.run_step_delay_seconds,
             # Only a model endpoint costs a call (and answers differently twice); local policies re-decide.
             journal=ModelJournal(self.db, run["id"], epoch) if run["model"] == "openai" else None,
         )
-        return await loop.run_until_done()
+        try:
+            return await loop.run_until_done()
+        finally:
+            close = getattr(policy, "close", None)
+            if close is not None:
+                await close()
 
     async def _end_at_limit(self, run: RunRow, epoch: int, finisher: Finisher, outcome: Stopped) -> None:
         """At a limit the run says honestly what it did not finish; with nothing read, it fails."""

@@ -1,12 +1,21 @@
-"""The bounded catalog: the newest N items a workspace refers to, each with its owner's verdict.
+"""The bounded catalog: N items a workspace refers to, each with its owner's verdict.
 
 It is what a run is admitted with, so it never claims more than it knows: `complete` and `omitted` say
 how much was left out, and an item whose owner did not confirm it is listed as unavailable with the
 reason, never dropped and never shown as available.
+
+A run's catalog is filled for its question. Every run adds its publication and its report artifact to
+the workspace, so by recency alone a few dozen runs push the ingested sources off the page. The kinds
+are kept apart instead: each kind's newest `candidate_window` items are ranked by how many of the
+question's words their title holds, then by recency, and the kinds take turns (sources first), so the
+outputs of runs can take at most their share of the page and never a source's place. What the page
+omits stays reachable: a run's evidence search covers every active source of its scope, and a passage
+its search found is one it may read.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import asyncpg
@@ -16,6 +25,22 @@ from shared.contracts.common import Actor, Ref
 from shared.contracts.workspace import Catalog, CatalogItem
 from shared.errors import Invalid
 from shared.settings import WorkspaceSettings
+
+# The kinds in the order they take turns on a run's catalog page.
+CATALOG_KINDS = ("source", "publication", "artifact")
+# Relevance is ranked among each kind's newest this-many-times-the-page items: bounded work per admission.
+WINDOW_PAGES = 4
+MAX_QUESTION_WORDS = 16
+_WORD = re.compile(r"[^\W_]{4,}")
+
+
+def question_words(question: str) -> list[str]:
+    """The question's words that say something (four letters or more), lower-cased, once each."""
+    return list(dict.fromkeys(w.lower() for w in _WORD.findall(question)))[:MAX_QUESTION_WORDS]
+
+
+def candidate_window(limit: int) -> int:
+    return limit * WINDOW_PAGES
 
 
 class CatalogReader:

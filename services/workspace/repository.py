@@ -197,6 +197,42 @@ class WorkspaceRepository:
             limit,
         )
 
+    async def catalog_for_question(
+        self,
+        conn: asyncpg.Connection,
+        *,
+        scope: str,
+        workspace_id: str,
+        limit: int,
+        kinds: list[str],
+        words: list[str],
+        window: int,
+    ) -> list[asyncpg.Record]:
+        """A run's catalog (see `catalog.py`): per kind, the newest `window` associations ranked by how
+        many of the question's words their title holds, then by recency; the kinds take turns (in the
+        order of `kinds`) until `limit`. Read as `catalog_page` reads (same rows, same total), each kind
+        through `associations_by_kind`, so the cost is bounded by `window` per kind."""
+        return await conn.fetch(
+            "SELECT w.catalog_count, a.kind, a.ref_id, a.version, a.run_id, a.title, a.created_at"
+            " FROM workspaces w LEFT JOIN LATERAL ("
+            "  SELECT c.*, row_number() OVER (PARTITION BY c.kind ORDER BY c.relevance DESC, c.seq DESC) AS turn"
+            "  FROM unnest($3::text[]) AS k(kind) CROSS JOIN LATERAL ("
+            "   SELECT kind, ref_id, version, run_id, title, created_at, seq,"
+            "    (SELECT count(*) FROM unnest($4::text[]) AS q(word)"
+            "     WHERE position(q.word IN lower(coalesce(title, ''))) > 0) AS relevance"
+            "   FROM associations WHERE workspace_id = w.id AND kind = k.kind ORDER BY seq DESC LIMIT $5"
+            "  ) c ORDER BY turn, array_position($3::text[], c.kind) LIMIT $6"
+            " ) a ON true"
+            " WHERE w.id = $1 AND w.scope = $2 AND w.status <> 'deleted'"
+            " ORDER BY array_position($3::text[], a.kind), a.relevance DESC, a.seq DESC",
+            workspace_id,
+            scope,
+            kinds,
+            words,
+            window,
+            limit,
+        )
+
     # -- admissions ---------------------------------------------------------------------------------
 
     async def insert_admission(self, conn: asyncpg.Connection, *, scope: str, workspace_id: str, run_id: str) -> None:

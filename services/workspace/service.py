@@ -11,7 +11,7 @@ from datetime import datetime
 
 import asyncpg
 
-from services.workspace.catalog import CatalogReader
+from services.workspace.catalog import CATALOG_KINDS, CatalogReader, candidate_window, question_words
 from services.workspace.repository import WorkspaceRepository
 from shared.contracts import workspace as c
 from shared.contracts.common import Actor
@@ -197,7 +197,20 @@ class WorkspaceService:
                 raise Conflict("the workspace is archived; it takes no new runs", {"status": "archived"})
             await self._repo.insert_admission(conn, scope=actor.scope, workspace_id=req.workspace_id, run_id=req.run_id)
             workspace = workspace_view(await self._live(conn, actor, req.workspace_id))
-            page = await self._repo.catalog_page(conn, scope=actor.scope, workspace_id=req.workspace_id, limit=limit)
+            if req.question is None:
+                page = await self._repo.catalog_page(
+                    conn, scope=actor.scope, workspace_id=req.workspace_id, limit=limit
+                )
+            else:
+                page = await self._repo.catalog_for_question(
+                    conn,
+                    scope=actor.scope,
+                    workspace_id=req.workspace_id,
+                    limit=limit,
+                    kinds=list(CATALOG_KINDS),
+                    words=question_words(req.question),
+                    window=candidate_window(limit),
+                )
         # Owners are asked after the commit: no transaction is held open across the bus.
         catalog = await self._catalog.resolve(actor, page)
         return c.Admission(workspace_id=workspace.id, status=workspace.status, goal=workspace.goal, catalog=catalog)

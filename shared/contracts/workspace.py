@@ -185,6 +185,8 @@ class AdmissionRequest(Model):
     workspace_id: str = Id
     run_id: str = Id
     limit: int | None = Field(default=None, ge=1, le=INT32_MAX)
+    # The run's question: the catalog is filled for it (each kind apart, relevance as well as recency).
+    question: str | None = Field(default=None, max_length=4000)
 
 
 class Admission(Model):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import uuid
 from collections.abc import Iterator
 
 import httpx
@@ -71,6 +72,40 @@ def test_a_sigkilled_openai_run_resumes_without_repeating_a_model_call(
     assert len(inputs) == STEPS, "the resumed run asked the model more (or less) than a clean run"
     assert len(set(inputs)) == len(inputs), "an input was sent to the model twice"
     assert run["stats"]["model_requests"] == STEPS
+    # The replayed answer was counted when the crashed attempt got it, and only then.
+    assert run["stats"]["steps"] == STEPS and run["stats"]["tokens_in"] == 100 * STEPS == clean["stats"]["tokens_in"]
     replayed = [r for r in api.ledger(run["id"]) if r["stage"] == "replayed"]
     assert len(replayed) == 1 and replayed[0]["ref"] is None
     assert replayed[0]["model_request"] == f"{run['id']}:r3" and len(replayed[0]["content_hash"]) == 64
+
+
+def test_a_run_killed_amid_the_calls_of_one_answer_runs_the_rest_without_asking_again(
+    paced_stack: RunningStack, walking_model: str
+) -> None:
+    api = Api(paced_stack)
+    ws = api.workspace()
+    api.publish("Fund X liquidity report", "Fund X liquidity is adequate.", ws["id"])
+    api.wait_catalog(ws["id"], 1)
+    question = f"scenario:batch {uuid.uuid4().hex[:8]}"
+    run = api.start_run(ws["id"], question, model="openai")
+    # The answer's second call has run (its note exists): the third waits out its step delay.
+    probe(lambda: "notes/first.md" in api.files(run["id"]), timeout=60, interval=0.02)
+    victim = paced_stack.pid("runhost")
+    os.kill(victim, signal.SIGKILL)
+    probe(lambda: paced_stack.pid("runhost") != victim, timeout=10)
+    run = api.wait_run(run["id"], timeout=120)
+    assert run["status"] == "completed", run["error"]
+
+    sent = [r for r in httpx.get(f"{walking_model}/requests").json() if r["task"] and question in r["task"]]
+    assert len(sent) == 2 == run["stats"]["model_requests"], "the rest of the answer ran without a new request"
+    assert [m["tool_call_id"] for m in sent[1]["body"]["messages"] if m["role"] == "tool"] == [
+        "batch-0",
+        "batch-1",
+        "batch-2",
+    ]
+    assert run["stats"]["steps"] == 4
+    ledger = api.ledger(run["id"])
+    replayed = [r for r in ledger if r["stage"] == "replayed"]
+    assert len(replayed) == 1 and replayed[0]["model_request"] == f"{run['id']}:r1"
+    assert [r["stage"] for r in ledger if r["stage"] != "replayed"] == ["listed"]
+    assert {"notes/first.md", "notes/second.md", "catalog.md"} <= set(api.files(run["id"]))

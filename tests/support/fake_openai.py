@@ -5,6 +5,13 @@ valid tool call, then a malformed one (arguments that are not JSON), then — on
 carries the tool error back — a final answer through `finish`. Every request body is kept for assertions
 at `GET /requests`.
 
+A request whose question (in the task message) names a scenario, `scenario:<name>[:<seconds>]`, is
+answered by that scenario instead, whatever the mode, so one server and one stack play them all:
+`narration`, `length_call`, `length_text`, `content_filter`, `empty` (each once, then a normal step),
+`repeat` (narration forever), `parallel` and `batch` (three tool calls in one reply), `outage:<seconds>` (503 with
+Retry-After for that long from its first request), `errorbody` (a 200 carrying `{"error": ...}` once) and
+`trickle` (a reply whose bytes never stop coming) and `catalog` (a model that works from catalog.md).
+
 Started with the mode `walk` (`python -m tests.support.fake_openai PORT walk`) it plays a longer script
 instead, as a function of the input alone (like a model at temperature zero): the next step is chosen by
 how many tool results the request carries, so a resumed run that sends an input again gets the same step.
@@ -13,9 +20,11 @@ how many tool results the request carries, so a resumed run that sends an input 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -28,17 +37,137 @@ REQUESTS: list[dict[str, Any]] = []
 LOCK = threading.Lock()
 
 
-def tool_call(name: str, arguments: str, call_id: str) -> dict[str, Any]:
+def tool_call(name: str, arguments: str, call_id: str, finish_reason: str = "tool_calls") -> dict[str, Any]:
+    return tool_calls([(name, arguments, call_id)], finish_reason)
+
+
+def tool_calls(calls: list[tuple[str, str, str]], finish_reason: str = "tool_calls") -> dict[str, Any]:
     message = {
         "role": "assistant",
         "content": None,
-        "tool_calls": [{"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}],
+        "tool_calls": [
+            {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+            for name, arguments, call_id in calls
+        ],
     }
+    return completion(message, finish_reason)
+
+
+def completion(message: dict[str, Any], finish_reason: str) -> dict[str, Any]:
     return {
-        "id": f"cmpl-{call_id}",
+        "id": "cmpl-fake",
         "object": "chat.completion",
-        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}],
+        "created": 0,
+        "model": "fake",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
+        "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110},
     }
+
+
+def text_reply(content: str | None, finish_reason: str = "stop") -> dict[str, Any]:
+    return completion({"role": "assistant", "content": content}, finish_reason)
+
+
+SCENARIO = re.compile(r"scenario:([a-z_]+)(?::(\d+))?")
+NARRATION = "Let me start by listing the catalog, then I will search the evidence."
+SCENARIO_ANSWER = "## What the new evidence says\n- the scenario ran to its finish"
+FIRST_SEEN: dict[str, float] = {}
+ONCE: dict[str, str] = {
+    "narration": NARRATION,
+    "length_text": "The answer, in short, is that the liquidity of Fund X was",
+}
+
+
+def scenario_of(body: dict[str, Any]) -> tuple[str, int, str] | None:
+    """(name, seconds, the question's line) of a request whose question names a scenario."""
+    task = next((str(m.get("content")) for m in body.get("messages", []) if m.get("role") == "user"), "")
+    match = SCENARIO.search(task)
+    if match is None:
+        return None
+    # The question's line names the run; the rest of the task message changes from step to step.
+    question = next(line for line in task.splitlines() if match[0] in line)
+    return match[1], int(match[2] or 0), question
+
+
+def scenario_answer(name: str, seconds: int, task: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]] | str:
+    """A status and body, or "trickle". Each step is a function of the input, as at temperature zero."""
+    done = sum(1 for m in body["messages"] if m.get("role") == "assistant")
+    with LOCK:
+        first = FIRST_SEEN.setdefault(task, time.monotonic())
+    if name == "outage" and time.monotonic() - first < seconds:
+        return 503, {"error": {"message": "service unavailable", "type": "overloaded"}}
+    if name == "errorbody" and done == 0 and _count(task) == 1:
+        return 200, {"error": {"message": "upstream model crashed", "type": "server_error", "code": 500}}
+    if name == "trickle":
+        return "trickle"
+    if name == "repeat":
+        return 200, text_reply(NARRATION)
+    if name == "catalog":
+        return 200, catalog_walk(body)
+    if done == 0:
+        if name in ONCE:
+            return 200, text_reply(ONCE[name], "length" if name == "length_text" else "stop")
+        if name == "length_call":
+            return 200, tool_call("write_draft", '{"text": "# Draft\\n\\nFund X liquid', "cut-0", "length")
+        if name == "content_filter":
+            return 200, text_reply(None, "content_filter")
+        if name == "empty":
+            return 200, text_reply("")
+        if name == "batch":
+            calls = [
+                ("list_catalog", "{}", "batch-0"),
+                ("write_note", json.dumps({"source": "first", "text": "first of three"}), "batch-1"),
+                ("write_note", json.dumps({"source": "second", "text": "second of three"}), "batch-2"),
+            ]
+            return 200, tool_calls(calls)
+        if name == "parallel":
+            calls = [
+                ("list_catalog", "{}", "par-0"),
+                ("search_evidence", json.dumps({"query": "liquidity"}), "par-1"),
+                ("write_note", json.dumps({"source": "parallel", "text": "three calls in one reply"}), "par-2"),
+            ]
+            return 200, tool_calls(calls)
+    if name in ("outage", "errorbody") and done == 0:
+        return 200, tool_call("list_catalog", "{}", "s-0")
+    proposal = {"summary": f"scenario {name} summary", "add_questions": [f"Did {name} hold?"]}
+    arguments = {"answer": SCENARIO_ANSWER, "checkpoint_proposal": proposal}
+    return 200, tool_call("finish", json.dumps(arguments), f"s-{done}")
+
+
+def catalog_walk(body: dict[str, Any]) -> dict[str, Any]:
+    """A model that works from the catalog: list it, read catalog.md, search each source it lists,
+    read the first passage of each, and cite them."""
+    called = [c["function"]["name"] for m in body["messages"] for c in m.get("tool_calls") or []]
+    answers = {m["tool_call_id"]: str(m["content"]) for m in body["messages"] if m.get("role") == "tool"}
+    said = "\n".join(answers.values())
+    if "list_catalog" not in called:
+        return tool_call("list_catalog", "{}", "cat-0")
+    if "read_file" not in called:
+        return tool_call("read_file", json.dumps({"path": "catalog.md", "limit": 3000}), "cat-1")
+    if "search_evidence" not in called:
+        sources = re.findall(r"^- source (\S+)@\d+ ", answers.get("cat-1", ""), re.M)
+        if not sources:
+            return tool_call("finish", json.dumps({"answer": "The catalog lists no source."}), "cat-none")
+        calls = [
+            ("search_evidence", json.dumps({"query": "liquidity", "source_id": s}), f"cat-s{n}")
+            for n, s in enumerate(sources)
+        ]
+        return tool_calls(calls)
+    hits = re.findall(r"^- (\S+): (\S+)@(\d+) (\S+): ", said, re.M)
+    first = {source: (evidence, version, locator) for evidence, source, version, locator in reversed(hits)}
+    if "read_evidence" not in called:
+        calls = [
+            ("read_evidence", json.dumps({"evidence_id": evidence}), f"cat-r{n}")
+            for n, (evidence, _, _) in enumerate(first.values())
+        ]
+        return tool_calls(calls)
+    cited = "\n".join(f"- {s} says so ({s}@v{v} {loc})" for s, (_, v, loc) in sorted(first.items()))
+    return tool_call("finish", json.dumps({"answer": f"## What the new evidence says\n{cited}"}), "cat-end")
+
+
+def _count(task: str) -> int:
+    with LOCK:
+        return sum(1 for r in REQUESTS if r.get("task") == task)
 
 
 def answer_for(n: int, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
@@ -107,11 +236,37 @@ class Handler(BaseHTTPRequestHandler):
         if self.path != "/v1/chat/completions":
             self._send(404, {"error": "no"})
             return
+        scenario = scenario_of(body)
+        record = {"auth": self.headers.get("authorization"), "body": body, "task": scenario[2] if scenario else None}
         with LOCK:
-            REQUESTS.append({"auth": self.headers.get("authorization"), "body": body})
+            REQUESTS.append(record)
             n = len(REQUESTS)
-        status, payload = walk_answer(body) if MODE[0] == "walk" else answer_for(n, body)
-        self._send(status, payload, {"retry-after": "0.2"} if status == 429 else None)
+        if scenario is not None:
+            answer = scenario_answer(*scenario, body)
+            if answer == "trickle":
+                self._trickle()
+                return
+            status, payload = answer
+        else:
+            status, payload = walk_answer(body) if MODE[0] == "walk" else answer_for(n, body)
+        record["status"] = status
+        retry = {"retry-after": "0.2"} if status == 429 else {"retry-after": "1"} if status == 503 else None
+        self._send(status, payload, retry)
+
+    def _trickle(self) -> None:
+        """Headers at once, then a byte a second, never the end: only a deadline or a cancel stops it."""
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", "1000000")
+        self.end_headers()
+        try:
+            self.wfile.write(b'{"id": "cmpl-trickle", ')
+            while True:
+                self.wfile.flush()
+                time.sleep(1)
+                self.wfile.write(b" ")
+        except OSError:
+            return
 
 
 @contextmanager

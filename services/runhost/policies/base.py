@@ -16,6 +16,43 @@ class ToolCall:
     tokens_out: int | None = None
     # Answered from the model-call journal (an earlier attempt's answer to the same input), not by the model.
     replayed: bool = False
+    # Set when the reply was no usable tool call ("narration", "length", "content_filter", "empty"): the
+    # loop answers it back to the model instead of running it. `content` is the reply's text, if any.
+    problem: str = ""
+    content: str = ""
+    # The further tool calls of the same reply (parallel tool calls), run after this one, in order.
+    siblings: list[ToolCall] = field(default_factory=list)
+
+    def record(self) -> dict[str, Any]:
+        """JSON-ready, as the model-call journal keeps it."""
+        return {
+            "name": self.name,
+            "arguments": self.arguments,
+            "call_id": self.call_id,
+            "tokens_in": self.tokens_in,
+            "tokens_out": self.tokens_out,
+            "problem": self.problem,
+            "content": self.content,
+            "siblings": [s.record() for s in self.siblings],
+        }
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any], *, replayed: bool = False) -> ToolCall:
+        """A journaled step (older journal rows lack the later fields)."""
+        return cls(
+            name=record["name"],
+            arguments=record["arguments"],
+            call_id=record.get("call_id", ""),
+            tokens_in=record.get("tokens_in"),
+            tokens_out=record.get("tokens_out"),
+            replayed=replayed,
+            problem=record.get("problem", ""),
+            content=record.get("content", ""),
+            siblings=[cls.from_record(s) for s in record.get("siblings", [])],
+        )
+
+    def calls(self) -> list[ToolCall]:
+        return [self, *self.siblings]
 
 
 @dataclass
@@ -78,7 +115,12 @@ _STR = {"type": "string"}
 _INT = {"type": "integer"}
 
 TOOLS: list[dict[str, Any]] = [
-    _tool("list_catalog", "List the workspace's catalog frozen at admission (refs, titles, availability).", {}, []),
+    _tool(
+        "list_catalog",
+        "List the workspace's catalog frozen at admission (refs, titles, availability) into catalog.md.",
+        {},
+        [],
+    ),
     _tool(
         "read_publication",
         "Read one exact version of an earlier publication; saves it to sources/ and returns a pointer.",
@@ -87,8 +129,9 @@ TOOLS: list[dict[str, Any]] = [
     ),
     _tool(
         "search_evidence",
-        "Full-text search over active source versions; returns snippets with locators.",
-        {"query": _STR},
+        "Full-text search over active source versions (all of them, or one source's); returns snippets with"
+        " locators. It also finds sources the catalog omits.",
+        {"query": _STR, "source_id": _STR},
         ["query"],
     ),
     _tool(
@@ -127,6 +170,7 @@ TOOLS: list[dict[str, Any]] = [
                     "summary": _STR,
                     "add_questions": {"type": "array", "items": _STR},
                     "resolve_questions": {"type": "array", "items": _STR},
+                    "expected_revision": _INT,
                 },
             },
         },

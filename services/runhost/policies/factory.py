@@ -33,6 +33,10 @@ def make_policy(model: str, settings: RunhostSettings) -> Policy:
             api_key=settings.openai_api_key,
             model=settings.openai_model,
             backoff_seconds=settings.openai_backoff_seconds,
+            max_backoff_seconds=settings.openai_max_backoff_seconds,
+            retry_seconds=settings.openai_retry_seconds,
+            timeout=settings.openai_timeout_seconds,
+            parallel_tool_calls=settings.openai_parallel_tool_calls,
         )
     match = _SCRIPT.match(model)
     if match and settings.scripts_dir is not None:

@@ -1,24 +1,43 @@
-"""Drives any OpenAI-compatible `/v1/chat/completions` endpoint with tool calling (streaming off).
+"""Drives any OpenAI-compatible `/v1/chat/completions` endpoint through the official `openai` SDK.
 
-A 429 or a 5xx is retried with exponential backoff (honouring Retry-After); a tool call whose arguments
-are not a JSON object is handed to the tools as malformed, so the error is answered back to the model.
+The SDK's own retries are off: its budget (a few attempts within seconds) fails a run on a one-minute
+outage. Ours retries 429, 5xx, connection errors, timeouts and a 200 whose body is `{"error": ...}` with
+exponential backoff and full jitter, honours Retry-After, and gives up only when the retry budget
+(`retry_seconds`) is spent, logging the run id. Every attempt has a whole-request deadline, so a server
+that trickles bytes cannot hold a run past it.
+
+The reply is read, never guessed: `finish_reason` and the tool calls decide the step. A reply that is
+not a usable tool call (narration, a `length` cut, `content_filter`, nothing at all) comes back as a
+step with a `problem`, which the loop answers back to the model; it never becomes the answer.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import random
+import time
 from typing import Any
 
-import httpx
+import openai
+from openai.types.chat import ChatCompletion
 
 from services.runhost.policies.base import ModelInput, ToolCall
 
 MALFORMED = "__malformed_arguments__"
+NARRATION_CHARS = 2_000
+log = logging.getLogger("dossier.runhost.model")
 
 
 class PolicyError(Exception):
     """The model endpoint could not produce a next step; the run fails with this reason."""
+
+
+class Retryable(Exception):
+    def __init__(self, reason: str, retry_after: float | None = None):
+        super().__init__(reason)
+        self.reason, self.retry_after = reason, retry_after
 
 
 class OpenAIPolicy:
@@ -28,69 +47,153 @@ class OpenAIPolicy:
         base_url: str,
         api_key: str,
         model: str,
-        max_retries: int = 5,
         backoff_seconds: float = 0.5,
+        max_backoff_seconds: float = 10.0,
+        retry_seconds: float = 120.0,
         timeout: float = 120.0,
+        parallel_tool_calls: bool | None = None,
     ):
         if not base_url or not model:
             raise PolicyError("the openai policy needs DOSSIER_OPENAI_BASE_URL and DOSSIER_OPENAI_MODEL")
-        self.url = base_url.rstrip("/") + "/chat/completions"
         self.model = model
-        self.max_retries = max_retries
-        self.backoff = backoff_seconds
-        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._timeout = timeout
+        self.backoff, self.max_backoff = backoff_seconds, max_backoff_seconds
+        self.retry_seconds, self.timeout = retry_seconds, timeout
+        self.parallel_tool_calls = parallel_tool_calls
+        # A local endpoint needs no key, but the SDK refuses to start without one.
+        self.client = openai.AsyncOpenAI(base_url=base_url, api_key=api_key or "unused", max_retries=0)
+
+    async def close(self) -> None:
+        await self.client.close()
 
     async def next_step(self, model_input: ModelInput) -> ToolCall:
-        body = {
-            "model": self.model,
-            "messages": model_input.messages,
-            "tools": model_input.tools,
-            "tool_choice": "auto",
-            "stream": False,
-        }
-        reply = await self._complete(body)
-        step = step_from_message(reply["choices"][0]["message"])
-        usage = reply.get("usage")
-        if isinstance(usage, dict):
-            step.tokens_in = _count(usage.get("prompt_tokens"))
-            step.tokens_out = _count(usage.get("completion_tokens"))
+        completion = await self._complete(model_input)
+        step = step_from_completion(completion)
+        if completion.usage is not None:
+            step.tokens_in = _count(completion.usage.prompt_tokens)
+            step.tokens_out = _count(completion.usage.completion_tokens)
         return step
 
-    async def _complete(self, body: dict[str, Any]) -> dict[str, Any]:
-        delay = self.backoff
-        async with httpx.AsyncClient(timeout=self._timeout) as client:
-            for attempt in range(self.max_retries + 1):
-                try:
-                    response = await client.post(self.url, json=body, headers=self._headers)
-                except httpx.HTTPError as exc:
-                    if attempt == self.max_retries:
-                        raise PolicyError(f"the model endpoint is unreachable: {type(exc).__name__}") from exc
-                    await asyncio.sleep(delay)
-                    delay *= 2
-                    continue
-                if response.status_code == 429 or response.status_code >= 500:
-                    if attempt == self.max_retries:
-                        raise PolicyError(f"the model endpoint kept answering {response.status_code}")
-                    await asyncio.sleep(_retry_after(response, delay))
-                    delay *= 2
-                    continue
-                if response.status_code >= 400:
-                    raise PolicyError(f"the model endpoint refused the request ({response.status_code})")
-                try:
-                    data = response.json()
-                    data["choices"][0]["message"]
-                except (ValueError, KeyError, IndexError, TypeError) as exc:
-                    raise PolicyError("the model endpoint answered with an unexpected body") from exc
-                return dict(data)
-        raise PolicyError("unreachable")
+    async def _complete(self, model_input: ModelInput) -> ChatCompletion:
+        run_id = model_input.view.run_id
+        deadline = time.monotonic() + self.retry_seconds
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return await self._attempt(model_input)
+            except Retryable as exc:
+                delay = min(self.max_backoff, self.backoff * 2 ** (attempt - 1)) * random.random()
+                if exc.retry_after is not None:
+                    delay = max(delay, exc.retry_after)
+                if time.monotonic() + delay > deadline:
+                    log.warning(
+                        "run %s: model endpoint given up after %d attempts in %.0f s: %s",
+                        run_id,
+                        attempt,
+                        self.retry_seconds,
+                        exc.reason,
+                    )
+                    raise PolicyError(
+                        f"the model endpoint failed for {self.retry_seconds:.0f} s ({attempt} attempts): {exc.reason}"
+                    ) from exc
+                await asyncio.sleep(delay)
+            except PolicyError as exc:
+                log.warning("run %s: model endpoint refused the request: %s", run_id, exc)
+                raise
+
+    async def _attempt(self, model_input: ModelInput) -> ChatCompletion:
+        try:
+            # The SDK's timeout bounds each read; a server trickling bytes needs a deadline on the whole.
+            async with asyncio.timeout(self.timeout):
+                # The messages and tools are plain dicts of the wire format, not the SDK's TypedDicts.
+                raw = await self.client.chat.completions.with_raw_response.create(  # type: ignore[call-overload]
+                    model=self.model,
+                    messages=model_input.messages,
+                    tools=model_input.tools,
+                    tool_choice="auto",
+                    stream=False,
+                    timeout=self.timeout,
+                    parallel_tool_calls=openai.omit if self.parallel_tool_calls is None else self.parallel_tool_calls,
+                )
+                body = raw.text
+        except TimeoutError as exc:
+            raise Retryable(f"no whole reply within {self.timeout:.0f} s") from exc
+        except openai.APIStatusError as exc:
+            if exc.status_code == 429 or exc.status_code >= 500:
+                raise Retryable(f"HTTP {exc.status_code}", _retry_after(exc.response.headers)) from exc
+            raise PolicyError(f"the model endpoint refused the request ({exc.status_code})") from exc
+        except openai.APIConnectionError as exc:
+            raise Retryable(f"unreachable ({type(exc).__name__})") from exc
+        try:
+            data = json.loads(body)
+        except ValueError as exc:
+            raise Retryable("a reply that is not JSON") from exc
+        if not isinstance(data, dict):
+            raise Retryable("a reply that is not a JSON object")
+        if data.get("error") is not None:
+            # Some servers (proxies, vLLM under load) report a failure inside a 200.
+            raise Retryable(f"an error in a 200 reply: {str(data['error'])[:200]}", _retry_after(raw.headers))
+        if not isinstance(data.get("choices"), list) or not data["choices"]:
+            raise Retryable("a reply without choices")
+        return completion_from_reply(data)
 
 
-def _retry_after(response: httpx.Response, default: float) -> float:
+def _retry_after(headers: Any) -> float | None:
     try:
-        return min(float(response.headers.get("retry-after", default)), 30.0)
-    except ValueError:
-        return default
+        value = headers.get("retry-after")
+        return min(max(float(value), 0.0), 60.0) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def completion_from_reply(data: dict[str, Any]) -> ChatCompletion:
+    """The typed completion of a reply, after mending what compatible servers send in other shapes."""
+    data = dict(data)
+    data.setdefault("id", "")
+    data.setdefault("created", 0)
+    data.setdefault("model", "")
+    data.setdefault("object", "chat.completion")
+    choices = []
+    for index, choice in enumerate(data.get("choices") or []):
+        choice = dict(choice) if isinstance(choice, dict) else {}
+        given = choice.get("message")
+        message = dict(given) if isinstance(given, dict) else {}
+        message["role"] = "assistant"
+        message["content"] = content_text(message.get("content")) or None
+        calls = [c for c in message.get("tool_calls") or [] if isinstance(c, dict)]
+        message["tool_calls"] = [
+            {
+                "id": str(c.get("id") or f"call-{n}"),
+                "type": "function",
+                "function": {
+                    "name": str((c.get("function") or {}).get("name") or ""),
+                    "arguments": _arguments_text((c.get("function") or {}).get("arguments")),
+                },
+            }
+            for n, c in enumerate(calls)
+            if isinstance(c.get("function") or {}, dict)
+        ] or None
+        reason = choice.get("finish_reason")
+        known = ("stop", "length", "tool_calls", "content_filter", "function_call")
+        choices.append({"index": index, "message": message, "finish_reason": reason if reason in known else "stop"})
+    data["choices"] = choices
+    usage = data.get("usage")
+    if not (
+        isinstance(usage, dict) and all(isinstance(usage.get(k), int) for k in ("prompt_tokens", "completion_tokens"))
+    ):
+        data["usage"] = None
+    elif not isinstance(usage.get("total_tokens"), int):
+        data["usage"] = dict(usage, total_tokens=usage["prompt_tokens"] + usage["completion_tokens"])
+    try:
+        return ChatCompletion.model_validate(data)
+    except ValueError as exc:
+        raise PolicyError("the model endpoint answered with an unexpected body") from exc
+
+
+def _arguments_text(raw: Any) -> str:
+    if raw is None:
+        return ""
+    return raw if isinstance(raw, str) else json.dumps(raw)
 
 
 def content_text(content: Any) -> str:
@@ -105,27 +208,38 @@ def content_text(content: Any) -> str:
     return json.dumps(content) if isinstance(content, dict) else str(content)
 
 
-def step_from_message(message: Any) -> ToolCall:
-    """The next step from an assistant message of any shape an endpoint may send back."""
-    if not isinstance(message, dict):
-        raise PolicyError("the model endpoint answered with an unexpected message")
-    calls = message.get("tool_calls")
-    if isinstance(calls, list) and calls:
-        call: dict[str, Any] = calls[0] if isinstance(calls[0], dict) else {}
-        function: dict[str, Any] = call["function"] if isinstance(call.get("function"), dict) else {}
-        raw = function.get("arguments") or "{}"
-        try:
-            arguments = json.loads(raw) if isinstance(raw, str) else raw
-        except json.JSONDecodeError:
-            arguments = None
-        if not isinstance(arguments, dict):
-            arguments = {MALFORMED: str(raw)[:2000]}
-        return ToolCall(str(function.get("name") or ""), arguments, call_id=str(call.get("id") or ""))
-    content = content_text(message.get("content")).strip()
+def step_from_completion(completion: ChatCompletion) -> ToolCall:
+    """The step of the first choice: its tool calls in order, or what went wrong, by finish_reason."""
+    choice = completion.choices[0]
+    message = choice.message
+    reason = choice.finish_reason
+    content = (message.content or "").strip()
+    calls = [
+        _call(c.id, c.function.name, c.function.arguments) for c in message.tool_calls or [] if c.type == "function"
+    ]
+    if reason == "length":
+        # A cut reply: a tool call's arguments are incomplete, text ends mid-sentence. Neither is used.
+        first = calls[0] if calls else ToolCall("", {})
+        return ToolCall(first.name, first.arguments, call_id=first.call_id, problem="length", content=content)
+    if reason == "content_filter":
+        return ToolCall("", {}, problem="content_filter", content=content)
+    if calls:
+        first, *rest = calls
+        first.siblings = rest
+        return first
     if content:
-        return ToolCall("finish", {"answer": content}, call_id="final")
-    # Answered back by the tools (a call without a name), so the model gets another chance.
-    return ToolCall("", {}, call_id="empty")
+        return ToolCall("", {}, problem="narration", content=content[:NARRATION_CHARS])
+    return ToolCall("", {}, problem="empty")
+
+
+def _call(call_id: str, name: str, raw: str) -> ToolCall:
+    try:
+        arguments = json.loads(raw) if raw else {}
+    except json.JSONDecodeError:
+        arguments = None
+    if not isinstance(arguments, dict):
+        arguments = {MALFORMED: str(raw)[:2000]}
+    return ToolCall(name or "", arguments, call_id=call_id or "")
 
 
 def _count(value: Any) -> int | None:

@@ -143,3 +143,28 @@ async def test_admission_snapshot_and_refusals(
     await bus.call(w.DELETE, {"workspace_id": ws["id"]}, actor=who)
     with pytest.raises(NotFound):
         await bus.call(w.ADMISSION, {"workspace_id": ws["id"], "run_id": "run_4"}, actor=who)
+
+
+async def test_a_runs_catalog_ranks_by_the_questions_words_then_by_recency(
+    workspace: WorkspaceSettings, publication: PublicationSettings, bus: BusClient, who: Actor
+) -> None:
+    ws = await create(bus, who)
+    pubs = await publish_into(bus, who, ws["id"], 6)
+    titled = await bus.call(
+        p.COMMIT, {"title": "Fund X redemption liquidity", "body": "b", "workspace_id": ws["id"]}, actor=who
+    )
+    await probe_until(lambda: _has(bus, who, ws["id"], titled["id"]))
+    newer = await publish_into(bus, who, ws["id"], 3)
+
+    asked = {"workspace_id": ws["id"], "run_id": "run_q", "limit": 3, "question": "Is Fund X liquidity enough?"}
+    snap = await bus.call(w.ADMISSION, asked, actor=who)
+    ids = [i["id"] for i in snap["catalog"]["items"]]
+    # The older report that holds the question's words comes first; the rest by recency.
+    assert ids == [titled["id"], newer[2]["id"], newer[1]["id"]]
+    assert snap["catalog"]["omitted"] == len(pubs) + len(newer) + 1 - 3
+    plain = await bus.call(w.ADMISSION, {"workspace_id": ws["id"], "run_id": "run_p", "limit": 3}, actor=who)
+    assert [i["id"] for i in plain["catalog"]["items"]] == [x["id"] for x in reversed(newer)]
+
+
+async def _has(bus: BusClient, who: Actor, workspace_id: str, pub_id: str) -> bool:
+    return pub_id in {item["id"] for item in (await catalog(bus, who, workspace_id, limit=200))["items"]}

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from services.runhost.policies.base import TOOLS
-from services.runhost.policies.openai import MALFORMED, PolicyError, step_from_message
+from services.runhost.policies.base import TOOLS, ToolCall
+from services.runhost.policies.openai import MALFORMED, completion_from_reply, step_from_completion
 from services.runhost.tool_args import ARGUMENTS, BadArguments, parse_arguments
 
 
@@ -46,8 +46,14 @@ def test_numbers_sent_as_strings_are_taken_as_meant() -> None:
     assert args.model_dump() == {"id": "pub_1", "version": 3}
 
 
+def step(message: object, finish_reason: str = "stop") -> ToolCall:
+    return step_from_completion(
+        completion_from_reply({"choices": [{"message": message, "finish_reason": finish_reason}]})
+    )
+
+
 @pytest.mark.parametrize(
-    ("content", "answer"),
+    ("content", "text"),
     [
         ("# answer", "# answer"),
         ([{"type": "text", "text": "# part one"}, {"type": "text", "text": "part two"}], "# part one\npart two"),
@@ -55,17 +61,31 @@ def test_numbers_sent_as_strings_are_taken_as_meant() -> None:
         ({"answer": "x"}, '{"answer": "x"}'),
     ],
 )
-def test_message_content_of_any_shape_becomes_an_answer(content: object, answer: str) -> None:
-    call = step_from_message({"role": "assistant", "content": content})
-    assert call.name == "finish" and call.arguments == {"answer": answer}
+def test_message_content_of_any_shape_is_narration_never_an_answer(content: object, text: str) -> None:
+    call = step({"role": "assistant", "content": content})
+    assert call.name == "" and call.problem == "narration" and call.content == text
+
+
+def test_finish_reason_decides_a_cut_or_filtered_reply() -> None:
+    cut = step(
+        {"tool_calls": [{"id": "c1", "function": {"name": "write_draft", "arguments": '{"text": "ab'}}]}, "length"
+    )
+    assert (cut.name, cut.problem, cut.call_id) == ("write_draft", "length", "c1")
+    assert step({"content": "The answer is"}, "length").problem == "length"
+    assert step({"content": None}, "content_filter").problem == "content_filter"
+
+
+def test_parallel_tool_calls_are_all_kept_in_order() -> None:
+    calls = [{"id": f"c{n}", "function": {"name": "read_file", "arguments": f'{{"path": "p{n}"}}'}} for n in range(3)]
+    first = step({"tool_calls": calls}, "tool_calls")
+    assert [c.arguments["path"] for c in first.calls()] == ["p0", "p1", "p2"]
+    assert ToolCall.from_record(first.record()).calls() == first.calls()
 
 
 def test_an_empty_or_odd_message_is_answered_back_not_failed() -> None:
-    assert step_from_message({"role": "assistant", "content": None}).name == ""
-    assert step_from_message({"role": "assistant", "content": [], "tool_calls": []}).name == ""
-    odd = step_from_message({"tool_calls": [{"id": "c1", "function": {"name": "read_file", "arguments": "[1]"}}]})
+    assert step({"role": "assistant", "content": None}).problem == "empty"
+    assert step({"role": "assistant", "content": [], "tool_calls": []}).problem == "empty"
+    odd = step({"tool_calls": [{"id": "c1", "function": {"name": "read_file", "arguments": "[1]"}}]})
     assert odd.name == "read_file" and MALFORMED in odd.arguments
-    weird = step_from_message({"tool_calls": ["nonsense"]})
-    assert weird.name == ""
-    with pytest.raises(PolicyError):
-        step_from_message(["not", "a", "message"])
+    assert step({"tool_calls": ["nonsense"]}).problem == "empty"
+    assert step(["not", "a", "message"]).problem == "empty"

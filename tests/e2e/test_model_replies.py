@@ -1,0 +1,218 @@
+"""The research loop against a model server that misbehaves as real ones do (tests/support/fake_openai.py,
+run as its own process): only `finish` finishes a run; narration, cut, filtered and empty replies are
+answered back and counted; a repeated failure fails the run; parallel calls all run; outages and error
+bodies are ridden out; a cancel stops a request in flight. Each test asserts the run's outcome, its
+ledger and how many requests the model server got."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.support.api import Api, probe
+from tests.support.documents import pdf
+from tests.support.fake_openai import NARRATION, SCENARIO_ANSWER
+from tests.support.fake_openai import running as fake_openai_server
+from tests.support.stack import RunningStack, start_stack, stop_stack
+
+
+@pytest.fixture(scope="module")
+def model_server() -> Iterator[str]:
+    with fake_openai_server() as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def model_stack(tmp_path_factory: pytest.TempPathFactory, model_server: str) -> Iterator[RunningStack]:
+    scripts = tmp_path_factory.mktemp("scripts")
+    # An earlier run that publishes at once: what 40 earlier runs leave in a workspace, quickly.
+    (scripts / "quick.json").write_text(json.dumps([{"name": "finish", "arguments": {"answer": "# earlier\n"}}]))
+    env = {
+        "DOSSIER_SCRIPTS_DIR": str(scripts),
+        "DOSSIER_MODEL": "openai",
+        "DOSSIER_OPENAI_BASE_URL": f"{model_server}/v1",
+        "DOSSIER_OPENAI_MODEL": "fake-scenarios",
+        "DOSSIER_OPENAI_BACKOFF_SECONDS": "0.2",
+    }
+    running = start_stack(tmp_path_factory.mktemp("replies-home"), extra_env=env)
+    try:
+        yield running
+    finally:
+        stop_stack(running.proc)
+
+
+def requests_of(url: str, question: str) -> list[dict[str, Any]]:
+    """Every request the model server got for the run asking `question`, in order."""
+    return [r for r in httpx.get(f"{url}/requests").json() if r["task"] and question in r["task"]]
+
+
+def runhost_log(stack: RunningStack) -> str:
+    assert stack.home is not None
+    return (Path(stack.home) / "logs" / "runhost.log").read_text(errors="replace")
+
+
+def scenario_run(api: Api, workspace_id: str, name: str, timeout: float = 120) -> tuple[dict[str, Any], str]:
+    question = f"scenario:{name} {uuid.uuid4().hex[:8]}"
+    run = api.wait_run(api.start_run(workspace_id, question, model="openai")["id"], timeout=timeout)
+    return run, question
+
+
+def seeded_workspace(api: Api) -> str:
+    ws = api.workspace()
+    api.publish("Fund X liquidity report", "Fund X liquidity is adequate.", ws["id"])
+    api.wait_catalog(ws["id"], 1)
+    return str(ws["id"])
+
+
+def test_narration_first_is_answered_back_and_never_published(model_stack: RunningStack, model_server: str) -> None:
+    api = Api(model_stack)
+    ws = seeded_workspace(api)
+    run, question = scenario_run(api, ws, "narration")
+    assert run["status"] == "completed", run["error"]
+    published = api.read(run["publication"])
+    assert NARRATION not in published["body"] and SCENARIO_ANSWER in published["body"]
+    sent = requests_of(model_server, question)
+    assert len(sent) == 2 == run["stats"]["model_requests"] == run["stats"]["steps"]
+    said, answered = sent[1]["body"]["messages"][-3:-1]
+    assert said == {"role": "assistant", "content": NARRATION[:200]}
+    assert answered["role"] == "user" and "text without a tool call" in answered["content"]
+    assert api.ledger(run["id"]) == []
+    # The model saw the checkpoint's revision, so a second run's proposal applies as well (not stale).
+    assert run["checkpoint_proposal"]["status"] == "applied"
+    second, question = scenario_run(api, ws, "empty")
+    assert second["checkpoint_proposal"] == {"status": "applied", "revision": 2}
+    assert "Checkpoint revision: 1" in requests_of(model_server, question)[0]["body"]["messages"][1]["content"]
+
+
+@pytest.mark.parametrize(
+    ("name", "said"),
+    [
+        ("length_call", "cut at the output limit"),
+        ("length_text", "cut at the output limit"),
+        ("content_filter", "content filter"),
+        ("empty", "your reply was empty"),
+    ],
+)
+def test_a_cut_filtered_or_empty_reply_is_answered_back(
+    model_stack: RunningStack, model_server: str, name: str, said: str
+) -> None:
+    api = Api(model_stack)
+    ws = seeded_workspace(api)
+    run, question = scenario_run(api, ws, name)
+    assert run["status"] == "completed", run["error"]
+    assert SCENARIO_ANSWER in api.read(run["publication"])["body"]
+    sent = requests_of(model_server, question)
+    assert len(sent) == 2 == run["stats"]["model_requests"]
+    answered = sent[1]["body"]["messages"][-2]
+    assert said in answered["content"]
+    if name == "length_call":
+        # The cut call is answered as its own tool call, and its cut arguments were never run.
+        assert answered["role"] == "tool" and answered["tool_call_id"] == "cut-0"
+        assert "draft.md" not in api.files(run["id"])
+    assert api.ledger(run["id"]) == []
+    assert run["stats"]["tokens_in"] == 200 and run["stats"]["tokens_out"] == 20
+
+
+def test_the_same_failing_reply_three_times_fails_the_run(model_stack: RunningStack, model_server: str) -> None:
+    api = Api(model_stack)
+    ws = seeded_workspace(api)
+    run, question = scenario_run(api, ws, "repeat")
+    assert run["status"] == "failed" and run["publication"] is None
+    assert "3 times in a row" in run["error"] and "text without a tool call" in run["error"]
+    assert len(requests_of(model_server, question)) == 3 == run["stats"]["model_requests"]
+    assert api.ledger(run["id"]) == []
+    assert f"run {run['id']}: failed: RepeatedFailure: the model sent" in runhost_log(model_stack)
+
+
+def test_parallel_tool_calls_all_run_in_order(model_stack: RunningStack, model_server: str) -> None:
+    api = Api(model_stack)
+    ws = seeded_workspace(api)
+    run, question = scenario_run(api, ws, "parallel")
+    assert run["status"] == "completed", run["error"]
+    sent = requests_of(model_server, question)
+    assert len(sent) == 2 == run["stats"]["model_requests"]
+    assert run["stats"]["steps"] == 4, "three calls of one reply, then finish"
+    answers = [m for m in sent[1]["body"]["messages"] if m["role"] == "tool"]
+    assert [m["tool_call_id"] for m in answers] == ["par-0", "par-1", "par-2"]
+    assert "notes/parallel.md" in api.files(run["id"])
+    listed = [r for r in api.ledger(run["id"]) if r["stage"] == "listed"]
+    assert listed and listed[0]["ref"]["kind"] == "publication"
+
+
+def test_a_200_with_an_error_body_is_retried(model_stack: RunningStack, model_server: str) -> None:
+    api = Api(model_stack)
+    ws = seeded_workspace(api)
+    run, question = scenario_run(api, ws, "errorbody")
+    assert run["status"] == "completed", run["error"]
+    sent = requests_of(model_server, question)
+    assert len(sent) == 3 and sent[0]["status"] == 200 and sent[0]["body"] == sent[1]["body"]
+    assert run["stats"]["model_requests"] == 2
+    assert [r["stage"] for r in api.ledger(run["id"])] == ["listed"]
+
+
+def test_a_minute_of_503_is_ridden_out(model_stack: RunningStack, model_server: str) -> None:
+    api = Api(model_stack)
+    ws = seeded_workspace(api)
+    run, question = scenario_run(api, ws, "outage:60", timeout=240)
+    assert run["status"] == "completed", run["error"]
+    sent = requests_of(model_server, question)
+    refused = [r for r in sent if r["status"] == 503]
+    assert len(refused) >= 2 and len(sent) == len(refused) + 2
+    assert all(r["body"] == sent[0]["body"] for r in refused), "a retry is the same request"
+    assert run["stats"]["model_requests"] == 2
+    assert [r["stage"] for r in api.ledger(run["id"])] == ["listed"]
+
+
+def test_a_cancel_stops_a_trickling_request(model_stack: RunningStack, model_server: str) -> None:
+    api = Api(model_stack)
+    ws = seeded_workspace(api)
+    question = f"scenario:trickle {uuid.uuid4().hex[:8]}"
+    run = api.start_run(ws, question, model="openai")
+    probe(lambda: requests_of(model_server, question), timeout=60)
+    api.ok("POST", f"/v1/runs/{run['id']}/cancel")
+    # The whole-request deadline is two minutes: only the cancel watcher ends the run within this probe.
+    run = api.wait_run(run["id"], timeout=60)
+    assert run["status"] == "cancelled" and run["publication"] is None
+    assert len(requests_of(model_server, question)) == 1
+    assert run["stats"]["model_requests"] == 0 and api.ledger(run["id"]) == []
+    assert "Task was destroyed but it is pending" not in runhost_log(model_stack)
+
+
+def test_a_new_run_reads_and_cites_the_sources_after_40_earlier_runs(
+    model_stack: RunningStack, model_server: str
+) -> None:
+    api = Api(model_stack)
+    ws = api.workspace()
+    for n in range(3):
+        text = f"Source {n} on Fund X: liquidity covers {30 + n} days of redemptions."
+        api.upload(pdf([text]), f"fundx-{n}", f"fundx-{n}.pdf", ws["id"])
+    api.wait_catalog(ws["id"], 3, timeout=60)
+    question = "How good is the liquidity of Fund X?"
+    earlier = [api.start_run(ws["id"], question, model="scripted:quick")["id"] for _ in range(40)]
+    for run_id in earlier:
+        assert api.wait_run(run_id, timeout=180)["status"] == "completed"
+    # Each earlier run added its publication and its report artifact: 80 run outputs beside 3 sources.
+    api.wait_catalog(ws["id"], 83, timeout=60)
+
+    run, asked = scenario_run(api, ws["id"], "catalog")
+    assert run["status"] == "completed", run["error"]
+    catalog = run["catalog"]
+    assert catalog["omitted"] == 83 - len(catalog["items"]) > 0
+    assert [i["id"] for i in catalog["items"] if i["kind"] == "source"] == ["fundx-2", "fundx-1", "fundx-0"]
+    sources = {"fundx-0", "fundx-1", "fundx-2"}
+    read = [r for r in api.ledger(run["id"]) if r["stage"] == "read"]
+    assert {r["ref"]["id"] for r in read} == sources and len(read) == 3
+    published = api.read(run["publication"])
+    assert {s["id"] for s in published["sources"]} == sources
+    assert all(f"{s}@v1" in published["body"] for s in sources)
+    assert "catalog.md" in api.files(run["id"])
+    sent = requests_of(model_server, asked)
+    assert len(sent) == 5 == run["stats"]["model_requests"], "list, read catalog.md, search, read, finish"
+    listed = sent[1]["body"]["messages"][-2]["content"]
+    assert listed.startswith("[catalog.md]") and len(listed) < 1000

@@ -1,0 +1,67 @@
+"""The model client against the scripted model server (its own process): the retry budget ends with a
+logged give-up naming the run, and the whole-request deadline stops a server that trickles bytes."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+
+from services.runhost.policies.base import TOOLS, ModelInput, RunView
+from services.runhost.policies.openai import OpenAIPolicy, PolicyError
+from tests.support.fake_openai import running as fake_openai_server
+
+
+@pytest.fixture
+async def model_url() -> AsyncIterator[str]:
+    with fake_openai_server() as url:
+        yield url
+
+
+def model_input(run_id: str, question: str) -> ModelInput:
+    view = RunView(run_id, 1, "goal", question, {"items": [], "complete": True, "omitted": 0}, [], {}, "", 0, [])
+    messages = [{"role": "system", "content": "s"}, {"role": "user", "content": f"Question: {question}"}]
+    return ModelInput(f"{run_id}:r1", messages, TOOLS, view)
+
+
+async def test_an_outage_longer_than_the_budget_fails_with_a_logged_give_up(
+    model_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    policy = OpenAIPolicy(base_url=f"{model_url}/v1", api_key="", model="m", backoff_seconds=0.1, retry_seconds=3)
+    try:
+        with caplog.at_level(logging.WARNING, logger="dossier.runhost.model"), pytest.raises(PolicyError) as failed:
+            await policy.next_step(model_input("run_budget", "scenario:outage:600 budget"))
+    finally:
+        await policy.close()
+    assert "HTTP 503" in str(failed.value)
+    assert any("run run_budget: model endpoint given up" in r.getMessage() for r in caplog.records)
+    async with httpx.AsyncClient() as client:
+        requests = (await client.get(f"{model_url}/requests")).json()
+    assert len(requests) >= 2 and all(r["status"] == 503 for r in requests)
+
+
+async def test_a_trickling_reply_meets_the_whole_request_deadline(model_url: str) -> None:
+    policy = OpenAIPolicy(
+        base_url=f"{model_url}/v1", api_key="", model="m", backoff_seconds=0.1, retry_seconds=1, timeout=2
+    )
+    try:
+        with pytest.raises(PolicyError) as failed:
+            await policy.next_step(model_input("run_trickle", "scenario:trickle deadline"))
+    finally:
+        await policy.close()
+    assert "no whole reply within 2 s" in str(failed.value)
+
+
+async def test_parallel_tool_calls_false_is_sent_and_every_returned_call_is_kept(model_url: str) -> None:
+    policy = OpenAIPolicy(base_url=f"{model_url}/v1", api_key="sk-x", model="m", parallel_tool_calls=False)
+    try:
+        step = await policy.next_step(model_input("run_par", "scenario:parallel flag"))
+    finally:
+        await policy.close()
+    # A server may ignore the flag: whatever calls it returns are all kept, in order.
+    assert [c.call_id for c in step.calls()] == ["par-0", "par-1", "par-2"]
+    async with httpx.AsyncClient() as client:
+        (sent,) = (await client.get(f"{model_url}/requests")).json()
+    assert sent["body"]["parallel_tool_calls"] is False and sent["auth"] == "Bearer sk-x"
