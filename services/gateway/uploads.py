@@ -127,6 +127,11 @@ class _Collector:
                 )
 
     def on_part_end(self) -> None:
+        if self._part.name in self.fields or (
+            self._part.name == self.file_field and (self.stored is not None or self.upload is not None)
+        ):
+            # Two parts of one name: which one was meant is the caller's to say, not ours to guess.
+            raise Invalid(f"the field '{self._part.name}' is given more than once", {"field": self._part.name})
         if self._part.name == self.file_field and self.sink is not None and self.stored is None:
             self.stored = StoredUpload(
                 filename=os.path.basename(self._part.filename or "upload"),

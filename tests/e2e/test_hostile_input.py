@@ -295,3 +295,20 @@ def test_an_encoded_body_is_refused_unread(api: Api) -> None:
         assert r.status_code == 415 and r.json()["error"]["details"]["header"] == "Content-Encoding", r.text
     plain = {"content-type": "application/json", "content-encoding": "identity"}
     assert api.http.post("/v1/workspaces", content=b'{"title": "t", "goal": "g"}', headers=plain).status_code == 201
+
+
+@pytest.mark.parametrize("path", ["/v1/assets", "/v1/artifacts"])
+def test_a_form_field_given_twice_is_invalid(api: Api, path: str) -> None:
+    name = "source_id" if path == "/v1/assets" else "title"
+    body, content_type = multipart({name: b"first"}, b"a.txt", b"text")
+    boundary = content_type.split("boundary=")[1].encode()
+    twice = b'--%s\r\nContent-Disposition: form-data; name="%s"\r\n\r\nsecond\r\n' % (boundary, name.encode())
+    r = api.http.post(path, content=twice + body, headers={"content-type": content_type})
+    assert r.status_code == 422 and error_of(r)["details"]["field"] == name, r.text
+    file_again = body.replace(b"--%s--" % boundary, b"")
+    file_again += b'--%s\r\nContent-Disposition: form-data; name="file"; filename="b.txt"\r\n\r\nmore\r\n--%s--\r\n' % (
+        boundary,
+        boundary,
+    )
+    r = api.http.post(path, content=file_again, headers={"content-type": content_type})
+    assert r.status_code == 422 and error_of(r)["details"]["field"] == "file", r.text
