@@ -23,6 +23,8 @@ if __name__ == "__main__":
         host=settings.http_host,
         port=settings.http_port,
         log_level="warning",
+        # uvicorn's own lines go through the JSON logging configured above, not a text format of its own.
+        log_config=None,
         access_log=False,
         # Nothing reads the client's address; X-Forwarded-For rewriting was a layer on every request.
         proxy_headers=False,

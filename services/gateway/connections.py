@@ -203,6 +203,21 @@ class GuardedConnection(CombinedWrites):
         else:
             self.transport.close()
 
+    def send_400_response(self, msg: str) -> None:
+        """A request the HTTP parser refuses (a malformed request line or chunk, a URL too long) is answered
+        in the envelope with its request id, like every other reply, and logged as one JSON line."""
+        request_id = new_request_id()
+        log.info("malformed HTTP request refused: %s", msg, extra={"request_id": request_id})
+        body = json.dumps(
+            {"error": {"code": "invalid", "message": "the request is not valid HTTP/1.1", "details": {}}}
+        ).encode()
+        head = (
+            b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\n"
+            + b"content-length: %d\r\nx-request-id: %s\r\nconnection: close\r\n\r\n" % (len(body), request_id.encode())
+        )
+        self.transport.write(head + body)
+        self.transport.close()
+
     def _close(self, message: str, limit: float, reply: bool) -> None:
         if reply:
             body = json.dumps(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import socket
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -16,7 +17,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.api import Api
+from tests.support.api import Api, probe
+from tests.support.logs import lines_with
 from tests.support.stack import RunningStack
 
 BAD = "@UNSTORABLE@"
@@ -312,3 +314,34 @@ def test_a_form_field_given_twice_is_invalid(api: Api, path: str) -> None:
     )
     r = api.http.post(path, content=file_again, headers={"content-type": content_type})
     assert r.status_code == 422 and error_of(r)["details"]["field"] == "file", r.text
+
+
+def raw_exchange(stack: RunningStack, request: bytes) -> tuple[int, dict[str, str], bytes]:
+    """One request as raw bytes, and the status, headers and body of the answer."""
+    host, port = stack.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as conn:
+        conn.sendall(request)
+        data = b""
+        while chunk := conn.recv(65536):
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    status_line, *header_lines = head.decode("latin-1").split("\r\n")
+    headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in header_lines)}
+    return int(status_line.split()[1]), headers, body
+
+
+@pytest.mark.parametrize(
+    "request_bytes",
+    [
+        b"GET /v1/health HTTP/1.1 extra\r\nHost: x\r\n\r\n",
+        b"GET /v1/" + b"a" * 70_000 + b" HTTP/1.1\r\nHost: x\r\n\r\n",
+        b"POST /v1/workspaces HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n",
+    ],
+    ids=["request-line", "long-url", "bad-chunk"],
+)
+def test_what_the_http_parser_refuses_is_answered_in_the_envelope(stack: RunningStack, request_bytes: bytes) -> None:
+    status, headers, body = raw_exchange(stack, request_bytes)
+    assert status == 400 and headers["content-type"] == "application/json", (status, headers, body[:200])
+    assert json.loads(body)["error"]["code"] == "invalid"
+    request_id = headers["x-request-id"]
+    probe(lambda: lines_with(stack, "gateway", request_id), timeout=10)
