@@ -11,6 +11,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from services.gateway.deps import require_admin
+from services.gateway.openapi import errors
 from shared.metrics import HTTP_REQUESTS, HTTP_SECONDS
 from shared.observe import acceptable_request_id, bound, new_request_id
 
@@ -61,7 +62,8 @@ router = APIRouter(tags=["operations"])
     dependencies=[Depends(require_admin)],
     response_model=None,
     responses={
-        200: {"content": {CONTENT_TYPE_LATEST: {"schema": {"type": "string"}}}, "description": "Prometheus text"}
+        200: {"content": {CONTENT_TYPE_LATEST: {"schema": {"type": "string"}}}, "description": "Prometheus text"},
+        **errors(401, 500),
     },
 )
 async def metrics() -> Response:

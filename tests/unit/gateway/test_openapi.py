@@ -105,3 +105,8 @@ def test_the_run_schema_carries_stats(spec: dict[str, Any]) -> None:
         "claims_weak",
         "claims_unsupported",
     }
+
+
+def test_the_metrics_route_documents_its_401(spec: dict[str, Any]) -> None:
+    responses = spec["paths"]["/metrics"]["get"]["responses"]
+    assert responses["401"]["content"]["application/json"]["schema"]["$ref"].endswith("/ErrorEnvelope")
