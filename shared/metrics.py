@@ -8,7 +8,15 @@ dead letters, runs, extraction, lease takeovers and how many lookups shared a st
 
 from __future__ import annotations
 
-from prometheus_client import REGISTRY, Counter, Gauge, Histogram, start_http_server
+import hmac
+import json
+import threading
+from collections.abc import Callable, Iterable
+from socketserver import ThreadingMixIn
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+from prometheus_client import REGISTRY, Counter, Gauge, Histogram, make_wsgi_app
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
@@ -64,7 +72,44 @@ GATEWAY_CONNECTIONS = Gauge("dossier_gateway_connections", "HTTP connections the
 EXTRACTION_FAILURES = Counter("dossier_extraction_failures_total", "Asset versions whose extraction failed", ["kind"])
 
 
-def serve_metrics(port: int, host: str = "127.0.0.1") -> int:
-    """Serve /metrics on a thread of this process; returns the port actually bound."""
-    server, _thread = start_http_server(port, addr=host, registry=REGISTRY)
+class _Quiet(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+class _Server(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+def metrics_app(token: str) -> Callable[..., Iterable[bytes]]:
+    """Prometheus' exposition behind `Authorization: Bearer <token>`: the figures of a service (its queues,
+    its runs, its scopes' traffic) are for the operator's scraper, not for any local user who finds the port."""
+    exposition = make_wsgi_app(REGISTRY)
+    expected = f"Bearer {token}".encode()
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        given = environ.get("HTTP_AUTHORIZATION", "").encode("latin-1", "replace")
+        if not hmac.compare_digest(given, expected):
+            body = json.dumps(
+                {"error": {"code": "unauthenticated", "message": "the metrics token is required", "details": {}}}
+            ).encode()
+            challenge = 'Bearer error="invalid_token", error_description="the metrics token is required"'
+            start_response(
+                "401 Unauthorized",
+                [
+                    ("Content-Type", "application/json"),
+                    ("WWW-Authenticate", challenge),
+                    ("Content-Length", str(len(body))),
+                ],
+            )
+            return [body]
+        return exposition(environ, start_response)  # type: ignore[no-any-return]
+
+    return app
+
+
+def serve_metrics(port: int, token: str, host: str = "127.0.0.1") -> int:
+    """Serve /metrics (bearer `token`) on a thread of this process; returns the port actually bound."""
+    server = make_server(host, port, metrics_app(token), server_class=_Server, handler_class=_Quiet)
+    threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
     return int(server.server_port)

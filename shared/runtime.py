@@ -80,7 +80,9 @@ class ServiceRuntime:
             reporter = HealthReporter(self.settings.health_file, self._healthy, interval=self.settings.health_interval)
             self._spawn(reporter.run)
         if self.settings.metrics_port is not None:
-            port = serve_metrics(self.settings.metrics_port)
+            if not self.settings.metrics_token:
+                raise RuntimeError("DOSSIER_METRICS_PORT is set without DOSSIER_METRICS_TOKEN: metrics are never open")
+            port = serve_metrics(self.settings.metrics_port, self.settings.metrics_token)
             log.info("%s serves metrics on 127.0.0.1:%d", self.name, port)
         await self.db.connect(self.migrations)
         await self.broker.connect()

@@ -44,6 +44,8 @@ class CommonSettings(BaseSettings):
     log_level: str = "INFO"
     # Prometheus /metrics of this process on 127.0.0.1 (0: any free port); None serves none.
     metrics_port: int | None = None
+    # The bearer token a scraper sends to that /metrics (the stack keeps it in $DOSSIER_HOME/metrics-token).
+    metrics_token: str = Field(default="", repr=False)
 
     @property
     def nats_servers(self) -> list[str]:

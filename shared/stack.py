@@ -102,6 +102,8 @@ class Stack:
             self.env.get("DOSSIER_ADMIN_TOKEN"),
             lambda: f"adm_{secrets.token_urlsafe(32)}",
         )
+        # The scrapers' bearer token for every service's /metrics (the gateway's takes the admin token).
+        self.metrics_token = secret_value(self.home / "metrics-token", None, lambda: secrets.token_urlsafe(32))
         # Proof of caller: each signer's Ed25519 key, generated once; every process gets the public halves.
         self.proof_keys = {
             name: secret_value(self.home / "proof" / f"{name}.key", None, new_private_key) for name in SIGNERS
@@ -246,6 +248,7 @@ class Stack:
             env["DOSSIER_OPENAI_API_KEY"] = self.env["DOSSIER_OPENAI_API_KEY"]
         if process in self.metrics_ports:
             env["DOSSIER_METRICS_PORT"] = str(self.metrics_ports[process])
+            env["DOSSIER_METRICS_TOKEN"] = self.metrics_token
         return env
 
     def start_services(self) -> None:
@@ -268,6 +271,7 @@ class Stack:
                 **{name: f"http://127.0.0.1:{port}/metrics" for name, port in self.gateway_ports.items()},
                 **{name: f"http://127.0.0.1:{port}/metrics" for name, port in self.metrics_ports.items()},
             },
+            "metrics_token_file": str(self.home / "metrics-token"),
             "supervisor_pid": os.getpid(),
         }
         (self.home / "stack.json").write_text(json.dumps(state, indent=2) + "\n")

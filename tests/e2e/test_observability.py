@@ -55,19 +55,26 @@ def test_every_process_serves_metrics(api: Api, stack: RunningStack) -> None:
     assert 'dossier_http_requests_total{method="POST",route="/v1/workspaces",status="201"}' in gateway.text
     assert "dossier_bus_calls_total" in gateway.text
 
+    token = (stack.home / "metrics-token").read_text().strip()
+    assert stack.state()["metrics_token_file"] == str(stack.home / "metrics-token")
+    scrape = {"Authorization": f"Bearer {token}"}
     for name in ALL_PROCESSES:
         if name == "gateway":
             continue
-        text = httpx.get(str(urls[name])).text
+        # A service's figures are the operator's: no token, or another, is refused.
+        for headers in ({}, {"Authorization": f"Bearer {stack.admin_token}"}):
+            refused = httpx.get(str(urls[name]), headers=headers)
+            assert refused.status_code == 401 and "dossier_" not in refused.text, name
+        text = httpx.get(str(urls[name]), headers=scrape).text
         assert "dossier_bus_requests_total" in text, name
         assert "faststream_received_messages_total" in text, name
         assert "dossier_outbox_lag_seconds" in text, name
-    workspace = httpx.get(str(urls["workspace"])).text
+    workspace = httpx.get(str(urls["workspace"]), headers=scrape).text
     assert 'dossier_bus_requests_total{code="ok",subject="dossier.workspace.create"}' in workspace
-    runhost = httpx.get(str(urls["runhost"])).text
+    runhost = httpx.get(str(urls["runhost"]), headers=scrape).text
     assert 'dossier_runs{status="completed"}' in runhost
     assert "dossier_lease_takeovers_total" in runhost
-    assert "dossier_extraction_seconds" in httpx.get(str(urls["assets"])).text
+    assert "dossier_extraction_seconds" in httpx.get(str(urls["assets"]), headers=scrape).text
 
 
 def test_a_run_reports_its_context_economy(api: Api, tmp_path: Path) -> None:
