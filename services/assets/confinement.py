@@ -13,8 +13,12 @@ A parser of hostile files is treated as compromised code. Before it reads its jo
 - no capabilities (effective, permitted, inheritable, ambient and bounding sets emptied), `no_new_privs`,
   and a seccomp allow-list (services.assets.syscalls).
 
-PID 1 of the new PID namespace is a fork of the process the service started: the first process waits
-for it and passes its end on, so the service still kills and reaps the process it started.
+Three processes: the one the service started stays outside and waits; a fork of it is PID 1 of the new
+namespaces, builds the root, drops its privileges and waits too; its fork, PID 2, is the parser. The
+parser is not PID 1 because the kernel spares a namespace's PID 1 the signals it has no handler for,
+SIGXCPU at the CPU limit among them. Each waiter ends as its child ended, so the service still kills
+and reaps the process it started and learns how the parser died; a killed waiter takes the rest with it
+(parent-death signals, and the end of PID 1 ends its namespace).
 
 `plan()` runs in the service and decides how (or says why it cannot); `enter()` runs in the parser.
 """
@@ -130,10 +134,10 @@ def runtime_paths() -> tuple[str, ...]:
 
 
 def enter(confinement: Plan) -> None:
-    """Confine this (single-threaded) process; returns in PID 1 of the new PID namespace, confined.
+    """Confine this (single-threaded) process; returns in PID 2 of the new PID namespace, confined.
 
-    The process that called it stays outside as the waiter and never returns. Raises Unconfinable (before
-    the fork) or OSError when a step fails.
+    The process that called it and PID 1 stay behind as waiters and never return. Raises OSError when a
+    step fails (in whichever process it fails).
     """
     libc = ctypes.CDLL(None, use_errno=True)
     machine = platform.machine()
@@ -147,12 +151,18 @@ def enter(confinement: Plan) -> None:
     else:
         _check(libc.unshare(flags), "unshare the namespaces")
     # Opened before anything is mounted over them; bound into the new root from these descriptors.
-    sources = {path: os.open(path, os.O_PATH | os.O_CLOEXEC) for path in (*confinement.binds, *_DEVICES)}
+    try:
+        sources = {path: os.open(path, os.O_PATH | os.O_CLOEXEC) for path in (*confinement.binds, *_DEVICES)}
+    except OSError as exc:
+        raise OSError(exc.errno, f"open the parser's runtime: {exc.strerror}") from exc
     filter_ = syscalls.build()
     last_cap = int(Path("/proc/sys/kernel/cap_last_cap").read_text())
     pid = os.fork()
     if pid != 0:
-        _wait_for(pid, libc, confinement, last_cap)
+        with contextlib.suppress(OSError):
+            _drop_privileges(libc, confinement, last_cap, machine)
+            libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+        _wait_for(pid)
     _check(libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "set the parent-death signal")
     _build_root(libc, sources, machine)
     for fd in sources.values():
@@ -160,20 +170,25 @@ def enter(confinement: Plan) -> None:
     with contextlib.suppress(OSError):
         libc.sethostname(b"parser", 6)
     _drop_privileges(libc, confinement, last_cap, machine)
-    # A change of uid clears the parent-death signal; set it again.
+    # A change of uid clears the parent-death signal, and a fork does not pass it on: set it in both.
     _check(libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "set the parent-death signal")
     _check(libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "set no_new_privs")
+    pid = os.fork()
+    if pid != 0:
+        _wait_for(pid)
+    _check(libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "set the parent-death signal")
     filter_.load()
 
 
-def _wait_for(pid: int, libc: Any, confinement: Plan, last_cap: int) -> None:
-    """The outer process: hold nothing the parser writes to, wait for it, and end as it ended."""
+def _wait_for(pid: int) -> None:
+    """A waiter: hold nothing the parser writes to, wait for it, and end as it ended.
+
+    A PID 1 cannot die of its own signal: it exits with 128 + the signal, which the outer waiter turns
+    back into that signal.
+    """
     devnull = os.open("/dev/null", os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)
-    with contextlib.suppress(OSError):
-        _drop_privileges(libc, confinement, last_cap, platform.machine())
-        libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
     while True:
         try:
             _, status = os.waitpid(pid, 0)
@@ -182,9 +197,13 @@ def _wait_for(pid: int, libc: Any, confinement: Plan, last_cap: int) -> None:
             continue
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
-        signal.signal(sig, signal.SIG_DFL)
-        os.kill(os.getpid(), sig)
-    os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 1)
+    elif os.WIFEXITED(status) and os.WEXITSTATUS(status) > 128:
+        sig = os.WEXITSTATUS(status) - 128
+    else:
+        os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
+    signal.signal(sig, signal.SIG_DFL)
+    os.kill(os.getpid(), sig)
+    os._exit(128 + sig)
 
 
 def _build_root(libc: Any, sources: dict[str, int], machine: str) -> None:

@@ -336,8 +336,9 @@ def serve(config: dict[str, Any], work: Work) -> int:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     try:
         confinement.enter(confinement.Plan.from_json(config["confinement"]))
-    except (confinement.Unconfinable, OSError) as exc:
-        write(["refused", str(exc)])
+    except OSError as exc:
+        # Said without paths: the reason reaches the version's error and the health route.
+        write(["refused", exc.strerror or type(exc).__name__])
         out.flush()
         return 0
     resource.setrlimit(resource.RLIMIT_NOFILE, (_MAX_OPEN_FILES, _MAX_OPEN_FILES))

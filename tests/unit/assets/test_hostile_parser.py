@@ -8,8 +8,10 @@ fake $DOSSIER_HOME beside it. Every attempt must fail; the input of the job must
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -63,7 +65,8 @@ attempt("other job's folder", lambda: os.listdir(os.path.dirname(params["other_j
 attempt("fork", fork)
 attempt("write", lambda: open("/written", "wb"))
 pids = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
-report("other pids", "reached: " + str(pids) if pids != [os.getpid()] else "blocked: only itself")
+# PID 1 is its own namespace's waiter (its parent); nothing else may be there.
+report("other pids", "reached: " + str(pids) if set(pids) - {1, os.getpid()} else "blocked: only itself")
 status = dict(line.split(":", 1) for line in read("/proc/self/status").decode().splitlines() if ":" in line)
 for field in ("CapEff", "CapPrm", "CapInh", "CapBnd", "CapAmb", "NoNewPrivs", "Seccomp"):
     report(field, status[field].strip())
@@ -164,5 +167,59 @@ async def test_the_user_namespace_confinement_holds_as_well(home: list[str], lis
     finally:
         await sandbox.close()
 
+    assert_confined(got)
+    assert got["uid"] == str(INNER_ID)
+
+
+# A service that is not root: this process drops to `nobody` (when the test runs as root), decides its
+# plan as the service would, and enters the confinement itself, in-process (the interpreter may sit
+# where `nobody` cannot exec it, so the payload runs in this already-loaded interpreter).
+UNPRIVILEGED = r"""
+import ctypes, encodings.idna, json, os, socket, sys
+from services.assets import confinement
+if os.geteuid() == 0:
+    os.setgroups([])
+    os.setresgid(65534, 65534, 65534)
+    os.setresuid(65534, 65534, 65534)
+    # As a process started as `nobody` would be (a change of uid made this one non-dumpable, which
+    # makes its /proc/self files root's).
+    ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)
+params = json.loads(sys.argv[1])
+plan = confinement.plan()
+print(json.dumps(["plan", str(plan.userns)]), flush=True)
+fd = os.open(params.pop("input"), os.O_RDONLY)
+confinement.enter(plan)
+def report(name, outcome):
+    print(json.dumps([name, str(outcome)]), flush=True)
+exec(sys.argv[2], {"params": params, "input_path": f"/proc/self/fd/{fd}", "report": report})
+"""
+
+
+async def test_an_unprivileged_service_confines_its_parser_in_a_user_namespace(
+    home: list[str], listener: int, tmp_path: Path
+) -> None:
+    mine, other = staged("my own input"), staged("another tenant's input")
+    try:
+        if os.geteuid() == 0:
+            # Everything the attacker wants belongs to the unprivileged service here: only the confinement
+            # stands in the way, not file modes.
+            for path in (*home, *(p for f in (mine, other) for p in (f, f.parent))):
+                os.chown(path, 65534, 65534)
+            for folder in {Path(p).parent for p in home} | {Path(home[0]).parent}:
+                os.chown(folder, 65534, 65534)
+        params = {"parent": os.getpid(), "secrets": home, "port": listener, "other_job": str(other), "input": str(mine)}
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C.UTF-8", "PYTHONPATH": str(ROOT)}
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-B", "-c", UNPRIVILEGED, json.dumps(params), PAYLOAD,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env, cwd="/",
+        )  # fmt: skip
+        out, err = await proc.communicate()
+    finally:
+        for path in (mine, other):
+            path.unlink()
+            path.parent.rmdir()
+    records = [json.loads(line) for line in out.decode().splitlines()]
+    assert records[:1] == [["plan", "True"]], err.decode()
+    got = dict(records[1:])
     assert_confined(got)
     assert got["uid"] == str(INNER_ID)

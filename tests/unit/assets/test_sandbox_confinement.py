@@ -56,7 +56,9 @@ async def parser_pid(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[int]:
     spare = await sandbox._spawn()  # held: closing its job socket would end the spare
     proc = spare.proc
     try:
-        [parser] = children(proc.pid)
+        # The process started waits for its namespace's PID 1, which waits for the parser.
+        [init] = children(proc.pid)
+        [parser] = children(int(init))
         assert os.readlink(f"/proc/{parser}/ns/net") != os.readlink("/proc/self/ns/net")
         yield int(parser)
     finally:
