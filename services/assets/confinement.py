@@ -122,12 +122,13 @@ def parser_user() -> tuple[int, int]:
 def runtime_paths() -> tuple[str, ...]:
     """What the parser's file system holds, read-only: the interpreter's prefix, the virtual environment,
     the project's code and the system libraries (real paths; symlinked ones are recreated as links)."""
-    wanted = [sys.base_prefix, sys.prefix, *(str(ROOT / name) for name in _CODE), *_SYSTEM]
-    seen: list[str] = []
+    wanted = sorted({sys.base_prefix, sys.prefix, *(str(ROOT / name) for name in _CODE), *_SYSTEM})
+    kept: list[str] = []
     for path in wanted:
-        if os.path.lexists(path) and path not in seen:
-            seen.append(path)
-    return tuple(seen)
+        # A folder inside one already bound (the interpreter in /usr) comes with it.
+        if os.path.lexists(path) and not any(path.startswith(parent + "/") for parent in kept):
+            kept.append(path)
+    return tuple(kept)
 
 
 # -- in the parser process ------------------------------------------------------------------------------
@@ -150,9 +151,13 @@ def enter(confinement: Plan) -> None:
         Path("/proc/self/gid_map").write_text(f"{confinement.gid} {outer_gid} 1")
     else:
         _check(libc.unshare(flags), "unshare the namespaces")
-    # Opened before anything is mounted over them; bound into the new root from these descriptors.
+    # Opened (and symlinks read) before anything is mounted over them: the root's tmpfs goes on /tmp,
+    # where a checkout or a virtual environment may sit.
     try:
-        sources = {path: os.open(path, os.O_PATH | os.O_CLOEXEC) for path in (*confinement.binds, *_DEVICES)}
+        sources: dict[str, int | str] = {
+            path: os.readlink(path) if os.path.islink(path) else os.open(path, os.O_PATH | os.O_CLOEXEC)
+            for path in (*confinement.binds, *_DEVICES)
+        }
     except OSError as exc:
         raise OSError(exc.errno, f"open the parser's runtime: {exc.strerror}") from exc
     filter_ = syscalls.build()
@@ -165,8 +170,9 @@ def enter(confinement: Plan) -> None:
         _wait_for(pid)
     _check(libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "set the parent-death signal")
     _build_root(libc, sources, machine)
-    for fd in sources.values():
-        os.close(fd)
+    for source in sources.values():
+        if isinstance(source, int):
+            os.close(source)
     with contextlib.suppress(OSError):
         libc.sethostname(b"parser", 6)
     _drop_privileges(libc, confinement, last_cap, machine)
@@ -206,17 +212,17 @@ def _wait_for(pid: int) -> None:
     os._exit(128 + sig)
 
 
-def _build_root(libc: Any, sources: dict[str, int], machine: str) -> None:
+def _build_root(libc: Any, sources: dict[str, int | str], machine: str) -> None:
     _mount(libc, None, "/", None, _MS_REC | _MS_PRIVATE, "make the mounts private")
     new_root = "/tmp"
     _mount(libc, "tmpfs", new_root, "tmpfs", _MS_NOSUID | _MS_NODEV, "mount the parser's root", b"mode=0755")
     for path, fd in sources.items():
         target = new_root + path
         Path(target).parent.mkdir(parents=True, exist_ok=True)
-        if os.path.islink(path):
-            os.symlink(os.readlink(path), target)
+        if isinstance(fd, str):
+            os.symlink(fd, target)
             continue
-        if stat.S_ISDIR(os.stat(path).st_mode):
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
             os.mkdir(target)
         else:
             Path(target).touch()
