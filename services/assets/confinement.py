@@ -1,7 +1,7 @@
 """The parser's confinement: another uid, no capabilities, its own namespaces and a file system of its own.
 
 A parser of hostile files is treated as compromised code. Before it reads its job, the parser process
-(`python -m services.assets.sandbox`) enters this confinement:
+(`python -m services.assets.parser`) enters this confinement:
 
 - another uid than its service: as root, the system user `dossier_parser` (it owns nothing); otherwise a
   new user namespace in which the service's uid is mapped to an unprivileged id;
@@ -9,7 +9,7 @@ A parser of hostile files is treated as compromised code. Before it reads its jo
   its own /proc, in which no other process is visible);
 - a root file system on a read-only tmpfs holding only read-only bind mounts of the Python runtime, the
   virtual environment, the project's code, the system libraries and four device nodes. The job's input
-  arrives later as an open descriptor over stdin (services.assets.sandbox), so no host path is needed;
+  arrives later as an open descriptor over stdin (services.assets.parser), so no host path is needed;
 - no capabilities (effective, permitted, inheritable, ambient and bounding sets emptied), `no_new_privs`,
   and a seccomp allow-list (services.assets.syscalls).
 

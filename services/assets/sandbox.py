@@ -1,7 +1,7 @@
 """Parsing untrusted files in a separate, confined process with CPU, memory and wall-clock limits.
 
 Parsers of hostile files crash, hang and balloon, so each file is parsed by its own short-lived process
-(`python -m services.assets.sandbox`): RLIMIT_CPU and RLIMIT_AS are set before any parser is imported,
+(`python -m services.assets.parser`): RLIMIT_CPU and RLIMIT_AS are set before any parser is imported,
 the parent kills it at the wall-clock deadline, and whatever happens to it is one failed version, never
 a failed service. The child gets no secrets (a bare environment: PATH, the locale and the code's path),
 cannot write files, and dies with its parent. Before it reads anything of its job it enters the
@@ -42,7 +42,6 @@ ROOT = Path(__file__).resolve().parents[2]
 # One JSON line holds one passage; passages are bounded far below this.
 _LINE_LIMIT = 16 * 1024 * 1024
 _STDERR_KEEP = 4096
-_OUT_BUFFER = 32 * 1024
 # How long a new parser may take to confine itself and import the parsers before it counts as failed.
 _START_SECONDS = 60.0
 
@@ -78,7 +77,7 @@ class Sandbox:
         self.ocr_memory_bytes = max(memory_bytes, ocr_memory_bytes or memory_bytes)
         self.wall_seconds = wall_seconds
         self._spare: asyncio.Task[_Parser] | None = None
-        self._reaping: set[asyncio.Task[bytes | None]] = set()
+        self._reaping: set[asyncio.Task[Any]] = set()
         self._closed = False
         self._plan: confinement.Plan | None = None
         # Why nothing can be parsed here (None: the parsers are confined); health reports it.
@@ -94,7 +93,7 @@ class Sandbox:
         self._replenish()
 
     def _command(self, config: str) -> list[str]:
-        return [sys.executable, "-B", "-m", "services.assets.sandbox", config]
+        return [sys.executable, "-B", "-m", "services.assets.parser", config]
 
     async def _spawn(self) -> _Parser:
         """A new parser, confined and warm; raises ExtractionFailed (and records the problem) when it cannot be."""
@@ -135,7 +134,7 @@ class Sandbox:
             self.problem = None
             return parser
         reason = str(first[1]) if isinstance(first, list) and first[:1] == ["refused"] else None
-        self._discard(parser)
+        self._discard(parser, "a parser did not start" if reason is None else "a parser could not be confined")
         if reason is None:
             # A parser that died or hung before it was confined: nothing says the confinement is impossible.
             raise ExtractionFailed("the parser did not start")
@@ -143,14 +142,21 @@ class Sandbox:
         log.error("parsing is refused: %s", self.problem)
         raise ExtractionFailed(f"parsing is refused: {self.problem}")
 
-    def _discard(self, parser: _Parser) -> None:
+    def _discard(self, parser: _Parser, why: str) -> None:
+        """Stop a parser that never became ready, and log what it said on stderr."""
         parser.jobs.close()
         if parser.proc.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 parser.proc.kill()
-        task = asyncio.create_task(_bounded(parser.proc.communicate(), "reaping a parser that did not start"))
-        self._reaping.add(task)  # type: ignore[arg-type]
-        task.add_done_callback(self._reaping.discard)  # type: ignore[arg-type]
+
+        async def reap() -> None:
+            said = await _bounded(parser.proc.communicate(), "reaping a parser that never became ready")
+            tail = said[1][-_STDERR_KEEP:] if said and said[1] else b""
+            log.warning("%s (exit %s); stderr: %s", why, parser.proc.returncode, tail.decode("utf-8", "replace"))
+
+        task = asyncio.create_task(reap())
+        self._reaping.add(task)
+        task.add_done_callback(self._reaping.discard)
 
     async def _take(self) -> _Parser:
         spare, self._spare = self._spare, None
@@ -301,91 +307,3 @@ async def _tail(stream: asyncio.StreamReader) -> bytes:
     while chunk := await stream.read(65536):
         kept = (kept + chunk)[-_STDERR_KEEP:]
     return kept
-
-
-# -- the child ---------------------------------------------------------------------------------------
-
-
-# A parser needs a handful of descriptors (stdio, the file, imports), writes no file and starts nothing.
-_MAX_OPEN_FILES = 64
-# One record of the child's output.
-Emit = Callable[[list[Any]], None]
-# What the confined child does with its job: `work(kind, input, limits, emit)` returns the final record.
-Work = Callable[[str, Path, Limits, Emit], list[Any]]
-
-
-def serve(config: dict[str, Any], work: Work) -> int:
-    """The parser process: limits, confinement, then one job. Its output is JSON lines on stdout."""
-    import ctypes
-    import resource
-
-    out = open(sys.stdout.fileno(), "wb", buffering=_OUT_BUFFER, closefd=False)
-
-    def write(record: list[Any]) -> None:
-        out.write(orjson.dumps(record) + b"\n")
-
-    # Die with the service: an orphaned parser has nobody to report to.
-    with contextlib.suppress(OSError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
-    # Soft limits for every parser; the hard ones leave room that only the OCR path claims (services.assets.ocr).
-    cpu = int(config["cpu"])
-    limits = Limits(**config["limits"])
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + int(limits.ocr_seconds) + 2))
-    memory = int(config["memory"])
-    resource.setrlimit(resource.RLIMIT_AS, (memory, max(memory, int(config.get("ocr_memory", memory)))))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    try:
-        confinement.enter(confinement.Plan.from_json(config["confinement"]))
-    except OSError as exc:
-        # Said without paths: the reason reaches the version's error and the health route.
-        write(["refused", exc.strerror or type(exc).__name__])
-        out.flush()
-        return 0
-    resource.setrlimit(resource.RLIMIT_NOFILE, (_MAX_OPEN_FILES, _MAX_OPEN_FILES))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
-    resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
-    # RLIMIT_NPROC counts threads, and binds every user but root: numerical libraries (numpy under
-    # openpyxl) that start a thread pool at import then abort it. One thread each starts none.
-    for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[name] = "1"
-    # Warm up: import every parser before the job arrives (trusted code, already confined).
-    import docx  # noqa: F401
-    import openpyxl  # noqa: F401
-    import pymupdf  # noqa: F401
-
-    from services.assets import ocr, office, pdf, webpage, wordprocessing  # noqa: F401
-
-    write(["ready"])
-    out.flush()
-    jobs = socket.socket(fileno=0)
-    message, fds, _, _ = socket.recv_fds(jobs, 65536, 1)
-    if not message or len(fds) != 1:
-        return 0
-    job = json.loads(message)
-
-    def ocr_started() -> None:
-        write(["ocr"])
-        out.flush()
-
-    ocr.on_start(ocr_started)
-    write(work(str(job["kind"]), Path(f"/proc/self/fd/{fds[0]}"), limits, write))
-    out.flush()
-    return 0
-
-
-def _extract(kind: str, path: Path, limits: Limits, emit: Emit) -> list[Any]:
-    from services.assets.extraction import ExtractionError, extract
-
-    try:
-        # Passages leave in writes of about eight pages rather than one or two (the output is buffered):
-        # the service is woken (and the parse interrupted) less often, and still stores passages meanwhile.
-        summary = extract(path, kind, limits, lambda loc, text, meta: emit(["p", loc, text, meta]))
-    except ExtractionError as exc:
-        return ["error", str(exc)]
-    return ["done", summary]
-
-
-if __name__ == "__main__":
-    code = serve(json.loads(sys.argv[1]), _extract)
-    # Skip the interpreter's teardown of the parser modules (about 0.1 s): there is nothing left to save.
-    os._exit(code)

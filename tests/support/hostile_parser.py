@@ -1,7 +1,7 @@
 """A hostile parser, for tests only: test code run through the production parser's own confinement.
 
 `HostileSandbox` is the service's `Sandbox` (the same spare, the same job hand-over, the same
-`services.assets.sandbox.serve`, hence the same `confinement.enter` and seccomp filter) whose child runs
+`services.assets.parser.serve`, hence the same `confinement.enter` and seccomp filter) whose child runs
 a test's payload instead of the extractors. Nothing in the service can start it: the only way to run
 code in a parser is to import this module from a test.
 
@@ -22,7 +22,7 @@ from services.assets.sandbox import Sandbox
 
 _HARNESS = """
 import json, sys
-from services.assets import sandbox
+from services.assets import parser
 
 def work(kind, input_path, limits, emit):
     def report(name, outcome):
@@ -30,7 +30,7 @@ def work(kind, input_path, limits, emit):
     exec(sys.argv[2], {"params": json.loads(kind), "input_path": input_path, "report": report})
     return ["done", {"status": "complete", "units_total": 0, "units_extracted": 0, "notes": []}]
 
-code = sandbox.serve(json.loads(sys.argv[1]), work)
+code = parser.serve(json.loads(sys.argv[1]), work)
 sys.stdout.flush()
 import os
 os._exit(code)
