@@ -53,6 +53,7 @@ _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
 _MS_REMOUNT, _MS_NOATIME, _MS_NODIRATIME, _MS_BIND = 32, 1024, 2048, 4096
 _MS_REC, _MS_PRIVATE, _MS_RELATIME = 16384, 1 << 18, 1 << 21
 _MNT_DETACH = 2
+_PR_SET_DUMPABLE = 4
 _PR_SET_PDEATHSIG, _PR_CAPBSET_DROP, _PR_SET_NO_NEW_PRIVS, _PR_CAP_AMBIENT = 1, 24, 38, 47
 _PR_CAP_AMBIENT_CLEAR_ALL = 4
 _PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}
@@ -181,6 +182,10 @@ def enter(confinement: Plan) -> None:
     _check(libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "set no_new_privs")
     pid = os.fork()
     if pid != 0:
+        # The parser sees this process (its PID 1): not dumpable, it cannot be written through
+        # /proc/1/mem, and under the same filter it could do nothing more than the parser if it were.
+        _check(libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0), "make PID 1 not dumpable")
+        filter_.load()
         _wait_for(pid)
     _check(libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "set the parent-death signal")
     filter_.load()

@@ -29,7 +29,7 @@ ALLOWED = (
     "clock_gettime", "clock_getres", "clock_nanosleep", "nanosleep", "gettimeofday", "time",
     # threads and the C runtime
     "futex", "set_robust_list", "get_robust_list", "rseq", "set_tid_address", "arch_prctl", "sched_getaffinity",
-    "sched_setaffinity", "sched_yield", "exit", "exit_group", "restart_syscall",
+    "sched_setaffinity", "sched_yield", "exit", "exit_group", "restart_syscall", "wait4", "waitid",
     # waiting on its descriptors
     "epoll_create", "epoll_create1", "epoll_ctl", "epoll_wait", "epoll_pwait", "poll", "ppoll", "select",
     "pselect6", "eventfd2",

@@ -7,10 +7,12 @@ namespaces are not allowed. Nothing else about the service changes.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
 from services.assets.app import create_app
 from services.assets.confinement import Plan, runtime_paths
+from services.gateway.routes.health import health
 from shared.bus import BusClient
 from shared.settings import AssetsSettings
 from tests.service.assets.conftest import AssetsUnderTest, actor
@@ -44,3 +46,10 @@ async def test_versions_fail_saying_why_and_health_says_so(
         assert version["extraction"]["notes"][0].startswith("parsing is refused: the parser cannot be confined here")
         # Still answering: the service is up, only parsing is refused.
         assert await bus.ping("assets")
+
+        # The gateway's /v1/health (its route over this bus; the other services are not running here).
+        response = await health(bus)
+        body = json.loads(response.body)
+        assert response.status_code == 503 and body["status"] == "degraded"
+        assert body["services"]["assets"] == "degraded"
+        assert body["reasons"]["assets"] == reply.reason

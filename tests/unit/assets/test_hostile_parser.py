@@ -64,6 +64,8 @@ attempt("other job", lambda: read(params["other_job"]))
 attempt("other job's folder", lambda: os.listdir(os.path.dirname(params["other_job"])))
 attempt("fork", fork)
 attempt("write", lambda: open("/written", "wb"))
+# PID 1 is the namespace's waiter (unfiltered, it could do what the parser may not).
+attempt("pid 1's memory", lambda: open("/proc/1/mem", "r+b"))
 pids = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
 # PID 1 is its own namespace's waiter (its parent); nothing else may be there.
 report("other pids", "reached: " + str(pids) if set(pids) - {1, os.getpid()} else "blocked: only itself")
@@ -133,6 +135,7 @@ def assert_confined(got: dict[str, str]) -> None:
     assert len([name for name in got if name.startswith("secret ")]) == len(SECRET_FILES)
     assert {name for name, outcome in got.items() if outcome.startswith("blocked")} >= {
         "environ", "setns", "unshare", "network", "other job", "other job's folder", "fork", "write", "other pids",
+        "pid 1's memory",
     }  # fmt: skip
     for field in ("CapEff", "CapPrm", "CapInh", "CapBnd", "CapAmb"):
         assert got[field] == "0000000000000000", field
