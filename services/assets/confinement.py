@@ -168,6 +168,7 @@ def enter(confinement: Plan) -> None:
         with contextlib.suppress(OSError):
             _drop_privileges(libc, confinement, last_cap, machine)
             libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         _wait_for(pid)
     _check(libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "set the parent-death signal")
     _build_root(libc, sources, machine)
@@ -184,8 +185,12 @@ def enter(confinement: Plan) -> None:
     if pid != 0:
         # The parser sees this process (its PID 1): not dumpable, it cannot be written through
         # /proc/1/mem, and under the same filter it could do nothing more than the parser if it were.
-        _check(libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0), "make PID 1 not dumpable")
-        filter_.load()
+        try:
+            _check(libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0), "make PID 1 not dumpable")
+            filter_.load()
+        except OSError:
+            os.kill(pid, signal.SIGKILL)
+            os._exit(1)
         _wait_for(pid)
     _check(libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "set the parent-death signal")
     filter_.load()
