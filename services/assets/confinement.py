@@ -143,6 +143,9 @@ def enter(confinement: Plan) -> None:
     """
     libc = ctypes.CDLL(None, use_errno=True)
     machine = platform.machine()
+    # The root's folders must be traversable by the parser's uid whatever umask the service runs with
+    # (the local stack's is 077). Nothing is written outside that tmpfs.
+    os.umask(0o022)
     flags = _CLONE_NEWNS | _CLONE_NEWPID | _CLONE_NEWIPC | _CLONE_NEWUTS | _CLONE_NEWNET
     outer_uid, outer_gid = os.getuid(), os.getgid()
     if confinement.userns:

@@ -226,3 +226,17 @@ async def test_an_unprivileged_service_confines_its_parser_in_a_user_namespace(
     got = dict(records[1:])
     assert_confined(got)
     assert got["uid"] == str(INNER_ID)
+
+
+async def test_the_confinement_holds_under_a_private_umask(home: list[str], listener: int) -> None:
+    """The local stack runs its services with umask 077; the parser's root must still be traversable."""
+    old = os.umask(0o077)
+    try:
+        sandbox = HostileSandbox(PAYLOAD)
+        try:
+            got = await attack(sandbox, home, listener)
+        finally:
+            await sandbox.close()
+    finally:
+        os.umask(old)
+    assert_confined(got)
