@@ -187,6 +187,7 @@ class Sandbox:
         try:
             async with asyncio.timeout(self.wall_seconds) as deadline:
                 _send_job(parser.jobs, path, kind)
+                parser.jobs.close()
                 while line := await proc.stdout.readline():
                     record = _record(line)
                     if record[0] == "ocr":

@@ -33,8 +33,8 @@ ALLOWED = (
     # waiting on its descriptors
     "epoll_create", "epoll_create1", "epoll_ctl", "epoll_wait", "epoll_pwait", "poll", "ppoll", "select",
     "pselect6", "eventfd2",
-    # the job's descriptor arrives over the stdin socket; passages leave on stdout
-    "recvmsg", "recvfrom", "sendmsg", "sendto", "getsockopt", "getsockname", "getpeername",
+    # the job's descriptor arrives over the stdin socket (nothing goes back on it); passages leave on stdout
+    "recvmsg", "recvfrom", "getsockopt", "getsockname", "getpeername",
 )  # fmt: skip
 
 _CLONE_THREAD = 0x00010000
