@@ -187,9 +187,13 @@ def endpoint(
     return register
 
 
-def health_endpoint(broker: NatsBroker, service: str) -> None:
+def health_endpoint(broker: NatsBroker, service: str, problem: Callable[[], str | None] = lambda: None) -> None:
+    """`problem()`: why the service cannot do part of its work (None when it can)."""
+
     async def on_health() -> bytes:
-        return BusReply(ok=True, data=HealthReply(service=service, status="ok").model_dump()).model_dump_json().encode()
+        reason = problem()
+        reply = HealthReply(service=service, status="ok" if reason is None else "degraded", reason=reason)
+        return BusReply(ok=True, data=reply.model_dump()).model_dump_json().encode()
 
     broker.subscriber(health_subject(service), queue=service)(on_health)
 
@@ -312,11 +316,16 @@ class BusClient:
         return bytes(msg.data)
 
     async def ping(self, service: str, *, timeout: float = 1.0) -> bool:
+        return await self.health(service, timeout=timeout) is not None
+
+    async def health(self, service: str, *, timeout: float = 1.0) -> HealthReply | None:
+        """The service's own word on its health; None when it does not answer."""
         try:
-            await self.call(health_subject(service), actor=SYSTEM_ACTOR, timeout=timeout)
+            return HealthReply.model_validate(
+                await self.call(health_subject(service), actor=SYSTEM_ACTOR, timeout=timeout)
+            )
         except DomainError:
-            return False
-        return True
+            return None
 
 
 SYSTEM_ACTOR = Actor(scope="system", principal="dossier")

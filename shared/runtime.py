@@ -59,7 +59,11 @@ class ServiceRuntime:
         self._tasks: list[asyncio.Task[None]] = []
         self._bus: BusClient | None = None
         self._endpoints: EndpointServer | None = None
-        health_endpoint(self.broker, name)
+        health_endpoint(self.broker, name, self.health_problem)
+
+    def health_problem(self) -> str | None:
+        """Why this service cannot do part of its work, for its health reply; None when it can."""
+        return None
 
     @property
     def bus(self) -> BusClient:

@@ -6,6 +6,7 @@ so what is parsed and what is recorded are the same bytes. No path here ever fet
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -29,7 +30,10 @@ class StagedFile:
     size: int
 
     def discard(self) -> None:
+        """The file and its per-job folder."""
         self.path.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            self.path.parent.rmdir()
 
 
 def parse_roots(setting: str) -> dict[str, Path]:
@@ -46,8 +50,15 @@ def parse_roots(setting: str) -> dict[str, Path]:
 
 
 def _new_temp() -> tuple[int, Path]:
-    fd, name = tempfile.mkstemp(prefix="dossier-asset-")
-    return fd, Path(name)
+    """A private folder (0700) per job holding its one file: the parser is handed the file's descriptor,
+    never a shared folder where other jobs' files sit."""
+    folder = Path(tempfile.mkdtemp(prefix="dossier-asset-"))
+    path = folder / "input"
+    return os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600), path
+
+
+def _remove(path: Path) -> None:
+    StagedFile(path, "", 0).discard()
 
 
 async def stage_blob(blobs: Blobs, blob: BlobRef, *, max_bytes: int) -> StagedFile:
@@ -64,13 +75,13 @@ async def stage_blob(blobs: Blobs, blob: BlobRef, *, max_bytes: int) -> StagedFi
         # Streamed to disk and hashed on the way: a file is never whole in this process's memory.
         digest, size = await blobs.download(blob.key, path, max_bytes=max_bytes)
     except TooManyBytes as exc:
-        path.unlink(missing_ok=True)
+        _remove(path)
         raise TooLarge("the file is larger than the limit", {"field": "file", "limit": max_bytes}) from exc
     except Exception as exc:
-        path.unlink(missing_ok=True)
+        _remove(path)
         raise Invalid("the uploaded bytes are not in object storage", {"field": "blob.key"}) from exc
     if digest != blob.sha256 or size != blob.size:
-        path.unlink(missing_ok=True)
+        _remove(path)
         raise Invalid("the stored bytes do not match the declared sha256 and size", {"field": "blob.sha256"})
     return StagedFile(path, digest, size)
 
@@ -126,6 +137,6 @@ def stage_import(real_base: Path, candidate: Path, *, max_bytes: int) -> StagedF
                     digest.update(chunk)
                     out.write(chunk)
         except BaseException:
-            path.unlink(missing_ok=True)
+            _remove(path)
             raise
     return StagedFile(path, digest.hexdigest(), size)

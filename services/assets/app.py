@@ -33,7 +33,12 @@ class AssetsRuntime(ServiceRuntime):
 
     async def start(self) -> None:
         await self.blobs.ensure_bucket()
+        self.sandbox.start()
         await super().start()
+
+    def health_problem(self) -> str | None:
+        problem = self.sandbox.problem
+        return None if problem is None else f"parsing is refused: {problem}"
 
     async def stop(self) -> None:
         await super().stop()

@@ -1,15 +1,19 @@
-"""Parsing untrusted files in a separate process with CPU, memory and wall-clock limits.
+"""Parsing untrusted files in a separate, confined process with CPU, memory and wall-clock limits.
 
 Parsers of hostile files crash, hang and balloon, so each file is parsed by its own short-lived process
-(`python -m services.assets.sandbox`): RLIMIT_CPU and RLIMIT_AS are set before any parser is imported,
+(`python -m services.assets.parser`): RLIMIT_CPU and RLIMIT_AS are set before any parser is imported,
 the parent kills it at the wall-clock deadline, and whatever happens to it is one failed version, never
 a failed service. The child gets no secrets (a bare environment: PATH, the locale and the code's path),
-no network (its own network namespace on Linux), cannot start processes or write files, and dies with
-its parent.
+cannot write files, and dies with its parent. Before it reads anything of its job it enters the
+confinement of services.assets.confinement (another uid, no capabilities, no network, a file system of
+its own, a seccomp allow-list) and says `["ready"]`; only then is the job sent: the input as an open
+descriptor over the stdin socket, so the parser never needs a path of the service's file system.
+Where the confinement cannot be set up, nothing is parsed: every version fails saying why, and the
+service's health says so too (`problem`).
 
-One spare process is kept warm (started, limits set, parsers imported, waiting for its single job on
-stdin), so the interpreter start is not on the path of an upload. The child streams passages as JSON
-lines; the parent hands them on as they come, so storing them overlaps with parsing.
+One spare process is kept warm (started, confined, parsers imported, waiting for its single job), so
+neither the interpreter start nor the confinement is on the path of an upload. The child streams
+passages as JSON lines; the parent hands them on as they come, so storing them overlaps with parsing.
 """
 
 from __future__ import annotations
@@ -20,14 +24,16 @@ import json
 import logging
 import os
 import signal
+import socket
 import sys
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 import orjson
 
+from services.assets import confinement
 from services.assets.extraction import Limits
 
 T = TypeVar("T")
@@ -36,7 +42,8 @@ ROOT = Path(__file__).resolve().parents[2]
 # One JSON line holds one passage; passages are bounded far below this.
 _LINE_LIMIT = 16 * 1024 * 1024
 _STDERR_KEEP = 4096
-_OUT_BUFFER = 32 * 1024
+# How long a new parser may take to confine itself and import the parsers before it counts as failed.
+_START_SECONDS = 60.0
 
 # A passage: locator, text, and {"ocr": bool} as the parser said.
 PassageSink = Callable[[str, str, dict[str, Any]], Awaitable[None]]
@@ -44,6 +51,13 @@ PassageSink = Callable[[str, str, dict[str, Any]], Awaitable[None]]
 
 class ExtractionFailed(Exception):
     """The file failed alone; the message is safe to show (no paths, no traces)."""
+
+
+@dataclass
+class _Parser:
+    proc: asyncio.subprocess.Process
+    # The service's end of the child's stdin: the job (and its input's descriptor) goes through it.
+    jobs: socket.socket
 
 
 class Sandbox:
@@ -62,60 +76,118 @@ class Sandbox:
         # Only the OCR path lifts the child's soft limits to these (and its deadline by `limits.ocr_seconds`).
         self.ocr_memory_bytes = max(memory_bytes, ocr_memory_bytes or memory_bytes)
         self.wall_seconds = wall_seconds
-        self._spare: asyncio.Task[asyncio.subprocess.Process] | None = None
-        self._reaping: set[asyncio.Task[bytes | None]] = set()
+        self._spare: asyncio.Task[_Parser] | None = None
+        self._reaping: set[asyncio.Task[Any]] = set()
         self._closed = False
+        self._plan: confinement.Plan | None = None
+        # Why nothing can be parsed here (None: the parsers are confined); health reports it.
+        self.problem: str | None = None
+        try:
+            self._plan = confinement.plan()
+        except confinement.Unconfinable as exc:
+            self.problem = str(exc)
+            log.error("parsing is refused: %s", exc)
 
-    async def _spawn(self) -> asyncio.subprocess.Process:
+    def start(self) -> None:
+        """Warm the first spare now, so health knows at once whether parsers can be confined here."""
+        self._replenish()
+
+    def _command(self, config: str) -> list[str]:
+        return [sys.executable, "-B", "-m", "services.assets.parser", config]
+
+    async def _spawn(self) -> _Parser:
+        """A new parser, confined and warm; raises ExtractionFailed (and records the problem) when it cannot be."""
+        if self._plan is None:
+            raise ExtractionFailed(f"parsing is refused: {self.problem}")
         config = {
             "cpu": self.cpu_seconds,
             "memory": self.memory_bytes,
             "ocr_memory": self.ocr_memory_bytes,
             "limits": asdict(self.limits),
+            "confinement": self._plan.to_json(),
         }
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C.UTF-8", "PYTHONPATH": str(ROOT)}
-        return await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-B",
-            "-m",
-            "services.assets.sandbox",
-            json.dumps(config),
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            cwd=ROOT,
-            env=env,
-            limit=_LINE_LIMIT,
-        )
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *self._command(json.dumps(config)),
+                stdin=theirs.fileno(),
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                cwd=ROOT,
+                env=env,
+                limit=_LINE_LIMIT,
+            )
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        parser = _Parser(proc, ours)
+        assert proc.stdout is not None
+        try:
+            async with asyncio.timeout(_START_SECONDS):
+                first = orjson.loads(await proc.stdout.readline() or b"null")
+        except (TimeoutError, ValueError):
+            first = None
+        if first == ["ready"]:
+            self.problem = None
+            return parser
+        reason = str(first[1]) if isinstance(first, list) and first[:1] == ["refused"] else None
+        self._discard(parser, "a parser did not start" if reason is None else "a parser could not be confined")
+        if reason is None:
+            # A parser that died or hung before it was confined: nothing says the confinement is impossible.
+            raise ExtractionFailed("the parser did not start")
+        self.problem = f"the parser cannot be confined here: {reason}"
+        log.error("parsing is refused: %s", self.problem)
+        raise ExtractionFailed(f"parsing is refused: {self.problem}")
 
-    async def _take(self) -> asyncio.subprocess.Process:
+    def _discard(self, parser: _Parser, why: str) -> None:
+        """Stop a parser that never became ready, and log what it said on stderr."""
+        parser.jobs.close()
+        if parser.proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                parser.proc.kill()
+
+        async def reap() -> None:
+            said = await _bounded(parser.proc.communicate(), "reaping a parser that never became ready")
+            tail = said[1][-_STDERR_KEEP:] if said and said[1] else b""
+            log.warning("%s (exit %s); stderr: %s", why, parser.proc.returncode, tail.decode("utf-8", "replace"))
+
+        task = asyncio.create_task(reap())
+        self._reaping.add(task)
+        task.add_done_callback(self._reaping.discard)
+
+    async def _take(self) -> _Parser:
         spare, self._spare = self._spare, None
-        proc: asyncio.subprocess.Process | None = None
+        parser: _Parser | None = None
         if spare is not None:
             with contextlib.suppress(Exception):
-                proc = await spare
-        if proc is None or proc.returncode is not None:
-            proc = await self._spawn()
-        return proc
+                parser = await spare
+        if parser is None or parser.proc.returncode is not None:
+            if parser is not None:
+                parser.jobs.close()
+            parser = await self._spawn()
+        return parser
 
     def _replenish(self) -> None:
         # After the job, not during it: on a small machine the spare's start would slow the parse down.
-        if not self._closed and self._spare is None:
+        if not self._closed and self._spare is None and self._plan is not None:
             self._spare = asyncio.create_task(self._spawn())
 
     async def run(self, path: Path, kind: str, on_passage: PassageSink) -> dict[str, Any]:
         """Extract `path`; each passage goes to `on_passage`. Returns the coverage, or raises ExtractionFailed."""
-        proc = await self._take()
-        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        parser = await self._take()
+        proc = parser.proc
+        assert proc.stdout is not None and proc.stderr is not None
         stderr = asyncio.create_task(_tail(proc.stderr))
         final: list[Any] | None = None
         passages = 0
         ocr_started = False
         try:
             async with asyncio.timeout(self.wall_seconds) as deadline:
-                proc.stdin.write(json.dumps({"path": str(path), "kind": kind}).encode() + b"\n")
-                await proc.stdin.drain()
-                proc.stdin.close()
+                _send_job(parser.jobs, path, kind)
+                parser.jobs.close()
                 while line := await proc.stdout.readline():
                     record = _record(line)
                     if record[0] == "ocr":
@@ -138,6 +210,7 @@ class Sandbox:
             allowed = self.wall_seconds + (self.limits.ocr_seconds if ocr_started else 0)
             raise ExtractionFailed(f"the parser did not finish within {allowed:g} s and was stopped") from exc
         finally:
+            parser.jobs.close()
             if proc.returncode is None:
                 with contextlib.suppress(ProcessLookupError):
                     proc.kill()
@@ -170,10 +243,25 @@ class Sandbox:
         if spare is None:
             return
         with contextlib.suppress(Exception):
-            proc = await spare
-            if proc.returncode is None:
-                proc.kill()
-            await _bounded(proc.wait(), "reaping the spare parser")
+            parser = await spare
+            parser.jobs.close()
+            if parser.proc.returncode is None:
+                parser.proc.kill()
+            await _bounded(parser.proc.communicate(), "reaping the spare parser")
+
+
+def _send_job(jobs: socket.socket, path: Path, kind: str) -> None:
+    """The job and its input's open descriptor, in one message (a few bytes: the socket never blocks).
+
+    The staged file sits in a 0700 per-job folder the parser cannot reach; the parser opens the input again
+    through its descriptor (`/proc/self/fd/N`), which checks the file's mode against the parser's uid, so
+    the file itself is made readable."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        os.fchmod(fd, 0o644)
+        socket.send_fds(jobs, [json.dumps({"kind": kind}).encode()], [fd])
+    finally:
+        os.close(fd)
 
 
 def _record(line: bytes) -> list[Any]:
@@ -220,99 +308,3 @@ async def _tail(stream: asyncio.StreamReader) -> bytes:
     while chunk := await stream.read(65536):
         kept = (kept + chunk)[-_STDERR_KEEP:]
     return kept
-
-
-# -- the child ---------------------------------------------------------------------------------------
-
-
-# A parser needs a handful of descriptors (stdio, the file, imports), writes no file and starts nothing.
-_MAX_OPEN_FILES = 64
-_CLONE_NEWNET = 0x40000000
-_CLONE_NEWUSER = 0x10000000
-
-
-def _confine(resource: Any) -> None:
-    """No new processes, no files written, few descriptors, and no network.
-
-    The network goes with a new, empty network namespace (not even a loopback that is up). That needs
-    CAP_SYS_ADMIN (root) or unprivileged user namespaces; where neither is allowed (not Linux, or a
-    locked-down kernel), the parser keeps the host's network and says so on stderr, and the other
-    limits still hold.
-    """
-    resource.setrlimit(resource.RLIMIT_NOFILE, (_MAX_OPEN_FILES, _MAX_OPEN_FILES))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
-    resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
-    # RLIMIT_NPROC counts threads, and binds every user but root: numerical libraries (numpy under
-    # openpyxl) that start a thread pool at import then abort it. One thread each starts none.
-    for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[name] = "1"
-    if not _leave_network():
-        print("sandbox: no network namespace is permitted here; the parser keeps the network", file=sys.stderr)
-
-
-def _leave_network() -> bool:
-    import ctypes
-
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-    except OSError:
-        return False
-    if getattr(libc, "unshare", None) is None:
-        return False
-    # Root may unshare the network alone; anyone else needs a user namespace around it.
-    return any(libc.unshare(flags) == 0 for flags in (_CLONE_NEWNET, _CLONE_NEWUSER | _CLONE_NEWNET))
-
-
-def _child(config: dict[str, Any]) -> int:
-    import ctypes
-    import resource
-
-    # Die with the service: an orphaned parser has nobody to report to.
-    with contextlib.suppress(OSError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
-    # Soft limits for every parser; the hard ones leave room that only the OCR path claims (services.assets.ocr).
-    cpu = int(config["cpu"])
-    limits = Limits(**config["limits"])
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + int(limits.ocr_seconds) + 2))
-    memory = int(config["memory"])
-    resource.setrlimit(resource.RLIMIT_AS, (memory, max(memory, int(config.get("ocr_memory", memory)))))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    _confine(resource)
-    # Warm up: import every parser before the job arrives (trusted code, under the limits already).
-    import docx  # noqa: F401
-    import openpyxl  # noqa: F401
-    import pymupdf  # noqa: F401
-
-    from services.assets import ocr, office, pdf, webpage, wordprocessing  # noqa: F401
-    from services.assets.extraction import ExtractionError, extract
-
-    job_line = sys.stdin.readline()
-    if not job_line:
-        return 0
-    job = json.loads(job_line)
-    # Passages leave in writes of about eight pages rather than one or two: the service is woken (and the
-    # parse interrupted) less often, and still stores passages while the parse goes on.
-    out = open(sys.stdout.fileno(), "wb", buffering=_OUT_BUFFER, closefd=False)
-
-    def write(record: list[Any]) -> None:
-        out.write(orjson.dumps(record) + b"\n")
-
-    def ocr_started() -> None:
-        write(["ocr"])
-        out.flush()
-
-    ocr.on_start(ocr_started)
-    try:
-        summary = extract(Path(job["path"]), job["kind"], limits, lambda loc, text, meta: write(["p", loc, text, meta]))
-    except ExtractionError as exc:
-        write(["error", str(exc)])
-    else:
-        write(["done", summary])
-    out.flush()
-    return 0
-
-
-if __name__ == "__main__":
-    code = _child(json.loads(sys.argv[1]))
-    # Skip the interpreter's teardown of the parser modules (about 0.1 s): there is nothing left to save.
-    os._exit(code)

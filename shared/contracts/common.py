@@ -120,7 +120,9 @@ class Event(Model):
 
 class HealthReply(Model):
     service: str
-    status: Literal["ok"]
+    # "degraded": answering, but unable to do part of its work; `reason` says which and why.
+    status: Literal["ok", "degraded"]
+    reason: str | None = None
 
 
 class Eligibility(Model):

@@ -12,12 +12,12 @@ import contextlib
 import os
 import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
 from services.assets.extraction import Limits
 from services.assets.sandbox import Sandbox
-from tests.support.probe import probe_until
 
 SECRETS = {
     "DOSSIER_S3_SECRET_KEY": "s3-secret-value",
@@ -43,20 +43,24 @@ except OSError as exc:
 """
 
 
+def children(pid: int) -> list[str]:
+    return Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+
+
 @pytest.fixture
 async def parser_pid(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[int]:
     for name, value in SECRETS.items():
         monkeypatch.setenv(name, value)
     sandbox = Sandbox(Limits(), cpu_seconds=30, memory_bytes=1536 * 2**20, wall_seconds=30)
-    proc = await sandbox._spawn()
+    # Confined and ready once _spawn returns: the parser proper is the one child of the process started.
+    spare = await sandbox._spawn()  # held: closing its job socket would end the spare
+    proc = spare.proc
     try:
-        own = os.readlink("/proc/self/ns/net")
-
-        async def confined() -> bool:
-            return os.readlink(f"/proc/{proc.pid}/ns/net") != own
-
-        await probe_until(confined, timeout=30)
-        yield proc.pid
+        # The process started waits for its namespace's PID 1, which waits for the parser.
+        [init] = children(proc.pid)
+        [parser] = children(int(init))
+        assert os.readlink(f"/proc/{parser}/ns/net") != os.readlink("/proc/self/ns/net")
+        yield int(parser)
     finally:
         with contextlib.suppress(ProcessLookupError):
             proc.kill()

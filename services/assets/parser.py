@@ -1,0 +1,111 @@
+"""The parser process (`python -m services.assets.parser`), started and fed by services.assets.sandbox.
+
+It sets its limits, enters the confinement (services.assets.confinement), imports every parser, says
+`["ready"]` on stdout, and only then receives its one job from the stdin socket: `{"kind"}` and the
+input's open descriptor. It answers in JSON lines on stdout: `["p", locator, text, meta]` per passage,
+`["ocr"]` when OCR starts, and finally `["done", coverage]` or `["error", message]`; or, where it cannot
+be confined, `["refused", reason]` instead of `["ready"]`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from services.assets import confinement
+from services.assets.extraction import Limits
+
+_OUT_BUFFER = 32 * 1024
+
+# A parser needs a handful of descriptors (stdio, the file, imports), writes no file and starts nothing.
+_MAX_OPEN_FILES = 64
+# One record of the child's output.
+Emit = Callable[[list[Any]], None]
+# What the confined child does with its job: `work(kind, input, limits, emit)` returns the final record.
+Work = Callable[[str, Path, Limits, Emit], list[Any]]
+
+
+def serve(config: dict[str, Any], work: Work) -> int:
+    """The parser process: limits, confinement, then one job. Its output is JSON lines on stdout."""
+    import ctypes
+    import resource
+
+    out = open(sys.stdout.fileno(), "wb", buffering=_OUT_BUFFER, closefd=False)
+
+    def write(record: list[Any]) -> None:
+        out.write(orjson.dumps(record) + b"\n")
+
+    # Die with the service: an orphaned parser has nobody to report to.
+    with contextlib.suppress(OSError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
+    # Soft limits for every parser; the hard ones leave room that only the OCR path claims (services.assets.ocr).
+    cpu = int(config["cpu"])
+    limits = Limits(**config["limits"])
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + int(limits.ocr_seconds) + 2))
+    memory = int(config["memory"])
+    resource.setrlimit(resource.RLIMIT_AS, (memory, max(memory, int(config.get("ocr_memory", memory)))))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    try:
+        confinement.enter(confinement.Plan.from_json(config["confinement"]))
+    except OSError as exc:
+        # Said without paths: the reason reaches the version's error and the health route.
+        write(["refused", exc.strerror or type(exc).__name__])
+        out.flush()
+        return 0
+    resource.setrlimit(resource.RLIMIT_NOFILE, (_MAX_OPEN_FILES, _MAX_OPEN_FILES))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
+    # RLIMIT_NPROC counts threads, and binds every user but root: numerical libraries (numpy under
+    # openpyxl) that start a thread pool at import then abort it. One thread each starts none.
+    for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[name] = "1"
+    # Warm up: import every parser before the job arrives (trusted code, already confined).
+    import docx  # noqa: F401
+    import openpyxl  # noqa: F401
+    import pymupdf  # noqa: F401
+
+    from services.assets import ocr, office, pdf, webpage, wordprocessing  # noqa: F401
+
+    write(["ready"])
+    out.flush()
+    jobs = socket.socket(fileno=0)
+    message, fds, _, _ = socket.recv_fds(jobs, 65536, 1)
+    if not message or len(fds) != 1:
+        return 0
+    job = json.loads(message)
+
+    def ocr_started() -> None:
+        write(["ocr"])
+        out.flush()
+
+    ocr.on_start(ocr_started)
+    write(work(str(job["kind"]), Path(f"/proc/self/fd/{fds[0]}"), limits, write))
+    out.flush()
+    return 0
+
+
+def _extract(kind: str, path: Path, limits: Limits, emit: Emit) -> list[Any]:
+    from services.assets.extraction import ExtractionError, extract
+
+    try:
+        # Passages leave in writes of about eight pages rather than one or two (the output is buffered):
+        # the service is woken (and the parse interrupted) less often, and still stores passages meanwhile.
+        summary = extract(path, kind, limits, lambda loc, text, meta: emit(["p", loc, text, meta]))
+    except ExtractionError as exc:
+        return ["error", str(exc)]
+    return ["done", summary]
+
+
+if __name__ == "__main__":
+    code = serve(json.loads(sys.argv[1]), _extract)
+    # Skip the interpreter's teardown of the parser modules (about 0.1 s): there is nothing left to save.
+    os._exit(code)

@@ -1,0 +1,242 @@
+"""A parser taken over by a hostile file reaches nothing beyond its own input.
+
+Each attempt runs as code inside a real parser process, confined exactly as production confines it
+(tests/support/hostile_parser.py), with the test process as the parser's parent (the service) and a
+fake $DOSSIER_HOME beside it. Every attempt must fail; the input of the job must still be readable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from services.assets.acquisition import _new_temp
+from services.assets.confinement import INNER_ID, ROOT, Plan, runtime_paths
+from tests.support.hostile_parser import HostileSandbox
+
+SECRET_FILES = ("admin-token", "pg-passwords.json", "nats/users.json", "s3-keys.json", "bus-secret")
+
+PAYLOAD = r"""
+import ctypes, os, socket
+
+def attempt(name, action):
+    try:
+        report(name, "reached: " + repr(action())[:200])
+    except OSError as exc:
+        report(name, "blocked: " + (os.strerror(exc.errno) if exc.errno else str(exc)))
+
+def read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+def join_network():
+    fd = os.open(f"/proc/{params['parent']}/ns/net", os.O_RDONLY)
+    if ctypes.CDLL(None, use_errno=True).setns(fd, 0x40000000) != 0:
+        raise OSError(ctypes.get_errno(), "setns")
+    return "joined"
+
+def new_user_namespace():
+    if ctypes.CDLL(None, use_errno=True).unshare(0x10000000) != 0:
+        raise OSError(ctypes.get_errno(), "unshare")
+    return "a new user namespace"
+
+def fork():
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    return pid
+
+attempt("environ", lambda: read(f"/proc/{params['parent']}/environ"))
+for path in params["secrets"]:
+    attempt("secret " + path, lambda: read(path))
+attempt("setns", join_network)
+attempt("unshare", new_user_namespace)
+attempt("network", lambda: socket.create_connection(("127.0.0.1", params["port"]), timeout=5))
+attempt("other job", lambda: read(params["other_job"]))
+attempt("other job's folder", lambda: os.listdir(os.path.dirname(params["other_job"])))
+attempt("fork", fork)
+attempt("write", lambda: open("/written", "wb"))
+# PID 1 is the namespace's waiter (unfiltered, it could do what the parser may not).
+attempt("pid 1's memory", lambda: open("/proc/1/mem", "r+b"))
+pids = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+# PID 1 is its own namespace's waiter (its parent); nothing else may be there.
+report("other pids", "reached: " + str(pids) if set(pids) - {1, os.getpid()} else "blocked: only itself")
+status = dict(line.split(":", 1) for line in read("/proc/self/status").decode().splitlines() if ":" in line)
+for field in ("CapEff", "CapPrm", "CapInh", "CapBnd", "CapAmb", "NoNewPrivs", "Seccomp"):
+    report(field, status[field].strip())
+report("uid", os.getuid())
+report("input", read(str(input_path)).decode())
+"""
+
+
+@pytest.fixture(params=["temporary", "checkout"])
+def home(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[list[str]]:
+    """A $DOSSIER_HOME as the stack writes it (a 0700 folder of 0600 secrets): in a temporary folder, and
+    inside the project's checkout, where `make up` puts it (`.dossier`) beside the code the parser imports."""
+    root = tmp_path / "home" if request.param == "temporary" else Path(tempfile.mkdtemp(prefix=".dossier-", dir=ROOT))
+    try:
+        paths = []
+        for name in SECRET_FILES:
+            path = root / name
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            path.write_text("secret-value\n")
+            path.chmod(0o600)
+            paths.append(str(path))
+        root.chmod(0o700)
+        yield paths
+    finally:
+        if request.param == "checkout":
+            shutil.rmtree(root)
+
+
+@pytest.fixture
+async def listener() -> AsyncIterator[int]:
+    async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.close()
+
+    server = await asyncio.start_server(accept, "127.0.0.1", 0)
+    try:
+        yield server.sockets[0].getsockname()[1]
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+def staged(text: str) -> Path:
+    """A job's input staged as the service stages one (its own 0700 folder)."""
+    fd, path = _new_temp()
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    return path
+
+
+async def attack(sandbox: HostileSandbox, home: list[str], port: int) -> dict[str, str]:
+    mine, other = staged("my own input"), staged("another tenant's input")
+    try:
+        params = {"parent": os.getpid(), "secrets": home, "port": port, "other_job": str(other)}
+        return await sandbox.attack(mine, params)
+    finally:
+        for path in (mine, other):
+            path.unlink()
+            path.parent.rmdir()
+
+
+def assert_confined(got: dict[str, str]) -> None:
+    reached = {name: outcome for name, outcome in got.items() if outcome.startswith("reached")}
+    assert reached == {}
+    assert len([name for name in got if name.startswith("secret ")]) == len(SECRET_FILES)
+    assert {name for name, outcome in got.items() if outcome.startswith("blocked")} >= {
+        "environ", "setns", "unshare", "network", "other job", "other job's folder", "fork", "write", "other pids",
+        "pid 1's memory",
+    }  # fmt: skip
+    for field in ("CapEff", "CapPrm", "CapInh", "CapBnd", "CapAmb"):
+        assert got[field] == "0000000000000000", field
+    assert (got["NoNewPrivs"], got["Seccomp"]) == ("1", "2")
+    assert got["input"] == "my own input"
+
+
+async def test_a_hostile_parser_reaches_nothing_beyond_its_input(
+    home: list[str], listener: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The service's environment holds secrets; the parser must not read them from /proc.
+    monkeypatch.setenv("DOSSIER_NATS_PASSWORD", "nats-password-value")
+    sandbox = HostileSandbox(PAYLOAD)
+    try:
+        assert sandbox.problem is None
+        got = await attack(sandbox, home, listener)
+    finally:
+        await sandbox.close()
+
+    assert_confined(got)
+    if os.geteuid() == 0:
+        # As root: the dedicated system user, not the service's uid.
+        assert got["uid"] not in ("0", str(os.getuid()))
+
+
+async def test_the_user_namespace_confinement_holds_as_well(home: list[str], listener: int) -> None:
+    """The path a service that is not root takes (a user namespace), forced here whoever runs the test."""
+    plan = Plan(userns=True, uid=INNER_ID, gid=INNER_ID, binds=runtime_paths())
+    sandbox = HostileSandbox(PAYLOAD, plan=plan)
+    try:
+        got = await attack(sandbox, home, listener)
+    finally:
+        await sandbox.close()
+
+    assert_confined(got)
+    assert got["uid"] == str(INNER_ID)
+
+
+# A service that is not root: this process drops to `nobody` (when the test runs as root), decides its
+# plan as the service would, and enters the confinement itself, in-process (the interpreter may sit
+# where `nobody` cannot exec it, so the payload runs in this already-loaded interpreter).
+UNPRIVILEGED = r"""
+import ctypes, encodings.idna, json, os, socket, sys
+from services.assets import confinement
+if os.geteuid() == 0:
+    os.setgroups([])
+    os.setresgid(65534, 65534, 65534)
+    os.setresuid(65534, 65534, 65534)
+    # As a process started as `nobody` would be (a change of uid made this one non-dumpable, which
+    # makes its /proc/self files root's).
+    ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)
+params = json.loads(sys.argv[1])
+plan = confinement.plan()
+print(json.dumps(["plan", str(plan.userns)]), flush=True)
+fd = os.open(params.pop("input"), os.O_RDONLY)
+confinement.enter(plan)
+def report(name, outcome):
+    print(json.dumps([name, str(outcome)]), flush=True)
+exec(sys.argv[2], {"params": params, "input_path": f"/proc/self/fd/{fd}", "report": report})
+"""
+
+
+async def test_an_unprivileged_service_confines_its_parser_in_a_user_namespace(
+    home: list[str], listener: int, tmp_path: Path
+) -> None:
+    mine, other = staged("my own input"), staged("another tenant's input")
+    try:
+        if os.geteuid() == 0:
+            # Everything the attacker wants belongs to the unprivileged service here: only the confinement
+            # stands in the way, not file modes.
+            for path in (*home, *(p for f in (mine, other) for p in (f, f.parent))):
+                os.chown(path, 65534, 65534)
+            for folder in {Path(p).parent for p in home} | {Path(home[0]).parent}:
+                os.chown(folder, 65534, 65534)
+        params = {"parent": os.getpid(), "secrets": home, "port": listener, "other_job": str(other), "input": str(mine)}
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C.UTF-8", "PYTHONPATH": str(ROOT)}
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-B", "-c", UNPRIVILEGED, json.dumps(params), PAYLOAD,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env, cwd="/",
+        )  # fmt: skip
+        out, err = await proc.communicate()
+    finally:
+        for path in (mine, other):
+            path.unlink()
+            path.parent.rmdir()
+    records = [json.loads(line) for line in out.decode().splitlines()]
+    assert records[:1] == [["plan", "True"]], err.decode()
+    got = dict(records[1:])
+    assert_confined(got)
+    assert got["uid"] == str(INNER_ID)
+
+
+async def test_the_confinement_holds_under_a_private_umask(home: list[str], listener: int) -> None:
+    """The local stack runs its services with umask 077; the parser's root must still be traversable."""
+    old = os.umask(0o077)
+    try:
+        sandbox = HostileSandbox(PAYLOAD)
+        try:
+            got = await attack(sandbox, home, listener)
+        finally:
+            await sandbox.close()
+    finally:
+        os.umask(old)
+    assert_confined(got)
