@@ -14,8 +14,13 @@ for s in gateway runhost workspace; do
   public="$public${public:+,}$s=$(openssl pkey -in "$keys/$s.pem" -pubout -outform DER | raw32)"
 done
 # NATS keeps only bcrypt hashes; single quotes keep compose from reading the hash's `$` as variables.
-PYTHON=${PYTHON:-.venv/bin/python}
-nats_user() { pw=$(rand); echo "NATS_$1_PASSWORD=$pw"; echo "NATS_$1_PASSWORD_HASH='$(echo "$pw" | "$PYTHON" -m shared.natsauth hash)'"; }
+PYTHON=${PYTHON:-$(dirname "$0")/../.venv/bin/python}
+nats_user() {
+  pw=$(rand)
+  hash=$(echo "$pw" | "$PYTHON" -m shared.natsauth hash)  # an assignment: a failure stops the script (set -e)
+  echo "NATS_$1_PASSWORD=$pw"
+  echo "NATS_$1_PASSWORD_HASH='$hash'"
+}
 {
   for s in gateway runhost workspace; do
     echo "PROOF_$(echo $s | tr a-z A-Z)_KEY=$(openssl pkey -in "$keys/$s.pem" -outform DER | raw32)"
