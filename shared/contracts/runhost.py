@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from shared.contracts.common import INT32_MAX, Model, Page, PageRequest, PublicationRef, Ref
+from shared.contracts.common import INT32_MAX, Model, Page, PageRequest, PublicationRef, Ref, Text
 from shared.contracts.workspace import Catalog
 
 ADMIT = "dossier.runhost.admit"
@@ -49,7 +49,7 @@ class RunLimits(Model):
 class RunRequest(Model):
     """The body of `POST /v1/workspaces/{id}/runs`."""
 
-    question: str = Field(min_length=1, max_length=4000)
+    question: Text = Field(min_length=1, max_length=4000)
     request_id: str = Id
     history: list[HistoryRef] = Field(default_factory=list, max_length=50)
     model: str | None = Field(default=None, max_length=100)

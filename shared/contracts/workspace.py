@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from shared.contracts import assets
-from shared.contracts.common import INT32_MAX, Model, Page, PageRequest, PublicationRef, Ref
+from shared.contracts.common import INT32_MAX, Model, Page, PageRequest, PublicationRef, Ref, Text
 
 CREATE = "dossier.workspace.create"
 LIST = "dossier.workspace.list"
@@ -82,8 +82,8 @@ class GoalVersions(Page):
 
 
 class CreateRequest(Model):
-    title: str = Field(min_length=1)
-    goal: str
+    title: Text = Field(min_length=1)
+    goal: Text
 
 
 class ListRequest(PageRequest):
@@ -110,7 +110,7 @@ class DeleteReply(Model):
 class GoalRevision(Model):
     """The body of `PUT /v1/workspaces/{id}/goal`."""
 
-    text: str
+    text: Text
     expected_version: int = Field(ge=1, le=INT32_MAX)
 
 

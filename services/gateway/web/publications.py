@@ -6,13 +6,23 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 
-from services.gateway.web.render import WebRoute, bus_of, checked_form, field, go, number, render, signed_in
+from services.gateway.web.render import (
+    WebRoute,
+    bus_of,
+    checked_form,
+    field,
+    go,
+    number,
+    problem,
+    render,
+    signed_in,
+)
 from services.gateway.web.workspaces import build
 from shared.bus import BusClient
 from shared.contracts import publication as p
 from shared.contracts import runhost as r
 from shared.contracts.common import Actor
-from shared.errors import DomainError, Unavailable
+from shared.errors import HTTP_STATUS, Conflict, DomainError, Invalid, Unavailable
 
 router = APIRouter(route_class=WebRoute, include_in_schema=False, dependencies=[Depends(signed_in)])
 
@@ -48,6 +58,12 @@ async def _locators(client: BusClient, actor: Actor, run_id: str | None) -> dict
 
 @router.get("/publications/{pub_id}/versions/{version}")
 async def version_page(request: Request, pub_id: str, version: int, actor: Actor = Depends(signed_in)) -> Response:
+    return await version_view(request, actor, pub_id, version)
+
+
+async def version_view(
+    request: Request, actor: Actor, pub_id: str, version: int, *, status: int = 200, **extra: Any
+) -> Response:
     client = bus_of(request)
     pub = await client.call(p.GET, build(p.GetRequest, id=pub_id), actor=actor)
     summary = next((v for v in pub["versions"] if v["version"] == version), None)
@@ -77,12 +93,14 @@ async def version_page(request: Request, pub_id: str, version: int, actor: Actor
     return render(
         request,
         "publication.html",
+        status=status,
         pub=pub,
         summary=summary,
         body=body,
         withdrawn=withdrawn,
         sources=sources,
         claims=claims,
+        **extra,
     )
 
 
@@ -133,13 +151,23 @@ def side_by_side(hunks: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
 @router.post("/publications/{pub_id}/versions")
 async def revise(request: Request, pub_id: str, actor: Actor = Depends(signed_in)) -> Response:
     form = await checked_form(request)
-    req = build(
-        p.ReviseRequest,
-        id=pub_id,
-        body=field(form, "body").replace("\r\n", "\n"),
-        expected_latest_version=number(form, "expected_latest_version"),
-    )
-    version = await bus_of(request).call(p.REVISE, req, actor=actor)
+    body, expected = field(form, "body").replace("\r\n", "\n"), number(form, "expected_latest_version")
+    try:
+        req = build(p.ReviseRequest, id=pub_id, body=body, expected_latest_version=expected)
+        version = await bus_of(request).call(p.REVISE, req, actor=actor)
+    except (Invalid, Conflict) as exc:
+        # Someone saved a version meanwhile (or the body was refused): the page shows the newest version, and
+        # the typed body stays in the form beside the message, to be saved over it knowingly.
+        shown = int(exc.details.get("current_latest_version") or expected)
+        return await version_view(
+            request,
+            actor,
+            pub_id,
+            shown,
+            status=HTTP_STATUS.get(exc.code, 500),
+            errors=problem(exc, {"body": "new-body"}, "new-body"),
+            body_draft=body,
+        )
     return go(f"/publications/{pub_id}/versions/{version['version']}", "New version saved.")
 
 

@@ -155,3 +155,16 @@ def number(form: dict[str, Any], name: str) -> int:
     if not raw.isdigit():
         raise Invalid(f"the field '{name}' must be a whole number", {"field": name})
     return int(raw)
+
+
+def problem(exc: DomainError, fields: dict[str, str], default: str) -> dict[str, str]:
+    """A refusal placed beside the form field it is about: {element id: message}.
+
+    `fields` maps the contract's field names to the page's element ids; a refusal about no known field lands
+    beside `default` (the form's main field), so it is still next to what the person typed.
+    """
+    named = str(exc.details.get("field", ""))
+    message = str(exc.details.get("problem") or exc.message)
+    if exc.code != "invalid":
+        message = exc.message
+    return {fields.get(named, default): message}

@@ -9,12 +9,13 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from services.gateway.routes.artifacts import download_artifact
 from services.gateway.routes.assets import register_upload
 from services.gateway.uploads import stream_multipart
-from services.gateway.web.render import WebRoute, bus_of, checked_form, field, go, render, signed_in
+from services.gateway.web.render import WebRoute, bus_of, checked_form, field, go, problem, render, signed_in
 from services.gateway.web.security import CsrfRefused, check_csrf
 from services.gateway.web.workspaces import build
 from shared.blobs import Blobs
 from shared.contracts import assets as c
 from shared.contracts.common import Actor
+from shared.errors import HTTP_STATUS, Invalid, NotFound, TooLarge, Unsupported
 from shared.settings import GatewaySettings
 
 router = APIRouter(route_class=WebRoute, include_in_schema=False, dependencies=[Depends(signed_in)])
@@ -109,14 +110,15 @@ async def import_page(request: Request, workspace_id: str = "", actor: Actor = D
 async def import_file(request: Request, actor: Actor = Depends(signed_in)) -> Response:
     form = await checked_form(request)
     settings: GatewaySettings = request.app.state.settings
-    req = build(
-        c.ImportRequest,
-        root=field(form, "root").strip(),
-        path=field(form, "path").strip(),
-        source_id=field(form, "source_id").strip(),
-        workspace_id=field(form, "workspace_id").strip() or None,
-    )
-    version = await bus_of(request).call(c.IMPORT, req, actor=actor, timeout=settings.ingest_timeout)
+    values = {name: field(form, name).strip() for name in ("root", "path", "source_id", "workspace_id")}
+    try:
+        req = build(c.ImportRequest, **{**values, "workspace_id": values["workspace_id"] or None})
+        version = await bus_of(request).call(c.IMPORT, req, actor=actor, timeout=settings.ingest_timeout)
+    except (Invalid, NotFound, Unsupported, TooLarge) as exc:
+        # Beside the field it is about, with what was typed; an unknown root comes with the approved ones.
+        errors = problem(exc, {name: name for name in values}, "path")
+        roots = exc.details.get("roots")
+        return render(request, "import.html", status=HTTP_STATUS[exc.code], values=values, errors=errors, roots=roots)
     return go(_source_url(version["source_id"]), f"Imported as version {version['version']} ({version['status']}).")
 
 

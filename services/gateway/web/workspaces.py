@@ -9,7 +9,17 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request, Response
 from pydantic import ValidationError
 
-from services.gateway.web.render import WebRoute, bus_of, checked_form, field, go, number, render, signed_in
+from services.gateway.web.render import (
+    WebRoute,
+    bus_of,
+    checked_form,
+    field,
+    go,
+    number,
+    problem,
+    render,
+    signed_in,
+)
 from shared.bus import BusClient, validation_details
 from shared.contracts import publication as p
 from shared.contracts import runhost as r
@@ -46,8 +56,13 @@ async def workspaces(request: Request, cursor: str | None = None, actor: Actor =
 @router.post("/workspaces")
 async def create(request: Request, actor: Actor = Depends(signed_in)) -> Response:
     form = await checked_form(request)
-    req = build(c.CreateRequest, title=field(form, "title"), goal=field(form, "goal").replace("\r\n", "\n"))
-    ws = await bus_of(request).call(c.CREATE, req, actor=actor)
+    values = {"title": field(form, "title"), "goal": field(form, "goal").replace("\r\n", "\n")}
+    try:
+        ws = await bus_of(request).call(c.CREATE, build(c.CreateRequest, **values), actor=actor)
+    except DomainError as exc:
+        page = await paged(bus_of(request), c.LIST, {}, actor, None)
+        errors = problem(exc, {"title": "title", "goal": "goal"}, "title")
+        return render(request, "workspaces.html", status=exc_status(exc), page=page, errors=errors, values=values)
     return go(f"/workspaces/{ws['id']}", "Workspace created.")
 
 
@@ -109,15 +124,16 @@ async def workspace(request: Request, workspace_id: str, actor: Actor = Depends(
 async def revise_goal(request: Request, workspace_id: str, actor: Actor = Depends(signed_in)) -> Response:
     form = await checked_form(request)
     text, expected = field(form, "goal").replace("\r\n", "\n"), number(form, "expected_version")
-    req = build(c.ReviseGoalRequest, workspace_id=workspace_id, text=text, expected_version=expected)
     try:
+        req = build(c.ReviseGoalRequest, workspace_id=workspace_id, text=text, expected_version=expected)
         await bus_of(request).call(c.REVISE_GOAL, req, actor=actor)
     except Conflict as exc:
         # Nothing typed is lost: the page comes back with the text in the form and the current goal beside it.
         return await workspace_view(request, actor, workspace_id, status=409, conflict=exc, goal_draft=text)
     except DomainError as exc:
+        errors = problem(exc, {"text": "goal"}, "goal")
         return await workspace_view(
-            request, actor, workspace_id, status=exc_status(exc), goal_error=exc, goal_draft=text
+            request, actor, workspace_id, status=exc_status(exc), errors=errors, goal_draft=text
         )
     return go(f"/workspaces/{workspace_id}", "Goal saved.")
 
@@ -157,27 +173,43 @@ async def delete(request: Request, workspace_id: str, actor: Actor = Depends(sig
 async def start_run(request: Request, workspace_id: str, actor: Actor = Depends(signed_in)) -> Response:
     form = await checked_form(request)
     picked = form.get("history", [])
+    picks = [picked] if isinstance(picked, str) else picked
     history = []
-    for choice in [picked] if isinstance(picked, str) else picked:
+    for choice in picks:
         pub_id, _, version = choice.rpartition("@")
         if not pub_id or not version.isdigit():
             raise Invalid("a history choice must name a publication version", {"field": "history"})
         history.append({"publication_id": pub_id, "version": int(version)})
-    req = build(
-        r.AdmitRequest,
-        workspace_id=workspace_id,
-        question=field(form, "question"),
-        request_id=field(form, "request_id") or uuid.uuid4().hex,
-        history=history,
-    )
-    reply = await bus_of(request).call(r.ADMIT, req, actor=actor)
+    question = field(form, "question")
+    try:
+        req = build(
+            r.AdmitRequest,
+            workspace_id=workspace_id,
+            question=question,
+            request_id=field(form, "request_id") or uuid.uuid4().hex,
+            history=history,
+        )
+        reply = await bus_of(request).call(r.ADMIT, req, actor=actor)
+    except (Invalid, Conflict) as exc:
+        # The question and the picks come back as typed, the refusal beside the question.
+        errors = problem(exc, {}, "question")
+        return await workspace_view(
+            request, actor, workspace_id, status=exc_status(exc), errors=errors, question_draft=question, picked=picks
+        )
     return go(f"/runs/{reply['run']['id']}")
 
 
 @router.post("/workspaces/{workspace_id}/publications")
 async def publish(request: Request, workspace_id: str, actor: Actor = Depends(signed_in)) -> Response:
     form = await checked_form(request)
-    body = field(form, "body").replace("\r\n", "\n")
-    req = build(p.CommitRequest, title=field(form, "title"), body=body, workspace_id=workspace_id)
-    version = await bus_of(request).call(p.COMMIT, req, actor=actor)
+    title, body = field(form, "title"), field(form, "body").replace("\r\n", "\n")
+    try:
+        req = build(p.CommitRequest, title=title, body=body, workspace_id=workspace_id)
+        version = await bus_of(request).call(p.COMMIT, req, actor=actor)
+    except (Invalid, Conflict) as exc:
+        errors = problem(exc, {"title": "pub-title", "body": "pub-body"}, "pub-title")
+        drafts = {"title": title, "body": body}
+        return await workspace_view(
+            request, actor, workspace_id, status=exc_status(exc), errors=errors, pub_draft=drafts
+        )
     return go(f"/publications/{version['id']}/versions/{version['version']}", "Publication saved.")

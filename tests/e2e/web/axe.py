@@ -1,0 +1,40 @@
+"""axe-core on a page, at the desktop and the phone width: no serious or critical violation may remain.
+
+The script is evaluated through the DevTools protocol, which the page's Content-Security-Policy does not
+govern: the page under test keeps its own strict policy.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from playwright.sync_api import Page
+
+AXE = (Path(__file__).parent / "vendor" / "axe.min.js").read_text(encoding="utf-8")
+WIDTHS = (1280, 390)
+BLOCKING = ("serious", "critical")
+
+
+def violations(page: Page) -> list[dict[str, Any]]:
+    if not page.evaluate("typeof window.axe !== 'undefined'"):
+        page.evaluate(AXE)
+    found: list[dict[str, Any]] = page.evaluate(
+        "async () => (await axe.run(document, {resultTypes: ['violations']})).violations"
+    )
+    return [v for v in found if v.get("impact") in BLOCKING]
+
+
+def audit(page: Page) -> None:
+    """axe at 1280 px and at 390 px; the page is left at the width it had."""
+    before = page.viewport_size or {"width": 1280, "height": 800}
+    problems = []
+    try:
+        for width in WIDTHS:
+            page.set_viewport_size({"width": width, "height": before["height"]})
+            for v in violations(page):
+                nodes = [" ".join(n["target"]) if isinstance(n["target"], list) else n["target"] for n in v["nodes"]]
+                problems.append(f"{width}px {v['impact']} {v['id']}: {v['help']} at {nodes[:5]}")
+    finally:
+        page.set_viewport_size(before)
+    assert not problems, f"axe on {page.url}:\n" + "\n".join(problems)
