@@ -100,6 +100,7 @@ async def version_view(
         withdrawn=withdrawn,
         sources=sources,
         claims=claims,
+        known={(k[1], k[2]): locs for k, locs in locators.items() if k[0] == "source"},
         **extra,
     )
 

@@ -14,6 +14,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.routing import APIRoute
 from jinja2 import Environment, FileSystemLoader
+from markupsafe import Markup
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from services.gateway.web.security import (
@@ -28,6 +29,7 @@ from services.gateway.web.security import (
 from shared.bus import BusClient
 from shared.contracts.common import Actor
 from shared.errors import HTTP_STATUS, DomainError, Invalid
+from shared.markdown import Known, render_markdown
 
 log = logging.getLogger("dossier.gateway.web")
 
@@ -35,6 +37,23 @@ TEMPLATES = Path(__file__).parent / "templates"
 # Every template is HTML: escape everything, whatever the file name says.
 env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=True, trim_blocks=True, lstrip_blocks=True)
 env.filters["q"] = lambda value: quote(str(value), safe="")
+
+
+def _markdown(text: str, shift: int = 2, known: Known | None = None) -> Markup:
+    # Safe to mark: raw HTML is off in the renderer, so everything a document wrote comes out escaped.
+    return Markup(render_markdown(text, known=known, shift=shift))
+
+
+env.filters["markdown"] = _markdown
+
+# What each policy does with what it read, said on the run's page beside its answer.
+POLICY_NATURE = {
+    "extractive": "The extractive policy quotes the sentences it found most relevant in each source it read; "
+    "it does not weigh them or draw a conclusion. Read the quotes and judge for yourself.",
+    "openai": "A language model wrote this answer from the sources it read; each cited sentence is checked "
+    "against its passage on the publication's page.",
+}
+env.globals["policy_nature"] = POLICY_NATURE
 
 TITLES = {
     "not_found": "Not found",

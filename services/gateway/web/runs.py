@@ -97,3 +97,15 @@ async def cancel(request: Request, run_id: str, actor: Actor = Depends(signed_in
 async def run_file(request: Request, run_id: str, path: str, actor: Actor = Depends(signed_in)) -> Response:
     reply = await bus_of(request).call(r.READ_FILE, build(r.ReadFileRequest, run_id=run_id, path=path), actor=actor)
     return render(request, "run_file.html", run_id=run_id, path=path, text=reply["text"])
+
+
+@router.get("/runs/{run_id}/report")
+async def report_page(request: Request, run_id: str, actor: Actor = Depends(signed_in)) -> Response:
+    """The run's report read inside the workbench (its styles, its links, a way back); the retained HTML
+    file is offered as a download, since the sandbox it is served in carries no sign-in to links it holds."""
+    client = bus_of(request)
+    run = await client.call(r.GET_RUN, {"run_id": run_id}, actor=actor)
+    answer, report, answer_error = await _answer(client, actor, run)
+    if answer is None:
+        raise NotFound(answer_error or "this run has no answer yet", {"run_id": run_id})
+    return render(request, "report.html", run=run, answer=answer, report=report)
