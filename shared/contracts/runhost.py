@@ -38,6 +38,17 @@ class HistoryRef(Model):
     version: int = Field(ge=1, le=INT32_MAX)
 
 
+# A run's answer is a publication titled by its question; its HTML report is an artifact titled
+# `Report of <run id>: <that title>`, which is how a page finds the report of one run among same-titled ones.
+ANSWER_TITLE_CHARS = 120
+REPORT_TITLE_PREFIX = "Report of "
+
+
+def short_title(question: str) -> str:
+    text = " ".join(question.split())
+    return text if len(text) <= ANSWER_TITLE_CHARS else text[: ANSWER_TITLE_CHARS - 1].rstrip() + "…"
+
+
 class RunLimits(Model):
     """Per-run limits; each is capped by the server's own maximum."""
 
@@ -170,9 +181,10 @@ class LedgerRow(Model):
 
 
 class Ledger(Page):
-    """In `seq` order."""
+    """In `seq` order; `totals` counts the whole run's rows by stage, whichever page this is."""
 
     items: list[LedgerRow]
+    totals: dict[Stage, int] = Field(default_factory=dict)
 
 
 class FileEntry(Model):

@@ -21,8 +21,9 @@ from services.gateway.web.workspaces import build
 from shared.bus import BusClient
 from shared.contracts import publication as p
 from shared.contracts import runhost as r
+from shared.contracts import workspace as w
 from shared.contracts.common import Actor
-from shared.errors import HTTP_STATUS, Conflict, DomainError, Invalid, Unavailable
+from shared.errors import HTTP_STATUS, Conflict, DomainError, Invalid, NotFound, Unavailable
 
 router = APIRouter(route_class=WebRoute, include_in_schema=False, dependencies=[Depends(signed_in)])
 
@@ -56,6 +57,17 @@ async def _locators(client: BusClient, actor: Actor, run_id: str | None) -> dict
     return found
 
 
+async def _origin(client: BusClient, actor: Actor, run_id: str | None) -> tuple[Any, Any]:
+    """The run that made a version and its workspace, for the breadcrumbs (neither, when a person wrote it)."""
+    if not run_id:
+        return None, None
+    try:
+        run = await client.call(r.GET_RUN, {"run_id": run_id}, actor=actor)
+        return run, await client.call(w.GET, {"workspace_id": run["workspace_id"]}, actor=actor)
+    except NotFound:
+        return None, None
+
+
 @router.get("/publications/{pub_id}/versions/{version}")
 async def version_page(request: Request, pub_id: str, version: int, actor: Actor = Depends(signed_in)) -> Response:
     return await version_view(request, actor, pub_id, version)
@@ -87,6 +99,7 @@ async def version_view(
         {**s, "locators": locators.get((s["kind"], s["id"], s["version"]), [])}
         for s in (body["sources"] if body else [])
     ]
+    run, ws = await _origin(client, actor, summary["run_id"])
     claims = None
     if body is not None and body["run_id"]:
         claims = await client.call(p.CLAIMS, build(p.ClaimsRequest, id=pub_id, version=version, limit=200), actor=actor)
@@ -100,6 +113,8 @@ async def version_view(
         withdrawn=withdrawn,
         sources=sources,
         claims=claims,
+        run=run,
+        ws=ws,
         known={(k[1], k[2]): locs for k, locs in locators.items() if k[0] == "source"},
         **extra,
     )

@@ -4,6 +4,7 @@ failure into a readable page, and the small helpers every page module shares."""
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,8 @@ def _markdown(text: str, shift: int = 2, known: Known | None = None) -> Markup:
 
 
 env.filters["markdown"] = _markdown
+# Answers made before runs titled them by their question were titled "Run <run id>: <question>".
+env.filters["titled"] = lambda title: re.sub(r"^Run run_\w+: ", "", str(title))
 
 # What each policy does with what it read, said on the run's page beside its answer.
 POLICY_NATURE = {

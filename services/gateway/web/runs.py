@@ -45,8 +45,18 @@ async def _answer(client: BusClient, actor: Actor, run: dict[str, Any]) -> tuple
         )
     except DomainError:
         return answer, None, None
-    reports = [i for i in catalog["items"] if i["kind"] == "artifact" and i["title"] == answer["title"]]
+    own = f"{r.REPORT_TITLE_PREFIX}{run['id']}:"
+    artifacts = [i for i in catalog["items"] if i["kind"] == "artifact"]
+    # Earlier runs titled their report as their answer ("Run <id>: ..."), which names the run too.
+    reports = [i for i in artifacts if i["title"].startswith(own)] or [
+        i for i in artifacts if i["title"] == answer["title"] and answer["title"].startswith(f"Run {run['id']}:")
+    ]
     return answer, (reports[0] if reports else None), None
+
+
+def titles_of(run: dict[str, Any]) -> dict[str, str]:
+    """What the run was offered, by `kind:id`: the ledger names materials by title, not by id."""
+    return {f"{i['kind']}:{i['id']}": i["title"] for i in run["catalog"]["items"]}
 
 
 @router.get("/runs/{run_id}")
@@ -56,16 +66,19 @@ async def run_page(
     client = bus_of(request)
     ref = {"run_id": run_id}
     run = await client.call(r.GET_RUN, ref, actor=actor)
-    ledger, files, plan = await asyncio.gather(
+    ledger, files, plan, ws = await asyncio.gather(
         paged(client, r.LEDGER, ref, actor, cursor),
         client.call(r.LIST_FILES, ref, actor=actor),
         _optional(client.call(r.READ_FILE, {"run_id": run_id, "path": "plan.md"}, actor=actor)),
+        _optional(client.call(w.GET, {"workspace_id": run["workspace_id"]}, actor=actor)),
     )
     answer, report, answer_error = await _answer(client, actor, run)
     return render(
         request,
         "run.html",
         run=run,
+        ws=ws,
+        titles=titles_of(run),
         live=run["status"] not in FINAL,
         ledger=ledger,
         files=files["items"],
@@ -95,8 +108,11 @@ async def cancel(request: Request, run_id: str, actor: Actor = Depends(signed_in
 
 @router.get("/runs/{run_id}/files/{path:path}")
 async def run_file(request: Request, run_id: str, path: str, actor: Actor = Depends(signed_in)) -> Response:
-    reply = await bus_of(request).call(r.READ_FILE, build(r.ReadFileRequest, run_id=run_id, path=path), actor=actor)
-    return render(request, "run_file.html", run_id=run_id, path=path, text=reply["text"])
+    client = bus_of(request)
+    reply = await client.call(r.READ_FILE, build(r.ReadFileRequest, run_id=run_id, path=path), actor=actor)
+    run = await client.call(r.GET_RUN, {"run_id": run_id}, actor=actor)
+    ws = await _optional(client.call(w.GET, {"workspace_id": run["workspace_id"]}, actor=actor))
+    return render(request, "run_file.html", run=run, ws=ws, path=path, text=reply["text"])
 
 
 @router.get("/runs/{run_id}/report")
@@ -108,4 +124,5 @@ async def report_page(request: Request, run_id: str, actor: Actor = Depends(sign
     answer, report, answer_error = await _answer(client, actor, run)
     if answer is None:
         raise NotFound(answer_error or "this run has no answer yet", {"run_id": run_id})
-    return render(request, "report.html", run=run, answer=answer, report=report)
+    ws = await _optional(client.call(w.GET, {"workspace_id": run["workspace_id"]}, actor=actor))
+    return render(request, "report.html", run=run, ws=ws, answer=answer, report=report)
