@@ -87,6 +87,7 @@ CALLS: dict[str, tuple[str, ...]] = {
         workspace.UNARCHIVE,
         workspace.DELETE,
         workspace.CATALOG,
+        workspace.CATALOG_BROWSE,
         workspace.ADD_SOURCE,
         workspace.PIN_ARTIFACT,
         workspace.CHECKPOINT_GET,

@@ -41,6 +41,8 @@ class HistoryRef(Model):
 # A run's answer is a publication titled by its question; its HTML report is an artifact titled
 # `Report of <run id>: <that title>`, which is how a page finds the report of one run among same-titled ones.
 ANSWER_TITLE_CHARS = 120
+# How many earlier publication versions one run may be pointed at.
+HISTORY_MAX = 50
 REPORT_TITLE_PREFIX = "Report of "
 
 
@@ -62,7 +64,7 @@ class RunRequest(Model):
 
     question: Text = Field(min_length=1, max_length=4000)
     request_id: str = Id
-    history: list[HistoryRef] = Field(default_factory=list, max_length=50)
+    history: list[HistoryRef] = Field(default_factory=list, max_length=HISTORY_MAX)
     model: str | None = Field(default=None, max_length=100)
     conversation_id: str | None = Field(default=None, max_length=200)
     limits: RunLimits | None = None

@@ -19,6 +19,7 @@ ARCHIVE = "dossier.workspace.archive"
 UNARCHIVE = "dossier.workspace.unarchive"
 DELETE = "dossier.workspace.delete"
 CATALOG = "dossier.workspace.catalog"
+CATALOG_BROWSE = "dossier.workspace.catalog.browse"
 ADD_SOURCE = "dossier.workspace.sources.add"
 PIN_ARTIFACT = "dossier.workspace.artifacts.pin"
 # Internal, for runhost: the snapshot a run freezes, and associations of conversations, runs and outputs.
@@ -141,6 +142,25 @@ class Catalog(Model):
     items: list[CatalogItem]
     complete: bool
     omitted: int
+
+
+class CatalogBrowseRequest(PageRequest):
+    """A page of the whole catalog, newest first, optionally of one kind (the workbench's catalog view).
+
+    Unlike `CatalogRequest` (what a run is offered: one bounded page), every item is reachable by paging."""
+
+    workspace_id: str = Id
+    kind: CatalogKind | None = None
+    # Only items whose title holds this text (any case); what the history picker filters by.
+    q: str | None = Field(default=None, max_length=200)
+
+
+class CatalogPage(Page):
+    """`total`: the catalog's items of the kind asked for; `start`: the 1-based position of this page's first."""
+
+    items: list[CatalogItem]
+    total: int
+    start: int
 
 
 class SourceAssociation(Model):

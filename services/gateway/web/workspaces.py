@@ -29,8 +29,12 @@ from shared.errors import HTTP_STATUS, Conflict, DomainError, Invalid, NotFound
 
 router = APIRouter(route_class=WebRoute, include_in_schema=False, dependencies=[Depends(signed_in)])
 
-# How many versions of each catalog publication are offered as a history choice.
-HISTORY_VERSIONS = 20
+# The catalog is shown a page at a time; the history picker offers a few publications a page, each with its
+# latest versions (older ones are a click away, on the publication's page).
+CATALOG_PAGE = 50
+CATALOG_KINDS = ("publication", "source", "artifact")
+HISTORY_PAGE = 10
+HISTORY_VERSIONS = 5
 
 
 def build(model: type[Model], **data: Any) -> Any:
@@ -73,9 +77,8 @@ async def _optional(call: Any) -> Any:
         return None
 
 
-async def _history_choices(client: BusClient, actor: Actor, catalog: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every catalog publication with its recent versions, so a run can be pointed at an earlier one."""
-    ids = [i["id"] for i in catalog["items"] if i["kind"] == "publication"]
+async def _history_choices(client: BusClient, actor: Actor, ids: list[str]) -> list[dict[str, Any]]:
+    """These publications with their recent versions, so a run can be pointed at an earlier one."""
     found = await asyncio.gather(*(_optional(client.call(p.GET, {"id": i}, actor=actor)) for i in ids))
     choices = []
     for pub in found:
@@ -88,18 +91,40 @@ async def _history_choices(client: BusClient, actor: Actor, catalog: dict[str, A
     return choices
 
 
+def _browse(workspace_id: str, limit: int, **query: str | None) -> dict[str, Any]:
+    return {"workspace_id": workspace_id, "limit": limit, **{k: v for k, v in query.items() if v}}
+
+
 async def workspace_view(
     request: Request, actor: Actor, workspace_id: str, *, status: int = 200, **extra: Any
 ) -> Response:
+    """The workspace page. Its query pages the catalog (`kind`, `cursor`) and the history picker (`history_q`,
+    `history_cursor`), and carries what the ask form held (`question`, `picked`) across those pages."""
     client = bus_of(request)
+    query = request.query_params
     ws = await client.call(c.GET, {"workspace_id": workspace_id}, actor=actor)
     ref = {"workspace_id": workspace_id}
-    versions, catalog, checkpoint, runs = await asyncio.gather(
+    kind = query.get("kind") if query.get("kind") in CATALOG_KINDS else None
+    history_q = query.get("history_q", "").strip()[:200]
+    versions, catalog, history, checkpoint, runs = await asyncio.gather(
         client.call(c.GOAL_VERSIONS, ref, actor=actor),
-        client.call(c.CATALOG, ref, actor=actor),
+        client.call(
+            c.CATALOG_BROWSE, _browse(workspace_id, CATALOG_PAGE, kind=kind, cursor=query.get("cursor")), actor=actor
+        ),
+        client.call(
+            c.CATALOG_BROWSE,
+            _browse(workspace_id, HISTORY_PAGE, kind="publication", q=history_q, cursor=query.get("history_cursor")),
+            actor=actor,
+        ),
         _optional(client.call(c.CHECKPOINT_GET, ref, actor=actor)),
         client.call(r.LIST_RUNS, ref, actor=actor),
     )
+    picked = list(extra.pop("picked", None) or query.getlist("picked"))[: r.HISTORY_MAX]
+    shown = [i["id"] for i in history["items"]]
+    elsewhere = [pick for pick in picked if pick.rpartition("@")[0] not in shown]
+    others = await _history_choices(client, actor, list(dict.fromkeys(pick.rpartition("@")[0] for pick in elsewhere)))
+    titles = {pub["id"]: pub["title"] for pub in others}
+    extra.setdefault("question_draft", query.get("question", ""))
     return render(
         request,
         "workspace.html",
@@ -107,9 +132,22 @@ async def workspace_view(
         ws=ws,
         versions=versions["items"],
         catalog=catalog,
+        kind=kind,
+        first_page=not query.get("cursor"),
+        history=history,
+        history_q=history_q,
+        choices=await _history_choices(client, actor, shown),
+        picked=picked,
+        elsewhere=[
+            {
+                "value": v,
+                "title": titles.get(v.rpartition("@")[0], v.rpartition("@")[0]),
+                "version": v.rpartition("@")[2],
+            }
+            for v in elsewhere
+        ],
         checkpoint=checkpoint,
         runs=runs,
-        choices=await _history_choices(client, actor, catalog),
         request_id=uuid.uuid4().hex,
         **extra,
     )

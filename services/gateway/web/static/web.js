@@ -67,8 +67,32 @@ function uploadWithProgress(form) {
   });
 }
 
+// The history picker filters and pages by GET: the question typed and the versions ticked go along.
+function carryDraft(form) {
+  var source = document.getElementById(form.dataset.carry);
+  if (!source) return;
+  form.addEventListener("submit", function () {
+    var old = form.querySelectorAll("input[data-carried]");
+    for (var i = 0; i < old.length; i++) old[i].remove();
+    function add(name, value) {
+      var input = document.createElement("input");
+      input.type = "hidden";
+      input.name = name;
+      input.value = value;
+      input.dataset.carried = "1";
+      form.appendChild(input);
+    }
+    var question = source.querySelector("[name=question]");
+    if (question && question.value) add("question", question.value);
+    var ticked = source.querySelectorAll("input[name=history]:checked");
+    for (var j = 0; j < ticked.length; j++) add("picked", ticked[j].value);
+  });
+}
+
 document.addEventListener("DOMContentLoaded", function () {
   autoRefresh();
+  var carriers = document.querySelectorAll("form[data-carry]");
+  for (var k = 0; k < carriers.length; k++) carryDraft(carriers[k]);
   var forms = document.querySelectorAll("form[data-upload]");
   for (var i = 0; i < forms.length; i++) uploadWithProgress(forms[i]);
 });
