@@ -7,14 +7,15 @@ from pathlib import Path
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from services.gateway.web import auth, publications, runs, sources, workspaces
+from services.gateway.web import auth, changes, publications, runs, sources, workspaces
 from services.gateway.web.security import PageHeaders
 
 STATIC = Path(__file__).parent / "static"
 
 
 def install(app: FastAPI) -> None:
-    for module in (auth, workspaces, runs, publications, sources):
+    # `changes` before `runs`: its /runs/compare is not a run id.
+    for module in (auth, workspaces, changes, runs, publications, sources):
         app.include_router(module.router)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     app.add_middleware(PageHeaders)

@@ -6,6 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 
+from services.gateway.web.changes import answer_changes, side_by_side
 from services.gateway.web.render import (
     WebRoute,
     bus_of,
@@ -100,6 +101,7 @@ async def version_view(
         for s in (body["sources"] if body else [])
     ]
     run, ws = await _origin(client, actor, summary["run_id"])
+    changes = await answer_changes(client, actor, ws["id"], body) if ws else []
     claims = None
     if body is not None and body["run_id"]:
         claims = await client.call(p.CLAIMS, build(p.ClaimsRequest, id=pub_id, version=version, limit=200), actor=actor)
@@ -115,6 +117,7 @@ async def version_view(
         claims=claims,
         run=run,
         ws=ws,
+        changes=changes,
         known={(k[1], k[2]): locs for k, locs in locators.items() if k[0] == "source"},
         **extra,
     )
@@ -132,36 +135,6 @@ async def diff_page(
     pub = await client.call(p.GET, build(p.GetRequest, id=pub_id), actor=actor)
     diff = await client.call(p.DIFF, build(p.DiffRequest, **{"id": pub_id, "from": from_, "to": to}), actor=actor)
     return render(request, "diff.html", pub=pub, diff=diff, rows=side_by_side(diff["hunks"]))
-
-
-def _pairs(removed: list[dict[str, Any]], added: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    size = max(len(removed), len(added))
-    return [
-        {"left": removed[i] if i < len(removed) else None, "right": added[i] if i < len(added) else None}
-        for i in range(size)
-    ]
-
-
-def side_by_side(hunks: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
-    """Each hunk as rows of (left, right): context on both sides, a removed run beside the added run after it."""
-    table = []
-    for hunk in hunks:
-        rows: list[dict[str, Any]] = []
-        removed: list[dict[str, Any]] = []
-        added: list[dict[str, Any]] = []
-        for line in hunk["lines"]:
-            if line["op"] == "context" or (line["op"] == "removed" and added):
-                rows += _pairs(removed, added)
-                removed, added = [], []
-            if line["op"] == "context":
-                rows.append({"left": line, "right": line})
-            elif line["op"] == "removed":
-                removed.append(line)
-            else:
-                added.append(line)
-        rows += _pairs(removed, added)
-        table.append(rows)
-    return table
 
 
 @router.post("/publications/{pub_id}/versions")

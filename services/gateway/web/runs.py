@@ -7,6 +7,7 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Request, Response
 
+from services.gateway.web.changes import answer_changes
 from services.gateway.web.render import WebRoute, bus_of, checked_form, field, go, render, signed_in
 from services.gateway.web.workspaces import build, paged
 from shared.bus import BusClient
@@ -73,9 +74,11 @@ async def run_page(
         _optional(client.call(w.GET, {"workspace_id": run["workspace_id"]}, actor=actor)),
     )
     answer, report, answer_error = await _answer(client, actor, run)
+    changes = await answer_changes(client, actor, run["workspace_id"], answer)
     return render(
         request,
         "run.html",
+        changes=changes,
         run=run,
         ws=ws,
         titles=titles_of(run),
