@@ -180,6 +180,12 @@ def exc_status(exc: DomainError) -> int:
     return HTTP_STATUS.get(exc.code, 500)
 
 
+@router.get("/workspaces/{workspace_id}/archive")
+async def confirm_archive(request: Request, workspace_id: str, actor: Actor = Depends(signed_in)) -> Response:
+    ws = await bus_of(request).call(c.GET, {"workspace_id": workspace_id}, actor=actor)
+    return render(request, "confirm_archive.html", ws=ws)
+
+
 @router.post("/workspaces/{workspace_id}/archive")
 async def archive(request: Request, workspace_id: str, actor: Actor = Depends(signed_in)) -> Response:
     await checked_form(request)

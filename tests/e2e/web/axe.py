@@ -26,12 +26,15 @@ def violations(page: Page) -> list[dict[str, Any]]:
 
 
 def audit(page: Page) -> None:
-    """axe at 1280 px and at 390 px; the page is left at the width it had."""
+    """axe at 1280 px and at 390 px, and no wider than the screen at either; the page keeps its width."""
     before = page.viewport_size or {"width": 1280, "height": 800}
     problems = []
     try:
         for width in WIDTHS:
             page.set_viewport_size({"width": width, "height": before["height"]})
+            wide = page.evaluate("document.documentElement.scrollWidth")
+            if wide > width:
+                problems.append(f"{width}px: the page is {wide}px wide")
             for v in violations(page):
                 nodes = [" ".join(n["target"]) if isinstance(n["target"], list) else n["target"] for n in v["nodes"]]
                 problems.append(f"{width}px {v['impact']} {v['id']}: {v['help']} at {nodes[:5]}")

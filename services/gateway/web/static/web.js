@@ -1,22 +1,51 @@
 // Dossier workbench: progressive enhancement only. Every page works without this file.
 "use strict";
 
-// A live run's page reloads itself, but never while the person is typing into one of its forms.
-function autoRefresh() {
+// A live run's page fetches itself every few seconds and replaces only the regions (`data-live`) whose
+// content changed: the reader's place, focus and scroll stay; a region being edited is left alone.
+function liveRegions() {
   var seconds = Number(document.body.dataset.refresh || 0);
   if (!seconds) return;
-  function busy() {
+  function editing(region) {
     var active = document.activeElement;
-    if (active && /^(TEXTAREA|INPUT|SELECT)$/.test(active.tagName)) return true;
-    var fields = document.querySelectorAll("textarea, input[type=text], input:not([type])");
+    if (active && region.contains(active) && /^(TEXTAREA|INPUT|SELECT)$/.test(active.tagName)) return true;
+    var fields = region.querySelectorAll("textarea, input[type=text], input:not([type])");
     for (var i = 0; i < fields.length; i++) {
       if (fields[i].value !== fields[i].defaultValue) return true;
     }
     return false;
   }
-  window.setInterval(function () {
-    if (!busy()) window.location.replace(window.location.pathname + window.location.search.replace(/([?&])notice=[^&]*&?/, "$1"));
-  }, seconds * 1000);
+  function statusText(doc) {
+    var status = doc.getElementById("run-status");
+    return status ? status.textContent : "";
+  }
+  function update() {
+    var url = window.location.pathname + window.location.search.replace(/([?&])notice=[^&]*&?/, "$1");
+    fetch(url, { credentials: "same-origin", headers: { accept: "text/html" } })
+      .then(function (response) {
+        if (!response.ok || response.redirected) throw new Error("HTTP " + response.status);
+        return response.text();
+      })
+      .then(function (html) {
+        var next = new DOMParser().parseFromString(html, "text/html");
+        var before = statusText(document);
+        var regions = document.querySelectorAll("[data-live]");
+        for (var i = 0; i < regions.length; i++) {
+          var fresh = next.getElementById(regions[i].id);
+          if (!fresh || fresh.innerHTML === regions[i].innerHTML || editing(regions[i])) continue;
+          regions[i].innerHTML = fresh.innerHTML;
+        }
+        var after = statusText(document);
+        var note = document.getElementById("live-note");
+        if (note && after !== before) note.textContent = "The run is now " + after + ".";
+        if (next.body.dataset.refresh) window.setTimeout(update, seconds * 1000);
+        else delete document.body.dataset.refresh;
+      })
+      .catch(function () {
+        window.setTimeout(update, seconds * 3000);
+      });
+  }
+  window.setTimeout(update, seconds * 1000);
 }
 
 // The refusal's own words: the error page's alert, or the API envelope's message (a body over the limit).
@@ -90,7 +119,7 @@ function carryDraft(form) {
 }
 
 document.addEventListener("DOMContentLoaded", function () {
-  autoRefresh();
+  liveRegions();
   var carriers = document.querySelectorAll("form[data-carry]");
   for (var k = 0; k < carriers.length; k++) carryDraft(carriers[k]);
   var forms = document.querySelectorAll("form[data-upload]");

@@ -1,0 +1,67 @@
+"""The workbench on a phone (390 px: no page wider than the screen, tables scroll in their box instead of
+wrapping per character), its icon, and Archive asking first.
+
+axe-core runs on every page shown here (tests/e2e/web/axe.py), at 1280 px and 390 px; it also checks that
+no page is wider than the screen at either width.
+"""
+
+from __future__ import annotations
+
+from playwright.sync_api import Page, expect
+
+from tests.e2e.web.axe import audit
+from tests.e2e.web.conftest import User, unique
+
+PHONE = {"width": 390, "height": 844}
+
+# Table cells laid out narrower than a few characters are wrapping per character.
+NARROW_CELLS = """() => Array.from(document.querySelectorAll('td, th'))
+  .filter(c => c.textContent.trim().length > 3 && c.getBoundingClientRect().width < 30)
+  .map(c => c.textContent.trim())"""
+
+
+def on_a_phone(page: Page) -> None:
+    audit(page)
+    page.set_viewport_size(PHONE)
+    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"], page.url
+    assert page.evaluate(NARROW_CELLS) == [], page.url
+
+
+def test_pages_fit_a_phone(user: User) -> None:
+    api = user.api
+    ws = api.workspace(title=unique("A workspace with a rather long title for a small screen"))
+    pub = api.publish("Report A: Fund X liquidity", "Fund X can meet redemptions within 30 days.", ws["id"])
+    api.revise(pub["id"], "Fund X liquidity is now weaker.", 1)
+    source_id = unique("a-source-with-a-long-name-announcement-2026-11-20")
+    api.upload(b"Daily redemptions are suspended until the holdings are sold.", source_id, "memo.txt", ws["id"])
+    page = user.page()
+    page.set_viewport_size(PHONE)
+    for path in (
+        "/workspaces",
+        f"/workspaces/{ws['id']}",
+        f"/publications/{pub['id']}/versions/2",
+        f"/publications/{pub['id']}/diff?from=1&to=2",
+        f"/sources/{source_id}",
+        "/evidence?q=redemptions",
+        "/import",
+    ):
+        page.goto(path)
+        on_a_phone(page)
+
+
+def test_archive_asks_first_and_the_icon_exists(user: User) -> None:
+    ws = user.api.workspace(title=unique("To archive"))
+    page = user.page()
+    icon = page.request.get(f"{user.url}/favicon.ico")
+    assert icon.status == 200 and icon.headers["content-type"].startswith("image/svg+xml")
+
+    page.goto(f"/workspaces/{ws['id']}")
+    page.get_by_role("link", name="Archive…").click()
+    expect(page.get_by_role("heading", level=1)).to_contain_text("Archive the workspace")
+    audit(page)
+    page.get_by_role("link", name="Keep it active").click()
+    assert user.api.ok("GET", f"/v1/workspaces/{ws['id']}")["status"] == "active"
+    page.get_by_role("link", name="Archive…").click()
+    page.get_by_role("button", name="Archive workspace").click()
+    expect(page.locator(".notice")).to_contain_text("archived")
+    assert user.api.ok("GET", f"/v1/workspaces/{ws['id']}")["status"] == "archived"
