@@ -68,6 +68,8 @@ CALLS: dict[str, tuple[str, ...]] = {
         assets.SEARCH,
         assets.READ,
         assets.LOCATE,
+        assets.PASSAGES,
+        assets.ORIGINAL,
         runhost.ADMIT,
         runhost.LIST_RUNS,
         runhost.GET_RUN,

@@ -1,5 +1,5 @@
 """The workbench on a phone (390 px: no page wider than the screen, tables scroll in their box instead of
-wrapping per character), its icon, and Archive asking first.
+wrapping per character), its icon, Archive asking first, and a source page with its text and its original.
 
 axe-core runs on every page shown here (tests/e2e/web/axe.py), at 1280 px and 390 px; it also checks that
 no page is wider than the screen at either width.
@@ -11,6 +11,7 @@ from playwright.sync_api import Page, expect
 
 from tests.e2e.web.axe import audit
 from tests.e2e.web.conftest import User, unique
+from tests.support.documents import ANNOUNCEMENT, pdf
 
 PHONE = {"width": 390, "height": 844}
 
@@ -65,3 +66,26 @@ def test_archive_asks_first_and_the_icon_exists(user: User) -> None:
     page.get_by_role("button", name="Archive workspace").click()
     expect(page.locator(".notice")).to_contain_text("archived")
     assert user.api.ok("GET", f"/v1/workspaces/{ws['id']}")["status"] == "archived"
+
+
+def test_a_source_page_shows_its_text_per_locator_and_offers_the_original(user: User) -> None:
+    source_id = unique("announcement")
+    original = pdf(ANNOUNCEMENT)
+    user.api.upload(original, source_id, "announcement.pdf")
+    page = user.page()
+    page.goto(f"/sources/{source_id}")
+    passages = page.locator("#passages")
+    expect(passages.get_by_role("link", name="page:1")).to_be_visible()
+    expect(passages).to_contain_text("redemption gates of 10 percent per quarter")
+    expect(passages.get_by_role("link", name="page:2")).to_be_visible()
+    expect(passages).to_contain_text("Daily redemptions are suspended")
+    audit(page)
+    with page.expect_download() as info:
+        page.get_by_role("link", name="Download v1").click()
+    download = info.value
+    assert download.suggested_filename == "announcement.pdf"
+    with open(download.path(), "rb") as saved:
+        assert saved.read() == original
+    passages.get_by_role("link", name="page:2").click()
+    page.wait_for_url("**/evidence/ev_*")
+    expect(page.locator("#locator")).to_have_text("page:2")
