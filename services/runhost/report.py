@@ -15,11 +15,11 @@ STYLE = """
 body { margin: 0 auto; max-width: 46rem; padding: 1.5rem; font: 16px/1.55 system-ui, -apple-system, "Segoe UI",
   Roboto, sans-serif; color: #1d2330; background: #fff; overflow-wrap: break-word; }
 nav { font-size: 14px; margin-bottom: 1rem; }
-a { color: #1f5fbf; }
+a { color: #1f5fbf; overflow-wrap: anywhere; }
 h1 { font-size: 1.6rem; line-height: 1.25; }
 h2 { font-size: 1.2rem; margin-top: 1.8rem; border-top: 1px solid #d9dde5; padding-top: .5rem; }
 li { margin: .3rem 0; }
-a.cite { white-space: nowrap; font-size: .92em; }
+a.cite { font-size: .92em; }
 code { font: .9em ui-monospace, Menlo, Consolas, monospace; }
 footer { margin-top: 2rem; color: #5b6473; font-size: 13px; }
 """
