@@ -89,3 +89,10 @@ def test_a_source_page_shows_its_text_per_locator_and_offers_the_original(user: 
     passages.get_by_role("link", name="page:2").click()
     page.wait_for_url("**/evidence/ev_*")
     expect(page.locator("#locator")).to_have_text("page:2")
+    # A retired source offers neither its text nor its original.
+    user.api.ok("POST", f"/v1/sources/{source_id}/retire")
+    page.goto(f"/sources/{source_id}?version=1")
+    expect(page.locator("#text-h + .error")).to_contain_text("retired")
+    expect(page.get_by_role("link", name="Download v1")).to_have_count(0)
+    response = page.request.get(f"{user.url}/sources/{source_id}/versions/1/original")
+    assert response.status == 409 and b"%PDF" not in response.body()
