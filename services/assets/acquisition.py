@@ -90,7 +90,8 @@ def resolve_import(roots: dict[str, Path], root: str, relative: str) -> Path:
     """The real path of `relative` inside the approved root `root`; anything that leaves the root is invalid."""
     base = roots.get(root)
     if base is None:
-        raise Invalid(f"{root!r} is not an approved root", {"field": "root"})
+        # The names only (never the directories): what a person may type instead.
+        raise Invalid(f"{root!r} is not an approved root", {"field": "root", "roots": sorted(roots)})
     if "\x00" in relative or os.path.isabs(relative) or relative.startswith("~"):
         raise Invalid("the path must be relative to the root", {"field": "path"})
     try:

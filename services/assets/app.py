@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from services.assets.contents import SourceContents
 from services.assets.eligibility import check_sources
 from services.assets.evidence import EvidenceService
 from services.assets.extraction import Limits
@@ -77,6 +78,7 @@ def create_app(settings: AssetsSettings) -> AssetsRuntime:
     runtime.lifecycle = lifecycle
     service = AssetsService(runtime.db, runtime.blobs, lifecycle, settings, repo)
     evidence = EvidenceService(runtime.db, service, repo)
+    contents = SourceContents(runtime.db, repo)
     broker = runtime.broker
     runtime.background(lambda: lifecycle.sweep_forever(service.stage_again))
 
@@ -119,6 +121,14 @@ def create_app(settings: AssetsSettings) -> AssetsRuntime:
     @endpoint(broker, c.READ, c.ReadRequest, queue=NAME)
     async def read(ctx: RequestContext, req: c.ReadRequest) -> c.Evidence:
         return await evidence.read(ctx.actor, req, grant=ctx.grant)
+
+    @endpoint(broker, c.PASSAGES, c.PassagesRequest, queue=NAME)
+    async def passages(ctx: RequestContext, req: c.PassagesRequest) -> c.PassageList:
+        return await contents.passages(ctx.actor, req)
+
+    @endpoint(broker, c.ORIGINAL, c.VersionRequest, queue=NAME)
+    async def original(ctx: RequestContext, req: c.VersionRequest) -> c.Original:
+        return await contents.original(ctx.actor, req)
 
     @endpoint(broker, c.LOCATE, c.LocateRequest, queue=NAME)
     async def locate(ctx: RequestContext, req: c.LocateRequest) -> c.Evidence:

@@ -297,6 +297,29 @@ class AssetsRepository:
         )
         return str(value) if value is not None else None
 
+    async def find_version(
+        self, conn: asyncpg.Connection, *, scope: str, source_id: str, version: int
+    ) -> asyncpg.Record | None:
+        """The scope's own (not run-local) version of a source, with whether its row is intact."""
+        return await conn.fetchrow(
+            f"SELECT {_VERSION}, {_INTACT} AS intact{_FROM}"
+            " WHERE s.scope = $1 AND s.namespace = '' AND s.source_id = $2 AND a.version = $3",
+            scope,
+            source_id,
+            version,
+        )
+
+    async def page_passages(
+        self, conn: asyncpg.Connection, *, asset_id: str, after: int, limit: int
+    ) -> list[asyncpg.Record]:
+        return await conn.fetch(
+            "SELECT id AS evidence_id, ord, locator, text, text_hash, ocr FROM evidence"
+            " WHERE asset_id = $1 AND ord > $2 ORDER BY ord LIMIT $3",
+            asset_id,
+            after,
+            limit,
+        )
+
     async def get_evidence(self, conn: asyncpg.Connection, *, scope: str, evidence_id: str) -> asyncpg.Record | None:
         return await conn.fetchrow(
             f"SELECT e.id AS evidence_id, e.locator, e.text, e.text_hash, e.ocr, {_VERSION}, {_INTACT} AS intact"

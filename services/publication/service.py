@@ -9,7 +9,6 @@ from typing import Any
 
 import asyncpg
 
-from services.publication.diff import line_diff
 from services.publication.repository import PublicationRepository
 from shared.coalesce import Coalescer
 from shared.contracts import publication as c
@@ -21,6 +20,7 @@ from shared.outbox import enqueue
 from shared.paging import Int32, cut_page, decode_cursor, encode_cursor
 from shared.proof import grant_key
 from shared.settings import PublicationSettings
+from shared.textdiff import line_diff
 
 
 def sha256_text(body: str) -> str:

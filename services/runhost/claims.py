@@ -17,13 +17,11 @@ from typing import Any
 from services.runhost.memory import RunFiles
 from services.runhost.policies.text import tokens
 from services.runhost.repository import RunRepository
+from shared.citations import LOCATOR, PUBLICATION_CITE, SOURCE_CITE, source_locator
 from shared.contracts.common import Ref
 from shared.contracts.publication import Claim, Support
 from shared.db import Database
 
-PUBLICATION_CITE = re.compile(r"(?<![\w@])(pub_[A-Za-z0-9]+)@v?(\d+)\b")
-SOURCE_CITE = re.compile(r"(?<![\w@])([A-Za-z0-9][A-Za-z0-9_.\-]{0,199})@v(\d+)\s+")
-LOCATOR = re.compile(r"(?:page|docx|xlsx|html|text):[^\s,;)\]]+")
 SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9*(\[])")
 SUPPORTED, WEAK = 0.5, 0.2
 SUPPORT = ("supported", "weak", "unsupported")
@@ -71,20 +69,10 @@ def citations(unit: str, known_locators: Mapping[tuple[str, int], list[str]]) ->
     for m in SOURCE_CITE.finditer(unit):
         if m[1].startswith("pub_"):
             continue
-        version, rest = int(m[2]), unit[m.end() :]
-        locator = next(
-            (
-                loc
-                for loc in sorted(known_locators.get((m[1], version), []), key=len, reverse=True)
-                if rest.startswith(loc) and not rest[len(loc) : len(loc) + 1].isalnum()
-            ),
-            None,
-        )
+        version = int(m[2])
+        locator = source_locator(unit[m.end() :], known_locators.get((m[1], version), []))
         if locator is None:
-            written = LOCATOR.match(rest)
-            if written is None:
-                continue  # `id@vN` without a locator is a mention, not a cited passage
-            locator = written[0].rstrip(":.")
+            continue  # `id@vN` without a locator is a mention, not a cited passage
         found.append(Cited(("source", m[1], version, locator)))
     return list(dict.fromkeys(found))
 

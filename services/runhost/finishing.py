@@ -79,7 +79,9 @@ class Finisher:
         sources = await self.consumed_sources()
         files = RunFiles(self.blobs, self.db, self.repo, self.run["id"], self.epoch)
         claims = await check_answer(self.db, self.repo, files, answer)
-        title = self.run.get("final_title") or f"Run {self.run['id']}: {self.run['question'][:120]}"
+        # The answer is titled by its question, as a person would (or as an outside agent asked); the
+        # report file names its run (see below).
+        title = self.run.get("final_title") or c.short_title(self.run["question"])
         request = pub.CommitRequest(
             claims=claims,
             title=title,
@@ -97,7 +99,7 @@ class Finisher:
         await self._check_fence()
         checkpoint = await self._propose(proposal, published, sources)
         await self._check_fence()
-        await self._retain_report(title, answer)
+        await self._retain_report(f"{c.REPORT_TITLE_PREFIX}{self.run['id']}: {title}", answer)
         result = {"workspace_association": association, "checkpoint_proposal": checkpoint, "status": "completed"}
         event = run_event(self.run, "completed", publication={"id": published.id, "version": published.version})
         await self._fenced(result | {"finished_at": datetime.now(UTC)}, event=(c.EVT_COMPLETED, event))

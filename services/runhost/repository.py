@@ -300,6 +300,10 @@ class RunRepository:
             limit,
         )
 
+    async def ledger_totals(self, conn: asyncpg.Connection, *, run_id: str) -> dict[str, int]:
+        rows = await conn.fetch("SELECT stage, count(*) AS n FROM ledger WHERE run_id = $1 GROUP BY stage", run_id)
+        return {r["stage"]: r["n"] for r in rows}
+
     async def included_refs(self, conn: asyncpg.Connection, *, run_id: str) -> list[asyncpg.Record]:
         """The consumed materials: distinct refs with an `included` row, in first-inclusion order."""
         return await conn.fetch(

@@ -252,9 +252,10 @@ class RunService:
             rows = await self._repo.page_ledger(
                 conn, run_id=req.run_id, limit=req.limit + 1, after_id=after_id, after_seq=after_seq
             )
+            totals = await self._repo.ledger_totals(conn, run_id=req.run_id)
         page, next_cursor = cut_page(rows, req.limit, lambda r: (r["id"], r["seq"]))
         items = [c.LedgerRow(**{k: v for k, v in r.items() if k != "id"}) for r in page]
-        return c.Ledger(items=items, next_cursor=next_cursor)
+        return c.Ledger.model_validate({"items": items, "next_cursor": next_cursor, "totals": totals})
 
     async def prov(self, actor: Actor, run_id: str) -> c.ProvDocument:
         async with self._db.pool.acquire() as conn:

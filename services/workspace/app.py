@@ -83,6 +83,10 @@ def create_app(settings: WorkspaceSettings) -> ServiceRuntime:
     async def catalog(ctx: RequestContext, req: c.CatalogRequest) -> c.Catalog:
         return await workspaces.catalog(ctx.actor, req)
 
+    @on(c.CATALOG_BROWSE, c.CatalogBrowseRequest)
+    async def browse_catalog(ctx: RequestContext, req: c.CatalogBrowseRequest) -> c.CatalogPage:
+        return await workspaces.browse_catalog(ctx.actor, req)
+
     @on(c.ADMISSION, c.AdmissionRequest)
     async def admission(ctx: RequestContext, req: c.AdmissionRequest) -> c.Admission:
         return await workspaces.admit(ctx.actor, req)

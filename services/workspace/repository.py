@@ -233,6 +233,41 @@ class WorkspaceRepository:
             limit,
         )
 
+    async def catalog_browse(
+        self,
+        conn: asyncpg.Connection,
+        *,
+        scope: str,
+        workspace_id: str,
+        kinds: list[str],
+        limit: int,
+        before: int,
+        title_holds: str,
+    ) -> list[asyncpg.Record]:
+        """Up to `limit` associations of `kinds` older than `before` (a seq), newest first, each row with how
+        many such associations exist in all (`total`) and how many are newer than `before` (`newer`).
+        No rows: the workspace is missing, deleted or of another scope; one row with a null kind: none left."""
+        return await conn.fetch(
+            "SELECT t.total, t.newer, a.kind, a.ref_id, a.version, a.run_id, a.title, a.created_at, a.seq,"
+            " 0 AS catalog_count FROM workspaces w"
+            " CROSS JOIN LATERAL ("
+            "  SELECT count(*) AS total, count(*) FILTER (WHERE seq >= $5) AS newer FROM associations"
+            "  WHERE workspace_id = w.id AND kind = ANY($3::text[]) AND strpos(lower(coalesce(title, ref_id)), $6) > 0"
+            " ) t LEFT JOIN LATERAL ("
+            "  SELECT kind, ref_id, version, run_id, title, created_at, seq FROM associations"
+            "  WHERE workspace_id = w.id AND kind = ANY($3::text[]) AND seq < $5 AND strpos(lower(coalesce(title, ref_id)), $6) > 0"
+            "  ORDER BY seq DESC LIMIT $4"
+            " ) a ON true"
+            " WHERE w.id = $1 AND w.scope = $2 AND w.status <> 'deleted'"
+            " ORDER BY a.seq DESC",
+            workspace_id,
+            scope,
+            kinds,
+            limit,
+            before,
+            title_holds.lower(),
+        )
+
     # -- admissions ---------------------------------------------------------------------------------
 
     async def insert_admission(self, conn: asyncpg.Connection, *, scope: str, workspace_id: str, run_id: str) -> None:

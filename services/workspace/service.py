@@ -18,7 +18,7 @@ from shared.contracts.common import Actor
 from shared.db import Database
 from shared.errors import Conflict, Invalid, NotFound, TooLarge
 from shared.outbox import enqueue
-from shared.paging import Int32, cut_page, decode_cursor
+from shared.paging import Int32, Int64, cut_page, decode_cursor
 from shared.settings import WorkspaceSettings
 
 
@@ -177,6 +177,28 @@ class WorkspaceService:
             await enqueue(conn, type=c.EVT_DELETED, scope=actor.scope, data=deleted)
 
     # -- catalog and admission ----------------------------------------------------------------------
+
+    async def browse_catalog(self, actor: Actor, req: c.CatalogBrowseRequest) -> c.CatalogPage:
+        (before,) = decode_cursor(req.cursor, Int64) if req.cursor else (2**63 - 1,)
+        kinds: list[str] = [req.kind] if req.kind else ["publication", "source", "artifact"]
+        async with self._db.pool.acquire() as conn:
+            rows = await self._repo.catalog_browse(
+                conn,
+                scope=actor.scope,
+                workspace_id=req.workspace_id,
+                kinds=kinds,
+                limit=req.limit + 1,
+                before=before,
+                title_holds=(req.q or "").strip(),
+            )
+        if not rows:
+            raise not_found(req.workspace_id)
+        found = [row for row in rows if row["kind"] is not None]
+        page, next_cursor = cut_page(found, req.limit, lambda r: (r["seq"],))
+        catalog = await self._catalog.resolve(actor, page)
+        return c.CatalogPage(
+            items=catalog.items, next_cursor=next_cursor, total=rows[0]["total"], start=rows[0]["newer"] + 1
+        )
 
     async def catalog(self, actor: Actor, req: c.CatalogRequest) -> c.Catalog:
         limit = self._catalog.bound(req.limit)

@@ -20,6 +20,9 @@ SEARCH = "dossier.assets.evidence.search"
 READ = "dossier.assets.evidence.read"
 # The passage of a source version at a locator (as a ledger row names it), read under the rules of READ.
 LOCATE = "dossier.assets.evidence.locate"
+# A person's view of one source version: its extracted passages in order, and where its original bytes are.
+PASSAGES = "dossier.assets.source.passages"
+ORIGINAL = "dossier.assets.source.original"
 # Request `shared.contracts.common.CheckRequest`, reply `CheckReply`: refs of kind "source".
 CHECK = "dossier.assets.check"
 
@@ -109,6 +112,39 @@ class LocateRequest(Model):
     source_id: str = SourceId
     version: int = Field(ge=1, le=INT32_MAX)
     locator: str = Field(min_length=1, max_length=1000)
+
+
+class VersionRequest(Model):
+    source_id: str = SourceId
+    version: int = Field(ge=1, le=INT32_MAX)
+
+
+class PassagesRequest(VersionRequest, PageRequest):
+    """A page of the version's passages in document order (the rules of `READ`: an active version only)."""
+
+
+class Passage(Model):
+    evidence_id: str
+    locator: str
+    text: str
+    ocr: bool = False
+
+
+class PassageList(Page):
+    items: list[Passage]
+
+
+class Original(Model):
+    """Where the version's original bytes are (bytes never travel on the bus); a retired source has none."""
+
+    source_id: str
+    version: int
+    bucket: str
+    key: str
+    sha256: str
+    size: int
+    kind: Kind
+    filename: str | None
 
 
 class Extraction(Model):

@@ -5,7 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, Strict
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict
+from pydantic_core import PydanticCustomError
 
 SCOPE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 # Versions, revisions and counts are PostgreSQL `integer` columns: a larger number is bad input, not a fault.
@@ -28,6 +29,17 @@ def health_subject(service: str) -> str:
 def event_subject(event_type: str) -> str:
     """`publication.committed` → `dossier.evt.publication.committed`."""
     return f"{EVENT_SUBJECT_PREFIX}.{event_type}"
+
+
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise PydanticCustomError("blank", "must not be blank (only spaces)")
+    return value
+
+
+# A question, a title or a goal: whitespace alone says nothing, and makes an empty, unclickable link.
+# The schema says the same to clients (a search: some character that is not whitespace).
+Text = Annotated[str, AfterValidator(_not_blank), Field(json_schema_extra={"pattern": r"\S"})]
 
 
 class Model(BaseModel):

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import ConfigDict, Field
 
-from shared.contracts.common import INT32_MAX, Model, Page, PageRequest, Ref, StrictInt
+from shared.contracts.common import INT32_MAX, Model, Page, PageRequest, Ref, StrictInt, Text
 
 COMMIT = "dossier.publication.commit"
 GET = "dossier.publication.get"
@@ -28,7 +28,7 @@ Id = Field(min_length=1, max_length=200)
 class NewPublication(Model):
     """The body of `POST /v1/publications`."""
 
-    title: str = Field(min_length=1)
+    title: Text = Field(min_length=1)
     body: str
     workspace_id: str | None = Field(default=None, max_length=200)
 
@@ -77,7 +77,7 @@ class Revision(Model):
     """The body of `POST /v1/publications/{id}/versions`."""
 
     body: str
-    title: str | None = Field(default=None, min_length=1)
+    title: Text | None = Field(default=None, min_length=1)
     expected_latest_version: StrictInt = Field(ge=1, le=INT32_MAX)
 
 

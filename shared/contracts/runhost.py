@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from shared.contracts.common import INT32_MAX, Model, Page, PageRequest, PublicationRef, Ref, StrictInt
+from shared.contracts.common import INT32_MAX, Model, Page, PageRequest, PublicationRef, Ref, StrictInt, Text
 from shared.contracts.workspace import Catalog
 
 ADMIT = "dossier.runhost.admit"
@@ -48,6 +48,19 @@ class HistoryRef(Model):
     version: StrictInt = Field(ge=1, le=INT32_MAX)
 
 
+# A run's answer is a publication titled by its question; its HTML report is an artifact titled
+# `Report of <run id>: <that title>`, which is how a page finds the report of one run among same-titled ones.
+ANSWER_TITLE_CHARS = 120
+# How many earlier publication versions one run may be pointed at.
+HISTORY_MAX = 50
+REPORT_TITLE_PREFIX = "Report of "
+
+
+def short_title(question: str) -> str:
+    text = " ".join(question.split())
+    return text if len(text) <= ANSWER_TITLE_CHARS else text[: ANSWER_TITLE_CHARS - 1].rstrip() + "…"
+
+
 class RunLimits(Model):
     """Per-run limits; each is capped by the server's own maximum."""
 
@@ -59,9 +72,9 @@ class RunLimits(Model):
 class RunRequest(Model):
     """The body of `POST /v1/workspaces/{id}/runs`."""
 
-    question: str = Field(min_length=1, max_length=4000)
+    question: Text = Field(min_length=1, max_length=4000)
     request_id: str = Id
-    history: list[HistoryRef] = Field(default_factory=list, max_length=50)
+    history: list[HistoryRef] = Field(default_factory=list, max_length=HISTORY_MAX)
     model: str | None = Field(default=None, max_length=100)
     conversation_id: str | None = Field(default=None, max_length=200)
     limits: RunLimits | None = None
@@ -203,9 +216,10 @@ class LedgerRow(Model):
 
 
 class Ledger(Page):
-    """In `seq` order."""
+    """In `seq` order; `totals` counts the whole run's rows by stage, whichever page this is."""
 
     items: list[LedgerRow]
+    totals: dict[Stage, int] = Field(default_factory=dict)
 
 
 class FileEntry(Model):

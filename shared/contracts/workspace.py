@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from shared.contracts import assets
-from shared.contracts.common import INT32_MAX, Model, Page, PageRequest, PublicationRef, Ref, StrictInt
+from shared.contracts.common import INT32_MAX, Model, Page, PageRequest, PublicationRef, Ref, StrictInt, Text
 
 CREATE = "dossier.workspace.create"
 LIST = "dossier.workspace.list"
@@ -19,6 +19,7 @@ ARCHIVE = "dossier.workspace.archive"
 UNARCHIVE = "dossier.workspace.unarchive"
 DELETE = "dossier.workspace.delete"
 CATALOG = "dossier.workspace.catalog"
+CATALOG_BROWSE = "dossier.workspace.catalog.browse"
 ADD_SOURCE = "dossier.workspace.sources.add"
 PIN_ARTIFACT = "dossier.workspace.artifacts.pin"
 # Internal, for runhost: the snapshot a run freezes, and associations of conversations, runs and outputs.
@@ -82,8 +83,8 @@ class GoalVersions(Page):
 
 
 class CreateRequest(Model):
-    title: str = Field(min_length=1)
-    goal: str
+    title: Text = Field(min_length=1)
+    goal: Text
 
 
 class ListRequest(PageRequest):
@@ -110,7 +111,7 @@ class DeleteReply(Model):
 class GoalRevision(Model):
     """The body of `PUT /v1/workspaces/{id}/goal`."""
 
-    text: str
+    text: Text
     expected_version: StrictInt = Field(ge=1, le=INT32_MAX)
 
 
@@ -141,6 +142,25 @@ class Catalog(Model):
     items: list[CatalogItem]
     complete: bool
     omitted: int
+
+
+class CatalogBrowseRequest(PageRequest):
+    """A page of the whole catalog, newest first, optionally of one kind (the workbench's catalog view).
+
+    Unlike `CatalogRequest` (what a run is offered: one bounded page), every item is reachable by paging."""
+
+    workspace_id: str = Id
+    kind: CatalogKind | None = None
+    # Only items whose title holds this text (any case); what the history picker filters by.
+    q: str | None = Field(default=None, max_length=200)
+
+
+class CatalogPage(Page):
+    """`total`: the catalog's items of the kind asked for; `start`: the 1-based position of this page's first."""
+
+    items: list[CatalogItem]
+    total: int
+    start: int
 
 
 class SourceAssociation(Model):

@@ -117,6 +117,30 @@ def test_unstorable_json_fields_are_invalid(api: Api, ids: dict[str, Any], bad: 
         assert error_of(r)["code"] == "invalid" and error_of(r)["details"]["field"] == field, (path, r.text)
 
 
+@pytest.mark.parametrize("blank", [" ", "   ", "\n\t ", "\u3000"])
+def test_blank_questions_titles_and_goals_are_invalid(api: Api, ids: dict[str, Any], blank: str) -> None:
+    ws, pub = ids["ws"], ids["pub"]
+    cases = [
+        ("POST", "/v1/workspaces", {"title": blank, "goal": "g"}, "title"),
+        ("POST", "/v1/workspaces", {"title": "t", "goal": blank}, "goal"),
+        ("PUT", f"/v1/workspaces/{ws}/goal", {"text": blank, "expected_version": 1}, "text"),
+        ("POST", f"/v1/workspaces/{ws}/runs", {"question": blank, "request_id": uuid.uuid4().hex}, "question"),
+        ("POST", "/v1/publications", {"title": blank, "body": "b"}, "title"),
+        (
+            "POST",
+            f"/v1/publications/{pub}/versions",
+            {"title": blank, "body": "b", "expected_latest_version": 1},
+            "title",
+        ),
+    ]
+    for method, path, body, field in cases:
+        r = api.http.request(method, path, json=body)
+        assert r.status_code == 422, (method, path, field, r.status_code, r.text[:300])
+        assert error_of(r)["code"] == "invalid" and error_of(r)["details"]["field"] == field, (path, r.text)
+        assert "blank" in error_of(r)["message"], r.text
+    assert api.items(f"/v1/workspaces/{ws}/runs") == []
+
+
 @pytest.mark.parametrize("bad", sorted(JSON_ESCAPES))
 def test_unstorable_admin_fields_are_invalid(stack: RunningStack, bad: str) -> None:
     with httpx.Client(base_url=stack.url, headers={"Authorization": f"Bearer {stack.admin_token}"}) as admin:

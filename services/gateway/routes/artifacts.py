@@ -116,10 +116,10 @@ async def download_artifact(
         if len(first) != size or hashlib.sha256(first).hexdigest() != expected:
             raise Unavailable(f"the bytes of artifact {artifact_id} do not match", reason="failed")
         return Response(content=first, headers=headers)
-    return StreamingResponse(_stream(blobs, location.key, first, size, expected), headers=headers)
+    return StreamingResponse(stream_checked(blobs, location.key, first, size, expected), headers=headers)
 
 
-async def _stream(blobs: Blobs, key: str, first: bytes, size: int, expected: str) -> AsyncIterator[bytes]:
+async def stream_checked(blobs: Blobs, key: str, first: bytes, size: int, expected: str) -> AsyncIterator[bytes]:
     """Yield the bytes, holding the last chunk back until the whole file's hash is known."""
     digest = hashlib.sha256(first)
     held, read = first, len(first)

@@ -6,13 +6,25 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 
-from services.gateway.web.render import WebRoute, bus_of, checked_form, field, go, number, render, signed_in
+from services.gateway.web.changes import answer_changes, side_by_side
+from services.gateway.web.render import (
+    WebRoute,
+    bus_of,
+    checked_form,
+    field,
+    go,
+    number,
+    problem,
+    render,
+    signed_in,
+)
 from services.gateway.web.workspaces import build
 from shared.bus import BusClient
 from shared.contracts import publication as p
 from shared.contracts import runhost as r
+from shared.contracts import workspace as w
 from shared.contracts.common import Actor
-from shared.errors import DomainError, Unavailable
+from shared.errors import HTTP_STATUS, Conflict, DomainError, Invalid, NotFound, Unavailable
 
 router = APIRouter(route_class=WebRoute, include_in_schema=False, dependencies=[Depends(signed_in)])
 
@@ -46,8 +58,25 @@ async def _locators(client: BusClient, actor: Actor, run_id: str | None) -> dict
     return found
 
 
+async def _origin(client: BusClient, actor: Actor, run_id: str | None) -> tuple[Any, Any]:
+    """The run that made a version and its workspace, for the breadcrumbs (neither, when a person wrote it)."""
+    if not run_id:
+        return None, None
+    try:
+        run = await client.call(r.GET_RUN, {"run_id": run_id}, actor=actor)
+        return run, await client.call(w.GET, {"workspace_id": run["workspace_id"]}, actor=actor)
+    except NotFound:
+        return None, None
+
+
 @router.get("/publications/{pub_id}/versions/{version}")
 async def version_page(request: Request, pub_id: str, version: int, actor: Actor = Depends(signed_in)) -> Response:
+    return await version_view(request, actor, pub_id, version)
+
+
+async def version_view(
+    request: Request, actor: Actor, pub_id: str, version: int, *, status: int = 200, **extra: Any
+) -> Response:
     client = bus_of(request)
     pub = await client.call(p.GET, build(p.GetRequest, id=pub_id), actor=actor)
     summary = next((v for v in pub["versions"] if v["version"] == version), None)
@@ -71,18 +100,26 @@ async def version_page(request: Request, pub_id: str, version: int, actor: Actor
         {**s, "locators": locators.get((s["kind"], s["id"], s["version"]), [])}
         for s in (body["sources"] if body else [])
     ]
+    run, ws = await _origin(client, actor, summary["run_id"])
+    changes = await answer_changes(client, actor, ws["id"], body) if ws else []
     claims = None
     if body is not None and body["run_id"]:
         claims = await client.call(p.CLAIMS, build(p.ClaimsRequest, id=pub_id, version=version, limit=200), actor=actor)
     return render(
         request,
         "publication.html",
+        status=status,
         pub=pub,
         summary=summary,
         body=body,
         withdrawn=withdrawn,
         sources=sources,
         claims=claims,
+        run=run,
+        ws=ws,
+        changes=changes,
+        known={(k[1], k[2]): locs for k, locs in locators.items() if k[0] == "source"},
+        **extra,
     )
 
 
@@ -100,46 +137,26 @@ async def diff_page(
     return render(request, "diff.html", pub=pub, diff=diff, rows=side_by_side(diff["hunks"]))
 
 
-def _pairs(removed: list[dict[str, Any]], added: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    size = max(len(removed), len(added))
-    return [
-        {"left": removed[i] if i < len(removed) else None, "right": added[i] if i < len(added) else None}
-        for i in range(size)
-    ]
-
-
-def side_by_side(hunks: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
-    """Each hunk as rows of (left, right): context on both sides, a removed run beside the added run after it."""
-    table = []
-    for hunk in hunks:
-        rows: list[dict[str, Any]] = []
-        removed: list[dict[str, Any]] = []
-        added: list[dict[str, Any]] = []
-        for line in hunk["lines"]:
-            if line["op"] == "context" or (line["op"] == "removed" and added):
-                rows += _pairs(removed, added)
-                removed, added = [], []
-            if line["op"] == "context":
-                rows.append({"left": line, "right": line})
-            elif line["op"] == "removed":
-                removed.append(line)
-            else:
-                added.append(line)
-        rows += _pairs(removed, added)
-        table.append(rows)
-    return table
-
-
 @router.post("/publications/{pub_id}/versions")
 async def revise(request: Request, pub_id: str, actor: Actor = Depends(signed_in)) -> Response:
     form = await checked_form(request)
-    req = build(
-        p.ReviseRequest,
-        id=pub_id,
-        body=field(form, "body").replace("\r\n", "\n"),
-        expected_latest_version=number(form, "expected_latest_version"),
-    )
-    version = await bus_of(request).call(p.REVISE, req, actor=actor)
+    body, expected = field(form, "body").replace("\r\n", "\n"), number(form, "expected_latest_version")
+    try:
+        req = build(p.ReviseRequest, id=pub_id, body=body, expected_latest_version=expected)
+        version = await bus_of(request).call(p.REVISE, req, actor=actor)
+    except (Invalid, Conflict) as exc:
+        # Someone saved a version meanwhile (or the body was refused): the page shows the newest version, and
+        # the typed body stays in the form beside the message, to be saved over it knowingly.
+        shown = int(exc.details.get("current_latest_version") or expected)
+        return await version_view(
+            request,
+            actor,
+            pub_id,
+            shown,
+            status=HTTP_STATUS.get(exc.code, 500),
+            errors=problem(exc, {"body": "new-body"}, "new-body"),
+            body_draft=body,
+        )
     return go(f"/publications/{pub_id}/versions/{version['version']}", "New version saved.")
 
 

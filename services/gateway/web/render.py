@@ -4,6 +4,7 @@ failure into a readable page, and the small helpers every page module shares."""
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.routing import APIRoute
 from jinja2 import Environment, FileSystemLoader
+from markupsafe import Markup
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from services.gateway.web.security import (
@@ -28,6 +30,7 @@ from services.gateway.web.security import (
 from shared.bus import BusClient
 from shared.contracts.common import Actor
 from shared.errors import HTTP_STATUS, DomainError, Invalid, RateLimited
+from shared.markdown import Known, render_markdown
 
 log = logging.getLogger("dossier.gateway.web")
 
@@ -35,6 +38,25 @@ TEMPLATES = Path(__file__).parent / "templates"
 # Every template is HTML: escape everything, whatever the file name says.
 env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=True, trim_blocks=True, lstrip_blocks=True)
 env.filters["q"] = lambda value: quote(str(value), safe="")
+
+
+def _markdown(text: str, shift: int = 2, known: Known | None = None) -> Markup:
+    # Safe to mark: raw HTML is off in the renderer, so everything a document wrote comes out escaped.
+    return Markup(render_markdown(text, known=known, shift=shift))
+
+
+env.filters["markdown"] = _markdown
+# Answers made before runs titled them by their question were titled "Run <run id>: <question>".
+env.filters["titled"] = lambda title: re.sub(r"^Run run_\w+: ", "", str(title))
+
+# What each policy does with what it read, said on the run's page beside its answer.
+POLICY_NATURE = {
+    "extractive": "The extractive policy quotes the sentences it found most relevant in each source it read; "
+    "it does not weigh them or draw a conclusion. Read the quotes and judge for yourself.",
+    "openai": "A language model wrote this answer from the sources it read; each cited sentence is checked "
+    "against its passage on the publication's page.",
+}
+env.globals["policy_nature"] = POLICY_NATURE
 
 TITLES = {
     "not_found": "Not found",
@@ -161,3 +183,16 @@ def number(form: dict[str, Any], name: str) -> int:
     if not raw.isdigit():
         raise Invalid(f"the field '{name}' must be a whole number", {"field": name})
     return int(raw)
+
+
+def problem(exc: DomainError, fields: dict[str, str], default: str) -> dict[str, str]:
+    """A refusal placed beside the form field it is about: {element id: message}.
+
+    `fields` maps the contract's field names to the page's element ids; a refusal about no known field lands
+    beside `default` (the form's main field), so it is still next to what the person typed.
+    """
+    named = str(exc.details.get("field", ""))
+    message = str(exc.details.get("problem") or exc.message)
+    if exc.code != "invalid":
+        message = exc.message
+    return {fields.get(named, default): message}

@@ -7,6 +7,7 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Request, Response
 
+from services.gateway.web.changes import answer_changes
 from services.gateway.web.render import WebRoute, bus_of, checked_form, field, go, render, signed_in
 from services.gateway.web.workspaces import build, paged
 from shared.bus import BusClient
@@ -45,8 +46,18 @@ async def _answer(client: BusClient, actor: Actor, run: dict[str, Any]) -> tuple
         )
     except DomainError:
         return answer, None, None
-    reports = [i for i in catalog["items"] if i["kind"] == "artifact" and i["title"] == answer["title"]]
+    own = f"{r.REPORT_TITLE_PREFIX}{run['id']}:"
+    artifacts = [i for i in catalog["items"] if i["kind"] == "artifact"]
+    # Earlier runs titled their report as their answer ("Run <id>: ..."), which names the run too.
+    reports = [i for i in artifacts if i["title"].startswith(own)] or [
+        i for i in artifacts if i["title"] == answer["title"] and answer["title"].startswith(f"Run {run['id']}:")
+    ]
     return answer, (reports[0] if reports else None), None
+
+
+def titles_of(run: dict[str, Any]) -> dict[str, str]:
+    """What the run was offered, by `kind:id`: the ledger names materials by title, not by id."""
+    return {f"{i['kind']}:{i['id']}": i["title"] for i in run["catalog"]["items"]}
 
 
 @router.get("/runs/{run_id}")
@@ -70,16 +81,21 @@ async def _run_page(
     client = bus_of(request)
     ref = {"run_id": run_id}
     run = await client.call(r.GET_RUN, ref, actor=actor)
-    ledger, files, plan = await asyncio.gather(
+    ledger, files, plan, ws = await asyncio.gather(
         paged(client, r.LEDGER, ref, actor, cursor),
         client.call(r.LIST_FILES, ref, actor=actor),
         _optional(client.call(r.READ_FILE, {"run_id": run_id, "path": "plan.md"}, actor=actor)),
+        _optional(client.call(w.GET, {"workspace_id": run["workspace_id"]}, actor=actor)),
     )
     answer, report, answer_error = await _answer(client, actor, run)
+    changes = await answer_changes(client, actor, run["workspace_id"], answer)
     return render(
         request,
         "run.html",
+        changes=changes,
         run=run,
+        ws=ws,
+        titles=titles_of(run),
         # The page that shows a new lease token once never reloads itself (the token would be gone).
         live=run["status"] not in FINAL and taken is None,
         ledger=ledger,
@@ -111,5 +127,21 @@ async def cancel(request: Request, run_id: str, actor: Actor = Depends(signed_in
 
 @router.get("/runs/{run_id}/files/{path:path}")
 async def run_file(request: Request, run_id: str, path: str, actor: Actor = Depends(signed_in)) -> Response:
-    reply = await bus_of(request).call(r.READ_FILE, build(r.ReadFileRequest, run_id=run_id, path=path), actor=actor)
-    return render(request, "run_file.html", run_id=run_id, path=path, text=reply["text"])
+    client = bus_of(request)
+    reply = await client.call(r.READ_FILE, build(r.ReadFileRequest, run_id=run_id, path=path), actor=actor)
+    run = await client.call(r.GET_RUN, {"run_id": run_id}, actor=actor)
+    ws = await _optional(client.call(w.GET, {"workspace_id": run["workspace_id"]}, actor=actor))
+    return render(request, "run_file.html", run=run, ws=ws, path=path, text=reply["text"])
+
+
+@router.get("/runs/{run_id}/report")
+async def report_page(request: Request, run_id: str, actor: Actor = Depends(signed_in)) -> Response:
+    """The run's report read inside the workbench (its styles, its links, a way back); the retained HTML
+    file is offered as a download, since the sandbox it is served in carries no sign-in to links it holds."""
+    client = bus_of(request)
+    run = await client.call(r.GET_RUN, {"run_id": run_id}, actor=actor)
+    answer, report, answer_error = await _answer(client, actor, run)
+    if answer is None:
+        raise NotFound(answer_error or "this run has no answer yet", {"run_id": run_id})
+    ws = await _optional(client.call(w.GET, {"workspace_id": run["workspace_id"]}, actor=actor))
+    return render(request, "report.html", run=run, ws=ws, answer=answer, report=report)

@@ -5,21 +5,25 @@ from __future__ import annotations
 from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi.responses import StreamingResponse
 
-from services.gateway.routes.artifacts import download_artifact
+from services.gateway.routes.artifacts import CHUNK_BYTES, SANDBOX_HEADERS, download_artifact, stream_checked
 from services.gateway.routes.assets import register_upload
 from services.gateway.uploads import stream_multipart
-from services.gateway.web.render import WebRoute, bus_of, checked_form, field, go, render, signed_in
+from services.gateway.web.render import WebRoute, bus_of, checked_form, field, go, problem, render, signed_in
 from services.gateway.web.security import check_csrf
 from services.gateway.web.workspaces import build
 from shared.blobs import Blobs
 from shared.contracts import assets as c
-from shared.contracts.common import Actor
+from shared.contracts.common import INT32_MAX, Actor
+from shared.errors import HTTP_STATUS, DomainError, Invalid, NotFound, TooLarge, Unavailable, Unsupported
 from shared.settings import GatewaySettings
 
 router = APIRouter(route_class=WebRoute, include_in_schema=False, dependencies=[Depends(signed_in)])
 
 UPLOAD_PATH = "/upload"
+# The source page shows a version's extracted text this many passages at a time.
+PASSAGES_PAGE = 50
 
 
 def _source_url(source_id: str) -> str:
@@ -27,10 +31,54 @@ def _source_url(source_id: str) -> str:
 
 
 @router.get("/sources/{source_id}")
-async def source_page(request: Request, source_id: str, actor: Actor = Depends(signed_in)) -> Response:
-    source = await bus_of(request).call(c.GET_SOURCE, build(c.GetSourceRequest, source_id=source_id), actor=actor)
+async def source_page(
+    request: Request,
+    source_id: str,
+    version: int | None = Query(default=None, ge=1, le=INT32_MAX),
+    cursor: str | None = Query(default=None, max_length=1000),
+    actor: Actor = Depends(signed_in),
+) -> Response:
+    client = bus_of(request)
+    source = await client.call(c.GET_SOURCE, build(c.GetSourceRequest, source_id=source_id), actor=actor)
     versions = sorted(source["versions"], key=lambda v: v["version"], reverse=True)
-    return render(request, "source.html", source=source, versions=versions)
+    shown = version or source["active_version"]
+    passages, unreadable = None, None
+    if shown:
+        req = build(c.PassagesRequest, source_id=source_id, version=shown, limit=PASSAGES_PAGE, cursor=cursor)
+        try:
+            passages = await client.call(c.PASSAGES, req, actor=actor)
+        except (Unavailable, NotFound) as exc:
+            unreadable = exc.message
+    return render(
+        request,
+        "source.html",
+        source=source,
+        versions=versions,
+        shown=shown,
+        passages=passages,
+        unreadable=unreadable,
+        first_page=cursor is None,
+    )
+
+
+@router.get("/sources/{source_id}/versions/{version}/original")
+async def original(request: Request, source_id: str, version: int, actor: Actor = Depends(signed_in)) -> Response:
+    """The file as uploaded: always a download (never shown inline: an HTML original is a document's own
+    markup), its bytes checked against the version's hash as they are sent."""
+    req = build(c.VersionRequest, source_id=source_id, version=version)
+    where = c.Original.model_validate(await bus_of(request).call(c.ORIGINAL, req, actor=actor))
+    blobs: Blobs = request.app.state.blobs
+    if where.bucket != blobs.bucket:
+        raise DomainError("the original is stored where the gateway cannot read it", code="internal")
+    name = where.filename or f"{source_id}-v{version}.{where.kind}"
+    headers = {
+        **SANDBOX_HEADERS,
+        "content-type": "application/octet-stream",
+        "content-disposition": f"attachment; filename*=UTF-8''{quote(name, safe='')}",
+        "content-length": str(where.size),
+    }
+    first = await blobs.get_bytes(where.key, offset=0, length=min(CHUNK_BYTES, where.size))
+    return StreamingResponse(stream_checked(blobs, where.key, first, where.size, where.sha256), headers=headers)
 
 
 @router.post(UPLOAD_PATH)
@@ -107,14 +155,15 @@ async def import_page(request: Request, workspace_id: str = "", actor: Actor = D
 async def import_file(request: Request, actor: Actor = Depends(signed_in)) -> Response:
     form = await checked_form(request)
     settings: GatewaySettings = request.app.state.settings
-    req = build(
-        c.ImportRequest,
-        root=field(form, "root").strip(),
-        path=field(form, "path").strip(),
-        source_id=field(form, "source_id").strip(),
-        workspace_id=field(form, "workspace_id").strip() or None,
-    )
-    version = await bus_of(request).call(c.IMPORT, req, actor=actor, timeout=settings.ingest_timeout)
+    values = {name: field(form, name).strip() for name in ("root", "path", "source_id", "workspace_id")}
+    try:
+        req = build(c.ImportRequest, **{**values, "workspace_id": values["workspace_id"] or None})
+        version = await bus_of(request).call(c.IMPORT, req, actor=actor, timeout=settings.ingest_timeout)
+    except (Invalid, NotFound, Unsupported, TooLarge) as exc:
+        # Beside the field it is about, with what was typed; an unknown root comes with the approved ones.
+        errors = problem(exc, {name: name for name in values}, "path")
+        roots = exc.details.get("roots")
+        return render(request, "import.html", status=HTTP_STATUS[exc.code], values=values, errors=errors, roots=roots)
     return go(_source_url(version["source_id"]), f"Imported as version {version['version']} ({version['status']}).")
 
 

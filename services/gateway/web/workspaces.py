@@ -9,7 +9,17 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request, Response
 from pydantic import ValidationError
 
-from services.gateway.web.render import WebRoute, bus_of, checked_form, field, go, number, render, signed_in
+from services.gateway.web.render import (
+    WebRoute,
+    bus_of,
+    checked_form,
+    field,
+    go,
+    number,
+    problem,
+    render,
+    signed_in,
+)
 from shared.bus import BusClient, validation_details
 from shared.contracts import publication as p
 from shared.contracts import runhost as r
@@ -19,8 +29,12 @@ from shared.errors import HTTP_STATUS, Conflict, DomainError, Invalid, NotFound
 
 router = APIRouter(route_class=WebRoute, include_in_schema=False, dependencies=[Depends(signed_in)])
 
-# How many versions of each catalog publication are offered as a history choice.
-HISTORY_VERSIONS = 20
+# The catalog is shown a page at a time; the history picker offers a few publications a page, each with its
+# latest versions (older ones are a click away, on the publication's page).
+CATALOG_PAGE = 50
+CATALOG_KINDS = ("publication", "source", "artifact")
+HISTORY_PAGE = 10
+HISTORY_VERSIONS = 5
 
 
 def build(model: type[Model], **data: Any) -> Any:
@@ -46,8 +60,13 @@ async def workspaces(request: Request, cursor: str | None = None, actor: Actor =
 @router.post("/workspaces")
 async def create(request: Request, actor: Actor = Depends(signed_in)) -> Response:
     form = await checked_form(request)
-    req = build(c.CreateRequest, title=field(form, "title"), goal=field(form, "goal").replace("\r\n", "\n"))
-    ws = await bus_of(request).call(c.CREATE, req, actor=actor)
+    values = {"title": field(form, "title"), "goal": field(form, "goal").replace("\r\n", "\n")}
+    try:
+        ws = await bus_of(request).call(c.CREATE, build(c.CreateRequest, **values), actor=actor)
+    except DomainError as exc:
+        page = await paged(bus_of(request), c.LIST, {}, actor, None)
+        errors = problem(exc, {"title": "title", "goal": "goal"}, "title")
+        return render(request, "workspaces.html", status=exc_status(exc), page=page, errors=errors, values=values)
     return go(f"/workspaces/{ws['id']}", "Workspace created.")
 
 
@@ -58,9 +77,8 @@ async def _optional(call: Any) -> Any:
         return None
 
 
-async def _history_choices(client: BusClient, actor: Actor, catalog: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every catalog publication with its recent versions, so a run can be pointed at an earlier one."""
-    ids = [i["id"] for i in catalog["items"] if i["kind"] == "publication"]
+async def _history_choices(client: BusClient, actor: Actor, ids: list[str]) -> list[dict[str, Any]]:
+    """These publications with their recent versions, so a run can be pointed at an earlier one."""
     found = await asyncio.gather(*(_optional(client.call(p.GET, {"id": i}, actor=actor)) for i in ids))
     choices = []
     for pub in found:
@@ -73,18 +91,40 @@ async def _history_choices(client: BusClient, actor: Actor, catalog: dict[str, A
     return choices
 
 
+def _browse(workspace_id: str, limit: int, **query: str | None) -> dict[str, Any]:
+    return {"workspace_id": workspace_id, "limit": limit, **{k: v for k, v in query.items() if v}}
+
+
 async def workspace_view(
     request: Request, actor: Actor, workspace_id: str, *, status: int = 200, **extra: Any
 ) -> Response:
+    """The workspace page. Its query pages the catalog (`kind`, `cursor`) and the history picker (`history_q`,
+    `history_cursor`), and carries what the ask form held (`question`, `picked`) across those pages."""
     client = bus_of(request)
+    query = request.query_params
     ws = await client.call(c.GET, {"workspace_id": workspace_id}, actor=actor)
     ref = {"workspace_id": workspace_id}
-    versions, catalog, checkpoint, runs = await asyncio.gather(
+    kind = query.get("kind") if query.get("kind") in CATALOG_KINDS else None
+    history_q = query.get("history_q", "").strip()[:200]
+    versions, catalog, history, checkpoint, runs = await asyncio.gather(
         client.call(c.GOAL_VERSIONS, ref, actor=actor),
-        client.call(c.CATALOG, ref, actor=actor),
+        client.call(
+            c.CATALOG_BROWSE, _browse(workspace_id, CATALOG_PAGE, kind=kind, cursor=query.get("cursor")), actor=actor
+        ),
+        client.call(
+            c.CATALOG_BROWSE,
+            _browse(workspace_id, HISTORY_PAGE, kind="publication", q=history_q, cursor=query.get("history_cursor")),
+            actor=actor,
+        ),
         _optional(client.call(c.CHECKPOINT_GET, ref, actor=actor)),
         client.call(r.LIST_RUNS, ref, actor=actor),
     )
+    picked = list(extra.pop("picked", None) or query.getlist("picked"))[: r.HISTORY_MAX]
+    shown = [i["id"] for i in history["items"]]
+    elsewhere = [pick for pick in picked if pick.rpartition("@")[0] not in shown]
+    others = await _history_choices(client, actor, list(dict.fromkeys(pick.rpartition("@")[0] for pick in elsewhere)))
+    titles = {pub["id"]: pub["title"] for pub in others}
+    extra.setdefault("question_draft", query.get("question", ""))
     return render(
         request,
         "workspace.html",
@@ -92,9 +132,22 @@ async def workspace_view(
         ws=ws,
         versions=versions["items"],
         catalog=catalog,
+        kind=kind,
+        first_page=not query.get("cursor"),
+        history=history,
+        history_q=history_q,
+        choices=await _history_choices(client, actor, shown),
+        picked=picked,
+        elsewhere=[
+            {
+                "value": v,
+                "title": titles.get(v.rpartition("@")[0], v.rpartition("@")[0]),
+                "version": v.rpartition("@")[2],
+            }
+            for v in elsewhere
+        ],
         checkpoint=checkpoint,
         runs=runs,
-        choices=await _history_choices(client, actor, catalog),
         request_id=uuid.uuid4().hex,
         **extra,
     )
@@ -109,21 +162,28 @@ async def workspace(request: Request, workspace_id: str, actor: Actor = Depends(
 async def revise_goal(request: Request, workspace_id: str, actor: Actor = Depends(signed_in)) -> Response:
     form = await checked_form(request)
     text, expected = field(form, "goal").replace("\r\n", "\n"), number(form, "expected_version")
-    req = build(c.ReviseGoalRequest, workspace_id=workspace_id, text=text, expected_version=expected)
     try:
+        req = build(c.ReviseGoalRequest, workspace_id=workspace_id, text=text, expected_version=expected)
         await bus_of(request).call(c.REVISE_GOAL, req, actor=actor)
     except Conflict as exc:
         # Nothing typed is lost: the page comes back with the text in the form and the current goal beside it.
         return await workspace_view(request, actor, workspace_id, status=409, conflict=exc, goal_draft=text)
     except DomainError as exc:
+        errors = problem(exc, {"text": "goal"}, "goal")
         return await workspace_view(
-            request, actor, workspace_id, status=exc_status(exc), goal_error=exc, goal_draft=text
+            request, actor, workspace_id, status=exc_status(exc), errors=errors, goal_draft=text
         )
     return go(f"/workspaces/{workspace_id}", "Goal saved.")
 
 
 def exc_status(exc: DomainError) -> int:
     return HTTP_STATUS.get(exc.code, 500)
+
+
+@router.get("/workspaces/{workspace_id}/archive")
+async def confirm_archive(request: Request, workspace_id: str, actor: Actor = Depends(signed_in)) -> Response:
+    ws = await bus_of(request).call(c.GET, {"workspace_id": workspace_id}, actor=actor)
+    return render(request, "confirm_archive.html", ws=ws)
 
 
 @router.post("/workspaces/{workspace_id}/archive")
@@ -157,27 +217,43 @@ async def delete(request: Request, workspace_id: str, actor: Actor = Depends(sig
 async def start_run(request: Request, workspace_id: str, actor: Actor = Depends(signed_in)) -> Response:
     form = await checked_form(request)
     picked = form.get("history", [])
+    picks = [picked] if isinstance(picked, str) else picked
     history = []
-    for choice in [picked] if isinstance(picked, str) else picked:
+    for choice in picks:
         pub_id, _, version = choice.rpartition("@")
         if not pub_id or not version.isdigit():
             raise Invalid("a history choice must name a publication version", {"field": "history"})
         history.append({"publication_id": pub_id, "version": int(version)})
-    req = build(
-        r.AdmitRequest,
-        workspace_id=workspace_id,
-        question=field(form, "question"),
-        request_id=field(form, "request_id") or uuid.uuid4().hex,
-        history=history,
-    )
-    reply = await bus_of(request).call(r.ADMIT, req, actor=actor)
+    question = field(form, "question")
+    try:
+        req = build(
+            r.AdmitRequest,
+            workspace_id=workspace_id,
+            question=question,
+            request_id=field(form, "request_id") or uuid.uuid4().hex,
+            history=history,
+        )
+        reply = await bus_of(request).call(r.ADMIT, req, actor=actor)
+    except (Invalid, Conflict) as exc:
+        # The question and the picks come back as typed, the refusal beside the question.
+        errors = problem(exc, {}, "question")
+        return await workspace_view(
+            request, actor, workspace_id, status=exc_status(exc), errors=errors, question_draft=question, picked=picks
+        )
     return go(f"/runs/{reply['run']['id']}")
 
 
 @router.post("/workspaces/{workspace_id}/publications")
 async def publish(request: Request, workspace_id: str, actor: Actor = Depends(signed_in)) -> Response:
     form = await checked_form(request)
-    body = field(form, "body").replace("\r\n", "\n")
-    req = build(p.CommitRequest, title=field(form, "title"), body=body, workspace_id=workspace_id)
-    version = await bus_of(request).call(p.COMMIT, req, actor=actor)
+    title, body = field(form, "title"), field(form, "body").replace("\r\n", "\n")
+    try:
+        req = build(p.CommitRequest, title=title, body=body, workspace_id=workspace_id)
+        version = await bus_of(request).call(p.COMMIT, req, actor=actor)
+    except (Invalid, Conflict) as exc:
+        errors = problem(exc, {"title": "pub-title", "body": "pub-body"}, "pub-title")
+        drafts = {"title": title, "body": body}
+        return await workspace_view(
+            request, actor, workspace_id, status=exc_status(exc), errors=errors, pub_draft=drafts
+        )
     return go(f"/publications/{version['id']}/versions/{version['version']}", "Publication saved.")

@@ -1,4 +1,5 @@
-"""A live run in the browser: the page follows it, plan.md is edited mid-run (and recited), cancel stops it.
+"""A live run in the browser: the page follows it in place (no reload: the reader keeps their place), plan.md is
+edited mid-run (and recited), cancel stops it.
 
 Runs on its own stack whose runs are paced (a scripted policy, a delay per step), so the run is still live
 while the browser edits its plan.
@@ -12,6 +13,7 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import Browser, expect
 
+from tests.e2e.web.axe import audit
 from tests.e2e.web.conftest import new_context, sign_in
 from tests.support.api import Api, probe
 from tests.support.stack import RunningStack, start_stack, stop_stack
@@ -54,6 +56,15 @@ def test_plan_edit_mid_run_and_cancel_in_the_browser(browser: Browser, paced_sta
         expect(page.locator("pre")).to_contain_text(marker)
 
         page.goto(f"/runs/{run['id']}")
+        audit(page)
+        # Live updates replace what changed in place: the document (and this mark on it) and the scroll stay.
+        page.evaluate("window.sameDocument = true")
+        page.get_by_role("heading", name="Working files").scroll_into_view_if_needed()
+        scrolled = page.evaluate("window.scrollY")
+        stats = page.locator("#live-stats")
+        expect(stats).not_to_have_text(stats.inner_text(), timeout=30_000)  # the step count moved on
+        assert page.evaluate("window.sameDocument") is True
+        assert scrolled > 0 and page.evaluate("window.scrollY") == scrolled
         page.get_by_role("button", name="Cancel run").click()
         expect(page.locator("#run-status")).to_have_text("cancelled", timeout=30_000)
         expect(page.get_by_role("button", name="Cancel run")).to_have_count(0)

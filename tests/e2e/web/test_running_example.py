@@ -1,4 +1,5 @@
-"""The running example of DESIGN.md, end to end in a real browser, with a screenshot of every page."""
+"""The running example of DESIGN.md, end to end in a real browser, with a screenshot of every page (each
+page checked by axe-core at 1280 px and 390 px first)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,13 @@ from pathlib import Path
 
 from playwright.sync_api import Page, expect
 
+from tests.e2e.web.axe import audit
 from tests.e2e.web.conftest import User
+from tests.support.api import probe
 from tests.support.documents import ANNOUNCEMENT, pdf
 
 QUESTION = "Which earlier judgements about Fund X redemption liquidity still hold after the announcement?"
+NEW_ANNOUNCEMENT = [*ANNOUNCEMENT, "Correction, 27 November 2026. Redemption gates are lifted from January."]
 
 
 # Screenshots are part of the docs: whole pages, cut at this height to keep the files small.
@@ -18,6 +22,7 @@ MAX_SHOT_HEIGHT = 1600
 
 
 def shot(page: Page, screens: Path, name: str) -> None:
+    audit(page)
     height = min(int(page.evaluate("document.documentElement.scrollHeight")), MAX_SHOT_HEIGHT)
     width = page.viewport_size["width"] if page.viewport_size else 1100
     clip = {"x": 0, "y": 0, "width": width, "height": height}
@@ -114,10 +119,45 @@ def test_running_example_in_the_browser(user: User, screens: Path, tmp_path: Pat
 
     page.goto(run_url)
     page.locator("#report-link").click()
-    expect(page.locator("body")).to_contain_text("What earlier reports concluded")
+    expect(page.locator("#report")).to_contain_text("What earlier reports concluded")
+    shot(page, screens, "08b-report")
+
+    # Week 5: the announcement's correction arrives. The first run's answer now says it is out of date.
+    page.goto("/sources/announcement")
+    corrected = tmp_path / "announcement-v2.pdf"
+    corrected.write_bytes(pdf(NEW_ANNOUNCEMENT))
+    page.get_by_label("File").set_input_files(str(corrected))
+    page.get_by_role("button", name="Upload").click()
+    page.wait_for_url("**/sources/announcement?notice=*")
+    expect(page.locator("#active-version")).to_have_text("v2")
+    workspace_id = workspace_url.rsplit("/", 1)[1]
+    probe(lambda: user.api.ok("GET", f"/v1/workspaces/{workspace_id}/drift")["items"], timeout=60)
+    page.goto(run_url)
+    expect(page.locator("#changed-since")).to_contain_text("now has version 2")
+    shot(page, screens, "11-run-changed")
+
+    # Asked again, the run reads v2; the two answers side by side, and the workspace's timeline.
+    page.goto(workspace_url)
+    page.get_by_label("Question").fill(QUESTION)
+    page.get_by_label("Report A: Fund X liquidity v1").check()
+    page.get_by_role("button", name="Start run").click()
+    page.wait_for_url("**/runs/run_*")
+    expect(page.locator("#run-status")).to_have_text("completed", timeout=90_000)
+    page.goto(workspace_url)
+    page.get_by_role("button", name="Compare answers").click()
+    expect(page.locator("td.added").filter(has_text="announcement@v2").first).to_be_visible()
+    shot(page, screens, "12-compare-runs")
+    page.goto(workspace_url)
+    page.locator("#timeline-link").click()
+    expect(page.locator("#timeline .event-drift")).to_have_count(1)
+    shot(page, screens, "13-timeline")
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(run_url)
+    shot(page, screens, "14-run-phone")
+    page.set_viewport_size({"width": 1100, "height": 800})
 
     page.goto("/evidence?q=redemption+gates")
-    expect(page.locator("#hits")).to_contain_text("announcement@v1")
+    expect(page.locator("#hits")).to_contain_text("announcement@v2")
     shot(page, screens, "09-search")
     page.goto("/import")
     shot(page, screens, "10-import")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from services.gateway.web.publications import side_by_side
-from services.publication.diff import line_diff
+from shared.textdiff import line_diff
 
 
 def ops(hunk) -> list[tuple[str, str]]:  # type: ignore[no-untyped-def]

@@ -1,22 +1,51 @@
 // Dossier workbench: progressive enhancement only. Every page works without this file.
 "use strict";
 
-// A live run's page reloads itself, but never while the person is typing into one of its forms.
-function autoRefresh() {
+// A live run's page fetches itself every few seconds and replaces only the regions (`data-live`) whose
+// content changed: the reader's place, focus and scroll stay; a region being edited is left alone.
+function liveRegions() {
   var seconds = Number(document.body.dataset.refresh || 0);
   if (!seconds) return;
-  function busy() {
+  function editing(region) {
     var active = document.activeElement;
-    if (active && /^(TEXTAREA|INPUT|SELECT)$/.test(active.tagName)) return true;
-    var fields = document.querySelectorAll("textarea, input[type=text], input:not([type])");
+    if (active && region.contains(active) && /^(TEXTAREA|INPUT|SELECT)$/.test(active.tagName)) return true;
+    var fields = region.querySelectorAll("textarea, input[type=text], input:not([type])");
     for (var i = 0; i < fields.length; i++) {
       if (fields[i].value !== fields[i].defaultValue) return true;
     }
     return false;
   }
-  window.setInterval(function () {
-    if (!busy()) window.location.replace(window.location.pathname + window.location.search.replace(/([?&])notice=[^&]*&?/, "$1"));
-  }, seconds * 1000);
+  function statusText(doc) {
+    var status = doc.getElementById("run-status");
+    return status ? status.textContent : "";
+  }
+  function update() {
+    var url = window.location.pathname + window.location.search.replace(/([?&])notice=[^&]*&?/, "$1");
+    fetch(url, { credentials: "same-origin", headers: { accept: "text/html" } })
+      .then(function (response) {
+        if (!response.ok || response.redirected) throw new Error("HTTP " + response.status);
+        return response.text();
+      })
+      .then(function (html) {
+        var next = new DOMParser().parseFromString(html, "text/html");
+        var before = statusText(document);
+        var regions = document.querySelectorAll("[data-live]");
+        for (var i = 0; i < regions.length; i++) {
+          var fresh = next.getElementById(regions[i].id);
+          if (!fresh || fresh.innerHTML === regions[i].innerHTML || editing(regions[i])) continue;
+          regions[i].innerHTML = fresh.innerHTML;
+        }
+        var after = statusText(document);
+        var note = document.getElementById("live-note");
+        if (note && after !== before) note.textContent = "The run is now " + after + ".";
+        if (next.body.dataset.refresh) window.setTimeout(update, seconds * 1000);
+        else delete document.body.dataset.refresh;
+      })
+      .catch(function () {
+        window.setTimeout(update, seconds * 3000);
+      });
+  }
+  window.setTimeout(update, seconds * 1000);
 }
 
 // The refusal's own words: the error page's alert, or the API envelope's message (a body over the limit).
@@ -67,8 +96,32 @@ function uploadWithProgress(form) {
   });
 }
 
+// The history picker filters and pages by GET: the question typed and the versions ticked go along.
+function carryDraft(form) {
+  var source = document.getElementById(form.dataset.carry);
+  if (!source) return;
+  form.addEventListener("submit", function () {
+    var old = form.querySelectorAll("input[data-carried]");
+    for (var i = 0; i < old.length; i++) old[i].remove();
+    function add(name, value) {
+      var input = document.createElement("input");
+      input.type = "hidden";
+      input.name = name;
+      input.value = value;
+      input.dataset.carried = "1";
+      form.appendChild(input);
+    }
+    var question = source.querySelector("[name=question]");
+    if (question && question.value) add("question", question.value);
+    var ticked = source.querySelectorAll("input[name=history]:checked");
+    for (var j = 0; j < ticked.length; j++) add("picked", ticked[j].value);
+  });
+}
+
 document.addEventListener("DOMContentLoaded", function () {
-  autoRefresh();
+  liveRegions();
+  var carriers = document.querySelectorAll("form[data-carry]");
+  for (var k = 0; k < carriers.length; k++) carryDraft(carriers[k]);
   var forms = document.querySelectorAll("form[data-upload]");
   for (var i = 0; i < forms.length; i++) uploadWithProgress(forms[i]);
 });

@@ -1,4 +1,5 @@
-"""A line diff of two publication bodies, as hunks with context (pure; no I/O)."""
+"""A line diff of two bodies, as hunks with context (pure; no I/O): versions of one publication (the
+publication service) or the answers of two runs (the workbench)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,175 @@
+"""What changed: the drift of what an answer cites (a banner on runs and answers), a workspace's timeline,
+and the diff of two runs' answers."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from fastapi import APIRouter, Depends, Query, Request, Response
+
+from services.gateway.web.render import WebRoute, bus_of, render, signed_in
+from shared.bus import BusClient
+from shared.contracts import assets as a
+from shared.contracts import publication as p
+from shared.contracts import runhost as r
+from shared.contracts import workspace as w
+from shared.contracts.common import Actor
+from shared.errors import DomainError, Invalid, NotFound
+from shared.textdiff import line_diff
+
+router = APIRouter(route_class=WebRoute, include_in_schema=False, dependencies=[Depends(signed_in)])
+
+# Drift records are read a page at a time; a workspace with more than this many pages shows the first ones.
+DRIFT_PAGES = 4
+PAGE = 500
+# The timeline reads each of its lists' newest page; publications and sources are looked up one by one.
+TIMELINE_ITEMS = 40
+MAX_DIFF_LINES = 5000
+
+Key = tuple[str, str, int | None]
+
+
+async def drifts_of(client: BusClient, actor: Actor, workspace_id: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    cursor = None
+    for _ in range(DRIFT_PAGES):
+        data = {"workspace_id": workspace_id, "limit": PAGE, **({"cursor": cursor} if cursor else {})}
+        try:
+            page = await client.call(w.DRIFT, data, actor=actor)
+        except NotFound:
+            return items
+        items += page["items"]
+        cursor = page.get("next_cursor")
+        if not cursor:
+            break
+    return items
+
+
+def _key(ref: dict[str, Any]) -> Key:
+    return (ref["kind"], ref["id"], ref.get("version"))
+
+
+def changed_since(drifts: list[dict[str, Any]], answer: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The drifts that touch this answer: a ref it cites has a newer version or was withdrawn or retired, or
+    the answer itself is named as citing a changed ref. Newest first."""
+    if answer is None:
+        return []
+    cited = {_key(s) for s in answer.get("sources", [])}
+    itself = ("publication", answer["id"], answer["version"])
+    found = [
+        d
+        for d in drifts
+        if _key(d["ref"]) in cited or itself in {_key(b) for b in d["cited_by"]} or _key(d["ref"]) == itself
+    ]
+    return sorted(found, key=lambda d: str(d["detected_at"]), reverse=True)
+
+
+async def answer_changes(client: BusClient, actor: Actor, workspace_id: str, answer: Any) -> list[dict[str, Any]]:
+    if answer is None:
+        return []
+    return changed_since(await drifts_of(client, actor, workspace_id), answer)
+
+
+async def _quiet(call: Any) -> Any:
+    try:
+        return await call
+    except DomainError:
+        return None
+
+
+async def _timeline_events(client: BusClient, actor: Actor, workspace_id: str) -> list[dict[str, Any]]:
+    ref = {"workspace_id": workspace_id}
+    goals, runs, pubs, sources, drifts = await asyncio.gather(
+        client.call(w.GOAL_VERSIONS, {**ref, "limit": 500}, actor=actor),
+        client.call(r.LIST_RUNS, {**ref, "limit": TIMELINE_ITEMS}, actor=actor),
+        client.call(w.CATALOG_BROWSE, {**ref, "kind": "publication", "limit": TIMELINE_ITEMS}, actor=actor),
+        client.call(w.CATALOG_BROWSE, {**ref, "kind": "source", "limit": TIMELINE_ITEMS}, actor=actor),
+        drifts_of(client, actor, workspace_id),
+    )
+    found_pubs, found_sources = await asyncio.gather(
+        asyncio.gather(*(_quiet(client.call(p.GET, {"id": i["id"]}, actor=actor)) for i in pubs["items"])),
+        asyncio.gather(
+            *(_quiet(client.call(a.GET_SOURCE, {"source_id": i["id"]}, actor=actor)) for i in sources["items"])
+        ),
+    )
+    events = [{"at": g["created_at"], "kind": "goal", "goal": g} for g in goals["items"]]
+    events += [{"at": run["created_at"], "kind": "run", "run": run} for run in runs["items"]]
+    for pub in filter(None, found_pubs):
+        events += [{"at": v["created_at"], "kind": "publication", "pub": pub, "v": v} for v in pub["versions"]]
+    for source in filter(None, found_sources):
+        events += [{"at": v["created_at"], "kind": "source", "source": source, "v": v} for v in source["versions"]]
+    events += [{"at": d["detected_at"], "kind": "drift", "drift": d} for d in drifts]
+    return sorted(events, key=lambda e: str(e["at"]), reverse=True)
+
+
+@router.get("/workspaces/{workspace_id}/timeline")
+async def timeline(request: Request, workspace_id: str, actor: Actor = Depends(signed_in)) -> Response:
+    client = bus_of(request)
+    ws = await client.call(w.GET, {"workspace_id": workspace_id}, actor=actor)
+    events = await _timeline_events(client, actor, workspace_id)
+    return render(request, "timeline.html", ws=ws, events=events, bound=TIMELINE_ITEMS)
+
+
+async def _run_answer(client: BusClient, actor: Actor, run_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    run = await client.call(r.GET_RUN, {"run_id": run_id}, actor=actor)
+    if not run.get("publication"):
+        raise Invalid(f"the run '{run['question']}' has no answer to compare", {"field": "run", "run_id": run_id})
+    ref = run["publication"]
+    answer = await client.call(p.READ, {"id": ref["id"], "version": ref["version"]}, actor=actor)
+    return run, answer
+
+
+def _pairs(removed: list[dict[str, Any]], added: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    size = max(len(removed), len(added))
+    return [
+        {"left": removed[i] if i < len(removed) else None, "right": added[i] if i < len(added) else None}
+        for i in range(size)
+    ]
+
+
+def side_by_side(hunks: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """Each hunk as rows of (left, right): context on both sides, a removed run beside the added run after it."""
+    table = []
+    for hunk in hunks:
+        rows: list[dict[str, Any]] = []
+        removed: list[dict[str, Any]] = []
+        added: list[dict[str, Any]] = []
+        for line in hunk["lines"]:
+            if line["op"] == "context" or (line["op"] == "removed" and added):
+                rows += _pairs(removed, added)
+                removed, added = [], []
+            if line["op"] == "context":
+                rows.append({"left": line, "right": line})
+            elif line["op"] == "removed":
+                removed.append(line)
+            else:
+                added.append(line)
+        rows += _pairs(removed, added)
+        table.append(rows)
+    return table
+
+
+@router.get("/runs/compare")
+async def compare_runs(
+    request: Request,
+    from_: str = Query(alias="from", min_length=1, max_length=200),
+    to: str = Query(min_length=1, max_length=200),
+    actor: Actor = Depends(signed_in),
+) -> Response:
+    client = bus_of(request)
+    (old_run, old), (new_run, new) = await asyncio.gather(
+        _run_answer(client, actor, from_), _run_answer(client, actor, to)
+    )
+    hunks, truncated = await asyncio.to_thread(line_diff, old["body"], new["body"], max_lines=MAX_DIFF_LINES)
+    diff: dict[str, Any] = {"hunks": [h.model_dump() for h in hunks], "truncated": truncated}
+    ws = await _quiet(client.call(w.GET, {"workspace_id": new_run["workspace_id"]}, actor=actor))
+    return render(
+        request,
+        "compare.html",
+        ws=ws,
+        old_run=old_run,
+        new_run=new_run,
+        diff=diff,
+        rows=side_by_side(diff["hunks"]),
+    )

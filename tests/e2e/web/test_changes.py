@@ -1,0 +1,80 @@
+"""What changed since a run: a banner on runs and answers whose cited sources have a newer version or were
+withdrawn (from the workspace's drift records), the workspace's timeline, and the diff of two runs' answers.
+
+axe-core runs on every page shown here (tests/e2e/web/axe.py), at 1280 px and 390 px.
+"""
+
+from __future__ import annotations
+
+from playwright.sync_api import expect
+
+from tests.e2e.web.axe import audit
+from tests.e2e.web.conftest import User, unique
+from tests.support.api import probe
+from tests.support.documents import ANNOUNCEMENT, pdf
+
+QUESTION = "Which earlier judgements about Fund X redemption liquidity still hold after the announcement?"
+NEW_ANNOUNCEMENT = [*ANNOUNCEMENT, "Correction, 27 November 2026. Redemption gates are lifted from January."]
+
+
+def test_a_run_whose_sources_changed_says_so_and_the_timeline_and_diff_show_it(user: User) -> None:
+    api = user.api
+    ws = api.workspace(title=unique("Fund X changes"))
+    a1 = api.publish("Report A: Fund X liquidity", "Fund X can meet redemptions within 30 days.", ws["id"])
+    source_id = unique("announcement")
+    api.upload(pdf(ANNOUNCEMENT), source_id, "announcement.pdf", ws["id"])
+    history = [{"publication_id": a1["id"], "version": 1}]
+    first = api.wait_run(api.start_run(ws["id"], QUESTION, history=history)["id"])
+    assert first["status"] == "completed"
+
+    page = user.page()
+    page.goto(f"/runs/{first['id']}")
+    expect(page.locator("#changed-since")).to_have_count(0)
+
+    # The announcement's next version arrives: the first run's answer cites v1.
+    assert api.upload(pdf(NEW_ANNOUNCEMENT), source_id, "announcement-v2.pdf")["version"] == 2
+    probe(lambda: api.ok("GET", f"/v1/workspaces/{ws['id']}/drift")["items"], timeout=60)
+    page.goto(f"/runs/{first['id']}")
+    banner = page.locator("#changed-since")
+    expect(banner).to_contain_text("Changed since this run")
+    expect(banner.get_by_role("listitem").filter(has_text=f"{source_id}")).to_contain_text("now has version 2")
+    audit(page)
+    page.locator("#publication-link").click()
+    expect(page.locator("#changed-since")).to_contain_text("now has version 2")
+
+    # A second run reads v2: its answer has nothing newer to warn about; the two answers can be compared.
+    second = api.wait_run(api.start_run(ws["id"], QUESTION, history=history)["id"])
+    assert second["status"] == "completed"
+    page.goto(f"/runs/{second['id']}")
+    expect(page.locator("#run-status")).to_have_text("completed")
+    expect(page.locator("#changed-since")).to_have_count(0)
+
+    # Withdrawing the report the first answer cites is a change too.
+    api.ok("POST", f"/v1/publications/{a1['id']}/versions/1/withdraw", json={"reason": "superseded"})
+    probe(lambda: len(api.ok("GET", f"/v1/workspaces/{ws['id']}/drift")["items"]) >= 2, timeout=60)
+    page.goto(f"/runs/{first['id']}")
+    expect(page.locator("#changed-since").get_by_role("listitem").filter(has_text=a1["id"])).to_contain_text(
+        "was withdrawn"
+    )
+
+    page.goto(f"/workspaces/{ws['id']}")
+    page.get_by_label("Compare the answer of").select_option(first["id"])
+    page.get_by_label("with", exact=True).select_option(second["id"])
+    page.get_by_role("button", name="Compare answers").click()
+    page.wait_for_url("**/runs/compare?*")
+    expect(page.locator("td.added").filter(has_text=f"{source_id}@v2").first).to_be_visible()
+    expect(page.locator("td.removed").filter(has_text=f"{source_id}@v1").first).to_be_visible()
+    audit(page)
+
+    page.goto(f"/workspaces/{ws['id']}")
+    page.locator("#timeline-link").click()
+    timeline = page.locator("#timeline")
+    expect(timeline.locator(".event-goal")).to_have_count(1)
+    expect(timeline.locator(".event-run")).to_have_count(2)
+    expect(timeline.locator(".event-source")).to_have_count(2)
+    expect(timeline.locator(".event-drift")).to_have_count(2)
+    expect(timeline.locator(".event-publication").filter(has_text="Report A: Fund X liquidity v1")).to_contain_text(
+        "withdrawn"
+    )
+    expect(timeline.locator(".event-drift").filter(has_text=source_id)).to_contain_text("has a new version, v2")
+    audit(page)
