@@ -10,6 +10,7 @@ Used by `shared.stack` and by the test fixtures, so both run the same binaries t
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import platform
@@ -32,7 +33,6 @@ from shared.natsauth import accounts_block
 from shared.procs import Child, venv_bin
 from shared.secretfiles import private_folder, write_secret
 
-PG_SYSTEM_USER = "embedded_postgres"
 PG_SUPERUSER = "postgres"
 # The user the nodes of a local NATS cluster authenticate their routes with.
 ROUTE_USER = "route"
@@ -187,22 +187,51 @@ def pg_folders(home: Path) -> PgPlace:
     data.mkdir(parents=True, exist_ok=True)
     user: str | None = None
     if _running_as_root():
-        import pwd
-
         utils = _pg_utils()
-        user = PG_SYSTEM_USER
-        utils.ensure_user_exists(user)
+        user = pg_system_user(home)
+        entry = ensure_system_user(user)
         bin_path = pg_bin()
-        entry = pwd.getpwnam(user)
         read = stat.S_IRGRP | stat.S_IROTH
         utils.ensure_folder_permissions(bin_path, stat.S_IXGRP | stat.S_IXOTH | read)
         utils.ensure_folder_permissions(bin_path.parent / "lib", read)
         libs = bin_path.parent.parent.parent / pgview.LIBS.name
         if libs.is_dir():
             utils.ensure_folder_permissions(libs, read)
-        os.chown(data, entry.pw_uid, entry.pw_gid)
+        if data.stat().st_uid != entry.pw_uid:
+            # A cluster made under another user (an older version ran every home's as one): now this home's.
+            _chown_tree(data, entry.pw_uid, entry.pw_gid)
     data.chmod(0o700)
     return PgPlace(data, user)
+
+
+def pg_system_user(home: Path) -> str:
+    """As root, each home's Postgres runs as a system user of its own, so a Postgres that runs code (a
+    compromised one, say) reaches its own cluster and no other home's."""
+    return "dossier-pg-" + hashlib.sha256(str(home.resolve()).encode()).hexdigest()[:12]
+
+
+def ensure_system_user(name: str) -> Any:
+    """A system user with a group of its own, no home, no login shell, owning nothing yet."""
+    import pwd
+
+    try:
+        return pwd.getpwnam(name)
+    except KeyError:
+        argv = ["useradd", "--system", "--user-group", "--no-create-home", "--home-dir", "/nonexistent"]
+        subprocess.run([*argv, "--shell", "/usr/sbin/nologin", name], check=True, capture_output=True)
+        return pwd.getpwnam(name)
+
+
+def remove_system_user(name: str) -> None:
+    """For a home that is gone (test fixtures): its Postgres user goes with it."""
+    subprocess.run(["userdel", name], check=False, capture_output=True)
+
+
+def _chown_tree(top: Path, uid: int, gid: int) -> None:
+    os.chown(top, uid, gid)
+    for folder, dirs, files in os.walk(top):
+        for name in (*dirs, *files):
+            os.lchown(os.path.join(folder, name), uid, gid)
 
 
 def pg_run(argv: list[str], **options: Any) -> None:

@@ -12,21 +12,42 @@ from pathlib import Path
 import pytest
 
 from shared.bus import BusClient
+from shared.infra import pg_system_user, remove_system_user
 from tests.support.containers import container_choice, container_infra
 from tests.support.infra import Infra, local_infra
-from tests.support.stack import RunningStack, external_stack, start_stack, stop_stack
+from tests.support.stack import STARTED_HOMES, RunningStack, external_stack, start_stack, stop_stack
 
 HomeFactory = Callable[[str], Path]
 
 
 @pytest.fixture(scope="session")
 def dossier_homes() -> Iterator[HomeFactory]:
-    """New folders for a $DOSSIER_HOME (0700, like `mkdtemp` makes them), under one root removed at the end."""
+    """New folders for a $DOSSIER_HOME (0700, like `mkdtemp` makes them), under one root removed at the end,
+    with the system user each one's Postgres ran as (as root)."""
     root = Path(tempfile.mkdtemp(prefix="dossier-tests-"))
+    made: list[Path] = []
+
+    def make(name: str) -> Path:
+        made.append(Path(tempfile.mkdtemp(prefix=f"{name}-", dir=root)))
+        return made[-1]
+
     try:
-        yield lambda name: Path(tempfile.mkdtemp(prefix=f"{name}-", dir=root))
+        yield make
     finally:
         shutil.rmtree(root, ignore_errors=True)
+        forget_homes(made)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _forget_stack_homes() -> Iterator[None]:
+    yield
+    forget_homes(STARTED_HOMES)
+
+
+def forget_homes(homes: list[Path]) -> None:
+    if os.geteuid() == 0:
+        for home in homes:
+            remove_system_user(pg_system_user(home))
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

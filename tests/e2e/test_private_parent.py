@@ -7,6 +7,7 @@ virtual environment: it reaches its data and binaries through a view of its own 
 
 from __future__ import annotations
 
+import shutil
 import stat
 import sys
 import tempfile
@@ -51,6 +52,4 @@ def test_a_stack_under_a_private_folder_is_healthy_and_changes_no_folder_outside
         assert stat.S_IMODE(parent.stat().st_mode) == 0o700
         assert stat.S_IMODE(home.stat().st_mode) == 0o700
     finally:
-        import shutil
-
         shutil.rmtree(parent, ignore_errors=True)

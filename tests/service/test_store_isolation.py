@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import io
+import os
+import pwd
 import signal
+import stat
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -159,3 +162,27 @@ async def _connect_when_ready(dsn: str) -> asyncpg.Connection:
         except asyncpg.CannotConnectNowError:
             await asyncio.sleep(0.05)
     raise AssertionError("postgres never accepted a login")
+
+
+def test_each_home_runs_postgres_as_a_user_of_its_own(dossier_homes: Callable[[str], Path]) -> None:
+    """As root: a Postgres that runs code reaches its own cluster only, not another home's (0700, another
+    owner); a cluster made under another user (as older versions ran every home's) becomes this home's."""
+    first, second = pg_folders(dossier_homes("home-a")), pg_folders(dossier_homes("home-b"))
+    if os.geteuid() != 0:
+        assert first.user is None and second.user is None  # Postgres runs as the one who started it
+        return
+    assert first.user and second.user and first.user != second.user
+    for place in (first, second):
+        entry = pwd.getpwnam(place.user)  # type: ignore[arg-type]
+        assert entry.pw_uid != 0 and entry.pw_shell.endswith("nologin")
+        owned = place.data.stat()
+        assert (owned.st_uid, stat.S_IMODE(owned.st_mode)) == (entry.pw_uid, 0o700)
+    # An older home: its data under another user (the first home's here), a file inside it too.
+    (second.data / "PG_VERSION").write_text("18\n")
+    old = pwd.getpwnam(first.user)  # type: ignore[arg-type]
+    for path in (second.data, second.data / "PG_VERSION"):
+        os.chown(path, old.pw_uid, old.pw_gid)
+    again = pg_folders(second.data.parent)
+    mine = pwd.getpwnam(again.user).pw_uid  # type: ignore[arg-type]
+    assert again.user == second.user
+    assert {p.stat().st_uid for p in (again.data, again.data / "PG_VERSION")} == {mine}

@@ -114,8 +114,13 @@ def external_stack(url: str, admin_token: str) -> RunningStack:
 TEST_RATE = {"DOSSIER_RATE_PER_TOKEN": "1000", "DOSSIER_RATE_BURST": "2000"}
 
 
+# Every home a test stack ran on: the session's end removes the system users their Postgres ran as.
+STARTED_HOMES: list[Path] = []
+
+
 def start_stack(home: Path, *, timeout: float = 120, extra_env: dict[str, str] | None = None) -> RunningStack:
     home.mkdir(parents=True, exist_ok=True)
+    STARTED_HOMES.append(home)
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("DOSSIER_")}
     env.update({"DOSSIER_HOME": str(home), "DOSSIER_HTTP_PORT": str(port)}, **(TEST_RATE | (extra_env or {})))
