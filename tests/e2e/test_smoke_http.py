@@ -20,6 +20,7 @@ def test_health_reports_every_service(stack: RunningStack) -> None:
     assert r.json() == {
         "status": "ok",
         "services": {name: "ok" for name in ("workspace", "runhost", "publication", "artifact", "assets")},
+        "reasons": {},
     }
 
 
