@@ -15,7 +15,7 @@ from shared.bus import BusClient
 from shared.infra import pg_system_user, remove_system_user
 from tests.support.containers import container_choice, container_infra
 from tests.support.infra import Infra, local_infra
-from tests.support.stack import STARTED_HOMES, RunningStack, external_stack, start_stack, stop_stack
+from tests.support.stack import ROOT_SCOPE, STARTED_HOMES, RunningStack, external_stack, start_stack, stop_stack
 
 HomeFactory = Callable[[str], Path]
 
@@ -108,9 +108,11 @@ def stack(tmp_path_factory: pytest.TempPathFactory, dossier_homes: HomeFactory) 
     if url:
         yield external_stack(url, os.environ["DOSSIER_TEST_STACK_ADMIN_TOKEN"])
         return
-    docs = tmp_path_factory.mktemp("approved-docs")
-    running = start_stack(dossier_homes("stack-home"), extra_env={"DOSSIER_APPROVED_ROOTS": f"docs={docs}"})
-    running.approved_roots = {"docs": docs}
+    docs, private = tmp_path_factory.mktemp("approved-docs"), tmp_path_factory.mktemp("approved-private")
+    # `docs` for every scope; `private` for the scope ROOT_SCOPE alone.
+    roots = f"docs={docs},{ROOT_SCOPE}/private={private}"
+    running = start_stack(dossier_homes("stack-home"), extra_env={"DOSSIER_APPROVED_ROOTS": roots})
+    running.approved_roots = {"docs": docs, "private": private}
     try:
         yield running
     finally:

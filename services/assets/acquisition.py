@@ -36,17 +36,32 @@ class StagedFile:
             self.path.parent.rmdir()
 
 
-def parse_roots(setting: str) -> dict[str, Path]:
-    """`name=/abs/dir,...`. A malformed setting stops the service rather than widening what it may read."""
-    roots: dict[str, Path] = {}
+# Approved import roots by (scope, name); scope None: a root every scope may import from.
+Roots = dict[tuple[str | None, str], Path]
+
+
+def parse_roots(setting: str) -> Roots:
+    """`name=/abs/dir` (every scope) or `scope/name=/abs/dir` (that scope alone), separated by `,`. A
+    malformed setting stops the service rather than widening what it may read."""
+    roots: Roots = {}
     for item in filter(None, (part.strip() for part in setting.split(","))):
-        name, sep, directory = (x.strip() for x in item.partition("="))
-        if not sep or not _ROOT_NAME.fullmatch(name):
-            raise ValueError(f"DOSSIER_APPROVED_ROOTS: {item!r} is not name=/abs/dir")
+        label, sep, directory = (x.strip() for x in item.partition("="))
+        scope, slash, name = label.rpartition("/")
+        if not sep or not _ROOT_NAME.fullmatch(name) or (slash and not _ROOT_NAME.fullmatch(scope)):
+            raise ValueError(f"DOSSIER_APPROVED_ROOTS: {item!r} is not name=/abs/dir or scope/name=/abs/dir")
         if not os.path.isabs(directory):
-            raise ValueError(f"DOSSIER_APPROVED_ROOTS: the root {name!r} is not an absolute path")
-        roots[name] = Path(directory)
+            raise ValueError(f"DOSSIER_APPROVED_ROOTS: the root {label!r} is not an absolute path")
+        key = (scope or None, name)
+        if key in roots:
+            raise ValueError(f"DOSSIER_APPROVED_ROOTS: the root {label!r} is named twice")
+        roots[key] = Path(directory)
     return roots
+
+
+def roots_of(roots: Roots, scope: str) -> dict[str, Path]:
+    """The roots a scope may import from, by name: its own, then those of every scope."""
+    shared = {name: path for (owner, name), path in roots.items() if owner is None}
+    return shared | {name: path for (owner, name), path in roots.items() if owner == scope}
 
 
 def _new_temp() -> tuple[int, Path]:

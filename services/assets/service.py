@@ -14,7 +14,7 @@ import uuid
 
 import asyncpg
 
-from services.assets.acquisition import StagedFile, parse_roots, resolve_import, stage_blob, stage_import
+from services.assets.acquisition import StagedFile, parse_roots, resolve_import, roots_of, stage_blob, stage_import
 from services.assets.kinds import sniff
 from services.assets.lifecycle import SETTLED, Lifecycle, evidence_prefix
 from services.assets.repository import AssetsRepository
@@ -107,8 +107,9 @@ class AssetsService:
             staged.discard()
 
     async def import_file(self, actor: Actor, req: c.ImportRequest) -> c.AssetVersion:
-        candidate = resolve_import(self._roots, req.root, req.path)
-        base = self._roots[req.root].resolve()
+        roots = roots_of(self._roots, actor.scope)
+        candidate = resolve_import(roots, req.root, req.path)
+        base = roots[req.root].resolve()
         staged = await asyncio.to_thread(stage_import, base, candidate, max_bytes=self._settings.max_upload_bytes)
         try:
             kind = self._kind_of(staged)

@@ -11,7 +11,8 @@ import httpx
 import pytest
 
 from tests.support import documents
-from tests.support.stack import RunningStack
+from tests.support.api import Api
+from tests.support.stack import ROOT_SCOPE, RunningStack
 
 
 def client(stack: RunningStack, scope: str | None = None) -> httpx.Client:
@@ -150,3 +151,16 @@ def test_twenty_concurrent_identical_uploads(api: httpx.Client) -> None:
     assert len({r.json()["asset_id"] for r in responses}) == 1
     source = api.get("/v1/sources/race").json()
     assert [(v["version"], v["status"]) for v in source["versions"]] == [(1, "active")]
+
+
+def test_a_scope_imports_from_its_own_roots_and_no_other_scopes(stack: RunningStack) -> None:
+    private = stack.approved_roots["private"]
+    name = f"{uuid.uuid4().hex[:8]}.txt"
+    (private / name).write_text("Only the root scope may import this.\n")
+    owner = Api(stack, scope=ROOT_SCOPE).http
+    r = owner.post("/v1/assets/import", json={"root": "private", "path": name, "source_id": f"p{uuid.uuid4().hex[:6]}"})
+    assert r.status_code == 201, r.text
+    stranger = Api(stack).http
+    r = stranger.post("/v1/assets/import", json={"root": "private", "path": name, "source_id": "p"})
+    assert r.status_code == 422 and error_of(r)["details"]["field"] == "root"
+    assert error_of(r)["details"]["roots"] == ["docs"], "another scope's roots are not even named"

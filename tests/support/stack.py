@@ -114,6 +114,8 @@ def external_stack(url: str, admin_token: str) -> RunningStack:
 TEST_RATE = {"DOSSIER_RATE_PER_TOKEN": "1000", "DOSSIER_RATE_BURST": "2000"}
 
 
+# The one scope the session's stack (tests/conftest.py) gives an approved import root of its own, `private`.
+ROOT_SCOPE = "rootscope"
 # Every home a test stack ran on: the session's end removes the system users their Postgres ran as.
 STARTED_HOMES: list[Path] = []
 

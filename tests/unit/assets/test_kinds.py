@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from services.assets.acquisition import parse_roots
+from services.assets.acquisition import parse_roots, roots_of
 from services.assets.kinds import sniff
 from tests.support import documents
 
@@ -54,7 +54,16 @@ def test_a_zip_with_too_many_entries_is_not_listed(tmp_path: Path) -> None:
 
 def test_approved_roots_setting() -> None:
     assert parse_roots("") == {}
-    assert parse_roots("docs=/srv/docs, inbox=/tmp/in") == {"docs": Path("/srv/docs"), "inbox": Path("/tmp/in")}
-    for bad in ("docs", "docs=relative/dir", "../x=/srv", "=/srv"):
+    roots = parse_roots("docs=/srv/docs, inbox=/tmp/in, acme/inbox=/srv/acme, acme/own=/srv/own")
+    assert roots == {
+        (None, "docs"): Path("/srv/docs"),
+        (None, "inbox"): Path("/tmp/in"),
+        ("acme", "inbox"): Path("/srv/acme"),
+        ("acme", "own"): Path("/srv/own"),
+    }
+    # A scope sees the roots of every scope and its own (its own winning a shared name); no other's.
+    assert roots_of(roots, "acme") == {"docs": Path("/srv/docs"), "inbox": Path("/srv/acme"), "own": Path("/srv/own")}
+    assert roots_of(roots, "globex") == {"docs": Path("/srv/docs"), "inbox": Path("/tmp/in")}
+    for bad in ("docs", "docs=relative/dir", "../x=/srv", "=/srv", "a/b/c=/srv", "/docs=/srv", "docs=/a,docs=/b"):
         with pytest.raises(ValueError):
             parse_roots(bad)
