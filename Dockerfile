@@ -24,7 +24,10 @@ ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PATH=/opt/dossier/bin:$PATH
 # OpenCV, under the OCR engine of the assets service, links libGL and GLib.
 RUN apt-get update && apt-get install -y --no-install-recommends libgl1 libglib2.0-0 && rm -rf /var/lib/apt/lists/*
 COPY --from=build /opt/dossier /opt/dossier
-RUN useradd --system --uid 10001 --no-create-home dossier
+# The services' user; and the parser's (services/assets/confinement.py), made here so that a read-only
+# root file system (Kubernetes) needs no useradd at run time.
+RUN useradd --system --uid 10001 --no-create-home dossier \
+    && useradd --system --user-group --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin dossier_parser
 WORKDIR /opt/dossier
 USER dossier
 CMD ["python", "-m", "services.gateway"]
