@@ -12,7 +12,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import UTC, datetime
@@ -65,9 +65,15 @@ class HandledLog:
     costs a dict lookup instead of a log line (about 10 µs).
     """
 
-    def __init__(self, logger: logging.Logger, per_second: int = HANDLED_LINES_PER_SECOND):
+    def __init__(
+        self,
+        logger: logging.Logger,
+        per_second: int = HANDLED_LINES_PER_SECOND,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self._log = logger
         self._per_second = per_second
+        self._clock = clock
         # key → [the second counted, lines written in it, lines not written in it]
         self._windows: dict[str, list[int]] = {}
 
@@ -75,7 +81,7 @@ class HandledLog:
         """`routine`: an outcome that may be summarised (a success); the others are always written."""
         if not self._log.isEnabledFor(logging.INFO):
             return
-        second = int(time.monotonic())
+        second = int(self._clock())
         window = self._windows.get(key)
         if window is None:
             window = self._windows[key] = [second, 0, 0]
