@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import re
 import time
@@ -33,9 +32,9 @@ from nats.js.errors import NoStreamResponseError, ServiceUnavailableError
 from shared.aio import wait_event
 from shared.contracts.common import STREAM_NAME, Event, event_subject
 from shared.db import Database
-from shared.metrics import DEAD_LETTERS, EVENTS_CONSUMED, OUTBOX_LAG, OUTBOX_PARKED, OUTBOX_PENDING
+from shared.metrics import EVENTS_CONSUMED, OUTBOX_LAG, OUTBOX_PARKED, OUTBOX_PENDING
 from shared.observe import HandledLog, bound, request_id_var
-from shared.streams import DLQ_STREAM, DLQ_SUBJECT_PREFIX, ensure_dlq_stream
+from shared.streams import dead_letter, ensure_dlq_stream
 
 log = logging.getLogger("dossier.outbox")
 # One line per consumed event, beside the request lines of shared/bus.py under the same logger.
@@ -62,12 +61,6 @@ _TRANSIENT = (
 RELAY_LOCK = 0x0D055_1E2
 
 _SUBJECT = re.compile(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*")
-
-
-def dlq_subject(consumer: str, event_type: str) -> str:
-    """`dossier.dlq.<consumer>.<event type>`; a type that is not a clean token is named `unknown`."""
-    safe = event_type if all(part.isidentifier() for part in event_type.split(".")) else "unknown"
-    return f"{DLQ_SUBJECT_PREFIX}.{consumer}.{safe}"
 
 
 def new_event_id() -> str:
@@ -311,19 +304,3 @@ def _consumed(consumer: str, event: Event, outcome: str, started: float) -> None
     HANDLED.write(
         key, fields, "%s consumed %s %s: %s", consumer, event.type, event.id, outcome, routine=outcome != "failed"
     )
-
-
-async def dead_letter(js: Any, msg: Any, *, consumer: str, event_type: str, error: str) -> None:
-    """Keep the event and its error on the dead-letter stream, count it, then let the consumer move on."""
-    body = {
-        "consumer": consumer,
-        "subject": msg.subject,
-        "error": error[:4000],
-        "deliveries": msg.metadata.num_delivered,
-        "event": msg.data.decode("utf-8", "replace"),
-    }
-    # If this publish fails the message is not acked: it comes back, and dead-lettering is tried again.
-    await js.publish(dlq_subject(consumer, event_type), json.dumps(body).encode(), stream=DLQ_STREAM)
-    DEAD_LETTERS.labels(consumer).inc()
-    log.error("consumer %s dead-lettered an event on %s: %s", consumer, msg.subject, error)
-    await msg.term()
