@@ -23,7 +23,7 @@ from pydantic import BaseModel, Field, create_model
 
 from shared.bus import EndpointSpec, described_endpoints
 from shared.contracts import artifact, assets, publication, runhost, workspace
-from shared.contracts.common import Actor, ErrorBody, HealthReply, Model, event_subject, health_subject
+from shared.contracts.common import Actor, ErrorBody, Event, HealthReply, Model, event_subject, health_subject
 
 DOCUMENT = Path(__file__).resolve().parents[1] / "docs" / "asyncapi.json"
 CONTRACTS = (workspace, runhost, publication, artifact, assets)
@@ -76,6 +76,8 @@ def _event_envelope(event_type: str, payload: type[Model]) -> type[BaseModel]:
         scope=(str, ...),
         occurred_at=(datetime, ...),
         data=(payload, ...),
+        # The same field as the envelope shared/contracts/common.Event that the outbox publishes.
+        request_id=(str | None, Event.model_fields["request_id"]),
     )
 
 

@@ -36,11 +36,13 @@ from shared.contracts.common import (
 )
 from shared.errors import DomainError, Invalid, Unreachable, from_envelope
 from shared.metrics import BUS_CALLS, BUS_REQUESTS, BUS_SECONDS
-from shared.observe import bound, new_request_id, request_id_var
+from shared.observe import HandledLog, bound, new_request_id, request_id_var
 from shared.proof import ProofSigner, ProofVerifier
 from shared.storable import require_storable
 
 log = logging.getLogger("dossier.bus")
+# One line per handled request (shared/observe.HandledLog); its own logger, so an operator can silence it alone.
+HANDLED = HandledLog(logging.getLogger("dossier.handled"))
 
 M = TypeVar("M", bound=Model)
 
@@ -118,11 +120,17 @@ async def dispatch(raw: bytes, subject: str, model: type[Model], handler: Handle
     except ValidationError as exc:
         err = _unstorable(raw) or Invalid("the request envelope is malformed", validation_details(exc))
         reply, code = _reply_error(err), "invalid"
+        request_id = scope = None
     else:
-        with bound(request_id=request.request_id, scope=request.actor.scope):
+        request_id, scope = request.request_id, request.actor.scope
+        with bound(request_id=request_id, scope=scope):
             reply, code = await _answer(request, subject, model, handler, verifier)
+    seconds = time.perf_counter() - started
     BUS_REQUESTS.labels(subject, code).inc()
-    BUS_SECONDS.labels(subject).observe(time.perf_counter() - started)
+    BUS_SECONDS.labels(subject).observe(seconds)
+    ms = round(seconds * 1000, 2)
+    fields = {"subject": subject, "outcome": code, "duration_ms": ms, "request_id": request_id, "scope": scope}
+    HANDLED.write(subject, fields, "%s %s in %.2f ms", subject, code, ms, routine=code == "ok")
     return reply
 
 

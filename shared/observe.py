@@ -11,7 +11,8 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import UTC, datetime
@@ -50,6 +51,56 @@ def bound(*, request_id: str | None = None, run_id: str | None = None, scope: st
             var.reset(token)
 
 
+# Lines per second and per subject (or consumer and event type) written in full; above it, one summary line.
+HANDLED_LINES_PER_SECOND = 50
+
+
+class HandledLog:
+    """One `info` line per handled request or consumed event, summarised above a rate.
+
+    Each key (a subject, or a consumer and an event type) writes up to `per_second` lines in each second;
+    the rest of that second are counted, and the first line of a later second on that key is preceded by
+    one summary line with the count. A refusal or a fault is always written: only `ok` outcomes are
+    summarised, so what an operator looks for is never among the counted ones. Above the rate a request
+    costs a dict lookup instead of a log line (about 10 µs).
+    """
+
+    def __init__(
+        self,
+        logger: logging.Logger,
+        per_second: int = HANDLED_LINES_PER_SECOND,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self._log = logger
+        self._per_second = per_second
+        self._clock = clock
+        # key → [the second counted, lines written in it, lines not written in it]
+        self._windows: dict[str, list[int]] = {}
+
+    def write(self, key: str, fields: dict[str, object], msg: str, *args: object, routine: bool) -> None:
+        """`routine`: an outcome that may be summarised (a success); the others are always written."""
+        if not self._log.isEnabledFor(logging.INFO):
+            return
+        second = int(self._clock())
+        window = self._windows.get(key)
+        if window is None:
+            window = self._windows[key] = [second, 0, 0]
+        elif window[0] != second:
+            if window[2]:
+                self._log.info(
+                    "%s: %d more handled, not logged one by one",
+                    key,
+                    window[2],
+                    extra={"fields": {"key": key, "summarised": window[2]}},
+                )
+            window[0], window[1], window[2] = second, 0, 0
+        if routine and window[1] >= self._per_second:
+            window[2] += 1
+            return
+        window[1] += 1
+        self._log.info(msg, *args, extra={"fields": {k: v for k, v in fields.items() if v is not None}})
+
+
 class JsonFormatter(logging.Formatter):
     def __init__(self, service: str):
         super().__init__()
@@ -81,6 +132,9 @@ class JsonFormatter(logging.Formatter):
             value = getattr(record, key, None) or var.get()
             if value:
                 line[key] = value
+        fields = getattr(record, "fields", None)
+        if fields:
+            line.update(fields)
         if record.exc_info:
             line["error"] = self.formatException(record.exc_info)
         try:

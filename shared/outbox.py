@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import re
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
@@ -32,10 +32,13 @@ from nats.js.errors import NoStreamResponseError, ServiceUnavailableError
 from shared.aio import wait_event
 from shared.contracts.common import STREAM_NAME, Event, event_subject
 from shared.db import Database
-from shared.metrics import DEAD_LETTERS, EVENTS_CONSUMED, OUTBOX_LAG, OUTBOX_PARKED, OUTBOX_PENDING
-from shared.streams import DLQ_STREAM, DLQ_SUBJECT_PREFIX, ensure_dlq_stream
+from shared.metrics import EVENTS_CONSUMED, OUTBOX_LAG, OUTBOX_PARKED, OUTBOX_PENDING
+from shared.observe import HandledLog, bound, request_id_var
+from shared.streams import dead_letter, ensure_dlq_stream
 
 log = logging.getLogger("dossier.outbox")
+# One line per consumed event, beside the request lines of shared/bus.py under the same logger.
+HANDLED = HandledLog(logging.getLogger("dossier.handled"))
 NOTIFY_CHANNEL = "dossier_outbox"
 
 # The delays between a consumer's tries of one event; after the last, the event is dead-lettered.
@@ -60,19 +63,20 @@ RELAY_LOCK = 0x0D055_1E2
 _SUBJECT = re.compile(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*")
 
 
-def dlq_subject(consumer: str, event_type: str) -> str:
-    """`dossier.dlq.<consumer>.<event type>`; a type that is not a clean token is named `unknown`."""
-    safe = event_type if all(part.isidentifier() for part in event_type.split(".")) else "unknown"
-    return f"{DLQ_SUBJECT_PREFIX}.{consumer}.{safe}"
-
-
 def new_event_id() -> str:
     return f"evt_{uuid.uuid4().hex}"
 
 
 async def enqueue(conn: asyncpg.Connection, *, type: str, scope: str, data: dict[str, Any]) -> Event:
     """Record an event inside the caller's transaction. It becomes visible to the relay at commit."""
-    event = Event(id=new_event_id(), type=type, scope=scope, occurred_at=datetime.now(UTC), data=data)
+    event = Event(
+        id=new_event_id(),
+        type=type,
+        scope=scope,
+        occurred_at=datetime.now(UTC),
+        data=data,
+        request_id=request_id_var.get(),
+    )
     await conn.execute(
         "INSERT INTO outbox (id, type, scope, payload) VALUES ($1, $2, $3, $4)",
         event.id,
@@ -247,14 +251,22 @@ async def consume(
             except ValueError as exc:
                 await dead_letter(js, msg, consumer=consumer, event_type="unknown", error=f"malformed event: {exc}")
                 continue
+            started = time.perf_counter()
             try:
-                async with db.transaction() as conn:
-                    if await claim_inbox(conn, consumer=consumer, event_id=event.id):
-                        await handler(conn, event)
+                # The event's own request id and scope in the context: the handler's lines, and the events
+                # it enqueues, carry the request that caused it.
+                with bound(request_id=event.request_id, scope=event.scope):
+                    async with db.transaction() as conn:
+                        outcome = "handled"
+                        if await claim_inbox(conn, consumer=consumer, event_id=event.id):
+                            await handler(conn, event)
+                        else:
+                            outcome = "duplicate"
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 EVENTS_CONSUMED.labels(consumer, "failed").inc()
+                _consumed(consumer, event, "failed", started)
                 delivered = msg.metadata.num_delivered or 1
                 if delivered >= tries:
                     error = f"{type(exc).__name__}: {exc}"
@@ -273,20 +285,22 @@ async def consume(
                 await msg.nak(delay=delay)
                 continue
             EVENTS_CONSUMED.labels(consumer, "handled").inc()
+            _consumed(consumer, event, outcome, started)
             await msg.ack()
 
 
-async def dead_letter(js: Any, msg: Any, *, consumer: str, event_type: str, error: str) -> None:
-    """Keep the event and its error on the dead-letter stream, count it, then let the consumer move on."""
-    body = {
+def _consumed(consumer: str, event: Event, outcome: str, started: float) -> None:
+    ms = round((time.perf_counter() - started) * 1000, 2)
+    fields = {
         "consumer": consumer,
-        "subject": msg.subject,
-        "error": error[:4000],
-        "deliveries": msg.metadata.num_delivered,
-        "event": msg.data.decode("utf-8", "replace"),
+        "event_type": event.type,
+        "event_id": event.id,
+        "outcome": outcome,
+        "duration_ms": ms,
+        "request_id": event.request_id,
+        "scope": event.scope,
     }
-    # If this publish fails the message is not acked: it comes back, and dead-lettering is tried again.
-    await js.publish(dlq_subject(consumer, event_type), json.dumps(body).encode(), stream=DLQ_STREAM)
-    DEAD_LETTERS.labels(consumer).inc()
-    log.error("consumer %s dead-lettered an event on %s: %s", consumer, msg.subject, error)
-    await msg.term()
+    key = f"{consumer} {event.type}"
+    HANDLED.write(
+        key, fields, "%s consumed %s %s: %s", consumer, event.type, event.id, outcome, routine=outcome != "failed"
+    )

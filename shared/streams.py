@@ -7,6 +7,8 @@ holds it.
 
 from __future__ import annotations
 
+import json
+import logging
 from typing import Any
 
 import nats
@@ -14,6 +16,9 @@ from nats.js import api
 from nats.js.errors import NotFoundError
 
 from shared.contracts.common import EVENT_SUBJECT_PREFIX, STREAM_NAME
+from shared.metrics import DEAD_LETTERS
+
+log = logging.getLogger("dossier.outbox")
 
 DLQ_STREAM = "DOSSIER_DLQ"
 DLQ_SUBJECT_PREFIX = "dossier.dlq"
@@ -47,3 +52,25 @@ async def _declare(js: Any, config: api.StreamConfig) -> None:
         except Exception:
             # Another process created it between our look and our add; that is the same outcome.
             await js.stream_info(config.name)
+
+
+def dlq_subject(consumer: str, event_type: str) -> str:
+    """`dossier.dlq.<consumer>.<event type>`; a type that is not a clean token is named `unknown`."""
+    safe = event_type if all(part.isidentifier() for part in event_type.split(".")) else "unknown"
+    return f"{DLQ_SUBJECT_PREFIX}.{consumer}.{safe}"
+
+
+async def dead_letter(js: Any, msg: Any, *, consumer: str, event_type: str, error: str) -> None:
+    """Keep the event and its error on the dead-letter stream, count it, then let the consumer move on."""
+    body = {
+        "consumer": consumer,
+        "subject": msg.subject,
+        "error": error[:4000],
+        "deliveries": msg.metadata.num_delivered,
+        "event": msg.data.decode("utf-8", "replace"),
+    }
+    # If this publish fails the message is not acked: it comes back, and dead-lettering is tried again.
+    await js.publish(dlq_subject(consumer, event_type), json.dumps(body).encode(), stream=DLQ_STREAM)
+    DEAD_LETTERS.labels(consumer).inc()
+    log.error("consumer %s dead-lettered an event on %s: %s", consumer, msg.subject, error)
+    await msg.term()

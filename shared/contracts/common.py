@@ -128,6 +128,10 @@ class Event(Model):
     scope: str
     occurred_at: datetime
     data: dict[str, Any]
+    # The request (or run step) that caused this fact, so each consumer's log line names it too.
+    request_id: str | None = Field(
+        default=None, max_length=128, description="The id of the request (or run step) that caused this event."
+    )
 
 
 class HealthReply(Model):

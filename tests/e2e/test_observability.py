@@ -35,6 +35,52 @@ def test_a_request_id_follows_the_request_through_the_gateway_and_a_service(api:
     assert workspace[0]["scope"] == api.scope
 
 
+def handled(stack: RunningStack, process: str, request_id: str, **fields: str) -> list[dict[str, object]]:
+    """The `dossier.handled` lines of `process` for this request id whose fields include `fields`."""
+    return [
+        line
+        for line in lines_with(stack, process, request_id)
+        if line["logger"] == "dossier.handled" and fields.items() <= line.items()
+    ]
+
+
+def test_a_successful_request_is_in_the_log_of_every_service_that_handled_it(api: Api, stack: RunningStack) -> None:
+    created = f"obs-{uuid.uuid4().hex}"
+    r = api.http.post("/v1/workspaces", json={"title": "Logs", "goal": "g"}, headers={"X-Request-ID": created})
+    assert r.status_code == 201, r.text
+    ws = r.json()["id"]
+    assert probe(lambda: lines_with(stack, "gateway", created), timeout=10)
+    line = probe(lambda: handled(stack, "workspace", created, outcome="ok"), timeout=10)[0]
+    assert line["level"] == "info" and line["scope"] == api.scope
+    assert line["subject"].startswith("dossier.workspace.") and isinstance(line["duration_ms"], float | int)
+
+    uploaded = f"obs-{uuid.uuid4().hex}"
+    r = api.http.post(
+        "/v1/assets",
+        data={"source_id": f"src-{uuid.uuid4().hex[:8]}"},
+        files={"file": ("a.pdf", pdf(ANNOUNCEMENT))},
+        headers={"X-Request-ID": uploaded},
+    )
+    assert r.status_code in (200, 201, 202), r.text
+    assert probe(lambda: lines_with(stack, "gateway", uploaded), timeout=10)
+    assert probe(lambda: handled(stack, "assets", uploaded, outcome="ok"), timeout=10)
+
+    # The event the publication commits carries the request id to its consumer in the workspace service.
+    published = f"obs-{uuid.uuid4().hex}"
+    r = api.http.post(
+        "/v1/publications",
+        json={"title": "Note", "body": "A finding.", "workspace_id": ws},
+        headers={"X-Request-ID": published},
+    )
+    assert r.status_code in (200, 201), r.text
+    assert probe(lambda: handled(stack, "publication", published, outcome="ok"), timeout=10)
+    consumed = probe(
+        lambda: handled(stack, "workspace", published, event_type="publication.committed", outcome="handled"),
+        timeout=20,
+    )[0]
+    assert consumed["event_id"].startswith("evt_") and consumed["scope"] == api.scope
+
+
 def test_a_response_without_a_request_id_gets_a_new_one_and_a_bad_one_is_replaced(api: Api) -> None:
     first = api.http.get("/v1/workspaces").headers["x-request-id"]
     second = api.http.get("/v1/workspaces").headers["x-request-id"]

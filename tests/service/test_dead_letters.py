@@ -16,8 +16,8 @@ from prometheus_client import REGISTRY
 
 from shared.contracts.common import STREAM_NAME, Event, event_subject
 from shared.db import Database
-from shared.outbox import OutboxRelay, consume, dlq_subject, enqueue
-from shared.streams import DLQ_STREAM, ensure_stream
+from shared.outbox import OutboxRelay, consume, enqueue
+from shared.streams import DLQ_STREAM, dlq_subject, ensure_stream
 from tests.support.infra import Infra
 from tests.support.probe import probe_until
 

@@ -7,7 +7,7 @@ import logging
 import random
 from datetime import UTC, datetime
 
-from shared.observe import JsonFormatter, bound
+from shared.observe import HandledLog, JsonFormatter, bound
 
 
 def iso(created: float) -> str:
@@ -46,3 +46,44 @@ def test_a_line_carries_its_fields_and_the_bound_ids() -> None:
 def test_a_lone_surrogate_is_escaped_not_lost() -> None:
     record = logging.LogRecord("dossier.x", logging.INFO, __file__, 1, "bad \udc80 text", (), None)
     assert json.loads(JsonFormatter("gateway").format(record))["msg"] == "bad \udc80 text"
+
+
+class Lines(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+def test_handled_lines_are_summarised_above_the_rate_but_refusals_never_are() -> None:
+    logger = logging.getLogger("test.handled")
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    lines = Lines()
+    logger.addHandler(lines)
+    now = [100.2]
+    handled = HandledLog(logger, per_second=3, clock=lambda: now[0])
+    for _ in range(5):
+        handled.write("a.get", {"outcome": "ok", "request_id": None}, "a.get ok", routine=True)
+    handled.write("a.get", {"outcome": "not_found"}, "a.get not_found", routine=False)
+    handled.write("b.get", {"outcome": "ok"}, "b.get ok", routine=True)
+    assert [r.getMessage() for r in lines.records] == ["a.get ok"] * 3 + ["a.get not_found", "b.get ok"]
+    # None values are left out of the line's fields.
+    assert lines.records[0].fields == {"outcome": "ok"}  # type: ignore[attr-defined]
+
+    now[0] = 101.0
+    handled.write("a.get", {"outcome": "ok"}, "a.get ok", routine=True)
+    summary, line = lines.records[-2:]
+    assert summary.getMessage() == "a.get: 2 more handled, not logged one by one"
+    assert summary.fields == {"key": "a.get", "summarised": 2}  # type: ignore[attr-defined]
+    assert line.getMessage() == "a.get ok"
+    logger.removeHandler(lines)
+
+
+def test_a_line_shows_its_extra_fields() -> None:
+    record = logging.LogRecord("dossier.handled", logging.INFO, __file__, 1, "s ok", (), None)
+    record.fields = {"subject": "s", "outcome": "ok", "duration_ms": 1.5}
+    line = json.loads(JsonFormatter("workspace").format(record))
+    assert line["subject"] == "s" and line["outcome"] == "ok" and line["duration_ms"] == 1.5
