@@ -72,13 +72,18 @@ GATEWAY_REFUSED = Counter(
 )
 GATEWAY_CONNECTIONS = Gauge("dossier_gateway_connections", "HTTP connections the gateway holds open")
 EXTRACTION_FAILURES = Counter("dossier_extraction_failures_total", "Asset versions whose extraction failed", ["kind"])
+EXTRACTION_WAITING = Gauge("dossier_extraction_waiting", "Files waiting for a parser slot in this assets process")
+CONSUMER_PENDING = Gauge(
+    "dossier_consumer_pending_events", "Events on the stream not yet delivered to a durable consumer", ["consumer"]
+)
+DEAD_LETTER_EVENTS = Gauge("dossier_dead_letter_events", "Events kept on the dead-letter stream (DOSSIER_DLQ)")
 
 # Families that mean something in one service only; every other dossier_* family (bus, outbox, events) is
 # every process's. A process exports its own and the common ones, not zeros of another service's.
 OWN_FAMILIES: dict[str, tuple[Counter | Gauge | Histogram, ...]] = {
     "gateway": (HTTP_REQUESTS, HTTP_SECONDS, GATEWAY_REFUSED, GATEWAY_CONNECTIONS),
     "runhost": (RUNS, LEASE_TAKEOVERS, MODEL_REPLIES_ANSWERED_BACK),
-    "assets": (EXTRACTION_SECONDS, EXTRACTION_FAILURES),
+    "assets": (EXTRACTION_SECONDS, EXTRACTION_FAILURES, EXTRACTION_WAITING),
     "publication": (COALESCED,),
 }
 

@@ -17,6 +17,7 @@ import contextlib
 import json
 import logging
 import re
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
@@ -32,7 +33,15 @@ from nats.js.errors import NoStreamResponseError, ServiceUnavailableError
 from shared.aio import wait_event
 from shared.contracts.common import STREAM_NAME, Event, event_subject
 from shared.db import Database
-from shared.metrics import DEAD_LETTERS, EVENTS_CONSUMED, OUTBOX_LAG, OUTBOX_PARKED, OUTBOX_PENDING
+from shared.metrics import (
+    CONSUMER_PENDING,
+    DEAD_LETTER_EVENTS,
+    DEAD_LETTERS,
+    EVENTS_CONSUMED,
+    OUTBOX_LAG,
+    OUTBOX_PARKED,
+    OUTBOX_PENDING,
+)
 from shared.streams import DLQ_STREAM, DLQ_SUBJECT_PREFIX, ensure_dlq_stream
 
 log = logging.getLogger("dossier.outbox")
@@ -42,6 +51,9 @@ NOTIFY_CHANNEL = "dossier_outbox"
 RETRY_BACKOFF: tuple[float, ...] = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0)
 # Tries of one outbox row while the bus is up before the row is parked.
 PUBLISH_ATTEMPTS = 3
+# How often a consumer reads its backlog and the dead-letter stream's depth for the gauges: two JetStream
+# API requests, rare enough to cost nothing on an idle stack.
+BACKLOG_SECONDS = 15.0
 # What a bus that is down (or slow) looks like; such a failure says nothing about the row. On a cluster
 # the stream answers "no response" (503) while it elects a new leader after a node died.
 _TRANSIENT = (
@@ -232,7 +244,11 @@ async def consume(
         # On a cluster the consumer's state (acks, redeliveries) is replicated like the stream.
         config=api.ConsumerConfig(ack_wait=30, max_deliver=tries + 5, num_replicas=replicas),
     )
+    measured = 0.0
     while True:
+        if time.monotonic() - measured >= BACKLOG_SECONDS:
+            measured = time.monotonic()
+            await measure_backlog(js, sub, consumer)
         try:
             msgs = await sub.fetch(batch, timeout=1.0)
         except (nats.errors.TimeoutError, TimeoutError):
@@ -274,6 +290,18 @@ async def consume(
                 continue
             EVENTS_CONSUMED.labels(consumer, "handled").inc()
             await msg.ack()
+
+
+async def measure_backlog(js: Any, sub: Any, consumer: str) -> None:
+    """The consumer's undelivered events and the dead-letter stream's depth, for the gauges; a bus that does
+    not answer leaves the last figures (the consumer's own fetch reports the outage)."""
+    try:
+        info = await sub.consumer_info()
+        dlq = await js.stream_info(DLQ_STREAM)
+    except (nats.errors.Error, TimeoutError):
+        return
+    CONSUMER_PENDING.labels(consumer).set(info.num_pending or 0)
+    DEAD_LETTER_EVENTS.set(dlq.state.messages)
 
 
 async def dead_letter(js: Any, msg: Any, *, consumer: str, event_type: str, error: str) -> None:

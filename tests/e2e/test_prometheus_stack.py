@@ -28,6 +28,11 @@ def scrape(stack: RunningStack, target: Target, port: int) -> str | None:
     return r.text
 
 
+def backlog_measured(stack: RunningStack, target: Target, port: int) -> bool:
+    text = scrape(stack, target, port) or ""
+    return "dossier_consumer_pending_events{consumer=" in text and "dossier_dead_letter_events " in text
+
+
 def check_every_target(stack: RunningStack, http_port: int, metrics_base: int) -> None:
     targets = scrape_targets()
     rendered = {t.process: f"http://{t.host}:{stack_port(t, http_port, metrics_base)}/metrics" for t in targets}
@@ -38,8 +43,12 @@ def check_every_target(stack: RunningStack, http_port: int, metrics_base: int) -
         assert "dossier_bus_calls_total" in text, target
         # Runs are runhost's figure: no other process exports the family.
         assert ("# TYPE dossier_runs gauge" in text) == (target.service == "runhost"), target
+        assert ("dossier_extraction_waiting 0.0" in text) == (target.service == "assets"), target
         result = promtool("check", "metrics", input_text=text)
         assert result.returncode == 0, (target.process, result.stdout + result.stderr)
+    # The event consumer (workspace) reads its backlog and the dead-letter stream's depth once it runs.
+    workspace = next(t for t in targets if t.process == "workspace")
+    probe(partial(backlog_measured, stack, workspace, stack_port(workspace, http_port, metrics_base)), timeout=30)
 
 
 def test_one_scrape_config_reaches_every_process_across_two_restarts(dossier_homes: Callable[[str], Path]) -> None:

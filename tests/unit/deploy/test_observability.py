@@ -33,7 +33,7 @@ def test_promtool_accepts_the_scrape_config(tmp_path: Path) -> None:
 def test_promtool_accepts_the_alert_rules() -> None:
     result = promtool("check", "rules", str(OBSERVABILITY / "alerts.yml"))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "10 rules found" in result.stdout
+    assert "12 rules found" in result.stdout
 
 
 def test_the_config_scrapes_every_process_at_its_fixed_port_with_a_service_label() -> None:
