@@ -11,12 +11,14 @@ from __future__ import annotations
 import hmac
 import json
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from socketserver import ThreadingMixIn
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import REGISTRY, Counter, Gauge, Histogram, make_wsgi_app
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
@@ -70,6 +72,42 @@ GATEWAY_REFUSED = Counter(
 )
 GATEWAY_CONNECTIONS = Gauge("dossier_gateway_connections", "HTTP connections the gateway holds open")
 EXTRACTION_FAILURES = Counter("dossier_extraction_failures_total", "Asset versions whose extraction failed", ["kind"])
+EXTRACTION_WAITING = Gauge("dossier_extraction_waiting", "Files waiting for a parser slot in this assets process")
+CONSUMER_PENDING = Gauge(
+    "dossier_consumer_pending_events", "Events on the stream not yet delivered to a durable consumer", ["consumer"]
+)
+DEAD_LETTER_EVENTS = Gauge("dossier_dead_letter_events", "Events kept on the dead-letter stream (DOSSIER_DLQ)")
+
+# Families that mean something in one service only; every other dossier_* family (bus, outbox, events) is
+# every process's. A process exports its own and the common ones, not zeros of another service's.
+OWN_FAMILIES: dict[str, tuple[Counter | Gauge | Histogram, ...]] = {
+    "gateway": (HTTP_REQUESTS, HTTP_SECONDS, GATEWAY_REFUSED, GATEWAY_CONNECTIONS),
+    "runhost": (RUNS, LEASE_TAKEOVERS, MODEL_REPLIES_ANSWERED_BACK),
+    "assets": (EXTRACTION_SECONDS, EXTRACTION_FAILURES, EXTRACTION_WAITING),
+    "publication": (COALESCED,),
+}
+
+
+def _names(families: Iterable[Counter | Gauge | Histogram]) -> set[str]:
+    return {described.name for family in families for described in family.describe()}
+
+
+class _ProcessView(Collector):
+    """The default registry less the dossier_* families of other services."""
+
+    def __init__(self, service: str):
+        others = [family for name, own in OWN_FAMILIES.items() if name != service for family in own]
+        self.hidden = _names(others) - _names(OWN_FAMILIES.get(service, ()))
+
+    def collect(self) -> Iterator[Metric]:
+        return (family for family in REGISTRY.collect() if family.name not in self.hidden)
+
+
+def process_registry(service: str) -> CollectorRegistry:
+    """What `service`'s /metrics exposes: FastStream's families, the common dossier_* ones and its own."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_ProcessView(service))
+    return registry
 
 
 class _Quiet(WSGIRequestHandler):
@@ -81,10 +119,10 @@ class _Server(ThreadingMixIn, WSGIServer):
     daemon_threads = True
 
 
-def metrics_app(token: str) -> Callable[..., Iterable[bytes]]:
+def metrics_app(token: str, service: str) -> Callable[..., Iterable[bytes]]:
     """Prometheus' exposition behind `Authorization: Bearer <token>`: the figures of a service (its queues,
     its runs, its scopes' traffic) are for the operator's scraper, not for any local user who finds the port."""
-    exposition = make_wsgi_app(REGISTRY)
+    exposition = make_wsgi_app(process_registry(service))
     expected = f"Bearer {token}".encode()
 
     def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
@@ -108,8 +146,8 @@ def metrics_app(token: str) -> Callable[..., Iterable[bytes]]:
     return app
 
 
-def serve_metrics(port: int, token: str, host: str = "127.0.0.1") -> int:
-    """Serve /metrics (bearer `token`) on a thread of this process; returns the port actually bound."""
-    server = make_server(host, port, metrics_app(token), server_class=_Server, handler_class=_Quiet)
+def serve_metrics(port: int, token: str, service: str, host: str = "127.0.0.1") -> int:
+    """Serve `service`'s /metrics (bearer `token`) on a thread of this process; returns the port bound."""
+    server = make_server(host, port, metrics_app(token, service), server_class=_Server, handler_class=_Quiet)
     threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
     return int(server.server_port)

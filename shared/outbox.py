@@ -32,9 +32,16 @@ from nats.js.errors import NoStreamResponseError, ServiceUnavailableError
 from shared.aio import wait_event
 from shared.contracts.common import STREAM_NAME, Event, event_subject
 from shared.db import Database
-from shared.metrics import EVENTS_CONSUMED, OUTBOX_LAG, OUTBOX_PARKED, OUTBOX_PENDING
+from shared.metrics import (
+    CONSUMER_PENDING,
+    DEAD_LETTER_EVENTS,
+    EVENTS_CONSUMED,
+    OUTBOX_LAG,
+    OUTBOX_PARKED,
+    OUTBOX_PENDING,
+)
 from shared.observe import HandledLog, bound, request_id_var
-from shared.streams import dead_letter, ensure_dlq_stream
+from shared.streams import DLQ_STREAM, dead_letter, ensure_dlq_stream
 
 log = logging.getLogger("dossier.outbox")
 # One line per consumed event, beside the request lines of shared/bus.py under the same logger.
@@ -45,6 +52,9 @@ NOTIFY_CHANNEL = "dossier_outbox"
 RETRY_BACKOFF: tuple[float, ...] = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0)
 # Tries of one outbox row while the bus is up before the row is parked.
 PUBLISH_ATTEMPTS = 3
+# How often a consumer reads its backlog and the dead-letter stream's depth for the gauges: two JetStream
+# API requests, rare enough to cost nothing on an idle stack.
+BACKLOG_SECONDS = 15.0
 # What a bus that is down (or slow) looks like; such a failure says nothing about the row. On a cluster
 # the stream answers "no response" (503) while it elects a new leader after a node died.
 _TRANSIENT = (
@@ -236,7 +246,11 @@ async def consume(
         # On a cluster the consumer's state (acks, redeliveries) is replicated like the stream.
         config=api.ConsumerConfig(ack_wait=30, max_deliver=tries + 5, num_replicas=replicas),
     )
+    measured = 0.0
     while True:
+        if time.monotonic() - measured >= BACKLOG_SECONDS:
+            measured = time.monotonic()
+            await measure_backlog(js, sub, consumer)
         try:
             msgs = await sub.fetch(batch, timeout=1.0)
         except (nats.errors.TimeoutError, TimeoutError):
@@ -287,6 +301,18 @@ async def consume(
             EVENTS_CONSUMED.labels(consumer, "handled").inc()
             _consumed(consumer, event, outcome, started)
             await msg.ack()
+
+
+async def measure_backlog(js: Any, sub: Any, consumer: str) -> None:
+    """The consumer's undelivered events and the dead-letter stream's depth, for the gauges; a bus that does
+    not answer leaves the last figures (the consumer's own fetch reports the outage)."""
+    try:
+        info = await sub.consumer_info()
+        dlq = await js.stream_info(DLQ_STREAM)
+    except (nats.errors.Error, TimeoutError):
+        return
+    CONSUMER_PENDING.labels(consumer).set(info.num_pending or 0)
+    DEAD_LETTER_EVENTS.set(dlq.state.messages)
 
 
 def _consumed(consumer: str, event: Event, outcome: str, started: float) -> None:

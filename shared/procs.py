@@ -85,6 +85,28 @@ def free_port() -> int:
     return port
 
 
+def can_listen(port: int) -> bool:
+    """Whether a server (with SO_REUSEADDR, as Python's HTTP servers set it) can listen on `port` now: a
+    port held only by closed connections (TIME_WAIT, after a stack's restart) counts as free."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port_range(count: int) -> int:
+    """The first of `count` consecutive free ports (a stack's fixed metrics ports, in tests beside a CI run)."""
+    while True:
+        first = free_port()
+        ports = range(first + 1, first + count)
+        if first + count <= 65536 and all(_bindable(port) and port not in _offered for port in ports):
+            _offered.update(range(first, first + count))
+            return first
+
+
 def port_open(port: int, host: str = "127.0.0.1") -> bool:
     try:
         with socket.create_connection((host, port), timeout=0.2):

@@ -86,7 +86,7 @@ class ServiceRuntime:
         if self.settings.metrics_port is not None:
             if not self.settings.metrics_token:
                 raise RuntimeError("DOSSIER_METRICS_PORT is set without DOSSIER_METRICS_TOKEN: metrics are never open")
-            port = serve_metrics(self.settings.metrics_port, self.settings.metrics_token)
+            port = serve_metrics(self.settings.metrics_port, self.settings.metrics_token, self.name)
             log.info("%s serves metrics on 127.0.0.1:%d", self.name, port)
         await self.db.connect(self.migrations)
         await self.broker.connect()

@@ -38,7 +38,7 @@ from shared.infra import (
 from shared.natsauth import connect_options, server_accounts, user_passwords, workspace_durables
 from shared.objectkeys import key_entry
 from shared.outside import EVENTS_USER, OUTSIDE_ADMIN, write_events_descriptor
-from shared.procs import Child, free_port, port_open, wait_until, write_pid
+from shared.procs import Child, can_listen, free_port, port_open, wait_until, write_pid
 from shared.proof import SIGNERS, new_private_key, public_key_text, public_keys_text
 from shared.scale import STREAM_DECLARER, count_setting, declare_outside_stream, declare_streams, process_name
 from shared.secretfiles import private_folder, secret_table, secret_value
@@ -77,6 +77,16 @@ def nats_answers(port: int, timeout: float = 1.0) -> bool:
 
 def s3_access_key(process: str) -> str:
     return f"dossier-{process}"
+
+
+# The local stack's metrics ports: service i (in SERVICES order) at base + i, replica n of it
+# at base + i + len(SERVICES) * (n - 1). docs/operations.md lists them.
+METRICS_BASE_PORT = 9464
+
+
+def metrics_port(base: int, service: str, process: str) -> int:
+    replica = int(process.partition(".")[2] or 1)
+    return base + SERVICES.index(service) + len(SERVICES) * (replica - 1)
 
 
 def _port(env: dict[str, str], name: str) -> int:
@@ -121,8 +131,14 @@ class Stack:
         # (service, process name) of every process the stack runs, replica 1 first.
         self.processes = [(n, process_name(n, i)) for n in ALL_PROCESSES for i in range(1, self.replicas + 1)]
         self.gateway_ports = {process_name("gateway", i): self.http_port + i - 1 for i in range(1, self.replicas + 1)}
-        # Each service process serves Prometheus metrics on a port of its own; the gateway on its HTTP port.
-        self.metrics_ports = {proc: free_port() for service, proc in self.processes if service != "gateway"}
+        # Each service process serves Prometheus metrics on a fixed port of its own (the gateway on its HTTP
+        # port), so a static scrape config (deploy/observability/prometheus.yml) survives a restart.
+        self.metrics_base_port = int(self.env.get("DOSSIER_METRICS_BASE_PORT") or METRICS_BASE_PORT)
+        self.metrics_ports = {
+            proc: metrics_port(self.metrics_base_port, service, proc)
+            for service, proc in self.processes
+            if service != "gateway"
+        }
         self.stopping = False
         self._lock_fd: int | None = None
         self.health_dir = self.home / "health"
@@ -152,7 +168,18 @@ class Stack:
         write_pid(self.pid_dir, child.name, pid)
         self.children[child.name] = child
 
+    def _check_metrics_ports(self) -> None:
+        """A fixed port another server holds would leave a process without metrics (or a scraper reading the
+        other server's): refuse to start instead."""
+        taken = [f"{proc} {port}" for proc, port in self.metrics_ports.items() if not can_listen(port)]
+        if taken:
+            raise SystemExit(
+                f"metrics ports already in use: {', '.join(taken)}; stop whatever holds them or set "
+                f"DOSSIER_METRICS_BASE_PORT (now {self.metrics_base_port}) to another free range"
+            )
+
     def start_infra(self) -> None:
+        self._check_metrics_ports()
         base = self._infra_env()
         self.nats_port = _port(self.env, "DOSSIER_NATS_PORT")
         self.pg_port = _port(self.env, "DOSSIER_PG_PORT")

@@ -25,7 +25,7 @@ from services.assets.sandbox import ExtractionFailed, Sandbox
 from shared.contracts import assets as c
 from shared.contracts.common import Ref
 from shared.db import Database
-from shared.metrics import EXTRACTION_FAILURES, EXTRACTION_SECONDS
+from shared.metrics import EXTRACTION_FAILURES, EXTRACTION_SECONDS, EXTRACTION_WAITING
 from shared.outbox import enqueue
 from shared.settings import AssetsSettings
 
@@ -108,6 +108,7 @@ class Lifecycle:
         self._settings = settings
         self._repo = repo
         self.slots = FairSlots(settings.extract_concurrency, per_scope=settings.extract_queue_per_scope)
+        EXTRACTION_WAITING.set_function(self.slots.waiting)
         self.claims = ClaimHolder(db.dsn, repo)
 
     async def ingest_when_free(self, asset_id: str, scope: str, path: Path) -> asyncpg.Record:

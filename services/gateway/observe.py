@@ -7,12 +7,12 @@ import time
 
 from fastapi import APIRouter, Depends
 from fastapi.responses import Response
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from services.gateway.deps import require_admin
 from services.gateway.openapi import errors
-from shared.metrics import HTTP_REQUESTS, HTTP_SECONDS
+from shared.metrics import HTTP_REQUESTS, HTTP_SECONDS, process_registry
 from shared.observe import acceptable_request_id, bound, new_request_id
 
 HEADER = b"x-request-id"
@@ -55,6 +55,7 @@ class RequestIdAndMetrics:
 
 
 router = APIRouter(tags=["operations"])
+GATEWAY_METRICS = process_registry("gateway")
 
 
 @router.get(
@@ -68,4 +69,4 @@ router = APIRouter(tags=["operations"])
 )
 async def metrics() -> Response:
     """Prometheus metrics of this gateway process (admin token)."""
-    return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
+    return Response(generate_latest(GATEWAY_METRICS), media_type=CONTENT_TYPE_LATEST)

@@ -14,9 +14,10 @@ from typing import Any
 
 import httpx
 
+from shared.contracts.common import SERVICES
 from shared.infra import postgres_dsn
 from shared.natsauth import inbox_prefix
-from shared.procs import free_port
+from shared.procs import free_port, free_port_range
 from shared.proof import SIGNERS, public_key_text, public_keys_text
 from shared.stack import OBJECT_USERS, SECRET_VARIABLES, s3_access_key
 
@@ -118,6 +119,8 @@ TEST_RATE = {"DOSSIER_RATE_PER_TOKEN": "1000", "DOSSIER_RATE_BURST": "2000"}
 ROOT_SCOPE = "rootscope"
 # Every home a test stack ran on: the session's end removes the system users their Postgres ran as.
 STARTED_HOMES: list[Path] = []
+# Every metrics port a stack of up to 4 replicas may use (shared.stack.metrics_port).
+METRICS_PORTS = 4 * len(SERVICES)
 
 
 def start_stack(home: Path, *, timeout: float = 120, extra_env: dict[str, str] | None = None) -> RunningStack:
@@ -125,7 +128,12 @@ def start_stack(home: Path, *, timeout: float = 120, extra_env: dict[str, str] |
     STARTED_HOMES.append(home)
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("DOSSIER_")}
-    env.update({"DOSSIER_HOME": str(home), "DOSSIER_HTTP_PORT": str(port)}, **(TEST_RATE | (extra_env or {})))
+    # A free range for the fixed metrics ports: the documented default may be held by a stack beside this one.
+    metrics = str(free_port_range(METRICS_PORTS))
+    env.update(
+        {"DOSSIER_HOME": str(home), "DOSSIER_HTTP_PORT": str(port), "DOSSIER_METRICS_BASE_PORT": metrics},
+        **(TEST_RATE | (extra_env or {})),
+    )
     output = home / "stack.out"
     output.touch(mode=0o600)
     offset = output.stat().st_size if output.exists() else 0
