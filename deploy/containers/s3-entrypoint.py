@@ -40,7 +40,8 @@ def serve(data: Path) -> None:
         if not os.environ.get(required):
             sys.exit(f"{required} must be set")
     os.umask(0o077)
-    (data / bucket).mkdir(parents=True, exist_ok=True)
+    if bucket != "*":  # "*": every key may make buckets of its own (the test fixtures' per-test buckets)
+        (data / bucket).mkdir(parents=True, exist_ok=True)
     folder = Path(tempfile.mkdtemp(prefix="s3-keys-"))
     credentials = folder / "keys.json"
     credentials.write_text(json.dumps(keys_from_env(dict(os.environ), bucket)))

@@ -3,6 +3,10 @@
 The bucket holds what a running stack holds: an uploaded document under its content key, a staged
 upload, a run's `draft.md`. Each key then tries what a leaked key would: read, list, copy (from either
 end) and multipart-upload past its prefixes. The server refuses with 403 AccessDenied.
+
+The rules are the project's own S3 server's (shared/objectstore.py, shared/objectkeys.py), so this module
+runs that server itself, whichever object store the other service tests are given (MinIO holds the same
+rules as policies: deploy/minio, compared with the code by tests/unit/deploy).
 """
 
 from __future__ import annotations
@@ -10,6 +14,9 @@ from __future__ import annotations
 import hashlib
 import io
 import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
 
 import httpx
 import pytest
@@ -18,7 +25,35 @@ from minio.commonconfig import CopySource
 from minio.error import S3Error
 
 from shared.blobs import content_key
-from tests.support.infra import Infra
+from shared.contracts.common import ALL_PROCESSES
+from shared.infra import s3_child
+from shared.objectkeys import key_entry
+from shared.procs import free_port, port_open, wait_until
+from shared.secretfiles import new_password, private_folder
+
+
+@dataclass
+class ObjectStore:
+    s3_endpoint: str
+    s3_keys: dict[str, tuple[str, str]]
+
+
+@pytest.fixture(scope="module")
+def infra(dossier_homes: Callable[[str], Path]) -> Iterator[ObjectStore]:
+    """The project's S3 server, each process's key held to its prefixes in any bucket; `tester` unbound."""
+    home = private_folder(dossier_homes("objects"))
+    keys = {name: (f"key-{name}", new_password()) for name in (*ALL_PROCESSES, "tester")}
+    served = {key: key_entry(name, secret, ["*"]) for name, (key, secret) in keys.items() if name != "tester"}
+    served[keys["tester"][0]] = {"secret": keys["tester"][1], "buckets": ["*"]}
+    port = free_port()
+    server = s3_child(home, port, {}, served)
+    server.start()
+    try:
+        wait_until(lambda: port_open(port), timeout=60, what="the S3 server", alive=server.alive)
+        yield ObjectStore(f"127.0.0.1:{port}", keys)
+    finally:
+        server.stop()
+
 
 DOCUMENT = b"%PDF-1.7 tenant A's board minutes"
 DOC_KEY = content_key(hashlib.sha256(DOCUMENT).hexdigest())
@@ -26,13 +61,13 @@ DRAFT_KEY = "runs/run_1/draft.md"
 STAGED_KEY = "uploads/u1"
 
 
-def _client(infra: Infra, process: str) -> Minio:
+def _client(infra: ObjectStore, process: str) -> Minio:
     access_key, secret_key = infra.s3_keys[process]
     return Minio(infra.s3_endpoint, access_key=access_key, secret_key=secret_key, secure=False, region="us-east-1")
 
 
 @pytest.fixture
-def bucket(infra: Infra) -> str:
+def bucket(infra: ObjectStore) -> str:
     name = f"conf-{uuid.uuid4().hex[:10]}"
     tester = _client(infra, "tester")
     tester.make_bucket(name)
@@ -59,7 +94,7 @@ def _denied(call: object) -> None:
     ],
 )
 def test_a_key_reads_and_lists_nothing_beyond_its_own(
-    infra: Infra, bucket: str, process: str, forbidden: list[str]
+    infra: ObjectStore, bucket: str, process: str, forbidden: list[str]
 ) -> None:
     client = _client(infra, process)
     for key in forbidden:
@@ -71,14 +106,14 @@ def test_a_key_reads_and_lists_nothing_beyond_its_own(
         _denied(lambda p=prefix: list(client.list_objects(bucket, prefix=p, recursive=True)))
 
 
-def test_the_artifact_key_may_only_ask_whether_bytes_are_there(infra: Infra, bucket: str) -> None:
+def test_the_artifact_key_may_only_ask_whether_bytes_are_there(infra: ObjectStore, bucket: str) -> None:
     client = _client(infra, "artifact")
     assert client.stat_object(bucket, DOC_KEY).size == len(DOCUMENT)
     _denied(lambda: client.put_object(bucket, DOC_KEY, io.BytesIO(b"planted"), 7))
     _denied(lambda: client.remove_object(bucket, DOC_KEY))
 
 
-def test_a_copy_is_checked_at_both_ends(infra: Infra, bucket: str) -> None:
+def test_a_copy_is_checked_at_both_ends(infra: ObjectStore, bucket: str) -> None:
     # Runhost may write under runs/, but not take a document there.
     _denied(lambda: _client(infra, "runhost").copy_object(bucket, "runs/run_1/stolen", CopySource(bucket, DOC_KEY)))
     # Assets may read the document, but not put it where runhost reads.
@@ -89,7 +124,7 @@ def test_a_copy_is_checked_at_both_ends(infra: Infra, bucket: str) -> None:
     _client(infra, "gateway").copy_object(bucket, content_key("0" * 64), CopySource(bucket, STAGED_KEY))
 
 
-def test_every_step_of_a_multipart_upload_is_checked(infra: Infra, bucket: str) -> None:
+def test_every_step_of_a_multipart_upload_is_checked(infra: ObjectStore, bucket: str) -> None:
     gateway, runhost = _client(infra, "gateway"), _client(infra, "runhost")
     _denied(lambda: runhost._create_multipart_upload(bucket, "uploads/u2", {}))
     upload_id = gateway._create_multipart_upload(bucket, "uploads/u2", {})

@@ -104,8 +104,18 @@ def container_infra(home: Path) -> Iterator[Infra]:
     # A throw-away server, like local_infra's: no fsync, so commits and the shutdown never wait on the disk.
     pg = pg.with_command("postgres -c fsync=off -c synchronous_commit=off -c full_page_writes=off")
     root = ("dossier-root", passwords(["root"])["root"])
+    # Each process its own key, held to its own prefixes (shared/objectkeys.py) as in local_infra; in any
+    # bucket, since every service instance under test makes one of its own.
+    s3_secrets = passwords(ALL_PROCESSES)
+    # MinIO knows no such keys (its users come from `mc admin`, deploy/minio): there, the root key for all.
+    own_server = not chosen["DOSSIER_S3_IMAGE"].startswith("minio/")
     s3 = DockerContainer(chosen["DOSSIER_S3_IMAGE"]).with_command("server /data").with_exposed_ports(9000)
-    s3 = s3.with_envs(MINIO_ROOT_USER=root[0], MINIO_ROOT_PASSWORD=root[1])
+    s3 = s3.with_envs(
+        MINIO_ROOT_USER=root[0],
+        MINIO_ROOT_PASSWORD=root[1],
+        S3_BUCKET="*",
+        **{f"S3_{name.upper()}_SECRET": secret for name, secret in s3_secrets.items()},
+    )
     with nats_c, pg, s3:
         s3_endpoint = f"{s3.get_container_host_ip()}:{s3.get_exposed_port(9000)}"
         wait_until(lambda: _s3_answers(s3_endpoint, root), timeout=60, what="the S3 container")
@@ -119,8 +129,12 @@ def container_infra(home: Path) -> Iterator[Infra]:
             s3_endpoint=s3_endpoint,
             nats_passwords=nats_passwords,
             pg_passwords=pg_passwords,
-            # Every service instance under test makes a bucket of its own, which needs the root key.
-            s3_keys={name: root for name in (*ALL_PROCESSES, TESTER_USER)},
+            s3_keys=(
+                {name: (f"dossier-{name}", secret) for name, secret in s3_secrets.items()}
+                if own_server
+                else dict.fromkeys(ALL_PROCESSES, root)
+            )
+            | {TESTER_USER: root},
         )
         asyncio.run(declare_event_streams(infra))
         guard = start_guard(home, infra)
