@@ -1,6 +1,8 @@
 """Extractive runs per minute with 10 and with 100 sources in the workspace, the reads a
 crash-resumed run makes divided by the reads a clean run makes (it must be 1.0), and the context economy
-of a 30-source run (its largest model input divided by the source characters it read) next to the seed's,
+of a run over the seed's workload (30 sources of about 3,000 characters: its largest model input divided by
+the source characters it read) next to the seed's, with a GOAL line (`python bench/runs.py context` runs
+only that part),
 and the model requests of an openai run SIGKILLed between a model answer and its tool against a clean run's
 (the fake OpenAI-compatible server counts them; with the model-call journal it must be 1.0).
 
@@ -29,6 +31,7 @@ from tests.support.stack import ROOT, RunningStack, start_stack, stop_stack
 
 QUESTION = "What do the Fund X liquidity reports conclude about redemptions?"
 RUNS = 6
+GOAL_RATIO = 0.030
 # The L06 seed: 2,763 characters of pointers in the model's context against 91,366 characters of sources.
 SEED_INPUT_CHARS, SEED_SOURCE_CHARS = 2_763, 91_366
 
@@ -40,6 +43,35 @@ def seed(api: Api, sources: int) -> str:
             f"Fund X liquidity report {i:03d}", f"Report {i}: Fund X redemption liquidity finding {i}. " * 20, ws["id"]
         )
     return str(ws["id"])
+
+
+def context_economy(stack: RunningStack) -> dict[str, int]:
+    """The seed's workload: 30 sources of about 3,000 characters each (varied sentences), one extractive run."""
+    api = Api(stack)
+    ws = str(api.workspace(goal="Assess the liquidity risk of Fund X")["id"])
+    for i in range(30):
+        body = " ".join(
+            f"Report {i} finds that Fund X met redemption request {j} with {10 + (i * j) % 80}% of its liquid assets."
+            for j in range(36)
+        )
+        api.publish(f"Fund X liquidity report {i:03d}", body, ws)
+    api.wait_catalog(ws, 30)
+    run = api.wait_run(api.start_run(ws, QUESTION)["id"], timeout=600)
+    assert run["status"] == "completed", run["error"]
+    return dict(run["stats"])
+
+
+def print_context_economy(stats: dict[str, int]) -> None:
+    largest, read = stats["model_input_chars_max"], stats["source_chars_read"]
+    ratio = largest / read
+    print(
+        f"context economy of a 30-source run: largest model input {largest:,} chars / {read:,} source chars read"
+        f" = {ratio:.3f} (seed: {SEED_INPUT_CHARS:,} / {SEED_SOURCE_CHARS:,}"
+        f" = {SEED_INPUT_CHARS / SEED_SOURCE_CHARS:.3f}); {stats['model_requests']} model requests,"
+        f" {stats['model_input_chars_total']:,} input chars in all"
+    )
+    verdict = "met" if ratio <= GOAL_RATIO else "missed"
+    print(f"GOAL context: largest input / source chars read = {ratio:.3f} (goal <= {GOAL_RATIO:.3f}) {verdict}")
 
 
 def runs_per_minute(stack: RunningStack, sources: int) -> tuple[float, int]:
@@ -62,7 +94,7 @@ def reads_of(api: Api, run_id: str) -> tuple[int, int]:
     return len(reads), len(set(reads))
 
 
-def crash_ratio(stack: RunningStack) -> tuple[tuple[int, int], tuple[int, int], dict[str, int]]:
+def crash_ratio(stack: RunningStack) -> tuple[tuple[int, int], tuple[int, int]]:
     """The same 30 sources in two workspaces (a run's own answer joins its workspace's catalog afterwards)."""
     api = Api(stack)
     clean_ws, crash_ws = seed(api, 30), seed(api, 30)
@@ -72,7 +104,7 @@ def crash_ratio(stack: RunningStack) -> tuple[tuple[int, int], tuple[int, int], 
     os.kill(stack.pid("runhost"), signal.SIGKILL)
     done = api.wait_run(crashed["id"], timeout=600)
     assert clean["status"] == done["status"] == "completed"
-    return reads_of(api, clean["id"]), reads_of(api, done["id"]), clean["stats"]
+    return reads_of(api, clean["id"]), reads_of(api, done["id"])
 
 
 def model_requests_after_crash(home: Path) -> tuple[int, int, int]:
@@ -113,9 +145,14 @@ def model_requests_after_crash(home: Path) -> tuple[int, int, int]:
 
 
 def main() -> None:
+    only_context = sys.argv[1:] == ["context"]
     with tempfile.TemporaryDirectory(prefix="dossier-bench-runs-") as tmp:
         stack = start_stack(Path(tmp) / "fast")
         try:
+            economy = context_economy(stack)
+            if only_context:
+                print_context_economy(economy)
+                return
             print(f"{RUNS} extractive runs submitted together, per workspace size:")
             results = {n: runs_per_minute(stack, n) for n in (10, 100)}
         finally:
@@ -128,20 +165,14 @@ def main() -> None:
             Path(tmp) / "slow", extra_env={"DOSSIER_RUN_LEASE_SECONDS": "3", "DOSSIER_RUN_STEP_DELAY_SECONDS": "0.05"}
         )
         try:
-            clean, resumed, stats = crash_ratio(slow)
+            clean, resumed = crash_ratio(slow)
         finally:
             stop_stack(slow.proc)
         print(
             f"crash resume: clean run {clean[0]} reads ({clean[1]} distinct), crash-resumed run {resumed[0]} reads"
             f" ({resumed[1]} distinct); ratio {resumed[0] / clean[0]:.2f}"
         )
-        largest, read = stats["model_input_chars_max"], stats["source_chars_read"]
-        print(
-            f"context economy of a 30-source run: largest model input {largest:,} chars / {read:,} source chars read"
-            f" = {largest / read:.3f} (seed: {SEED_INPUT_CHARS:,} / {SEED_SOURCE_CHARS:,}"
-            f" = {SEED_INPUT_CHARS / SEED_SOURCE_CHARS:.3f}); {stats['model_requests']} model requests,"
-            f" {stats['model_input_chars_total']:,} input chars in all"
-        )
+        print_context_economy(economy)
         clean_requests, resumed_requests, distinct = model_requests_after_crash(Path(tmp) / "journal")
         print(
             f"model requests (openai policy, fake server): clean run {clean_requests}, crash-resumed run"

@@ -3,27 +3,36 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from services.runhost.policies.base import RunView, ToolResult
 from services.runhost.repository import RunRow
 
-# The model's context is a window, not an archive: the most recent tool calls and results up to this many
-# characters (arguments included), never more than RECENT_STEPS of them. Older work lives in the files and
-# the recited plan, and bodies are read back on demand.
-CONTEXT_CHARS = 8_000
+# The model's input is bounded whatever the run reads: the task carries counts and pointers (never the
+# listing of working files), plan.md is recited by its active part (the sources still to do; the rest stays
+# on file), and the window keeps the most recent steps up to CONTEXT_CHARS, each tool answer at most
+# RESULT_CHARS with a pointer to the rest. MAX_INPUT_CHARS bounds the whole request's message text.
+MAX_INPUT_CHARS = 2_900
+CONTEXT_CHARS = 1_300
+RESULT_CHARS = 1_100
 RECENT_STEPS = 12
+# The goal and the question are the user's, and can be long: the task quotes their start, plan.md has them whole.
+FIELD_CHARS = 240
+PLAN_CHARS = 700
+SECTION_CHARS = 240
+PENDING_SHOWN = 3
 # A long argument (a note or a draft the model wrote) is already in a file; the context keeps its size.
 ARGUMENT_CHARS = 200
 SYSTEM_PROMPT = (
     "You are a research agent working toward a long-running goal. Earlier publications describe what was"
-    " concluded then; new evidence is dated by its source version; keep the two apart. Read only through the"
-    " tools. Your context holds pointers to your working files; read bodies back with read_file. Write one"
-    " note per source in notes/, a draft in draft.md, then call finish with a markdown answer in three parts:"
-    " 'What earlier reports concluded' (id@version and date), 'What the new evidence says' (source@version"
-    " locator), and 'Not resolved or not read'. Only the finish tool ends the run: a reply without a tool call"
-    " is not an answer."
+    " concluded then; new evidence is dated by its source version; keep them apart. Read only through the"
+    " tools; your context holds counts and pointers, read bodies back with read_file. Write one note per"
+    " source in notes/, a draft in draft.md, then call finish with a markdown answer in three parts: 'What"
+    " earlier reports concluded' (id@version, date), 'What the new evidence says' (source@version locator),"
+    " 'Not resolved or not read'. Only finish ends the run."
 )
+_ENTRY = re.compile(r"^- (?P<name>\S+) :: ")
 
 
 def initial_plan(run: RunRow) -> str:
@@ -36,30 +45,85 @@ def initial_plan(run: RunRow) -> str:
 
 
 def build_messages(view: RunView, transcript: list[ToolResult]) -> list[dict[str, Any]]:
-    files = "\n".join(f"- {path} ({size} bytes)" for path, size in sorted(view.files.items())) or "(none yet)"
+    catalog = view.catalog
     task = (
-        f"Goal (version {view.goal_version}): {view.goal}\nQuestion: {view.question}\n"
-        f"Catalog frozen at admission: {len(view.catalog['items'])} items"
-        f" ({'complete' if view.catalog['complete'] else str(view.catalog['omitted']) + ' omitted'}); call list_catalog (it writes catalog.md).\n"
+        f"Goal (version {view.goal_version}): {_clip(view.goal, FIELD_CHARS)}\n"
+        f"Question: {_clip(view.question, FIELD_CHARS)}\n"
+        f"Catalog frozen at admission: {len(catalog['items'])} items"
+        f" ({'complete' if catalog['complete'] else str(catalog['omitted']) + ' omitted'});"
+        " call list_catalog (it writes catalog.md).\n"
         f"Checkpoint revision: {view.checkpoint_revision} (a checkpoint_proposal applies against it).\n"
-        f"Working files:\n{files}"
+        f"Working files: {files_summary(view.files)}"
     )
-    messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": task}]
-    budget = CONTEXT_CHARS
+    head: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": task}]
+    tail = [{"role": "user", "content": f"Current plan (plan.md, recited):\n{recite(view.plan, view.files)}"}]
+    room = MAX_INPUT_CHARS - input_chars(head) - input_chars(tail)
+    budget = min(CONTEXT_CHARS, room)
     kept: list[list[dict[str, Any]]] = []
     for result in reversed(transcript[-RECENT_STEPS:]):
         arguments = json.dumps(_shortened(result.arguments))
-        text = result.text
+        text = _bounded(result.text, result)
         if len(text) + len(arguments) > budget:
-            text = f"[elided: {len(result.text):,} chars; read files back]"
+            if kept:
+                break
+            # The latest step is always shown, cut to what is left, so the model sees what its call did.
+            text = _clip(text, max(budget - len(arguments), 80))
         budget -= len(text) + len(arguments)
-        if budget < 0:
-            break
         kept.append(_turn(result, arguments, text))
-    for pair in reversed(kept):
-        messages.extend(pair)
-    messages.append({"role": "user", "content": f"Current plan (plan.md, recited):\n{view.plan}"})
-    return messages
+    return [*head, *(m for pair in reversed(kept) for m in pair), *tail]
+
+
+def files_summary(files: dict[str, int]) -> str:
+    """Counts per folder and the few top-level files by name: the listing itself grows with the work."""
+    top = [f"{path} ({size:,} bytes)" for path, size in sorted(files.items()) if "/" not in path]
+    folders = []
+    for folder in ("sources", "notes"):
+        sizes = [size for path, size in files.items() if path.startswith(folder + "/")]
+        folders.append(f"{folder}/: {len(sizes)} files, {sum(sizes):,} bytes")
+    done = {path[6:-3] for path in files if path.startswith("notes/")}
+    todo = sum(1 for path in files if path.startswith("sources/") and path[8:-4] not in done)
+    return f"{', '.join(top) or '(none yet)'}; {'; '.join(folders)}; {todo} sources read without a note"
+
+
+def recite(plan: str, files: dict[str, int]) -> str:
+    """The plan's active part: each section's start, and of the source list only the entries without a note
+    (the first few, then counts); the whole plan stays in plan.md."""
+    parts = re.split(r"(?m)^(?=## )", plan)
+    out = []
+    for part in parts:
+        title, _, body = part.partition("\n")
+        if title.strip() == "## Sources":
+            names = [m["name"] for line in body.splitlines() if (m := _ENTRY.match(line.strip()))]
+            if names:
+                pending = [line.strip() for line in body.splitlines() if _pending(line.strip(), files)]
+                shown = "\n".join(pending[:PENDING_SHOWN])
+                counts = (
+                    f"({len(names) - len(pending)} of {len(names)} noted, {len(pending)} to go; full list in plan.md)"
+                )
+                part = f"{title}\n{shown}\n{counts}\n\n" if shown else f"{title}\n{counts}\n\n"
+        out.append(_clip(part, SECTION_CHARS, "(more in plan.md)\n\n"))
+    return _clip("".join(out), PLAN_CHARS, f"(plan.md has {len(plan):,} chars; read_file plan.md for the rest)")
+
+
+def _pending(line: str, files: dict[str, int]) -> bool:
+    match = _ENTRY.match(line)
+    return match is not None and f"notes/{match['name']}.md" not in files
+
+
+def _clip(text: str, limit: int, more: str = "") -> str:
+    if len(text) <= limit:
+        return text
+    marker = more or f"… [{len(text) - limit:,} more chars]"
+    return text[: max(limit - len(marker), 0)] + marker
+
+
+def _bounded(text: str, result: ToolResult) -> str:
+    """A tool answer as the window shows it: at most RESULT_CHARS, with a pointer to where the rest is."""
+    if len(text) <= RESULT_CHARS:
+        return text
+    path = result.data.get("path")
+    where = f"; read_file {path} for the rest" if isinstance(path, str) else ""
+    return _clip(text, RESULT_CHARS, f"… [{len(text):,} chars in all{where}]")
 
 
 def _turn(result: ToolResult, arguments: str, text: str) -> list[dict[str, Any]]:

@@ -17,15 +17,21 @@ from shared.contracts.common import Actor, Ref
 from shared.errors import DomainError, Invalid, NotFound, Unavailable
 
 log = logging.getLogger("dossier.runhost.tools")
-READ_LIMIT_DEFAULT = 8000
-READ_LIMIT_MAX = 20000
+# A read answers at most this much, with where the rest starts: it fits whole in the model's window.
+READ_LIMIT_DEFAULT = 1000
+READ_LIMIT_MAX = 1000
+SNIPPET_CHARS = 100
 SEARCH_LIMIT = 10
 MAX_NOTE_CHARS = 20_000
 MAX_DRAFT_CHARS = 200_000
 MAX_PLAN_CHARS = 64 * 1024
 CATALOG_FILE = "catalog.md"
 CATALOG_KINDS = ("source", "publication", "artifact")
-CATALOG_PREVIEW = 600
+CATALOG_PREVIEW = 400
+
+
+def _kind_order(kind: str) -> int:
+    return CATALOG_KINDS.index(kind) if kind in CATALOG_KINDS else len(CATALOG_KINDS)
 
 
 class ToolBox:
@@ -86,7 +92,8 @@ class ToolBox:
 
     async def _list_catalog(self, call: ToolCall) -> tuple[ToolResult, list[Inclusion]]:
         lines = []
-        for item in self.catalog["items"]:
+        # Sources first, as they are what is read: a bounded read of catalog.md's start finds them.
+        for item in sorted(self.catalog["items"], key=lambda i: _kind_order(i["kind"])):
             ref = Ref(kind=item["kind"], id=item["id"], version=item["version"])
             await self.ledger.listed(ref)
             state = "available" if item["available"] else f"unavailable ({item['reason']})"
@@ -140,7 +147,9 @@ class ToolBox:
         lines = []
         for hit in hits:
             await self.ledger.listed(Ref(kind="source", id=hit.source_id, version=hit.version), hit.locator)
-            lines.append(f"- {hit.evidence_id}: {hit.source_id}@{hit.version} {hit.locator}: {hit.snippet}")
+            lines.append(
+                f"- {hit.evidence_id}: {hit.source_id}@{hit.version} {hit.locator}: {hit.snippet[:SNIPPET_CHARS]}"
+            )
         text = "\n".join(lines) or "no evidence matched"
         data = {"hits": [hit.model_dump(mode="json") for hit in hits]}
         return ToolResult(call.name, call.arguments, text, data=data), []
@@ -199,7 +208,8 @@ class ToolBox:
         text = await self.files.read(path)
         part = text[offset : offset + limit]
         end = offset + len(part)
-        header = f"[{path} chars {offset}-{end} of {len(text)}]"
+        rest = f"; the rest from offset {end}" if end < len(text) else ""
+        header = f"[{path} chars {offset}-{end} of {len(text)}{rest}]"
         inclusions = []
         prov = await self.files.provenance(path) if path.startswith("sources/") else None
         if prov is not None and part:

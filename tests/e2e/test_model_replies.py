@@ -216,3 +216,30 @@ def test_a_new_run_reads_and_cites_the_sources_after_40_earlier_runs(
     assert len(sent) == 5 == run["stats"]["model_requests"], "list, read catalog.md, search, read, finish"
     listed = sent[1]["body"]["messages"][-2]["content"]
     assert listed.startswith("[catalog.md]") and len(listed) < 1000
+
+
+def message_chars(body: dict[str, Any]) -> int:
+    """The message text of one request, as the model reads it: contents and call arguments."""
+    total = 0
+    for message in body["messages"]:
+        total += len(message.get("content") or "")
+        total += sum(len(c["function"]["arguments"]) for c in message.get("tool_calls") or [])
+    return total
+
+
+def test_a_long_run_never_sends_more_than_3000_chars(model_stack: RunningStack, model_server: str) -> None:
+    """Sixty steps over a catalog of 40 long titles, each a search, a page of catalog.md and a long note:
+    the working files grow, every request stays bounded."""
+    api = Api(model_stack)
+    ws = api.workspace()
+    for i in range(40):
+        api.publish(f"Fund X liquidity and redemption report number {i:03d} " * 3, f"Report {i}.", ws["id"])
+    api.wait_catalog(ws["id"], 40)
+    run, question = scenario_run(api, ws["id"], "pages:20", timeout=300)
+    assert run["status"] == "completed", run["error"]
+    assert sum(p.startswith("notes/") for p in api.files(run["id"])) == 20
+    sent = requests_of(model_server, question)
+    assert len(sent) == run["stats"]["model_requests"] >= 60
+    sizes = [message_chars(r["body"]) for r in sent]
+    assert max(sizes) <= 3_000, sizes
+    assert run["stats"]["model_input_chars_max"] == max(sizes)

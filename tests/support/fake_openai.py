@@ -10,7 +10,8 @@ answered by that scenario instead, whatever the mode, so one server and one stac
 `narration`, `length_call`, `length_text`, `content_filter`, `empty` (each once, then a normal step),
 `repeat` (narration forever), `parallel` and `batch` (three tool calls in one reply), `outage:<seconds>` (503 with
 Retry-After for that long from its first request), `errorbody` (a 200 carrying `{"error": ...}` once) and
-`trickle` (a reply whose bytes never stop coming) and `catalog` (a model that works from catalog.md).
+`trickle` (a reply whose bytes never stop coming), `catalog` (a model that works from catalog.md) and
+`pages:<notes>` (a long run: search, read a page of catalog.md, write a long note, until that many notes).
 
 Started with the mode `walk` (`python -m tests.support.fake_openai PORT walk`) it plays a longer script
 instead, as a function of the input alone (like a model at temperature zero): the next step is chosen by
@@ -19,6 +20,7 @@ how many tool results the request carries, so a resumed run that sends an input 
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import subprocess
@@ -104,6 +106,8 @@ def scenario_answer(name: str, seconds: int, task: str, body: dict[str, Any]) ->
         return 200, text_reply(NARRATION)
     if name == "catalog":
         return 200, catalog_walk(body)
+    if name == "pages":
+        return 200, pages_walk(body, task)
     if done == 0:
         if name in ONCE:
             return 200, text_reply(ONCE[name], "length" if name == "length_text" else "stop")
@@ -134,18 +138,29 @@ def scenario_answer(name: str, seconds: int, task: str, body: dict[str, Any]) ->
     return 200, tool_call("finish", json.dumps(arguments), f"s-{done}")
 
 
+def listed(body: dict[str, Any]) -> bool:
+    """Whether catalog.md is among the working files the task message counts."""
+    return re.search(r"^Working files: .*\bcatalog\.md \(", str(body["messages"][1]["content"]), re.M) is not None
+
+
 def catalog_walk(body: dict[str, Any]) -> dict[str, Any]:
     """A model that works from the catalog: list it, read catalog.md, search each source it lists,
-    read the first passage of each, and cite them."""
-    called = [c["function"]["name"] for m in body["messages"] for c in m.get("tool_calls") or []]
-    answers = {m["tool_call_id"]: str(m["content"]) for m in body["messages"] if m.get("role") == "tool"}
-    said = "\n".join(answers.values())
-    if "list_catalog" not in called:
+    read the first passage of each, and cite them. It sees only its window, so each step follows from
+    the working files and the last answers in it."""
+    messages = body["messages"]
+    turns = [
+        (str(c["function"]["name"]), str(a.get("content")))
+        for m, a in itertools.pairwise(messages)
+        for c in m.get("tool_calls") or []
+    ]
+    last = turns[-1][0] if turns else ""
+    said = "\n".join(answer for name, answer in turns if name == last)
+    if not listed(body):
         return tool_call("list_catalog", "{}", "cat-0")
-    if "read_file" not in called:
+    if last == "list_catalog":
         return tool_call("read_file", json.dumps({"path": "catalog.md", "limit": 3000}), "cat-1")
-    if "search_evidence" not in called:
-        sources = re.findall(r"^- source (\S+)@\d+ ", answers.get("cat-1", ""), re.M)
+    if last == "read_file":
+        sources = re.findall(r"^- source (\S+)@\d+ ", said, re.M)
         if not sources:
             return tool_call("finish", json.dumps({"answer": "The catalog lists no source."}), "cat-none")
         calls = [
@@ -153,16 +168,37 @@ def catalog_walk(body: dict[str, Any]) -> dict[str, Any]:
             for n, s in enumerate(sources)
         ]
         return tool_calls(calls)
-    hits = re.findall(r"^- (\S+): (\S+)@(\d+) (\S+): ", said, re.M)
-    first = {source: (evidence, version, locator) for evidence, source, version, locator in reversed(hits)}
-    if "read_evidence" not in called:
+    if last == "search_evidence":
+        hits = re.findall(r"^- (\S+): (\S+)@(\d+) (\S+): ", said, re.M)
+        first = {source: evidence for evidence, source, _, _ in reversed(hits)}
         calls = [
             ("read_evidence", json.dumps({"evidence_id": evidence}), f"cat-r{n}")
-            for n, (evidence, _, _) in enumerate(first.values())
+            for n, evidence in enumerate(first.values())
         ]
         return tool_calls(calls)
-    cited = "\n".join(f"- {s} says so ({s}@v{v} {loc})" for s, (_, v, loc) in sorted(first.items()))
+    read = sorted(set(re.findall(r"begins: # (\S+)@v(\d+) (\S+)", said)))
+    cited = "\n".join(f"- {s} says so ({s}@v{v} {loc})" for s, v, loc in read)
     return tool_call("finish", json.dumps({"answer": f"## What the new evidence says\n{cited}"}), "cat-end")
+
+
+def pages_walk(body: dict[str, Any], task: str) -> dict[str, Any]:
+    """A long run that sees only its window: the working files' counts say how far it is, the last tool
+    answer what comes next (search, then a page of catalog.md, then a long note)."""
+    notes = int(re.search(r"notes/: (\d+) files", str(body["messages"][1]["content"]))[1])  # type: ignore[index]
+    wanted = int(SCENARIO.search(task)[2] or 20)  # type: ignore[index]
+    last = next((str(c["function"]["name"]) for m in reversed(body["messages"]) for c in m.get("tool_calls") or []), "")
+    if not listed(body):
+        return tool_call("list_catalog", "{}", "pages-list")
+    if notes >= wanted:
+        return tool_call("finish", json.dumps({"answer": SCENARIO_ANSWER}), f"pages-end-{notes}")
+    if last in ("", "write_note", "list_catalog"):
+        return tool_call(
+            "search_evidence", json.dumps({"query": "fund liquidity redemption report"}), f"pages-s{notes}"
+        )
+    if last == "search_evidence":
+        return tool_call("read_file", json.dumps({"path": "catalog.md", "offset": notes * 300}), f"pages-r{notes}")
+    note = {"source": f"page-{notes}", "text": f"Page {notes} of the catalog, noted at length. " * 120}
+    return tool_call("write_note", json.dumps(note), f"pages-n{notes}")
 
 
 def _count(task: str) -> int:

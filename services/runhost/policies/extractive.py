@@ -15,7 +15,8 @@ from services.runhost.policies.base import ModelInput, RunView, ToolCall, ToolRe
 from services.runhost.policies.text import bm25_scores, key_sentences, tokens
 
 MAX_SOURCES = 40
-READ_CHARS = 12_000
+# A read is bounded by the tool (READ_LIMIT_MAX); a longer file is read in parts, in order.
+READ_CHARS = 1_000
 NOTHING_FOUND = "- (nothing relevant was found)"
 _ENTRY = re.compile(r"^- (?P<name>\S+) :: (?P<kind>publication|evidence) (?P<target>\S+)$")
 
@@ -105,11 +106,20 @@ def plan_with_sources(plan: str, entries: list[Entry]) -> str:
     return re.sub(r"^## Next steps\s*$.*?(?=^## |\Z)", f"## Next steps\n{steps}", plan, flags=re.M | re.S)
 
 
-def compose_note(entry: Entry, read: ToolResult, query: str) -> str:
-    body: str = read.data["body"]
+def read_so_far(view: RunView, path: str) -> tuple[str, int, int]:
+    """(the text read of a file from its start, where it ends, the file's length; -1 when not read yet),
+    from this attempt's read_file answers in order: the parts a bounded read gives, joined."""
+    body, end, total = "", 0, -1
+    for r in view.results:
+        if r.tool == "read_file" and r.ok and r.data.get("path") == path and r.data.get("offset") == end:
+            body, end, total = body + r.data["body"], r.data["end"], r.data["total"]
+    return body, end, total
+
+
+def compose_note(entry: Entry, body: str, end: int, total: int, query: str) -> str:
     first, _, rest = body.partition("\n")
     sentences = key_sentences(rest, query) or [" ".join(rest.split())[:300]]
-    coverage = f"chars {read.data['offset']}-{read.data['end']} of {read.data['total']}"
+    coverage = f"chars 0-{end} of {total}"
     lines = [
         f"# Note: {entry.name}",
         f"kind: {entry.kind}",
@@ -220,17 +230,19 @@ class ExtractivePolicy:
                     pub_id, _, version = entry.target.rpartition("@")
                     return _call("read_publication", id=pub_id, version=int(version))
                 return _call("read_evidence", evidence_id=entry.target)
-            if last is not None and last.tool == "read_file" and last.data.get("path") == path:
-                return _call("write_note", source=entry.name, text=compose_note(entry, last, query_of(view)))
-            return _call("read_file", path=path, offset=0, limit=READ_CHARS)
-        notes = {
-            r.data["path"][6:-3]: r.data["body"]
-            for r in view.results
-            if r.tool == "read_file" and r.data.get("path", "").startswith("notes/")
-        }
+            body, end, total = read_so_far(view, path)
+            if end == total:
+                return _call(
+                    "write_note", source=entry.name, text=compose_note(entry, body, end, total, query_of(view))
+                )
+            return _call("read_file", path=path, offset=end, limit=READ_CHARS)
+        notes = {}
         for entry in entries:
-            if entry.name not in notes:
-                return _call("read_file", path=f"notes/{entry.name}.md", offset=0, limit=20_000)
+            path = f"notes/{entry.name}.md"
+            body, end, total = read_so_far(view, path)
+            if end != total:
+                return _call("read_file", path=path, offset=end, limit=READ_CHARS)
+            notes[entry.name] = body
         answer, proposal = compose_answer(view, entries, notes)
         if last is None or last.tool != "write_draft":
             return _call("write_draft", text=answer)

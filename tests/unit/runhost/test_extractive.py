@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from services.runhost.policies.base import RunView, ToolResult
+from services.runhost.policies.base import RunView
 from services.runhost.policies.extractive import (
     choose_sources,
     compose_answer,
@@ -88,19 +88,9 @@ def test_answer_has_three_parts_and_a_proposal() -> None:
         view(catalog={"items": [item("pub_a", "Fund X redemptions")], "complete": True, "omitted": 0}),
         [{"evidence_id": "ev1"}],
     )
-    read = ToolResult(
-        "read_file",
-        {},
-        "",
-        data={
-            "body": "# Report A (pub_a@v1, 2026-11-01)\n\nFund X redemptions hold within 30 days. Other text here.",
-            "offset": 0,
-            "end": 80,
-            "total": 80,
-        },
-    )
+    body = "# Report A (pub_a@v1, 2026-11-01)\n\nFund X redemptions hold within 30 days. Other text here."
     notes = {
-        "pub_a@v1": compose_note(entries[0], read, "fund redemptions"),
+        "pub_a@v1": compose_note(entries[0], body, 80, 80, "fund redemptions"),
         "E-ev1": "# Note: E-ev1\nkind: evidence\ntarget: ev1\nstatus: unavailable\nreason: superseded\n",
     }
     answer, proposal = compose_answer(v, entries, notes)
