@@ -114,9 +114,12 @@ def build() -> dict[str, Any]:
         for spec in [*specs, health]:
             envelope = _request_envelope(spec)
 
-            async def handler(body: envelope) -> None:  # type: ignore[valid-type]
+            async def handler(body: Any) -> None:
                 return None
 
+            # Bound now: a string annotation (this module's `from __future__ import annotations`) would be
+            # read when the document is made, after the loop, and name the last envelope for every subject.
+            handler.__annotations__ = {"body": envelope, "return": None}
             handler.__name__ = _name(spec.subject, "")
             docs.subscriber(spec.subject, queue=spec.queue, title=spec.subject, description=spec.description)(handler)
             replies[spec.subject] = _reply_envelope(spec)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-# HTTP status for every error code of CONTRACT.md.
+# HTTP status for every error code of the API (docs/api.md).
 HTTP_STATUS: dict[str, int] = {
     "unauthenticated": 401,
     "invalid": 422,

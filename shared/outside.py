@@ -162,7 +162,7 @@ async def ensure_outside_stream(nc: nats.NATS, *, replicas: int = 1) -> None:
 
 
 def write_events_descriptor(home: Path, servers: list[str], password: str) -> Path:
-    """`$DOSSIER_HOME/nats/events.json`: how an outside subscriber connects (CONTRACT "The local stack")."""
+    """`$DOSSIER_HOME/nats/events.json`: how an outside subscriber connects (docs/api.md)."""
     path = home / "nats" / "events.json"
     write_secret(path, json.dumps({"servers": servers, "user": EVENTS_USER, "password": password}, indent=2) + "\n")
     return path

@@ -1,4 +1,4 @@
-"""Keyset paging (CONTRACT "Lists"): an opaque cursor holds the sort key of the last item of a page.
+"""Keyset paging (docs/api.md): an opaque cursor holds the sort key of the last item of a page.
 
 A cursor is base64url JSON of that key. It grants nothing (every query still filters by scope), so it is
 not signed; it is only checked to have the shape its list expects, so a forged one answers `invalid`

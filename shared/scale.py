@@ -1,5 +1,5 @@
 """Scale-out of the local stack: a NATS cluster (`DOSSIER_NATS_CLUSTER`) and replicas of every process
-(`DOSSIER_REPLICAS`), as CONTRACT.md names them.
+(`DOSSIER_REPLICAS`), as docs/operations.md names them.
 
 Replica 1 of a service keeps the plain name (`workspace`, `pids/workspace.pid`); replica n is
 `workspace.n` (`pids/workspace.n.pid`, `health/workspace.n.json`, `logs/workspace.n.log`). NATS nodes

@@ -125,7 +125,7 @@ class Stack:
         self.s3_secrets = secret_table(self.home / "s3-secrets.json", OBJECT_USERS)
         self.pg_passwords = secret_table(self.home / "pg-passwords.json", [PG_SUPERUSER, *ALL_PROCESSES])
         self.children: dict[str, Child] = {}
-        # DESIGN §16: a JetStream cluster of 1 or 3 nodes, and n processes of every service (shared.scale).
+        # a JetStream cluster of 1 or 3 nodes, and n processes of every service (shared.scale).
         self.nats_nodes = count_setting(self.env, "DOSSIER_NATS_CLUSTER", (1, 3))
         self.replicas = count_setting(self.env, "DOSSIER_REPLICAS", (1, 2, 3, 4))
         # (service, process name) of every process the stack runs, replica 1 first.

@@ -1,6 +1,6 @@
 """Text no database can store: U+0000 (PostgreSQL refuses it) and lone surrogates (no UTF-8 encoding).
 
-Such text is bad input, never a fault (CONTRACT "Errors"): the gateway's edge and the bus envelope both
+Such text is bad input, never a fault (The API's error rules (docs/api.md)): the gateway's edge and the bus envelope both
 refuse it as `invalid`, naming the field where it was found.
 """
 

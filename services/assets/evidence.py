@@ -63,7 +63,7 @@ class EvidenceService:
                 candidates_per_term=CANDIDATES_PER_TERM,
             )
             if claims is not None and rows:
-                # What a run's own search found, it may read (DESIGN §2); recorded with the search itself.
+                # What a run's own search found, it may read (docs/architecture.md); recorded with the search itself.
                 await self._repo.record_hits(
                     conn, run_id=claims.run_id, scope=actor.scope, evidence_ids=[r["evidence_id"] for r in rows]
                 )

@@ -58,7 +58,7 @@ async def require_admin(request: Request, _: HTTPAuthorizationCredentials | None
 
 
 async def reject_unstorable(request: Request) -> None:
-    """CONTRACT "Errors": U+0000 or a lone surrogate in a path id, a query parameter or a JSON field is
+    """The API's error rules (docs/api.md): U+0000 or a lone surrogate in a path id, a query parameter or a JSON field is
     `invalid`, naming it, on every route (multipart fields are checked as they are parsed)."""
     for name, value in request.path_params.items():
         require_storable(value, name)
@@ -91,7 +91,7 @@ async def page(
     limit: int = Query(default=PAGE_LIMIT_DEFAULT, ge=1, le=PAGE_LIMIT_MAX),
     cursor: str | None = Query(default=None, min_length=1, max_length=CURSOR_MAX_CHARS),
 ) -> dict[str, Any]:
-    """The paging parameters of every list route (CONTRACT "Lists"); the owner service decodes the cursor."""
+    """The paging parameters of every list route (docs/api.md); the owner service decodes the cursor."""
     return {"limit": limit, "cursor": cursor}
 
 

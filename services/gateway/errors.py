@@ -1,4 +1,4 @@
-"""Every failure of the HTTP API leaves as the error envelope of CONTRACT.md."""
+"""Every failure of the HTTP API leaves as the error envelope (docs/api.md)."""
 
 from __future__ import annotations
 

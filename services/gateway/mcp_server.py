@@ -76,7 +76,7 @@ def _unstorable_field(value: Any, path: str = "") -> str | None:
 
 
 def _validated(model: type[Model], arguments: dict[str, Any], what: str) -> Model:
-    # CONTRACT "Errors": such text is bad input (422 invalid), never a fault deeper down.
+    # The API's error rules (docs/api.md): such text is bad input (422 invalid), never a fault deeper down.
     field = _unstorable_field(arguments)
     if field is not None:
         raise Invalid(f"{field}: the text holds a character that cannot be stored", {"field": field})

@@ -196,7 +196,7 @@ async def stream_multipart(
 
 
 def _require_storable_text(fields: dict[str, str], filename: str) -> None:
-    """CONTRACT "Errors": U+0000 in a field or the file name is `invalid`, naming it (fields decode with
+    """The API's error rules (docs/api.md): U+0000 in a field or the file name is `invalid`, naming it (fields decode with
     replacement, so no lone surrogate survives)."""
     require_storable(fields)
     require_storable(filename, "filename")

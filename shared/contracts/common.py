@@ -64,7 +64,7 @@ class Ref(Model):
         return f"{self.kind}:{self.id}@{self.version if self.version is not None else 'latest'}"
 
 
-# CONTRACT "Lists": one definition of the paging fields, reused by every list request and reply.
+# The API's paging (docs/api.md): one definition of the paging fields, reused by every list request and reply.
 PAGE_LIMIT_DEFAULT = 100
 PAGE_LIMIT_MAX = 500
 CURSOR_MAX_CHARS = 1000

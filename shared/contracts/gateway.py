@@ -1,4 +1,4 @@
-"""HTTP contract of the gateway's own data: API tokens (CONTRACT.md "Auth"). Never on the bus."""
+"""HTTP contract of the gateway's own data: API tokens (docs/api.md). Never on the bus."""
 
 from __future__ import annotations
 

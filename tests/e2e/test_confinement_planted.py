@@ -1,4 +1,4 @@
-"""An upload never trusts bytes it did not write (DESIGN §12 "Object keys").
+"""An upload never trusts bytes it did not write (docs/security.md, "Object keys").
 
 A key that may write content-addressed objects (runhost's, for its reports) plants garbage under the
 content key of a document and of an HTML file before a user uploads them. The uploads then write their

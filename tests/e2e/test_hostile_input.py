@@ -1,4 +1,4 @@
-"""Hostile input at the gateway (CONTRACT "Errors"): unstorable text and oversized bodies, on the whole stack.
+"""Hostile input at the gateway (The API's error rules (docs/api.md)): unstorable text and oversized bodies, on the whole stack.
 
 Text no database can store (U+0000, a lone surrogate) in any JSON field, query parameter, path id, multipart
 field or file name answers 422 `invalid` naming the field. A JSON body over 1 MiB answers 413 before it is

@@ -1,4 +1,4 @@
-"""The running stack as a local process without secrets sees it (CONTRACT "The local stack")."""
+"""The running stack as a local process without secrets sees it (docs/api.md)."""
 
 from __future__ import annotations
 

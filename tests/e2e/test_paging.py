@@ -1,4 +1,4 @@
-"""Cursor paging on every list route (CONTRACT "Lists"), on the whole stack.
+"""Cursor paging on every list route (docs/api.md), on the whole stack.
 
 `limit` is 1–500 (default 100); following `next_cursor` returns every item exactly once in the documented
 order, even while rows are being inserted; `next_cursor` is null on the last page; a cursor the list did not

@@ -1,4 +1,4 @@
-"""Runs through the gateway on the whole stack: the running example of DESIGN.md and the admission rules."""
+"""Runs through the gateway on the whole stack: the running example (README) and the admission rules."""
 
 from __future__ import annotations
 

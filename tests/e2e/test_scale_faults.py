@@ -1,4 +1,4 @@
-"""Scale-out under faults (DESIGN §16): a three-node JetStream cluster and two processes of every service.
+"""Scale-out under faults (docs/operations.md): a three-node JetStream cluster and two processes of every service.
 
 While runs and uploads are in flight, the stream's leader node and one process of every service are
 killed with SIGKILL. Afterwards every run has completed with one publication, every upload is active

@@ -1,4 +1,4 @@
-"""schemathesis against the running gateway's own OpenAPI document (CONTRACT "Errors": no input gets a 500).
+"""schemathesis against the running gateway's own OpenAPI document (The API's error rules (docs/api.md): no input gets a 500).
 
 It generates requests for every documented operation (boundary values, wrong types, odd text, huge numbers)
 with a user's token and fails on any finding: a server error, or a response that contradicts the schema the

@@ -1,4 +1,4 @@
-"""API tokens through the gateway (CONTRACT.md "Auth"): expiry, listing with cursors, revocation, who may call what."""
+"""API tokens through the gateway (docs/api.md): expiry, listing with cursors, revocation, who may call what."""
 
 from __future__ import annotations
 

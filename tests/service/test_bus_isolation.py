@@ -1,4 +1,4 @@
-"""The bus refuses what a service's credentials do not allow (DESIGN §12 "Bus"), checked on a real server.
+"""The bus refuses what a service's credentials do not allow (docs/security.md), checked on a real server.
 
 Every refusal asserted here is the server's own: NATS answers a denied subscribe or publish with a
 permissions violation (delivered to the error callback) and drops the message.

@@ -1,4 +1,4 @@
-"""Each process's object-store key reaches only its own objects (DESIGN §12 "Object keys").
+"""Each process's object-store key reaches only its own objects (docs/security.md, "Object keys").
 
 The bucket holds what a running stack holds: an uploaded document under its content key, a staged
 upload, a run's `draft.md`. Each key then tries what a leaked key would: read, list, copy (from either

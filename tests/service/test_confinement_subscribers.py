@@ -1,4 +1,4 @@
-"""Outside subscribers cannot reach past their own consumers (DESIGN §12 "Outside subscribers").
+"""Outside subscribers cannot reach past their own consumers (docs/security.md).
 
 Each attack is one an outside subscriber played against the single-account bus: the JetStream API
 forms that carry a consumer's name in the body, a push consumer delivering into a request subject, a

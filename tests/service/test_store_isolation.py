@@ -1,4 +1,4 @@
-"""The object store and PostgreSQL refuse whoever holds no secret (DESIGN §12 "Objects", "Databases")."""
+"""The object store and PostgreSQL refuse whoever holds no secret (docs/security.md)."""
 
 from __future__ import annotations
 

@@ -88,7 +88,7 @@ class Api:
 
 
 def all_items(http: httpx.Client, path: str, *, key: str = "items", limit: int | None = None) -> list[Any]:
-    """Every item of a paged list (CONTRACT "Lists"), following `next_cursor` to the last page."""
+    """Every item of a paged list (docs/api.md), following `next_cursor` to the last page."""
     found: list[Any] = []
     params: dict[str, Any] = {} if limit is None else {"limit": limit}
     while True:

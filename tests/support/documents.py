@@ -143,7 +143,7 @@ _RELS = (
 )
 
 
-# The new fund announcement of the running example (DESIGN.md): two pages, each a dated fact.
+# The new fund announcement of the running example (README): two pages, each a dated fact.
 ANNOUNCEMENT = [
     "Fund X announcement, 20 November 2026. The board introduces redemption gates of 10 percent per quarter.",
     "Liquidity update. Daily redemptions are suspended until the illiquid real estate holdings are sold.",

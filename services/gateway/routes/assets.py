@@ -1,4 +1,4 @@
-"""Sources, assets and evidence (CONTRACT.md). Uploads stream to object storage; the bus carries only refs."""
+"""Sources, assets and evidence (docs/api.md). Uploads stream to object storage; the bus carries only refs."""
 
 from __future__ import annotations
 

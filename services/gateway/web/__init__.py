@@ -1,4 +1,4 @@
-"""The web workbench (DESIGN §15): server-rendered pages over the same bus calls as the HTTP API."""
+"""The web workbench (docs/api.md, the web workbench): server-rendered pages over the same bus calls as the HTTP API."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The running example of DESIGN.md, end to end in a real browser, with a screenshot of every page (each
+"""The running example (README), end to end in a real browser, with a screenshot of every page (each
 page checked by axe-core at 1280 px and 390 px first)."""
 
 from __future__ import annotations

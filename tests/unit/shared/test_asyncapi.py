@@ -33,7 +33,11 @@ def test_every_request_subject_has_a_typed_request_and_reply() -> None:
     assert len(receive) >= 30
     for subject, operation in receive.items():
         message = document["components"]["messages"][f"{subject}:SubscribeMessage"]
-        request = schemas[message["payload"]["$ref"].split("/")[-1]]
+        name = message["payload"]["$ref"].split("/")[-1]
+        # Each subject's own envelope: one payload for every subject described none of them.
+        assert name == asyncapi._name(subject, "Request"), (subject, name)
+        request = schemas[name]
+        assert request["properties"]["data"] != {}, subject
         assert {"actor", "data"} <= set(request["required"]), subject
         reply_ref = operation["reply"]["messages"][0]["$ref"].split("/")[-1]
         reply = schemas[document["components"]["messages"][reply_ref]["payload"]["$ref"].split("/")[-1]]

@@ -1,4 +1,4 @@
-"""Cursors and unstorable text: pure logic behind CONTRACT "Lists" and "Errors"."""
+"""Cursors and unstorable text: pure logic behind The API's paging (docs/api.md) and "Errors"."""
 
 from __future__ import annotations
 
