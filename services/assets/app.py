@@ -118,8 +118,8 @@ def create_app(settings: AssetsSettings) -> AssetsRuntime:
     async def search(ctx: RequestContext, req: c.SearchRequest) -> c.SearchReply:
         return await evidence.search(ctx.actor, req, grant=ctx.grant)
 
-    @endpoint(broker, c.READ, c.ReadRequest, queue=NAME)
-    async def read(ctx: RequestContext, req: c.ReadRequest) -> c.Evidence:
+    @endpoint(broker, c.READ, c.EvidenceReadRequest, queue=NAME)
+    async def read(ctx: RequestContext, req: c.EvidenceReadRequest) -> c.Evidence:
         return await evidence.read(ctx.actor, req, grant=ctx.grant)
 
     @endpoint(broker, c.PASSAGES, c.PassagesRequest, queue=NAME)

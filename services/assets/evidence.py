@@ -83,7 +83,7 @@ class EvidenceService:
             ]
         )
 
-    async def read(self, actor: Actor, req: c.ReadRequest, *, grant: str | None) -> c.Evidence:
+    async def read(self, actor: Actor, req: c.EvidenceReadRequest, *, grant: str | None) -> c.Evidence:
         claims = self._assets.claims(actor, grant)
         async with self._db.pool.acquire() as conn:
             row = await self._repo.get_evidence(conn, scope=actor.scope, evidence_id=req.evidence_id)
@@ -124,7 +124,7 @@ class EvidenceService:
             )
         if evidence_id is None:
             raise NotFound("evidence not found", {"source_id": req.source_id, "version": req.version})
-        return await self.read(actor, c.ReadRequest(evidence_id=evidence_id), grant=None)
+        return await self.read(actor, c.EvidenceReadRequest(evidence_id=evidence_id), grant=None)
 
     async def _granted(self, conn: asyncpg.Connection, claims: GrantClaims, row: asyncpg.Record) -> bool:
         evidence_id, version = row["evidence_id"], row["version"]

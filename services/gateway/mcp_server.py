@@ -177,7 +177,7 @@ async def _read_addressed(caller: Caller, uri: str) -> Any:
         req = _validated(publication.ReadRequest, dict(found), "resource URI")
         return await IMPLEMENTATIONS[m.READ_PUBLICATION](caller.bus, caller.actor, req)
     if (found := _EVIDENCE_URI.match(uri)) is not None:
-        req = _validated(assets.ReadRequest, dict(found), "resource URI")
+        req = _validated(assets.EvidenceReadRequest, dict(found), "resource URI")
         return await IMPLEMENTATIONS[m.READ_EVIDENCE](caller.bus, caller.actor, req)
     raise Invalid(f"no resource is addressed by {uri[:_QUOTED]!r}", {"field": "uri"})
 

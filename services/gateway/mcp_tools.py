@@ -37,7 +37,7 @@ async def search_evidence(bus: BusClient, actor: Actor, req: assets.SearchReques
     return await bus.call(assets.SEARCH, req, actor=actor)
 
 
-async def read_evidence(bus: BusClient, actor: Actor, req: assets.ReadRequest) -> Any:
+async def read_evidence(bus: BusClient, actor: Actor, req: assets.EvidenceReadRequest) -> Any:
     return await bus.call(assets.READ, req, actor=actor)
 
 

@@ -142,7 +142,7 @@ class ExternalRuns:
         hits = result.data.get("hits", [])[: req.limit]
         return c.ExternalSearch(
             items=[
-                c.SearchHit(
+                c.RunSearchHit(
                     evidence_id=h["evidence_id"],
                     ref=Ref(kind="source", id=h["source_id"], version=h["version"]),
                     locator=h["locator"],

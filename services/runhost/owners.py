@@ -56,7 +56,7 @@ class Owners:
         return (await self.bus.fetch(ASSETS_SEARCH, request, assets.SearchReply, actor=actor, grant=grant)).items
 
     async def read_evidence_for_run(self, actor: Actor, grant: str, *, evidence_id: str) -> assets.Evidence:
-        request = assets.ReadRequest(evidence_id=evidence_id)
+        request = assets.EvidenceReadRequest(evidence_id=evidence_id)
         return await self.bus.fetch(ASSETS_READ, request, assets.Evidence, actor=actor, grant=grant)
 
     async def publish_answer(self, actor: Actor, request: pub.CommitRequest) -> pub.PublicationVersion:

@@ -104,7 +104,7 @@ class SearchRequest(Model):
     limit: int = Field(default=10, ge=1, le=100)
 
 
-class ReadRequest(Model):
+class EvidenceReadRequest(Model):
     evidence_id: str = Field(min_length=1, max_length=200)
 
 

@@ -87,7 +87,7 @@ TOOLS: tuple[ToolContract, ...] = (
         READ_EVIDENCE,
         "One evidence passage at the exact asset version its id names, with its locator and the version's "
         "content hash. A superseded, retired or failed version answers `unavailable`.",
-        assets.ReadRequest,
+        assets.EvidenceReadRequest,
         read_only=True,
     ),
     ToolContract(

@@ -319,7 +319,7 @@ class ExternalRead(Model):
     path: str
 
 
-class SearchHit(Model):
+class RunSearchHit(Model):
     evidence_id: str
     ref: Ref
     locator: str
@@ -327,7 +327,7 @@ class SearchHit(Model):
 
 
 class ExternalSearch(Model):
-    items: list[SearchHit]
+    items: list[RunSearchHit]
 
 
 class ResumeRead(Model):

@@ -142,7 +142,7 @@ async def search(
 
 @router.get("/evidence/{evidence_id}")
 async def evidence(request: Request, evidence_id: str, actor: Actor = Depends(signed_in)) -> Response:
-    passage = await bus_of(request).call(c.READ, build(c.ReadRequest, evidence_id=evidence_id), actor=actor)
+    passage = await bus_of(request).call(c.READ, build(c.EvidenceReadRequest, evidence_id=evidence_id), actor=actor)
     return render(request, "evidence.html", passage=passage)
 
 

@@ -46,3 +46,20 @@ def test_every_request_subject_has_a_typed_request_and_reply() -> None:
             assert data["type"] == "null"
         else:
             assert data["anyOf"][0]["$ref"].startswith("#/components/schemas/"), subject
+
+
+def test_no_two_contract_models_share_a_name() -> None:
+    """The document names schemas by class: two models of one name would describe each other's subjects."""
+    from collections import Counter
+
+    from pydantic import BaseModel
+
+    from shared.contracts import common, gateway, mcp
+
+    names = Counter(
+        value.__name__
+        for module in (*asyncapi.CONTRACTS, common, gateway, mcp)
+        for value in vars(module).values()
+        if isinstance(value, type) and issubclass(value, BaseModel) and value.__module__ == module.__name__
+    )
+    assert [name for name, count in names.items() if count > 1] == []
