@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Any
 
 from fastapi import APIRouter, Depends
 from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from services.gateway.deps import require_admin
@@ -46,12 +48,36 @@ class RequestIdAndMetrics:
                 await self.app(scope, receive, send_with_id)
         finally:
             elapsed = time.perf_counter() - started
-            route = scope.get("route")
-            template = getattr(route, "path", None) or "unmatched"
+            template = route_template(scope)
             method = scope["method"]
             HTTP_REQUESTS.labels(method, template, str(status)).inc()
             HTTP_SECONDS.labels(method, template).observe(elapsed)
             log.info("%s %s %d %.1fms", method, scope["path"], status, elapsed * 1000, extra={"request_id": request_id})
+
+
+def route_template(scope: Scope) -> str:
+    """The route a request was for, as a template: the one FastAPI matched, else (a request answered before
+    routing, such as a 401 or a 413, or a route outside FastAPI's, such as /mcp) the first whose path
+    matches, so a metric's `route` stays bounded and says where the traffic went."""
+    matched = getattr(scope.get("route"), "path", None)
+    if matched:
+        return str(matched)
+    return _first_match(getattr(getattr(scope.get("app"), "router", None), "routes", ()), scope) or "unmatched"
+
+
+def _first_match(routes: Any, scope: Scope) -> str | None:
+    for route in routes:
+        match, _ = route.matches(scope)
+        if match is Match.NONE:
+            continue
+        path = getattr(route, "path", None)
+        if path is not None:
+            return str(path)
+        # An included router (FastAPI keeps it whole): its own routes carry the paths.
+        found = _first_match(getattr(getattr(route, "original_router", None), "routes", ()), scope)
+        if found is not None:
+            return found
+    return None
 
 
 router = APIRouter(tags=["operations"])

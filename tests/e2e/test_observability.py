@@ -94,12 +94,23 @@ def test_every_process_serves_metrics(api: Api, stack: RunningStack) -> None:
     urls = stack.state()["metrics"]
     assert isinstance(urls, dict) and set(urls) == set(ALL_PROCESSES)
 
+    # Answered before routing (a 401) or outside FastAPI's router (/mcp): still counted under their route.
+    assert httpx.get(f"{stack.url}/v1/workspaces").status_code == 401
+    assert httpx.post(f"{stack.url}/mcp", json={}).status_code == 401
+    assert httpx.get(f"{stack.url}/openapi.json").status_code == 200
     unauthorised = httpx.get(str(urls["gateway"]), headers={"Authorization": f"Bearer {stack.token(api.scope)}"})
     assert unauthorised.status_code == 401
     gateway = httpx.get(str(urls["gateway"]), headers={"Authorization": f"Bearer {stack.admin_token}"})
     assert gateway.status_code == 200
     assert 'dossier_http_requests_total{method="POST",route="/v1/workspaces",status="201"}' in gateway.text
     assert "dossier_bus_calls_total" in gateway.text
+    for series in (
+        'route="/v1/workspaces",status="401"',
+        'route="/mcp",status="401"',
+        'route="/openapi.json",status="200"',
+    ):
+        assert series in gateway.text, series
+    assert 'route="unmatched"' not in gateway.text
 
     token = (stack.home / "metrics-token").read_text().strip()
     assert stack.state()["metrics_token_file"] == str(stack.home / "metrics-token")
