@@ -63,6 +63,8 @@ def slow_stack(
         (scripts / f"{name}.json").write_text(json.dumps(steps))
     env = {
         "DOSSIER_RUN_LEASE_SECONDS": "3",
+        # An external run whose lease stays expired this long fails as abandoned (the default is a day).
+        "DOSSIER_EXTERNAL_ABANDON_SECONDS": "2",
         "DOSSIER_RUN_STEP_DELAY_SECONDS": "0.1",
         "DOSSIER_SCRIPTS_DIR": str(scripts),
         "DOSSIER_OPENAI_BASE_URL": f"{fake_openai}/v1",
@@ -330,3 +332,18 @@ def test_an_external_run_survives_kill_9_of_the_run_host_in_a_read_and_in_its_fi
     assert api.ok("GET", f"/v1/publications/{done['publication']['id']}")["latest_version"] == 1
     catalog = api.ok("GET", f"/v1/workspaces/{ws['id']}/catalog?limit=200")
     assert len([i for i in catalog["items"] if i["kind"] == "publication" and i["run_id"] == run["id"]]) == 1
+
+
+def test_an_external_run_whose_lease_stays_expired_is_abandoned(slow_stack: RunningStack) -> None:
+    api = Api(slow_stack)
+    ws = api.workspace()
+    run = api.start_run(ws["id"], "Left alone?", driver="external", lease_seconds=30)
+    headers = {"X-Run-Lease": run["lease"]["token"]}
+    assert api.http.get(f"/v1/runs/{run['id']}/catalog", headers=headers).status_code == 200
+    failed = api.wait_run(run["id"], timeout=90)
+    assert (failed["status"], failed["error"]) == ("failed", "abandoned")
+    assert failed["lease_state"]["expires_at"] < failed["finished_at"]
+    late = api.http.get(f"/v1/runs/{run['id']}/catalog", headers=headers)
+    assert late.status_code == 409 and late.json()["error"]["details"]["status"] == "failed"
+    taken = api.http.post(f"/v1/runs/{run['id']}/lease/take", json={"force": True})
+    assert taken.status_code == 409
