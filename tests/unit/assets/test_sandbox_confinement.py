@@ -31,9 +31,15 @@ SECRETS = {
 CONNECT = """
 import ctypes, os, socket, sys
 target, port = sys.argv[1], int(sys.argv[2])
+libc = ctypes.CDLL(None, use_errno=True)
 if target != "-":
+    # Not root: the parser's network belongs to its user namespace (one of ours), to be joined first.
+    user = target.replace("/ns/net", "/ns/user")
+    if os.readlink(user) != os.readlink("/proc/self/ns/user"):
+        if libc.setns(os.open(user, os.O_RDONLY), 0x10000000) != 0:
+            sys.exit(f"setns into the user namespace failed: {ctypes.get_errno()}")
     fd = os.open(target, os.O_RDONLY)
-    if ctypes.CDLL(None, use_errno=True).setns(fd, 0x40000000) != 0:
+    if libc.setns(fd, 0x40000000) != 0:
         sys.exit(f"setns failed: {ctypes.get_errno()}")
 try:
     socket.create_connection(("127.0.0.1", port), timeout=5).close()
