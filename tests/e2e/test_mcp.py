@@ -65,6 +65,8 @@ async def test_running_example_through_mcp(api: Api, stack: RunningStack) -> Non
     a1 = api.publish("Report A: Fund X liquidity", "Fund X can meet redemptions within 30 days.", ws["id"])
     api.revise(a1["id"], "Fund X liquidity is now weaker; redemptions may take 90 days.", 1)
     assert api.upload(pdf(ANNOUNCEMENT), "announcement", "announcement.pdf", ws["id"])["status"] == "active"
+    # A publication reaches its workspace's catalog through an event: wait for it, as a reader would.
+    api.wait_catalog(ws["id"], 2)
     token = api.http.headers["Authorization"].removeprefix("Bearer ")
 
     async with mcp_client(f"{stack.url}/mcp", bearer(token)) as client:
