@@ -16,7 +16,6 @@ import httpx
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 
-EXIT_OK = 0
 EXIT_API = 1
 EXIT_USAGE = 2
 EXIT_UNREACHABLE = 3

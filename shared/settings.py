@@ -80,7 +80,6 @@ class GatewaySettings(CommonSettings):
 class PublicationSettings(CommonSettings):
     max_body_bytes: int = 1024 * 1024
     max_title_chars: int = 500
-    grant_clock_skew: float = 5.0
     # A diff lists at most this many lines (context included); past it the reply says `truncated`.
     max_diff_lines: int = 5000
 

@@ -174,9 +174,6 @@ class AssetsRepository:
             versions,
         )
 
-    async def is_intact(self, conn: asyncpg.Connection, *, asset_id: str) -> bool:
-        return bool(await conn.fetchval(f"SELECT {_INTACT}{_FROM} WHERE a.id = $1", asset_id))
-
     # -- evidence ------------------------------------------------------------------------------------
 
     async def insert_evidence(self, conn: asyncpg.Connection, *, rows: list[tuple[Any, ...]]) -> None:

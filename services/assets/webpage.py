@@ -135,10 +135,6 @@ def text_segments(text: str) -> list[str]:
     return parser.segments
 
 
-def sanitized_segments(raw: bytes) -> list[str]:
-    return text_segments(decode_html(raw)[0])
-
-
 def extract_html(path: Path, out: Collector) -> None:
     cov = out.coverage
     text, note = decode_html(path.read_bytes())

@@ -35,6 +35,8 @@ from services.gateway.routes import (
 from services.gateway.sessions import SessionService
 from services.gateway.tokens import TokenService
 from services.gateway.web import install as install_workbench
+from services.gateway.web.render import error_page
+from services.gateway.web.security import API_PREFIXES
 from services.gateway.web.sources import UPLOAD_PATH
 from shared import tracing
 from shared.blobs import Blobs
@@ -113,7 +115,7 @@ def create_app(settings: GatewaySettings, *, on_started: Callable[[], None] | No
         telemetry={"tracing": False, "metrics": False, "logs": False},
     )
     app.state.settings = settings
-    install_error_handlers(app)
+    install_error_handlers(app, api_prefixes=API_PREFIXES, stray_page=error_page)
     app.include_router(health.router)
     app.include_router(observe.router)
     for module in (admin, workspaces, checkpoints, runs, external, publications, assets, artifacts):

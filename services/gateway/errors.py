@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -10,8 +11,6 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from services.gateway.web.render import error_page
-from services.gateway.web.security import API_PREFIXES
 from shared.errors import HTTP_STATUS, DomainError
 
 log = logging.getLogger("dossier.gateway")
@@ -29,7 +28,12 @@ def _field(loc: tuple[Any, ...]) -> str:
     return ".".join(parts) or (str(loc[0]) if loc else "body")
 
 
-def install_error_handlers(app: FastAPI) -> None:
+# A page for a browser that strays off the workbench's pages (the workbench hands in its own renderer, so
+# the API's error path never imports the workbench's templates).
+StrayPage = Callable[[Request, str, str], Response]
+
+
+def install_error_handlers(app: FastAPI, *, api_prefixes: tuple[str, ...], stray_page: StrayPage) -> None:
     @app.exception_handler(DomainError)
     async def on_domain_error(_: Request, exc: DomainError) -> JSONResponse:
         return envelope(exc.code, exc.message, exc.details)
@@ -46,9 +50,8 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def on_http_error(request: Request, exc: StarletteHTTPException) -> Response:
         code = "not_found" if exc.status_code == 404 else "invalid"
-        if not request.url.path.startswith(API_PREFIXES):
-            # A browser that strays off the workbench's pages gets a page, not JSON.
-            return error_page(request, code, "there is no page here" if code == "not_found" else str(exc.detail))
+        if not request.url.path.startswith(api_prefixes):
+            return stray_page(request, code, "there is no page here" if code == "not_found" else str(exc.detail))
         if exc.status_code == 400:
             # FastAPI's "error parsing the body" (a JSON body nested deeper than the parser goes): bad input.
             return envelope("invalid", "the request body cannot be parsed", {"field": "body"})

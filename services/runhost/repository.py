@@ -181,9 +181,6 @@ class RunRepository:
         )
         return row is not None
 
-    async def cancel_requested(self, conn: asyncpg.Connection, *, run_id: str) -> bool:
-        return bool(await conn.fetchval("SELECT cancel_requested FROM runs WHERE id = $1", run_id))
-
     async def fenced_update(self, conn: asyncpg.Connection, *, run_id: str, epoch: int, values: dict[str, Any]) -> bool:
         sets = ", ".join(f"{column} = ${i}" for i, column in enumerate(values, start=3))
         done = await conn.fetchval(

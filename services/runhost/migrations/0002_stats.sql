@@ -1,4 +1,4 @@
--- A run's context economy (CONTRACT.md `stats`): the size of its model inputs against the source text it read.
+-- A run's context economy (the `stats` of a run in docs/api.md): the size of its model inputs against the source text it read.
 ALTER TABLE runs
     ADD COLUMN model_input_chars_max   bigint NOT NULL DEFAULT 0,
     ADD COLUMN model_input_chars_total bigint NOT NULL DEFAULT 0,
