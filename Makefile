@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 up: setup
-	$(PY) -m shared.stack
+	$(PY) -m devstack.stack
 
 # The NATS-outage test spends three minutes waiting on a stack of its own, so it runs beside the rest of
 # the suite, in its own pytest session and temporary root; `make test` fails if either fails.
@@ -48,10 +48,10 @@ test-containers: setup
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy shared services dossier_cli
+	$(VENV)/bin/mypy shared services dossier_cli devstack
 
 bench: setup
 	for b in bench/[a-z]*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 asyncapi: setup
-	$(PY) -m shared.asyncapi
+	$(PY) -m devstack.asyncapi

@@ -32,7 +32,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._stats import goal, publish, summary
-from shared.procs import free_port
+from devstack.procs import free_port
 from tests.support.stack import RunningStack, start_stack, stop_stack
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -72,7 +72,7 @@ def root(
 @command(app, "up")
 def up() -> None:
     """Start the local stack in the foreground (the same as `make up`)."""
-    from shared.stack import main as stack_main
+    from devstack.stack import main as stack_main
 
     raise typer.Exit(stack_main())
 

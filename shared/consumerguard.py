@@ -7,7 +7,7 @@ only if the consumer is named `ext-*` in the subject, the body names no other co
 no subject (pull consumers only: a push consumer's deliveries could not leave the mirror's account anyway).
 Anything else is answered with JetStream's own error shape (403), so clients raise their usual API error.
 
-`python -m shared.consumerguard` declares the mirror (shared.scale) and then serves, as the `outside`
+`python -m shared.consumerguard` declares the mirror (shared.outside) and then serves, as the `outside`
 user (DOSSIER_NATS_URL, DOSSIER_NATS_USER, DOSSIER_NATS_PASSWORD, DOSSIER_STREAM_REPLICAS), until SIGTERM.
 """
 
@@ -19,16 +19,20 @@ import logging
 import os
 import re
 import signal
-import sys
-from pathlib import Path
 from typing import Any
 
 import nats
 from nats.aio.msg import Msg
 
 from shared.contracts.common import STREAM_NAME
-from shared.outside import EVENTS_USER, EXTERNAL_CONSUMER_PREFIX, GUARD_PREFIX, JS_API, OUTSIDE_ADMIN
-from shared.procs import Child
+from shared.outside import (
+    EVENTS_USER,
+    EXTERNAL_CONSUMER_PREFIX,
+    GUARD_PREFIX,
+    JS_API,
+    OUTSIDE_ADMIN,
+    declare_outside_stream,
+)
 
 log = logging.getLogger("dossier.consumerguard")
 
@@ -100,8 +104,6 @@ async def serve(nc: nats.NATS) -> None:
 
 
 async def run(servers: list[str], options: dict[str, Any], replicas: int) -> None:
-    from shared.scale import declare_outside_stream
-
     await declare_outside_stream(servers, options, replicas, timeout=120)
     nc = await nats.connect(servers, max_reconnect_attempts=-1, **options)
     stop = asyncio.Event()
@@ -113,19 +115,6 @@ async def run(servers: list[str], options: dict[str, Any], replicas: int) -> Non
         await stop.wait()
     finally:
         await nc.drain()
-
-
-def guard_child(home: Path, servers: list[str], password: str, replicas: int, env: dict[str, str]) -> Child:
-    """The guard as a supervised process of the local stack or the test fixtures (`pids/outside.pid`)."""
-    own = {
-        "DOSSIER_NATS_URL": ",".join(servers),
-        "DOSSIER_NATS_USER": OUTSIDE_ADMIN,
-        "DOSSIER_NATS_PASSWORD": password,
-        "DOSSIER_STREAM_REPLICAS": str(replicas),
-        "PYTHONUNBUFFERED": "1",
-    }
-    argv = [sys.executable, "-m", "shared.consumerguard"]
-    return Child("outside", argv, env | own, home / "logs" / "outside.log")
 
 
 async def guard_answers(servers: list[str], events_password: str) -> bool:

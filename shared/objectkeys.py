@@ -2,7 +2,7 @@
 
 The object layout (shared.blobs): `uploads/<id>` the gateway's staging of a streamed upload;
 `sha256/ab/<hash>` content-addressed bytes (source documents and retained HTML); `runs/<run>/...` a run's
-working files. The local S3 server (shared.objectstore) checks these rules on every request, the source
+working files. The local S3 server (devstack.objectstore) checks these rules on every request, the source
 of a copy included; deploy/minio holds them as MinIO policies.
 
 - gateway: stages uploads (read, write, delete its own staging) and moves them to their content key;
@@ -36,7 +36,7 @@ OBJECT_RULES: dict[str, dict[str, tuple[str, ...]]] = {
 
 
 def key_entry(process: str, secret: str, buckets: list[str]) -> dict[str, Any]:
-    """One key of the S3 server's credentials file (shared.objectstore.load_keys)."""
+    """One key of the S3 server's credentials file (devstack.objectstore.load_keys)."""
     rules = OBJECT_RULES.get(process, {})
     return {"secret": secret, "buckets": buckets, "prefixes": {p: list(a) for p, a in rules.items()}}
 

@@ -29,6 +29,7 @@ from nats.js import api
 
 from shared.contracts.common import EVENT_SUBJECT_PREFIX, STREAM_NAME
 from shared.secretfiles import write_secret
+from shared.streams import with_leader
 
 INTERNAL_ACCOUNT = "DOSSIER"
 OUTSIDE_ACCOUNT = "OUTSIDE"
@@ -166,3 +167,14 @@ def write_events_descriptor(home: Path, servers: list[str], password: str) -> Pa
     path = home / "nats" / "events.json"
     write_secret(path, json.dumps({"servers": servers, "user": EVENTS_USER, "password": password}, indent=2) + "\n")
     return path
+
+
+async def declare_outside_stream(
+    servers: list[str], options: dict[str, Any], replicas: int, timeout: float = 60.0
+) -> None:
+    """The outside subscribers' mirror of the event stream (shared.outside), as many copies as the stream."""
+
+    async def declare(nc: nats.NATS) -> None:
+        await ensure_outside_stream(nc, replicas=replicas)
+
+    await with_leader(servers, options, declare, timeout)

@@ -7,8 +7,11 @@ holds it.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import nats
@@ -74,3 +77,36 @@ async def dead_letter(js: Any, msg: Any, *, consumer: str, event_type: str, erro
     DEAD_LETTERS.labels(consumer).inc()
     log.error("consumer %s dead-lettered an event on %s: %s", consumer, msg.subject, error)
     await msg.term()
+
+
+async def declare_streams(servers: list[str], options: dict[str, Any], replicas: int, timeout: float = 60.0) -> None:
+    """Create the event and dead-letter streams with `replicas` copies once the cluster has a leader."""
+
+    async def declare(nc: nats.NATS) -> None:
+        await ensure_stream(nc, replicas=replicas)
+        js = nc.jetstream()
+        await ensure_dlq_stream(js, replicas=replicas)
+        await js.stream_info(DLQ_STREAM)
+
+    await with_leader(servers, options, declare, timeout)
+
+
+async def with_leader(
+    servers: list[str], options: dict[str, Any], declare: Callable[[nats.NATS], Awaitable[None]], timeout: float
+) -> None:
+    """A fresh cluster elects its JetStream meta leader a few seconds after its nodes meet; until then
+    stream creation fails, so this retries until the deadline instead of letting every service crash."""
+    deadline = time.monotonic() + timeout
+    while True:
+        nc = None
+        try:
+            nc = await nats.connect(servers, connect_timeout=2, max_reconnect_attempts=1, **options)
+            await declare(nc)
+            return
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.5)
+        finally:
+            if nc is not None:
+                await nc.close()

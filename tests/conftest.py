@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from devstack.infra import pg_system_user, remove_system_user
 from shared.bus import BusClient
-from shared.infra import pg_system_user, remove_system_user
 from tests.support.containers import container_choice, container_infra
 from tests.support.infra import Infra, local_infra
 from tests.support.stack import ROOT_SCOPE, STARTED_HOMES, RunningStack, external_stack, start_stack, stop_stack

@@ -1,4 +1,4 @@
-"""The local S3 image's entry point: Dossier's signed S3 server (shared/objectstore.py on localbucket),
+"""The local S3 image's entry point: Dossier's signed S3 server (devstack/objectstore.py on localbucket),
 started the way docker-compose.yml and tests/support/infra.py start MinIO, so either image fits.
 
 - `server DATA` serves DATA on 0.0.0.0:9000. The root key is MINIO_ROOT_USER / MINIO_ROOT_PASSWORD

@@ -1,5 +1,5 @@
 # S3 for compose and the container tests where no registry is reachable: Dossier's signed S3 server
-# (shared/objectstore.py, the local stack's own) on the localbucket wheel, on the Debian base of
+# (devstack/objectstore.py, the local stack's own) on the localbucket wheel, on the Debian base of
 # build-images.sh. MinIO is neither a Debian nor a PyPI package; this server is the one `make up` and
 # the local tests already run. Drop-in for the MinIO image as compose and tests/support/infra.py use it
 # (s3-entrypoint.py says how). Build context: the repository root.
@@ -10,7 +10,7 @@ ARG LOCALBUCKET=localbucket>=1.2.1,<2
 RUN --mount=type=secret,id=ca,required=false \
     if [ -s /run/secrets/ca ]; then export PIP_CERT=/run/secrets/ca; fi; \
     python3 -m venv /opt/s3 && /opt/s3/bin/pip install "$LOCALBUCKET"
-COPY shared/objectstore.py /opt/s3/objectstore.py
+COPY devstack/objectstore.py /opt/s3/objectstore.py
 # The keys' prefix rules, importable as shared.objectkeys beside the server (nothing else of `shared`).
 COPY shared/objectkeys.py /opt/s3/shared/objectkeys.py
 RUN touch /opt/s3/shared/__init__.py

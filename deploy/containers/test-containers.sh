@@ -20,7 +20,7 @@ work=.dossier/test-containers
 rm -rf "$work" && mkdir -p "$work"
 (cd "$work" && sh ../../deploy/make-env.sh)
 project=dossier-test-$$
-DOSSIER_PUBLISH_PORT=$($PY -c 'from shared.procs import free_port; print(free_port())')
+DOSSIER_PUBLISH_PORT=$($PY -c 'from devstack.procs import free_port; print(free_port())')
 export DOSSIER_PUBLISH_PORT
 run_compose() { $compose --env-file "$work/.env" -p "$project" "$@"; }
 stop() {

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.procs import free_port
+from devstack.procs import free_port
 from tests.support.api import probe
 from tests.support.cli import cli_env, dossier, no_traceback
 from tests.support.stack import ROOT, RunningStack

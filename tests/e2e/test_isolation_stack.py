@@ -34,7 +34,7 @@ SECRET_FILES = [
 def test_the_home_and_its_secrets_are_private(stack: RunningStack) -> None:
     home = stack.home
     _client(stack, "runhost").put_object("dossier", "runs/iso/probe.txt", io.BytesIO(b"tenant"), 6)
-    # Even as root: Postgres reaches its data through a view of its own (shared/pgview.py), not the home.
+    # Even as root: Postgres reaches its data through a view of its own (devstack/pgview.py), not the home.
     assert stat.S_IMODE(home.stat().st_mode) == 0o700
     for name in SECRET_FILES:
         assert stat.S_IMODE((home / name).stat().st_mode) == 0o600, name

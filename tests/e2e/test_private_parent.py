@@ -2,7 +2,7 @@
 comes up, and leaves every folder outside its home as it found it.
 
 As root, Postgres runs as a system user, which may traverse neither that folder nor the ones above the
-virtual environment: it reaches its data and binaries through a view of its own (shared/pgview.py).
+virtual environment: it reaches its data and binaries through a view of its own (devstack/pgview.py).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import httpx
 
-from shared.infra import pg_bin
+from devstack.infra import pg_bin
 from tests.support.stack import start_stack, stop_stack
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from shared.procs import free_port, free_port_range
+from devstack.procs import free_port, free_port_range
 from tests.support.api import probe
 from tests.support.observability import Target, promtool, scrape_targets, stack_port
 from tests.support.stack import METRICS_PORTS, RunningStack, start_stack, stop_stack

@@ -25,9 +25,9 @@ import httpx
 import nats
 import pytest
 
+from devstack.scale import process_name
 from shared.contracts.common import ALL_PROCESSES, SERVICES, STREAM_NAME
 from shared.natsauth import workspace_durables
-from shared.scale import process_name
 from tests.support import documents
 from tests.support.api import FINAL, probe
 from tests.support.stack import RunningStack, start_stack, stop_stack

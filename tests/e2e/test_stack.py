@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from shared.procs import free_port
+from devstack.procs import free_port
 from tests.support.stack import start_stack, stop_stack
 
 

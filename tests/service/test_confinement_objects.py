@@ -4,7 +4,7 @@ The bucket holds what a running stack holds: an uploaded document under its cont
 upload, a run's `draft.md`. Each key then tries what a leaked key would: read, list, copy (from either
 end) and multipart-upload past its prefixes. The server refuses with 403 AccessDenied.
 
-The rules are the project's own S3 server's (shared/objectstore.py, shared/objectkeys.py), so this module
+The rules are the project's own S3 server's (devstack/objectstore.py, shared/objectkeys.py), so this module
 runs that server itself, whichever object store the other service tests are given (MinIO holds the same
 rules as policies: deploy/minio, compared with the code by tests/unit/deploy).
 """
@@ -24,11 +24,11 @@ from minio import Minio
 from minio.commonconfig import CopySource
 from minio.error import S3Error
 
+from devstack.infra import s3_child
+from devstack.procs import free_port, port_open, wait_until
 from shared.blobs import content_key
 from shared.contracts.common import ALL_PROCESSES
-from shared.infra import s3_child
 from shared.objectkeys import key_entry
-from shared.procs import free_port, port_open, wait_until
 from shared.secretfiles import new_password, private_folder
 
 

@@ -17,8 +17,7 @@ import httpx
 import pytest
 from minio import Minio
 
-from shared.db import Database
-from shared.infra import (
+from devstack.infra import (
     PG_SUPERUSER,
     pg_folders,
     pg_run,
@@ -28,7 +27,8 @@ from shared.infra import (
     provision_database,
     provision_roles,
 )
-from shared.procs import Child, free_port, port_open, wait_until
+from devstack.procs import Child, free_port, port_open, wait_until
+from shared.db import Database
 from tests.support.infra import Infra
 
 FOREIGN = {"Origin": "https://evil.example"}

@@ -19,11 +19,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from devstack.infra import PG_SUPERUSER
+from devstack.procs import wait_until
 from shared.contracts.common import ALL_PROCESSES
-from shared.infra import PG_SUPERUSER
 from shared.natsauth import TESTER_USER, accounts_block, server_accounts
 from shared.outside import EVENTS_USER, OUTSIDE_ADMIN
-from shared.procs import wait_until
 from tests.support.infra import TEST_ROLES, Infra, declare_event_streams, passwords, provision, start_guard
 
 # The defaults of docker-compose.yml's ${DOSSIER_*_IMAGE:-...}; a unit test keeps the two in step.

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 
-from shared.procs import free_port, port_open, wait_until
+from devstack.procs import free_port, port_open, wait_until
 from tests.support.infra import Infra
 from tests.support.service import service_process
 

@@ -19,18 +19,26 @@ from typing import Any
 
 import nats
 
+from devstack.infra import (
+    PG_SUPERUSER,
+    guard_child,
+    nats_child,
+    postgres_child,
+    postgres_dsn,
+    provision_roles,
+    s3_child,
+)
+from devstack.procs import Child, free_port, port_open, wait_until
 from shared.blobs import Blobs
-from shared.consumerguard import guard_answers, guard_child
+from shared.consumerguard import guard_answers
 from shared.contracts.common import ALL_PROCESSES
-from shared.infra import PG_SUPERUSER, nats_child, postgres_child, postgres_dsn, provision_roles, s3_child
 from shared.natsauth import TESTER_USER, inbox_prefix, server_accounts
 from shared.objectkeys import key_entry
-from shared.outside import EVENTS_USER, OUTSIDE_ADMIN
-from shared.procs import Child, free_port, port_open, wait_until
+from shared.outside import EVENTS_USER, OUTSIDE_ADMIN, declare_outside_stream
 from shared.proof import SIGNERS, load_private_key, new_private_key, public_key_text, public_keys_text
-from shared.scale import declare_outside_stream, declare_streams
 from shared.secretfiles import new_password, private_folder
 from shared.settings import CommonSettings
+from shared.streams import declare_streams
 from tests.support.callers import CallerSigner
 
 TEST_ROLES = (*ALL_PROCESSES, TESTER_USER)

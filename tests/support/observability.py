@@ -13,7 +13,7 @@ import yaml
 from prometheus_client import REGISTRY
 
 import shared.metrics  # noqa: F401  (registers every dossier_* family in the default registry)
-from shared.stack import METRICS_BASE_PORT
+from devstack.stack import METRICS_BASE_PORT
 
 ROOT = Path(__file__).resolve().parents[2]
 OBSERVABILITY = ROOT / "deploy" / "observability"

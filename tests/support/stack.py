@@ -1,4 +1,4 @@
-"""The whole local stack (`python -m shared.stack`) as a subprocess, for e2e and stack tests."""
+"""The whole local stack (`python -m devstack.stack`) as a subprocess, for e2e and stack tests."""
 
 from __future__ import annotations
 
@@ -14,12 +14,12 @@ from typing import Any
 
 import httpx
 
+from devstack.infra import postgres_dsn
+from devstack.procs import free_port, free_port_range
+from devstack.stack import OBJECT_USERS, SECRET_VARIABLES, s3_access_key
 from shared.contracts.common import SERVICES
-from shared.infra import postgres_dsn
 from shared.natsauth import inbox_prefix
-from shared.procs import free_port, free_port_range
 from shared.proof import SIGNERS, public_key_text, public_keys_text
-from shared.stack import OBJECT_USERS, SECRET_VARIABLES, s3_access_key
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -119,7 +119,7 @@ TEST_RATE = {"DOSSIER_RATE_PER_TOKEN": "1000", "DOSSIER_RATE_BURST": "2000"}
 ROOT_SCOPE = "rootscope"
 # Every home a test stack ran on: the session's end removes the system users their Postgres ran as.
 STARTED_HOMES: list[Path] = []
-# Every metrics port a stack of up to 4 replicas may use (shared.stack.metrics_port).
+# Every metrics port a stack of up to 4 replicas may use (devstack.stack.metrics_port).
 METRICS_PORTS = 4 * len(SERVICES)
 
 
@@ -139,7 +139,7 @@ def start_stack(home: Path, *, timeout: float = 120, extra_env: dict[str, str] |
     offset = output.stat().st_size if output.exists() else 0
     with open(output, "ab") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "shared.stack"], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT
+            [sys.executable, "-m", "devstack.stack"], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT
         )
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

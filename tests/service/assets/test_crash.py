@@ -14,10 +14,10 @@ from typing import Any
 
 import asyncpg
 
+from devstack.procs import Child
 from shared.blobs import Blobs
 from shared.bus import BusClient
 from shared.contracts import assets as c
-from shared.procs import Child
 from shared.settings import AssetsSettings
 from tests.service.assets.conftest import AssetsUnderTest, actor
 from tests.support import documents

@@ -15,11 +15,11 @@ from pathlib import Path
 import httpx
 import pytest
 
+from devstack.procs import free_port, port_open, wait_until
 from services.gateway.tokens import TokenService
 from shared.contracts.gateway import IssueTokenRequest
 from shared.db import Database
 from shared.errors import Unauthenticated
-from shared.procs import free_port, port_open, wait_until
 from tests.support.api import probe
 from tests.support.infra import Infra
 from tests.support.probe import probe_until

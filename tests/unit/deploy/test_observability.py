@@ -8,8 +8,8 @@ from pathlib import Path
 
 import yaml
 
+from devstack.stack import METRICS_BASE_PORT, metrics_port
 from shared.contracts.common import SERVICES
-from shared.stack import METRICS_BASE_PORT, metrics_port
 from tests.support.observability import (
     GATEWAY_PORT,
     OBSERVABILITY,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from devstack.objectstore import Key, required
 from shared.objectkeys import OBJECT_RULES, minio_policy
-from shared.objectstore import Key, required
 
 ROOT = Path(__file__).resolve().parents[3]
 

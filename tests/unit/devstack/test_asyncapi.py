@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from shared import asyncapi
+from devstack import asyncapi
 from shared.contracts.common import event_subject
 
 # Subjects whose reply carries no data (an acknowledgement).
@@ -13,7 +13,7 @@ ANSWERS_NOTHING = {"dossier.runhost.files.write_plan", "dossier.runhost.external
 
 def test_the_committed_document_matches_the_code() -> None:
     committed = asyncapi.DOCUMENT.read_text()
-    assert asyncapi.render() == committed, "docs/asyncapi.json is stale: run `python -m shared.asyncapi`"
+    assert asyncapi.render() == committed, "docs/asyncapi.json is stale: run `python -m devstack.asyncapi`"
 
 
 def test_every_event_of_every_contract_is_described() -> None:

@@ -6,8 +6,8 @@ import socket
 
 import pytest
 
-from shared import procs
-from shared.procs import _ephemeral_start, free_port
+from devstack import procs
+from devstack.procs import _ephemeral_start, free_port
 
 
 def test_a_free_port_is_below_the_ephemeral_range_and_bindable() -> None:

@@ -7,7 +7,7 @@ of Postgres' programs starts in a mount namespace of its own: a small tmpfs over
 mounts of exactly the folders Postgres needs. The system user then reaches `/tmp/postgres/data` and
 `/tmp/postgres/install` by paths it may traverse, while every folder outside stays as it was.
 
-`python -m shared.pgview --user NAME --bind SRC DST ... -- PROGRAM ARG...` is that start: as root, it
+`python -m devstack.pgview --user NAME --bind SRC DST ... -- PROGRAM ARG...` is that start: as root, it
 makes the view, drops to NAME (its uid, its group, no other groups), asks again to die with its parent
 (a change of uid clears that request), and execs PROGRAM, so the pid its parent holds is Postgres'.
 """
@@ -40,7 +40,7 @@ _PR_SET_PDEATHSIG = 1
 def wrap(argv: list[str], user: str, binds: dict[Path, Path]) -> list[str]:
     """`argv` (paths as seen in the view) started by this module as `user`, with `binds` (real → view)."""
     options = [part for src, dst in binds.items() for part in ("--bind", str(src), str(dst))]
-    return [sys.executable, "-m", "shared.pgview", "--user", user, *options, "--", *argv]
+    return [sys.executable, "-m", "devstack.pgview", "--user", user, *options, "--", *argv]
 
 
 def _libc() -> ctypes.CDLL:
@@ -125,5 +125,5 @@ if __name__ == "__main__":
     try:
         main(sys.argv[1:])
     except (OSError, ValueError, IndexError, KeyError) as exc:
-        print(f"shared.pgview: cannot start Postgres in its view: {exc}", file=sys.stderr)
+        print(f"devstack.pgview: cannot start Postgres in its view: {exc}", file=sys.stderr)
         sys.exit(1)
