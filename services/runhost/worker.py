@@ -143,7 +143,7 @@ class Worker:
     async def _execute_bound(self, run: RunRow) -> None:
         epoch = run["lease_epoch"]
         lost = asyncio.Event()
-        # The lease's upkeep is no part of the run's work: a statement every few seconds in its trace.
+        # The lease's upkeep is not the run's work: traced, it would add a statement every few seconds to it.
         with tracing.untraced():
             heartbeat = asyncio.create_task(self._heartbeat(run["id"], epoch, lost))
         work = asyncio.create_task(self._drive(run, epoch))
