@@ -24,11 +24,13 @@ from typing import Any
 
 import asyncpg
 import nats
+from nats.aio.msg import Msg
 from nats.errors import ConnectionClosedError, NoRespondersError, OutboundBufferLimitError
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import api
 from nats.js.errors import NoStreamResponseError, ServiceUnavailableError
 
+from shared import tracing
 from shared.aio import wait_event
 from shared.contracts.common import STREAM_NAME, Event, event_subject
 from shared.db import Database
@@ -88,11 +90,13 @@ async def enqueue(conn: asyncpg.Connection, *, type: str, scope: str, data: dict
         request_id=request_id_var.get(),
     )
     await conn.execute(
-        "INSERT INTO outbox (id, type, scope, payload) VALUES ($1, $2, $3, $4)",
+        "INSERT INTO outbox (id, type, scope, payload, trace_headers) VALUES ($1, $2, $3, $4, $5)",
         event.id,
         event.type,
         event.scope,
         event.model_dump(mode="json"),
+        # The trace this change belongs to: the relay publishes the event inside it (shared/tracing.py).
+        tracing.current_headers() if tracing.enabled() else None,
     )
     await conn.execute(f"NOTIFY {NOTIFY_CHANNEL}")
     return event
@@ -112,12 +116,13 @@ class OutboxRelay:
         # A bad subject is a protocol error that costs the whole connection; refuse it here instead.
         if not _SUBJECT.fullmatch(subject):
             raise ValueError(f"the event type {event.type[:200]!r} does not make a valid subject")
-        await self._js.publish(
-            subject,
-            event.model_dump_json().encode(),
-            stream=STREAM_NAME,
-            headers={"Nats-Msg-Id": event.id},
-        )
+        body = event.model_dump_json().encode()
+        traced = row.get("trace_headers") if tracing.enabled() else None
+        if traced:
+            with tracing.publish_span(subject, traced, message_id=event.id) as headers:
+                await self._js.publish(subject, body, stream=STREAM_NAME, headers={**headers, "Nats-Msg-Id": event.id})
+            return
+        await self._js.publish(subject, body, stream=STREAM_NAME, headers={"Nats-Msg-Id": event.id})
 
     async def flush(self) -> int:
         """Publish one batch of unpublished rows in order; returns how many were published or parked."""
@@ -127,7 +132,7 @@ class OutboxRelay:
             if not await conn.fetchval("SELECT pg_try_advisory_xact_lock($1)", RELAY_LOCK):
                 return 0
             rows = await conn.fetch(
-                "SELECT seq, id, type, payload, attempts FROM outbox WHERE published_at IS NULL AND parked_at IS NULL"
+                "SELECT seq, id, type, payload, attempts, trace_headers FROM outbox WHERE published_at IS NULL AND parked_at IS NULL"
                 " ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED",
                 self._batch,
             )
@@ -260,47 +265,68 @@ async def consume(
             await asyncio.sleep(0.5)
             continue
         for msg in msgs:
-            try:
-                event = Event.model_validate_json(msg.data)
-            except ValueError as exc:
-                await dead_letter(js, msg, consumer=consumer, event_type="unknown", error=f"malformed event: {exc}")
-                continue
-            started = time.perf_counter()
-            try:
-                # The event's own request id and scope in the context: the handler's lines, and the events
-                # it enqueues, carry the request that caused it.
-                with bound(request_id=event.request_id, scope=event.scope):
-                    async with db.transaction() as conn:
-                        outcome = "handled"
-                        if await claim_inbox(conn, consumer=consumer, event_id=event.id):
-                            await handler(conn, event)
-                        else:
-                            outcome = "duplicate"
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                EVENTS_CONSUMED.labels(consumer, "failed").inc()
-                _consumed(consumer, event, "failed", started)
-                delivered = msg.metadata.num_delivered or 1
-                if delivered >= tries:
-                    error = f"{type(exc).__name__}: {exc}"
-                    await dead_letter(js, msg, consumer=consumer, event_type=event.type, error=error)
-                    continue
-                delay = backoff[min(delivered - 1, len(backoff) - 1)]
-                log.warning(
-                    "consumer %s failed on event %s (try %d of %d); retrying in %.0fs",
-                    consumer,
-                    event.id,
-                    delivered,
-                    tries,
-                    delay,
-                    exc_info=True,
-                )
-                await msg.nak(delay=delay)
-                continue
-            EVENTS_CONSUMED.labels(consumer, "handled").inc()
-            _consumed(consumer, event, outcome, started)
-            await msg.ack()
+            if tracing.enabled():
+                # A child of the relay's publish: the request that caused the event, its publish and this
+                # handling are one trace.
+                with tracing.event_span(msg.subject, msg.headers, consumer=consumer):
+                    await _handle(js, db, msg, consumer, handler, backoff, tries)
+            else:
+                await _handle(js, db, msg, consumer, handler, backoff, tries)
+
+
+async def _handle(
+    js: Any,
+    db: Database,
+    msg: Msg,
+    consumer: str,
+    handler: EventHandler,
+    backoff: tuple[float, ...],
+    tries: int,
+) -> None:
+    """One delivered event: its effect and inbox row in one transaction, then the ack (or a retry later, or
+    the dead-letter stream after the last try)."""
+    try:
+        event = Event.model_validate_json(msg.data)
+    except ValueError as exc:
+        await dead_letter(js, msg, consumer=consumer, event_type="unknown", error=f"malformed event: {exc}")
+        return
+    started = time.perf_counter()
+    try:
+        # The event's own request id and scope in the context: the handler's lines, and the events
+        # it enqueues, carry the request that caused it.
+        with bound(request_id=event.request_id, scope=event.scope):
+            async with db.transaction() as conn:
+                outcome = "handled"
+                if await claim_inbox(conn, consumer=consumer, event_id=event.id):
+                    await handler(conn, event)
+                else:
+                    outcome = "duplicate"
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        tracing.record_failure(exc)
+        EVENTS_CONSUMED.labels(consumer, "failed").inc()
+        _consumed(consumer, event, "failed", started)
+        delivered = msg.metadata.num_delivered or 1
+        if delivered >= tries:
+            error = f"{type(exc).__name__}: {exc}"
+            await dead_letter(js, msg, consumer=consumer, event_type=event.type, error=error)
+            return
+        delay = backoff[min(delivered - 1, len(backoff) - 1)]
+        log.warning(
+            "consumer %s failed on event %s (try %d of %d); retrying in %.0fs",
+            consumer,
+            event.id,
+            delivered,
+            tries,
+            delay,
+            exc_info=True,
+        )
+        await msg.nak(delay=delay)
+        return
+    EVENTS_CONSUMED.labels(consumer, "handled").inc()
+    _consumed(consumer, event, outcome, started)
+    await msg.ack()
 
 
 async def measure_backlog(js: Any, sub: Any, consumer: str) -> None:

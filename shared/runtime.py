@@ -41,7 +41,9 @@ class ServiceRuntime:
         self.settings = settings
         self.migrations = migrations
         tracing.setup_tracing(name)
-        middlewares = [NatsPrometheusMiddleware(registry=REGISTRY, app_name=name), *tracing.broker_middlewares()]
+        # No FastStream telemetry middleware: its only subscribers here are health pings, which no trace wants,
+        # and it named each reply's span by its inbox (a name per request).
+        middlewares = [NatsPrometheusMiddleware(registry=REGISTRY, app_name=name)]
         # logger=None: FastStream's per-message logging costs about 30% of throughput.
         self.broker = NatsBroker(
             settings.nats_servers,

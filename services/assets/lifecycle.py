@@ -22,6 +22,7 @@ from services.assets import language
 from services.assets.queueing import ClaimHolder, FairSlots
 from services.assets.repository import AssetsRepository
 from services.assets.sandbox import ExtractionFailed, Sandbox
+from shared import tracing
 from shared.contracts import assets as c
 from shared.contracts.common import Ref
 from shared.db import Database
@@ -228,7 +229,9 @@ class Lifecycle:
                     row = await self._repo.get_version(conn, asset_id=asset_id)
                     if row is None or row["status"] not in ("registered", "extracting"):
                         continue
-                    await self._recover_one(conn, row, stage)
+                    # The sweep's statements find nothing to do on an idle stack; only a recovery is traced.
+                    with tracing.work_span("asset version recovery", None, {"dossier.asset_id": asset_id}):
+                        await self._recover_one(conn, row, stage)
                     settled += 1
                 finally:
                     await self._repo.release(conn, asset_id=asset_id)

@@ -29,6 +29,7 @@ from services.runhost.repository import RunRepository, RunRow, WorkDone, run_row
 from services.runhost.service import run_event, to_run
 from services.runhost.tools import ToolBox
 from services.runhost.worker import run_grant
+from shared import tracing
 from shared.blobs import Blobs
 from shared.contracts import runhost as c
 from shared.contracts.common import Actor, Ref
@@ -309,7 +310,9 @@ class ExternalRuns:
                     )
                     for row in rows:
                         event = run_event(row, "failed", error=ABANDONED)
-                        await enqueue(conn, type=c.EVT_FAILED, scope=row["scope"], data=event)
+                        # The run's end belongs to the trace of its admission, not to this sweep.
+                        with tracing.continued(row.get("trace_headers")):
+                            await enqueue(conn, type=c.EVT_FAILED, scope=row["scope"], data=event)
                 for row in rows:
                     log.info("run %s: abandoned by its outside agent", row["id"])
             except (OSError, asyncpg.PostgresError, DomainError) as exc:

@@ -24,6 +24,7 @@ from services.runhost.replies import answer_back, check_repetition
 from services.runhost.repository import RunRepository, RunRow, WorkDone
 from services.runhost.tool_args import BadArguments, FinishArgs, parse_arguments
 from services.runhost.tools import ToolBox
+from shared import tracing
 from shared.db import Database
 
 log = logging.getLogger("dossier.runhost.loop")
@@ -197,7 +198,9 @@ class RunLoop:
     async def _ask_unless_cancelled(self, model_input: ModelInput) -> ToolCall | None:
         """The model's answer, or None when the run was cancelled while the request was in flight."""
         ask = asyncio.create_task(self._ask(model_input))
-        watch = asyncio.create_task(self._watch_cancel())
+        # Looking at the cancel flag every second is upkeep, not work: untraced.
+        with tracing.untraced():
+            watch = asyncio.create_task(self._watch_cancel())
         try:
             await asyncio.wait({ask, watch}, return_when=asyncio.FIRST_COMPLETED)
         finally:

@@ -57,6 +57,8 @@ class RunRow(TypedDict):
     driver: str
     lease_seconds: int | None
     final_title: str | None
+    # The admitting request's trace context (shared/tracing.py), when tracing was on.
+    trace_headers: dict[str, str] | None
 
 
 def run_row(record: asyncpg.Record) -> RunRow:

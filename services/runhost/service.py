@@ -16,6 +16,7 @@ from services.runhost.owners import Owners
 from services.runhost.policies.factory import validate_model
 from services.runhost.prov import run_prov
 from services.runhost.repository import RunRepository
+from shared import tracing
 from shared.contracts import runhost as c
 from shared.contracts import workspace as ws
 from shared.contracts.common import Actor, Ref
@@ -138,6 +139,8 @@ class RunService:
                     "history": [h.model_dump() for h in req.history],
                     "limits": self._limits(req.limits),
                     "driver": req.driver,
+                    # Every attempt of the run continues the admission's trace (services/runhost/worker.py).
+                    "trace_headers": tracing.current_headers(),
                 },
             )
             await enqueue(conn, type=c.EVT_ADMITTED, scope=actor.scope, data=run_event(row, "admitted"))

@@ -29,6 +29,7 @@ from services.runhost.policies.openai import PolicyError
 from services.runhost.repository import RunRepository, RunRow, run_row
 from services.runhost.service import WAKE_CHANNEL, run_event
 from services.runhost.tools import ToolBox
+from shared import tracing
 from shared.aio import wait_event
 from shared.blobs import Blobs
 from shared.contracts import runhost as c
@@ -113,7 +114,9 @@ class Worker:
         async with self.db.transaction() as conn:
             row = await self.repo.claim_run(conn, owner=self.id, lease_seconds=self.settings.run_lease_seconds)
             if row is not None and row["lease_epoch"] == 1:
-                await enqueue(conn, type=c.EVT_STARTED, scope=row["scope"], data=run_event(row, "running"))
+                # `run.started` belongs to the run's trace, not to the claim's idle poll.
+                with tracing.continued(row.get("trace_headers")):
+                    await enqueue(conn, type=c.EVT_STARTED, scope=row["scope"], data=run_event(row, "running"))
         if row is not None and row["lease_epoch"] > 1:
             LEASE_TAKEOVERS.inc()
         return row
@@ -128,12 +131,21 @@ class Worker:
         # Every log line and bus call of this attempt carries the run, its scope and one request id.
         with bound(run_id=run["id"], scope=run["scope"], request_id=f"{run['id']}.e{run['lease_epoch']}"):
             log.info("run %s: working (lease epoch %s)", run["id"], run["lease_epoch"])
-            await self._execute_bound(run)
+            # One span per attempt, a child of the admission's: the run's calls, its events and their
+            # consumers are in the trace of the POST that admitted it, however late the worker takes it.
+            with tracing.work_span(
+                "run attempt",
+                run.get("trace_headers"),
+                {"dossier.run_id": run["id"], "dossier.lease_epoch": run["lease_epoch"]},
+            ):
+                await self._execute_bound(run)
 
     async def _execute_bound(self, run: RunRow) -> None:
         epoch = run["lease_epoch"]
         lost = asyncio.Event()
-        heartbeat = asyncio.create_task(self._heartbeat(run["id"], epoch, lost))
+        # The lease's upkeep is not the run's work: traced, it would add a statement every few seconds to it.
+        with tracing.untraced():
+            heartbeat = asyncio.create_task(self._heartbeat(run["id"], epoch, lost))
         work = asyncio.create_task(self._drive(run, epoch))
         lease_lost = asyncio.create_task(lost.wait())
         try:
