@@ -11,7 +11,8 @@ answered by that scenario instead, whatever the mode, so one server and one stac
 `repeat` (narration forever), `parallel` and `batch` (three tool calls in one reply), `outage:<seconds>` (503 with
 Retry-After for that long from its first request), `errorbody` (a 200 carrying `{"error": ...}` once) and
 `trickle` (a reply whose bytes never stop coming), `catalog` (a model that works from catalog.md) and
-`pages:<notes>` (a long run: search, read a page of catalog.md, write a long note, until that many notes).
+`pages:<notes>` (a long run: search, read a page of catalog.md, write a long note, until that many notes)
+and `earlier` (search, read the first earlier publication found, cite it).
 
 A request with `stream: true` is answered the same, as server-sent `chat.completion.chunk` events: text
 in pieces of a few characters, each tool call's arguments in fragments spread over many chunks, the
@@ -115,6 +116,8 @@ def scenario_answer(name: str, seconds: int, task: str, body: dict[str, Any]) ->
         return 200, catalog_walk(body)
     if name == "pages":
         return 200, pages_walk(body, task)
+    if name == "earlier":
+        return 200, earlier_walk(body, done)
     if done == 0:
         if name in ONCE:
             return 200, text_reply(ONCE[name], "length" if name == "length_text" else "stop")
@@ -176,7 +179,7 @@ def catalog_walk(body: dict[str, Any]) -> dict[str, Any]:
         ]
         return tool_calls(calls)
     if last == "search_evidence":
-        hits = re.findall(r"^- (\S+): (\S+)@(\d+) (\S+): ", said, re.M)
+        hits = re.findall(r"^- \[source\] (\S+): (\S+)@(\d+) (\S+): ", said, re.M)
         first = {source: evidence for evidence, source, _, _ in reversed(hits)}
         calls = [
             ("read_evidence", json.dumps({"evidence_id": evidence}), f"cat-r{n}")
@@ -186,6 +189,20 @@ def catalog_walk(body: dict[str, Any]) -> dict[str, Any]:
     read = sorted(set(re.findall(r"begins: # (\S+)@v(\d+) (\S+)", said)))
     cited = "\n".join(f"- {s} says so ({s}@v{v} {loc})" for s, v, loc in read)
     return tool_call("finish", json.dumps({"answer": f"## What the new evidence says\n{cited}"}), "cat-end")
+
+
+def earlier_walk(body: dict[str, Any], done: int) -> dict[str, Any]:
+    """A model that searches, reads the first earlier publication its search found, and cites it."""
+    if done == 0:
+        return tool_call("search_evidence", json.dumps({"query": "redemption gate lifted"}), "early-0")
+    said = "\n".join(str(m.get("content")) for m in body["messages"] if m.get("role") == "tool")
+    found = re.search(r"^- \[publication\] (\S+)@(\d+) ", said, re.M)
+    if found is None:
+        return tool_call("finish", json.dumps({"answer": "No earlier publication was found."}), "early-none")
+    if done == 1:
+        return tool_call("read_publication", json.dumps({"id": found[1], "version": int(found[2])}), "early-1")
+    answer = f"## What earlier reports concluded\n- the gate was lifted ({found[1]}@{found[2]})"
+    return tool_call("finish", json.dumps({"answer": answer}), "early-2")
 
 
 def pages_walk(body: dict[str, Any], task: str) -> dict[str, Any]:
