@@ -17,8 +17,8 @@ and `earlier` (search, read the first earlier publication found, cite it).
 A request with `stream: true` is answered the same, as server-sent `chat.completion.chunk` events: text
 in pieces of a few characters, each tool call's arguments in fragments spread over many chunks, the
 `finish_reason` in the last chunk with choices, and usage in one more when `stream_options` asks for it.
-An error body comes as an `{"error": ...}` event, and `trickle` as a stream that sends a piece of text
-twice a second and never ends. Each record counts the chunks sent (`chunks`) and says when the client
+An error body comes as an `{"error": ...}` event, `trickle` as a stream that sends a piece of text
+twice a second and never ends, and `cutstream` as a first stream that stops after three chunks. Each record counts the chunks sent (`chunks`) and says when the client
 dropped the stream (`dropped`).
 
 Started with the mode `walk` (`python -m tests.support.fake_openai PORT walk`) it plays a longer script
@@ -353,7 +353,9 @@ class Handler(BaseHTTPRequestHandler):
         if streamed and status == 200:
             usage = bool((body.get("stream_options") or {}).get("include_usage"))
             events = [payload] if "error" in payload else chunks_of(payload, usage)
-            self._events(record, events, done="error" not in payload)
+            # `cutstream`: the first stream of a run stops after a few chunks, with no finish_reason nor [DONE].
+            cut = scenario is not None and scenario[0] == "cutstream" and _count(scenario[2]) == 1
+            self._events(record, events[:3] if cut else events, done="error" not in payload and not cut)
             return
         self._send(status, payload, retry)
 
