@@ -72,13 +72,21 @@ def search(
     lease: LeaseOpt,
     limit: Annotated[int, typer.Option(min=1, max=50)] = 10,
 ) -> None:
-    """Search the evidence your run may read; read a hit with `dossier run read evidence:ID`."""
+    """Search the evidence and earlier publications your run may read; read a hit by its READ WITH."""
     with client() as api:
         data = _call(api, "GET", run_id, "/search", lease, params={"q": query, "limit": limit})
 
     def human(d: dict[str, Any]) -> None:
-        rows = [(f"evidence:{h['evidence_id']}", ref(h["ref"]), h["locator"], h["snippet"]) for h in d["items"]]
-        table(("READ WITH", "SOURCE", "LOCATOR", "SNIPPET"), rows)
+        rows = [
+            (
+                f"evidence:{h['evidence_id']}" if h["evidence_id"] else f"{h['ref']['id']}@{h['ref']['version']}",
+                ref(h["ref"]),
+                h["locator"] or "",
+                h["snippet"],
+            )
+            for h in d["items"]
+        ]
+        table(("READ WITH", "FOUND", "LOCATOR", "SNIPPET"), rows)
 
     emit(data, human)
 

@@ -1,7 +1,7 @@
 """Run grants: short-lived Ed25519-signed capabilities that runhost mints and owner services verify.
 
-A grant is `<base64url(claims json)>.<base64url(signature)>`. It carries the run, the scope, the refs
-the run was admitted with (`kind:id@version`) and an expiry. It is checked on every read made for a run.
+A grant is `<base64url(claims json)>.<base64url(signature)>`. It carries the run, the scope, its workspace,
+the refs the run was admitted with (`kind:id@version`) and an expiry. It is checked on every read made for a run.
 Only runhost holds the private key; publication and assets verify with its public key, so neither can
 mint one (shared/proof.py hands the keys out).
 """
@@ -29,6 +29,8 @@ class GrantClaims(Model):
     scope: str = Field(min_length=1)
     refs: list[str] = Field(default_factory=list)
     expires_at: float
+    # The run's workspace: its search reaches the publications committed there (services/publication/search.py).
+    workspace_id: str | None = None
 
     def allows(self, ref: Ref) -> bool:
         return ref.key() in self.refs

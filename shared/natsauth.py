@@ -119,6 +119,7 @@ CALLS: dict[str, tuple[str, ...]] = {
         workspace.PIN_ARTIFACT,
         publication.CHECK,
         publication.READ,
+        publication.RUN_SEARCH,
         publication.COMMIT,
         artifact.REGISTER,
         assets.SEARCH,

@@ -98,6 +98,8 @@ class RunhostSettings(CommonSettings):
     openai_timeout_seconds: float = 120.0
     # Sent as `parallel_tool_calls` when set; unset, the field is left out (not every server knows it).
     openai_parallel_tool_calls: bool | None = None
+    # Ask for the reply as a stream of chunks (`stream: true`), assembled into the same step as a whole reply.
+    openai_stream: bool = False
     # Named steps for the `scripted:<name>` policy (tests): <scripts_dir>/<name>.json.
     scripts_dir: Path | None = None
     run_lease_seconds: float = 15.0

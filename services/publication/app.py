@@ -33,6 +33,10 @@ def create_app(settings: PublicationSettings) -> ServiceRuntime:
     async def read(ctx: RequestContext, req: c.ReadRequest) -> c.PublicationVersion:
         return await service.read(ctx.actor, req, grant=ctx.grant)
 
+    @endpoint(broker, c.RUN_SEARCH, c.PublicationSearchRequest, queue=NAME)
+    async def run_search(ctx: RequestContext, req: c.PublicationSearchRequest) -> c.PublicationSearchReply:
+        return await service.run_search(ctx.actor, req, grant=ctx.grant)
+
     @endpoint(broker, c.CLAIMS, c.ClaimsRequest, queue=NAME)
     async def claims(ctx: RequestContext, req: c.ClaimsRequest) -> c.ClaimList:
         return await service.claims(ctx.actor, req)

@@ -162,3 +162,47 @@ class PublicationRepository:
             ids,
             versions,
         )
+
+    async def search_workspace(
+        self, conn: asyncpg.Connection, *, scope: str, workspace_id: str, q: str, limit: int
+    ) -> list[asyncpg.Record]:
+        """The latest active versions of the workspace's publications matching any word of `q`, best first.
+        The words are the query's own lexemes joined by OR: a question need not match a title whole."""
+        return await conn.fetch(
+            "WITH q AS (SELECT (SELECT string_agg(quote_literal(l), ' | ')"
+            "   FROM unnest(tsvector_to_array(to_tsvector('english'::regconfig, $3))) AS l)::tsquery AS query)"
+            " SELECT p.id, v.version, v.title, v.created_at, v.run_id, ts_rank(v.search, q.query) AS score,"
+            " ts_headline('english'::regconfig, left(v.body, 20000), q.query, 'MaxWords=30, MinWords=8')"
+            " AS snippet"
+            " FROM q, publications p JOIN publication_versions v"
+            "  ON v.publication_id = p.id AND v.version = p.latest_version"
+            " WHERE p.scope = $1 AND p.workspace_id = $2 AND v.status = 'active' AND v.search @@ q.query"
+            " ORDER BY score DESC, v.created_at DESC, p.id LIMIT $4",
+            scope,
+            workspace_id,
+            q,
+            limit,
+        )
+
+    async def record_found(
+        self, conn: asyncpg.Connection, *, run_id: str, scope: str, ids: list[str], versions: list[int]
+    ) -> None:
+        await conn.execute(
+            "INSERT INTO run_found (run_id, scope, publication_id, version)"
+            " SELECT $1, $2, f.id, f.version FROM unnest($3::text[], $4::int[]) AS f(id, version)"
+            " ON CONFLICT DO NOTHING",
+            run_id,
+            scope,
+            ids,
+            versions,
+        )
+
+    async def was_found_by(self, conn: asyncpg.Connection, *, run_id: str, scope: str, id: str, version: int) -> bool:
+        row = await conn.fetchval(
+            "SELECT 1 FROM run_found WHERE run_id = $1 AND scope = $2 AND publication_id = $3 AND version = $4",
+            run_id,
+            scope,
+            id,
+            version,
+        )
+        return row is not None

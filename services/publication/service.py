@@ -10,12 +10,13 @@ from typing import Any
 import asyncpg
 
 from services.publication.repository import PublicationRepository
+from services.publication.search import RunSearch
 from shared.coalesce import Coalescer
 from shared.contracts import publication as c
 from shared.contracts.common import Actor, CheckReply, Eligibility, Ref
 from shared.db import Database
-from shared.errors import Conflict, Invalid, NotFound, TooLarge, Unavailable
-from shared.grants import require_ref, verify_grant
+from shared.errors import Conflict, Invalid, NotFound, TooLarge, Unauthenticated, Unavailable
+from shared.grants import verify_grant
 from shared.outbox import enqueue
 from shared.paging import Int32, cut_page, decode_cursor, encode_cursor
 from shared.proof import grant_key
@@ -65,6 +66,7 @@ class PublicationService:
         self._settings = settings
         self._grant_key = grant_key(settings)
         self._repo = repo or PublicationRepository()
+        self._search = RunSearch(db, self._repo)
         # Reads that wait at the same moment share one statement; each still reads after it arrived.
         self._reads: Coalescer[tuple[str, str, int], asyncpg.Record | None] = Coalescer(c.READ, self._read_rows)
 
@@ -159,11 +161,20 @@ class PublicationService:
             next_cursor=next_cursor,
         )
 
+    async def run_search(
+        self, actor: Actor, req: c.PublicationSearchRequest, *, grant: str | None
+    ) -> c.PublicationSearchReply:
+        if grant is None:
+            raise Unauthenticated("this command needs the run's grant")
+        claims = verify_grant(self._grant_key, grant, scope=actor.scope)
+        return await self._search.search(actor, claims, req)
+
     async def read(self, actor: Actor, req: c.ReadRequest, *, grant: str | None) -> c.PublicationVersion:
-        """An exact version. With a run grant, only a ref the run was admitted with; always re-checked."""
+        """An exact version. With a run grant, only a ref the run was admitted with or its own search found;
+        always re-checked."""
         if grant is not None:
             claims = verify_grant(self._grant_key, grant, scope=actor.scope)
-            require_ref(claims, Ref(kind="publication", id=req.id, version=req.version))
+            await self._search.require_readable(actor, claims, Ref(kind="publication", id=req.id, version=req.version))
         row = await self._reads.load((actor.scope, req.id, req.version))
         if row is None:
             raise NotFound("publication version not found", {"id": req.id, "version": req.version})

@@ -140,18 +140,27 @@ class ExternalRuns:
     async def search(self, actor: Actor, req: c.ExternalSearchRequest) -> c.ExternalSearch:
         run, epoch = await self._session(actor, req.run_id, req.lease)
         result = await self._tool(run, epoch, "search_evidence", query=req.q)
-        hits = result.data.get("hits", [])[: req.limit]
-        return c.ExternalSearch(
-            items=[
-                c.RunSearchHit(
-                    evidence_id=h["evidence_id"],
-                    ref=Ref(kind="source", id=h["source_id"], version=h["version"]),
-                    locator=h["locator"],
-                    snippet=h["snippet"],
-                )
-                for h in hits
-            ]
-        )
+        passages = [
+            c.RunSearchHit(
+                evidence_id=h["evidence_id"],
+                ref=Ref(kind="source", id=h["source_id"], version=h["version"]),
+                locator=h["locator"],
+                snippet=h["snippet"],
+            )
+            for h in result.data.get("hits", [])[: req.limit]
+        ]
+        # Then the few (at most 3) earlier publications of the workspace the search found, all of them:
+        # each was recorded as listed, so the agent is shown each.
+        publications = [
+            c.RunSearchHit(
+                evidence_id=None,
+                ref=Ref(kind="publication", id=p["id"], version=p["version"]),
+                locator=None,
+                snippet=p["snippet"],
+            )
+            for p in result.data.get("publications", [])
+        ]
+        return c.ExternalSearch(items=passages + publications)
 
     async def read(self, actor: Actor, req: c.ExternalReadRequest) -> c.ExternalRead:
         run, epoch = await self._session(actor, req.run_id, req.lease)

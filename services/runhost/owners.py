@@ -49,6 +49,14 @@ class Owners:
         request = pub.ReadRequest(id=id, version=version)
         return await self.bus.fetch(pub.READ, request, pub.PublicationVersion, actor=actor, grant=grant)
 
+    async def search_publications_for_run(
+        self, actor: Actor, grant: str, *, query: str, limit: int
+    ) -> list[pub.PublicationHit]:
+        request = pub.PublicationSearchRequest(q=query, limit=limit)
+        return (
+            await self.bus.fetch(pub.RUN_SEARCH, request, pub.PublicationSearchReply, actor=actor, grant=grant)
+        ).items
+
     async def search_evidence_for_run(
         self, actor: Actor, grant: str, *, query: str, limit: int, source_id: str | None = None
     ) -> list[assets.SearchHit]:

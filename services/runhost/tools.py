@@ -22,6 +22,8 @@ READ_LIMIT_DEFAULT = 1000
 READ_LIMIT_MAX = 1000
 SNIPPET_CHARS = 100
 SEARCH_LIMIT = 10
+PUBLICATION_SEARCH_LIMIT = 3
+TITLE_CHARS = 80
 MAX_NOTE_CHARS = 20_000
 MAX_DRAFT_CHARS = 200_000
 MAX_PLAN_CHARS = 64 * 1024
@@ -108,7 +110,7 @@ class ToolBox:
                 "# Catalog frozen at admission",
                 "Sources are read through search_evidence (with source_id for one source), then read_evidence.",
                 *lines,
-                f"(catalog {tail}; search_evidence also finds sources the catalog omits)",
+                f"(catalog {tail}; search_evidence also finds sources and earlier publications the catalog omits)",
             ]
         )
         # The listing lives in the run's files; the context keeps a pointer, never the whole list.
@@ -144,14 +146,36 @@ class ToolBox:
         hits = await self.owners.search_evidence_for_run(
             self.actor, self.grant, query=query, limit=SEARCH_LIMIT, source_id=source_id
         )
+        # Earlier publications of the workspace are searched too, so one the catalog page omits is found.
+        # Their few lines come first: the window shows a long answer by its start.
+        found = []
+        if source_id is None:
+            found = await self.owners.search_publications_for_run(
+                self.actor, self.grant, query=query, limit=PUBLICATION_SEARCH_LIMIT
+            )
         lines = []
+        for item in found:
+            await self.ledger.listed(Ref(kind="publication", id=item.id, version=item.version))
+            created = item.created_at.isoformat().replace("+00:00", "Z")
+            lines.append(
+                f"- [publication] {item.id}@{item.version} {item.title[:TITLE_CHARS]!r} {created}:"
+                f" {item.snippet[:SNIPPET_CHARS]}"
+            )
         for hit in hits:
             await self.ledger.listed(Ref(kind="source", id=hit.source_id, version=hit.version), hit.locator)
             lines.append(
-                f"- {hit.evidence_id}: {hit.source_id}@{hit.version} {hit.locator}: {hit.snippet[:SNIPPET_CHARS]}"
+                f"- [source] {hit.evidence_id}: {hit.source_id}@{hit.version} {hit.locator}:"
+                f" {hit.snippet[:SNIPPET_CHARS]}"
             )
-        text = "\n".join(lines) or "no evidence matched"
-        data = {"hits": [hit.model_dump(mode="json") for hit in hits]}
+        if not lines:
+            text = "no evidence matched"
+        else:
+            how = "read [source] hits with read_evidence, [publication] hits with read_publication (id, version)"
+            text = "\n".join([f"({how})", *lines])
+        data = {
+            "hits": [hit.model_dump(mode="json") for hit in hits],
+            "publications": [item.model_dump(mode="json") for item in found],
+        }
         return ToolResult(call.name, call.arguments, text, data=data), []
 
     async def _read_evidence(self, call: ToolCall, evidence_id: str) -> tuple[ToolResult, list[Inclusion]]:

@@ -59,6 +59,7 @@ def run_grant(run: RunRow, settings: RunhostSettings) -> str:
         scope=run["scope"],
         refs=grant_refs(run),
         expires_at=time.time() + settings.run_grant_seconds,
+        workspace_id=run["workspace_id"],
     )
     return sign_grant(grant_key(settings.proof_key), claims)
 

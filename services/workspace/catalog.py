@@ -9,8 +9,8 @@ the workspace, so by recency alone a few dozen runs push the ingested sources of
 are kept apart instead: each kind's newest `candidate_window` items are ranked by how many of the
 question's words their title holds, then by recency, and the kinds take turns (sources first), so the
 outputs of runs can take at most their share of the page and never a source's place. What the page
-omits stays reachable: a run's evidence search covers every active source of its scope, and a passage
-its search found is one it may read.
+omits stays reachable: a run's evidence search covers every active source of its scope and the
+earlier publications of its workspace, and what its search found is one it may read.
 """
 
 from __future__ import annotations

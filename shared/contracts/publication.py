@@ -17,6 +17,7 @@ WITHDRAW = "dossier.publication.withdraw"
 CHECK = "dossier.publication.check"
 CLAIMS = "dossier.publication.claims"
 DIFF = "dossier.publication.diff"
+RUN_SEARCH = "dossier.publication.run_search"
 
 EVT_COMMITTED = "publication.committed"
 EVT_REVISED = "publication.revised"
@@ -63,6 +64,29 @@ class GetRequest(PageRequest):
 class ReadRequest(Model):
     id: str = Id
     version: int = Field(ge=1, le=INT32_MAX)
+
+
+class PublicationSearchRequest(Model):
+    """A run's search over the publications of its own workspace (the workspace comes from its grant)."""
+
+    q: str = Field(min_length=1, max_length=1000, pattern=r"\S")
+    limit: int = Field(default=5, ge=1, le=20)
+
+
+class PublicationHit(Model):
+    """The latest active version of a publication whose title or body matched; read it by id and version."""
+
+    id: str
+    version: int
+    title: str
+    created_at: datetime
+    run_id: str | None
+    snippet: str
+    score: float
+
+
+class PublicationSearchReply(Model):
+    items: list[PublicationHit]
 
 
 class ClaimsRequest(ReadRequest, PageRequest):

@@ -320,9 +320,12 @@ class ExternalRead(Model):
 
 
 class RunSearchHit(Model):
-    evidence_id: str
+    """A passage (`ref` a source version; read it by `evidence_id`) or an earlier publication of the run's
+    workspace (`ref` its exact version, read by that ref; no `evidence_id` nor `locator`)."""
+
+    evidence_id: str | None
     ref: Ref
-    locator: str
+    locator: str | None
     snippet: str
 
 

@@ -83,6 +83,16 @@ def test_an_outside_agent_researches_takes_over_and_publishes_exactly_what_it_re
 
     hits = agent.ok("GET", "/search", params={"q": "redemption gates"})["items"]
     assert hits and hits[0]["ref"]["id"] == "announcement"
+    # Passages first, then the workspace's earlier publications the search found, read by their ref.
+    kinds = [h["ref"]["kind"] for h in hits]
+    assert kinds == sorted(kinds, reverse=True) and kinds[-1] == "publication"
+    found = hits[-1]
+    assert (found["evidence_id"], found["ref"], found["locator"]) == (
+        None,
+        {"kind": "publication", "id": a["id"], "version": 1},
+        None,
+    )
+    assert "redemptions" in found["snippet"]
     evidence = hits[0]
     read_a = agent.ok("POST", "/read", json={"ref": {"kind": "publication", "id": a["id"], "version": 1}})
     assert read_a["path"].startswith("sources/") and "30 days" in read_a["text"]

@@ -243,3 +243,32 @@ def test_a_long_run_never_sends_more_than_3000_chars(model_stack: RunningStack, 
     sizes = [message_chars(r["body"]) for r in sent]
     assert max(sizes) <= 3_000, sizes
     assert run["stats"]["model_input_chars_max"] == max(sizes)
+
+
+def test_an_earlier_publication_the_catalog_omits_is_found_by_search_and_read(
+    model_stack: RunningStack, model_server: str
+) -> None:
+    api = Api(model_stack)
+    ws = api.workspace()
+    memo = api.publish(
+        "Fund X redemption gate memo",
+        "The redemption gate of Fund X was lifted in March, once the liquidity buffer was restored.",
+        ws["id"],
+    )
+    for n in range(60):
+        api.publish(f"Quarterly note {n}", f"Quarter {n}: nothing new on the fund.", ws["id"])
+    api.wait_catalog(ws["id"], 61, timeout=60)
+
+    run, question = scenario_run(api, ws["id"], "earlier")
+    assert run["status"] == "completed", run["error"]
+    # The memo is the oldest of 61 publications and its title shares no word with the question: off the page.
+    assert run["catalog"]["omitted"] > 0 and memo["id"] not in {i["id"] for i in run["catalog"]["items"]}
+    sent = requests_of(model_server, question)
+    assert len(sent) == 3 == run["stats"]["model_requests"], "search, read the memo, finish"
+    found = sent[1]["body"]["messages"][-2]["content"]
+    assert f"- [publication] {memo['id']}@1 'Fund X redemption gate memo'" in found
+    stages = [(r["stage"], r["ref"]["id"]) for r in api.ledger(run["id"]) if r["ref"]]
+    assert ("listed", memo["id"]) in stages and ("read", memo["id"]) in stages
+    published = api.read(run["publication"])
+    assert [s["id"] for s in published["sources"]] == [memo["id"]]
+    assert f"{memo['id']}@1" in published["body"]

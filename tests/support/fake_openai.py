@@ -11,7 +11,15 @@ answered by that scenario instead, whatever the mode, so one server and one stac
 `repeat` (narration forever), `parallel` and `batch` (three tool calls in one reply), `outage:<seconds>` (503 with
 Retry-After for that long from its first request), `errorbody` (a 200 carrying `{"error": ...}` once) and
 `trickle` (a reply whose bytes never stop coming), `catalog` (a model that works from catalog.md) and
-`pages:<notes>` (a long run: search, read a page of catalog.md, write a long note, until that many notes).
+`pages:<notes>` (a long run: search, read a page of catalog.md, write a long note, until that many notes)
+and `earlier` (search, read the first earlier publication found, cite it).
+
+A request with `stream: true` is answered the same, as server-sent `chat.completion.chunk` events: text
+in pieces of a few characters, each tool call's arguments in fragments spread over many chunks, the
+`finish_reason` in the last chunk with choices, and usage in one more when `stream_options` asks for it.
+An error body comes as an `{"error": ...}` event, `trickle` as a stream that sends a piece of text
+twice a second and never ends, and `cutstream` as a first stream that stops after three chunks. Each record counts the chunks sent (`chunks`) and says when the client
+dropped the stream (`dropped`).
 
 Started with the mode `walk` (`python -m tests.support.fake_openai PORT walk`) it plays a longer script
 instead, as a function of the input alone (like a model at temperature zero): the next step is chosen by
@@ -108,6 +116,8 @@ def scenario_answer(name: str, seconds: int, task: str, body: dict[str, Any]) ->
         return 200, catalog_walk(body)
     if name == "pages":
         return 200, pages_walk(body, task)
+    if name == "earlier":
+        return 200, earlier_walk(body, done)
     if done == 0:
         if name in ONCE:
             return 200, text_reply(ONCE[name], "length" if name == "length_text" else "stop")
@@ -169,7 +179,7 @@ def catalog_walk(body: dict[str, Any]) -> dict[str, Any]:
         ]
         return tool_calls(calls)
     if last == "search_evidence":
-        hits = re.findall(r"^- (\S+): (\S+)@(\d+) (\S+): ", said, re.M)
+        hits = re.findall(r"^- \[source\] (\S+): (\S+)@(\d+) (\S+): ", said, re.M)
         first = {source: evidence for evidence, source, _, _ in reversed(hits)}
         calls = [
             ("read_evidence", json.dumps({"evidence_id": evidence}), f"cat-r{n}")
@@ -179,6 +189,20 @@ def catalog_walk(body: dict[str, Any]) -> dict[str, Any]:
     read = sorted(set(re.findall(r"begins: # (\S+)@v(\d+) (\S+)", said)))
     cited = "\n".join(f"- {s} says so ({s}@v{v} {loc})" for s, v, loc in read)
     return tool_call("finish", json.dumps({"answer": f"## What the new evidence says\n{cited}"}), "cat-end")
+
+
+def earlier_walk(body: dict[str, Any], done: int) -> dict[str, Any]:
+    """A model that searches, reads the first earlier publication its search found, and cites it."""
+    if done == 0:
+        return tool_call("search_evidence", json.dumps({"query": "redemption gate lifted"}), "early-0")
+    said = "\n".join(str(m.get("content")) for m in body["messages"] if m.get("role") == "tool")
+    found = re.search(r"^- \[publication\] (\S+)@(\d+) ", said, re.M)
+    if found is None:
+        return tool_call("finish", json.dumps({"answer": "No earlier publication was found."}), "early-none")
+    if done == 1:
+        return tool_call("read_publication", json.dumps({"id": found[1], "version": int(found[2])}), "early-1")
+    answer = f"## What earlier reports concluded\n- the gate was lifted ({found[1]}@{found[2]})"
+    return tool_call("finish", json.dumps({"answer": answer}), "early-2")
 
 
 def pages_walk(body: dict[str, Any], task: str) -> dict[str, Any]:
@@ -246,6 +270,43 @@ def walk_answer(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
     return 200, tool_call("finish", json.dumps({"answer": WALK_ANSWER}), f"walk-{done}")
 
 
+PIECE = 7  # characters per streamed fragment: every argument of a tool call spans several chunks
+
+
+def pieces(text: str) -> list[str]:
+    return [text[i : i + PIECE] for i in range(0, len(text), PIECE)]
+
+
+def chunk(delta: dict[str, Any] | None, finish_reason: str | None = None, **extra: Any) -> dict[str, Any]:
+    choices = [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish_reason}]
+    return {
+        "id": "cmpl-fake",
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": "fake",
+        "choices": choices,
+    } | extra
+
+
+def chunks_of(payload: dict[str, Any], usage: bool) -> list[dict[str, Any]]:
+    """A whole reply as the chunks a streaming server sends for it."""
+    choice = payload["choices"][0]
+    message = choice["message"]
+    out = [chunk({"role": "assistant", "content": ""})]
+    out += [chunk({"content": piece}) for piece in pieces(message.get("content") or "")]
+    for index, call in enumerate(message.get("tool_calls") or []):
+        head = {"index": index, "id": call["id"], "type": "function", "function": {"name": call["function"]["name"]}}
+        out.append(chunk({"tool_calls": [head]}))
+        out += [
+            chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+            for piece in pieces(call["function"]["arguments"])
+        ]
+    out.append(chunk({}, choice["finish_reason"]))
+    if usage:
+        out.append(chunk(None, usage=payload["usage"]))
+    return out
+
+
 class Handler(BaseHTTPRequestHandler):
     def log_message(self, *args: object) -> None:
         pass
@@ -277,17 +338,62 @@ class Handler(BaseHTTPRequestHandler):
         with LOCK:
             REQUESTS.append(record)
             n = len(REQUESTS)
+        streamed = body.get("stream") is True
+        record["stream"] = streamed
         if scenario is not None:
             answer = scenario_answer(*scenario, body)
             if answer == "trickle":
-                self._trickle()
+                self._trickle_stream(record) if streamed else self._trickle()
                 return
             status, payload = answer
         else:
             status, payload = walk_answer(body) if MODE[0] == "walk" else answer_for(n, body)
         record["status"] = status
         retry = {"retry-after": "0.2"} if status == 429 else {"retry-after": "1"} if status == 503 else None
+        if streamed and status == 200:
+            usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            events = [payload] if "error" in payload else chunks_of(payload, usage)
+            # `cutstream`: the first stream of a run stops after a few chunks, with no finish_reason nor [DONE].
+            cut = scenario is not None and scenario[0] == "cutstream" and _count(scenario[2]) == 1
+            self._events(record, events[:3] if cut else events, done="error" not in payload and not cut)
+            return
         self._send(status, payload, retry)
+
+    def _start_events(self) -> None:
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("cache-control", "no-cache")
+        self.end_headers()
+
+    def _event(self, record: dict[str, Any], data: str) -> None:
+        self.wfile.write(f"data: {data}\n\n".encode())
+        self.wfile.flush()
+        with LOCK:
+            record["chunks"] = record.get("chunks", 0) + 1
+
+    def _events(self, record: dict[str, Any], events: list[dict[str, Any]], done: bool) -> None:
+        """Server-sent events, then `[DONE]`; the connection closes after (HTTP/1.0)."""
+        self._start_events()
+        try:
+            for event in events:
+                self._event(record, json.dumps(event))
+            if done:
+                self.wfile.write(b"data: [DONE]\n\n")
+        except OSError:
+            with LOCK:
+                record["dropped"] = time.time()
+
+    def _trickle_stream(self, record: dict[str, Any]) -> None:
+        """A stream that never ends: a piece of text twice a second until the client drops it."""
+        self._start_events()
+        try:
+            self._event(record, json.dumps(chunk({"role": "assistant", "content": ""})))
+            while True:
+                time.sleep(0.5)
+                self._event(record, json.dumps(chunk({"content": "still thinking. "})))
+        except OSError:
+            with LOCK:
+                record["dropped"] = time.time()
 
     def _trickle(self) -> None:
         """Headers at once, then a byte a second, never the end: only a deadline or a cancel stops it."""

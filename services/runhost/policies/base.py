@@ -129,8 +129,9 @@ TOOLS: list[dict[str, Any]] = [
     ),
     _tool(
         "search_evidence",
-        "Full-text search over active source versions (all of them, or one source's); returns snippets with"
-        " locators. It also finds sources the catalog omits.",
+        "Full-text search over active source versions (all of them, or one source's) and, without source_id,"
+        " over the workspace's earlier publications; each hit is marked [source] (read it with read_evidence)"
+        " or [publication] (read it with read_publication). It also finds what the catalog omits.",
         {"query": _STR, "source_id": _STR},
         ["query"],
     ),

@@ -37,6 +37,7 @@ def make_policy(model: str, settings: RunhostSettings) -> Policy:
             retry_seconds=settings.openai_retry_seconds,
             timeout=settings.openai_timeout_seconds,
             parallel_tool_calls=settings.openai_parallel_tool_calls,
+            stream=settings.openai_stream,
         )
     match = _SCRIPT.match(model)
     if match and settings.scripts_dir is not None:

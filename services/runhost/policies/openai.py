@@ -9,6 +9,10 @@ that trickles bytes cannot hold a run past it.
 The reply is read, never guessed: `finish_reason` and the tool calls decide the step. A reply that is
 not a usable tool call (narration, a `length` cut, `content_filter`, nothing at all) comes back as a
 step with a `problem`, which the loop answers back to the model; it never becomes the answer.
+
+With `stream` on, the request asks for server-sent events (`stream=True`, usage in the last chunk) and
+the chunks are assembled into the body of a whole reply (`stream.py`) before any of the above, so a
+streamed run takes the same steps, ledger, journal and stats. A cancel closes the stream between chunks.
 """
 
 from __future__ import annotations
@@ -20,10 +24,12 @@ import random
 import time
 from typing import Any
 
+import httpx
 import openai
 from openai.types.chat import ChatCompletion
 
 from services.runhost.policies.base import ModelInput, ToolCall
+from services.runhost.policies.stream import StreamTooLong, assemble
 
 MALFORMED = "__malformed_arguments__"
 NARRATION_CHARS = 2_000
@@ -52,6 +58,7 @@ class OpenAIPolicy:
         retry_seconds: float = 120.0,
         timeout: float = 120.0,
         parallel_tool_calls: bool | None = None,
+        stream: bool = False,
     ):
         if not base_url or not model:
             raise PolicyError("the openai policy needs DOSSIER_OPENAI_BASE_URL and DOSSIER_OPENAI_MODEL")
@@ -59,6 +66,7 @@ class OpenAIPolicy:
         self.backoff, self.max_backoff = backoff_seconds, max_backoff_seconds
         self.retry_seconds, self.timeout = retry_seconds, timeout
         self.parallel_tool_calls = parallel_tool_calls
+        self.stream = stream
         # A local endpoint needs no key, but the SDK refuses to start without one.
         self.client = openai.AsyncOpenAI(base_url=base_url, api_key=api_key or "unused", max_retries=0)
 
@@ -105,17 +113,7 @@ class OpenAIPolicy:
         try:
             # The SDK's timeout bounds each read; a server trickling bytes needs a deadline on the whole.
             async with asyncio.timeout(self.timeout):
-                # The messages and tools are plain dicts of the wire format, not the SDK's TypedDicts.
-                raw = await self.client.chat.completions.with_raw_response.create(  # type: ignore[call-overload]
-                    model=self.model,
-                    messages=model_input.messages,
-                    tools=model_input.tools,
-                    tool_choice="auto",
-                    stream=False,
-                    timeout=self.timeout,
-                    parallel_tool_calls=openai.omit if self.parallel_tool_calls is None else self.parallel_tool_calls,
-                )
-                body = raw.text
+                data = await (self._streamed(model_input) if self.stream else self._whole(model_input))
         except TimeoutError as exc:
             raise Retryable(f"no whole reply within {self.timeout:.0f} s") from exc
         except openai.APIStatusError as exc:
@@ -124,8 +122,35 @@ class OpenAIPolicy:
             raise PolicyError(f"the model endpoint refused the request ({exc.status_code})") from exc
         except openai.APIConnectionError as exc:
             raise Retryable(f"unreachable ({type(exc).__name__})") from exc
+        except openai.APIError as exc:
+            # An `{"error": ...}` event inside a stream: the server failed after it had answered 200.
+            raise Retryable(f"an error in the stream: {str(exc.message)[:200]}") from exc
+        except httpx.HTTPError as exc:
+            # A stream cut mid-way surfaces from the transport, not from the SDK's request.
+            raise Retryable(f"the stream broke ({type(exc).__name__})") from exc
+        except StreamTooLong as exc:
+            raise Retryable(str(exc)) from exc
+        if not isinstance(data.get("choices"), list) or not data["choices"]:
+            raise Retryable("a reply without choices")
+        return completion_from_reply(data)
+
+    def _arguments(self, model_input: ModelInput) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "messages": model_input.messages,
+            "tools": model_input.tools,
+            "tool_choice": "auto",
+            "timeout": self.timeout,
+            "parallel_tool_calls": openai.omit if self.parallel_tool_calls is None else self.parallel_tool_calls,
+        }
+
+    async def _whole(self, model_input: ModelInput) -> dict[str, Any]:
+        # The messages and tools are plain dicts of the wire format, not the SDK's TypedDicts.
+        raw = await self.client.chat.completions.with_raw_response.create(  # type: ignore[call-overload]
+            stream=False, **self._arguments(model_input)
+        )
         try:
-            data = json.loads(body)
+            data = json.loads(raw.text)
         except ValueError as exc:
             raise Retryable("a reply that is not JSON") from exc
         if not isinstance(data, dict):
@@ -133,9 +158,20 @@ class OpenAIPolicy:
         if data.get("error") is not None:
             # Some servers (proxies, vLLM under load) report a failure inside a 200.
             raise Retryable(f"an error in a 200 reply: {str(data['error'])[:200]}", _retry_after(raw.headers))
-        if not isinstance(data.get("choices"), list) or not data["choices"]:
-            raise Retryable("a reply without choices")
-        return completion_from_reply(data)
+        return data
+
+    async def _streamed(self, model_input: ModelInput) -> dict[str, Any]:
+        stream = await self.client.chat.completions.create(  # type: ignore[call-overload]
+            stream=True, stream_options={"include_usage": True}, **self._arguments(model_input)
+        )
+        # Closing the stream on the way out (a cancel, the deadline) drops the connection at once.
+        async with stream:
+            assembly = await assemble(stream)
+        if assembly.choices == 0:
+            raise Retryable("a stream without choices")
+        if assembly.finish_reason is None:
+            raise Retryable("a stream that ended without a finish_reason")
+        return assembly.reply()
 
 
 def _retry_after(headers: Any) -> float | None:

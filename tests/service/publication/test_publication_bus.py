@@ -197,6 +197,40 @@ async def test_grant_read_checks_signature_expiry_scope_and_ref(
     assert err.value.details["reason"] == "withdrawn"
 
 
+async def test_a_runs_search_reaches_its_workspace_and_what_it_found_is_readable(
+    publication: PublicationSettings, bus: BusClient, infra: Infra
+) -> None:
+    who = actor()
+    memo = await commit(bus, who, body="The redemption gate was lifted in March.", workspace_id="ws_a")
+    elsewhere = await commit(bus, who, body="The redemption gate stays shut.", workspace_id="ws_b")
+    await commit(bus, who, body="Nothing on gates here.", workspace_id="ws_a")
+    key = load_private_key(infra.proof_keys["runhost"])
+
+    def grant(run_id: str, workspace_id: str | None = "ws_a") -> str:
+        claims = {"run_id": run_id, "scope": who.scope, "refs": [], "expires_at": time.time() + 60}
+        return sign_grant(key, GrantClaims.model_validate(claims | {"workspace_id": workspace_id}))
+
+    memo_v1 = {"id": memo["id"], "version": 1}
+    with pytest.raises(NotFound):  # neither admitted with the run nor found by its search yet
+        await bus.call(c.READ, memo_v1, actor=who, grant=grant("run_1"))
+    found = await bus.call(c.RUN_SEARCH, {"q": "when was the redemption gate lifted?"}, actor=who, grant=grant("run_1"))
+    # Only the grant's workspace, best match first; another workspace's publication is never a hit.
+    assert [h["id"] for h in found["items"]][:1] == [memo["id"]]
+    assert elsewhere["id"] not in {h["id"] for h in found["items"]}
+    assert "lifted" in found["items"][0]["snippet"] and found["items"][0]["version"] == 1
+    assert (await bus.call(c.READ, memo_v1, actor=who, grant=grant("run_1")))["body"].startswith("The redemption")
+    with pytest.raises(NotFound):  # what one run found, another run may not read
+        await bus.call(c.READ, memo_v1, actor=who, grant=grant("run_2"))
+    with pytest.raises(Unauthenticated):  # a person's call: the search is a run's
+        await bus.call(c.RUN_SEARCH, {"q": "gate"}, actor=who)
+    with pytest.raises(Invalid):
+        await bus.call(c.RUN_SEARCH, {"q": "gate"}, actor=who, grant=grant("run_3", workspace_id=None))
+    assert (await bus.call(c.RUN_SEARCH, {"q": "the of"}, actor=who, grant=grant("run_1")))["items"] == []
+    await bus.call(c.WITHDRAW, {"id": memo["id"], "version": 1, "reason": "retracted"}, actor=who)
+    found = await bus.call(c.RUN_SEARCH, {"q": "redemption gate lifted"}, actor=who, grant=grant("run_1"))
+    assert memo["id"] not in {h["id"] for h in found["items"]}
+
+
 async def test_batch_check(publication: PublicationSettings, bus: BusClient) -> None:
     who = actor()
     a = await commit(bus, who)

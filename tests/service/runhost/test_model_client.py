@@ -1,5 +1,6 @@
 """The model client against the scripted model server (its own process): the retry budget ends with a
-logged give-up naming the run, and the whole-request deadline stops a server that trickles bytes."""
+logged give-up naming the run, and the whole-request deadline stops a server that trickles bytes, a whole
+reply or a stream; a stream's error event and a stream cut short are retried."""
 
 from __future__ import annotations
 
@@ -65,3 +66,34 @@ async def test_parallel_tool_calls_false_is_sent_and_every_returned_call_is_kept
     async with httpx.AsyncClient() as client:
         (sent,) = (await client.get(f"{model_url}/requests")).json()
     assert sent["body"]["parallel_tool_calls"] is False and sent["auth"] == "Bearer sk-x"
+
+
+async def test_a_trickling_stream_meets_the_whole_request_deadline(model_url: str) -> None:
+    policy = OpenAIPolicy(
+        base_url=f"{model_url}/v1", api_key="", model="m", backoff_seconds=0.1, retry_seconds=1, timeout=2, stream=True
+    )
+    try:
+        with pytest.raises(PolicyError) as failed:
+            await policy.next_step(model_input("run_trickle_stream", "scenario:trickle stream deadline"))
+    finally:
+        await policy.close()
+    assert "no whole reply within 2 s" in str(failed.value)
+    async with httpx.AsyncClient() as client:
+        requests = (await client.get(f"{model_url}/requests")).json()
+    assert requests and all(r["stream"] and r["chunks"] >= 2 for r in requests)
+
+
+@pytest.mark.parametrize(("scenario", "call_id"), [("errorbody", "s-0"), ("cutstream", "s-0")])
+async def test_a_stream_error_event_or_a_stream_cut_short_is_retried(
+    model_url: str, scenario: str, call_id: str
+) -> None:
+    policy = OpenAIPolicy(base_url=f"{model_url}/v1", api_key="", model="m", backoff_seconds=0.1, stream=True)
+    try:
+        step = await policy.next_step(model_input("run_stream", f"scenario:{scenario} streamed"))
+    finally:
+        await policy.close()
+    expected = "list_catalog" if scenario == "errorbody" else "finish"
+    assert step.name == expected and step.tokens_in == 100 and not step.problem
+    async with httpx.AsyncClient() as client:
+        first, second = (await client.get(f"{model_url}/requests")).json()
+    assert first["body"] == second["body"] and first["stream"] and second["chunks"] > first["chunks"]

@@ -1,0 +1,147 @@
+"""The research loop with streamed model replies (`DOSSIER_OPENAI_STREAM=true`) against the fake
+OpenAI-compatible server (tests/support/fake_openai.py, its own process), which sends every reply as
+`chat.completion.chunk` events with tool-call arguments split over many chunks: the assembled reply takes
+the same steps as a whole one (sources read and cited, a cut call answered back, the journal's replay after
+a SIGKILL), and a cancel closes a stream that never ends."""
+
+from __future__ import annotations
+
+import os
+import signal
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.support.api import Api, probe
+from tests.support.documents import pdf
+from tests.support.fake_openai import SCENARIO_ANSWER
+from tests.support.fake_openai import running as fake_openai_server
+from tests.support.stack import RunningStack, start_stack, stop_stack
+
+
+@pytest.fixture(scope="module")
+def model_server() -> Iterator[str]:
+    with fake_openai_server() as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def stream_stack(tmp_path_factory: pytest.TempPathFactory, model_server: str) -> Iterator[RunningStack]:
+    env = {
+        "DOSSIER_MODEL": "openai",
+        "DOSSIER_OPENAI_BASE_URL": f"{model_server}/v1",
+        "DOSSIER_OPENAI_MODEL": "fake-stream",
+        "DOSSIER_OPENAI_STREAM": "true",
+        "DOSSIER_OPENAI_BACKOFF_SECONDS": "0.2",
+        "DOSSIER_RUN_LEASE_SECONDS": "3",
+        # Paces each step between the model's answer and its tool, so a kill can land there.
+        "DOSSIER_RUN_STEP_DELAY_SECONDS": "1.5",
+    }
+    running = start_stack(tmp_path_factory.mktemp("stream-home"), extra_env=env)
+    try:
+        yield running
+    finally:
+        stop_stack(running.proc)
+
+
+def requests_of(url: str, question: str) -> list[dict[str, Any]]:
+    return [r for r in httpx.get(f"{url}/requests").json() if r["task"] and question in r["task"]]
+
+
+def seeded_workspace(api: Api) -> str:
+    ws = api.workspace()
+    api.publish("Fund X liquidity report", "Fund X liquidity is adequate.", ws["id"])
+    api.wait_catalog(ws["id"], 1)
+    return str(ws["id"])
+
+
+def test_a_streamed_run_reads_and_cites_the_sources(stream_stack: RunningStack, model_server: str) -> None:
+    api = Api(stream_stack)
+    ws = api.workspace()
+    for n in range(3):
+        text = f"Source {n} on Fund X: liquidity covers {30 + n} days of redemptions."
+        api.upload(pdf([text]), f"fundx-{n}", f"fundx-{n}.pdf", ws["id"])
+    api.wait_catalog(ws["id"], 3, timeout=60)
+    question = f"scenario:catalog {uuid.uuid4().hex[:8]}"
+    run = api.wait_run(api.start_run(ws["id"], question, model="openai")["id"], timeout=180)
+    assert run["status"] == "completed", run["error"]
+
+    sources = {"fundx-0", "fundx-1", "fundx-2"}
+    read = [r for r in api.ledger(run["id"]) if r["stage"] == "read"]
+    assert {r["ref"]["id"] for r in read} == sources and len(read) == 3
+    published = api.read(run["publication"])
+    assert {s["id"] for s in published["sources"]} == sources
+    assert all(f"{s}@v1" in published["body"] for s in sources)
+    sent = requests_of(model_server, question)
+    assert len(sent) == 5 == run["stats"]["model_requests"], "list, read catalog.md, search, read, finish"
+    assert all(r["stream"] and r["body"]["stream_options"] == {"include_usage": True} for r in sent)
+    # Three parallel calls arrived as fragments over many chunks and all ran, each its own step.
+    assert all(r["chunks"] >= 5 for r in sent) and max(r["chunks"] for r in sent) > 20
+    assert run["stats"]["steps"] == 1 + 1 + 3 + 3 + 1
+    # Usage came in the stream's last chunk and is counted as a whole reply's is.
+    assert run["stats"]["tokens_in"] == 500 and run["stats"]["tokens_out"] == 50
+
+
+def test_a_streamed_cut_tool_call_is_answered_back(stream_stack: RunningStack, model_server: str) -> None:
+    api = Api(stream_stack)
+    ws = seeded_workspace(api)
+    question = f"scenario:length_call {uuid.uuid4().hex[:8]}"
+    run = api.wait_run(api.start_run(ws, question, model="openai")["id"], timeout=120)
+    assert run["status"] == "completed", run["error"]
+    assert SCENARIO_ANSWER in api.read(run["publication"])["body"]
+    sent = requests_of(model_server, question)
+    assert len(sent) == 2 == run["stats"]["model_requests"] and all(r["stream"] for r in sent)
+    answered = sent[1]["body"]["messages"][-2]
+    # The cut call, assembled from its fragments, is answered as its own tool call and never run.
+    assert answered["role"] == "tool" and answered["tool_call_id"] == "cut-0"
+    assert "cut at the output limit" in answered["content"]
+    said = sent[1]["body"]["messages"][-3]["tool_calls"][0]
+    assert said["function"]["name"] == "write_draft"
+    assert "draft.md" not in api.files(run["id"])
+    assert api.ledger(run["id"]) == []
+
+
+def test_a_cancel_stops_a_stream_midway(stream_stack: RunningStack, model_server: str) -> None:
+    api = Api(stream_stack)
+    ws = seeded_workspace(api)
+    question = f"scenario:trickle {uuid.uuid4().hex[:8]}"
+    run = api.start_run(ws, question, model="openai")
+    # The stream is under way: its chunks keep coming, and would until the two-minute deadline.
+    probe(lambda: (requests_of(model_server, question) or [{}])[0].get("chunks", 0) >= 3, timeout=60)
+    api.ok("POST", f"/v1/runs/{run['id']}/cancel")
+    run = api.wait_run(run["id"], timeout=60)
+    assert run["status"] == "cancelled" and run["publication"] is None
+    # The run closed the stream: the server's next write found the connection gone.
+    probe(lambda: requests_of(model_server, question)[0].get("dropped") is not None, timeout=30)
+    assert len(requests_of(model_server, question)) == 1
+    assert run["stats"]["model_requests"] == 0 and api.ledger(run["id"]) == []
+
+
+def test_a_streamed_run_killed_amid_its_calls_resumes_without_asking_again(
+    stream_stack: RunningStack, model_server: str
+) -> None:
+    api = Api(stream_stack)
+    ws = seeded_workspace(api)
+    question = f"scenario:batch {uuid.uuid4().hex[:8]}"
+    run = api.start_run(ws, question, model="openai")
+    # The streamed answer's second call has run (its note exists): the third waits out its step delay.
+    probe(lambda: "notes/first.md" in api.files(run["id"]), timeout=60, interval=0.02)
+    victim = stream_stack.pid("runhost")
+    os.kill(victim, signal.SIGKILL)
+    probe(lambda: stream_stack.pid("runhost") != victim, timeout=10)
+    run = api.wait_run(run["id"], timeout=120)
+    assert run["status"] == "completed", run["error"]
+
+    sent = requests_of(model_server, question)
+    assert len(sent) == 2 == run["stats"]["model_requests"], "the rest of the answer ran without a new request"
+    assert [m["tool_call_id"] for m in sent[1]["body"]["messages"] if m["role"] == "tool"] == [
+        "batch-0",
+        "batch-1",
+        "batch-2",
+    ]
+    assert run["stats"]["steps"] == 4 and run["stats"]["tokens_in"] == 200
+    replayed = [r for r in api.ledger(run["id"]) if r["stage"] == "replayed"]
+    assert len(replayed) == 1 and replayed[0]["model_request"] == f"{run['id']}:r1"
