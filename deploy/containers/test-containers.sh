@@ -64,7 +64,7 @@ DOSSIER_TEST_STACK_URL=$url \
 DOSSIER_TEST_STACK_ADMIN_TOKEN=$(sed -n 's/^DOSSIER_ADMIN_TOKEN=//p' "$work/.env") \
 DOSSIER_TEST_STACK_PROJECT=$project \
 DOSSIER_TEST_STACK_ENV_FILE=$work/.env \
-  $PY -m pytest -p no:cacheprovider tests/e2e --ignore=tests/e2e/web \
+  $PY -m pytest -p no:cacheprovider --durations=10 tests/e2e --ignore=tests/e2e/web \
   tests/e2e/web/test_answers.py::test_an_answer_is_rendered_markdown_with_linked_citations
 echo "test-containers: e2e suite against compose in $(($(date +%s) - tested)) s"
 run_compose down -v --remove-orphans

@@ -7,9 +7,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 # Debian's docker CLI (20.10): the engine this project's container path installs (.ci/run).
@@ -43,7 +44,7 @@ def docker(*args: str, timeout: float = 60) -> str:
 @dataclass
 class ComposeStack:
     project: str
-    secrets: dict[str, str]
+    secrets: dict[str, str] = field(repr=False)
 
     @classmethod
     def from_env(cls, project: str, env_file: str) -> ComposeStack:
@@ -73,25 +74,29 @@ class ComposeStack:
         entries = json.loads(docker("inspect", "--format", "{{json .Config.Env}}", self.container(service)))
         return dict(entry.split("=", 1) for entry in entries)
 
-    def started_at(self, service: str) -> tuple[bool, str]:
-        state = json.loads(docker("inspect", "--format", "{{json .State}}", self.container(service)))
-        return bool(state["Running"]), str(state["StartedAt"])
+    def log_text(self, service: str) -> str:
+        """The container's log (stdout and stderr, where the services write their JSON lines)."""
+        done = subprocess.run([DOCKER, "logs", self.container(service)], capture_output=True, text=True, timeout=60)
+        if done.returncode != 0:
+            raise RuntimeError(f"docker logs {service}: {done.stderr.strip()}")
+        return done.stdout + done.stderr
+
+    def state(self, service: str) -> dict[str, object]:
+        return dict(json.loads(docker("inspect", "--format", "{{json .State}}", self.container(service))))
 
     def kill(self, service: str, timeout: float = 60) -> None:
-        """SIGKILL the service's container and start it again, as its restart policy would: `docker kill`
-        counts as a manual stop, which the policy leaves stopped. Returns once the new one runs."""
-        container = self.container(service)
-        _, before = self.started_at(service)
-        docker("kill", "--signal", "KILL", container)
+        """SIGKILL the service's process from the host, as a crash: Docker sees it exit and its restart
+        policy (`restart: unless-stopped`) starts the container again (`docker kill` would count as a
+        manual stop, which the policy leaves stopped). Returns once the new one runs."""
+        before = self.state(service)
+        os.kill(int(str(before["Pid"])), signal.SIGKILL)
         deadline = time.monotonic() + timeout
         while True:
-            running, started = self.started_at(service)
-            if running and started != before:
+            now = self.state(service)
+            if now["Running"] and now["StartedAt"] != before["StartedAt"]:
                 return
-            if not running:
-                docker("start", container)
             if time.monotonic() > deadline:
-                raise AssertionError(f"{service} did not run again within {timeout} s")
+                raise AssertionError(f"{service} was not restarted within {timeout} s: {now}")
             time.sleep(0.2)
 
 

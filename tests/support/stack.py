@@ -106,6 +106,12 @@ class RunningStack:
         with open(f"/proc/{self.pid(name)}/environ", "rb") as f:
             return dict(e.split(b"=", 1) for e in f.read().split(b"\0") if b"=" in e)
 
+    def log_text(self, name: str) -> str:
+        """What a service's process has written: its log file, or its container's log."""
+        if self.compose is not None:
+            return self.compose.log_text(name)
+        return (self.local_home() / "logs" / f"{name}.log").read_text(errors="replace")
+
     def pid(self, name: str) -> int:
         return int((self.local_home() / "pids" / f"{name}.pid").read_text())
 
