@@ -82,12 +82,13 @@ def slow_stack(
 
 @pytest.fixture(scope="module")
 def crash_stack(request: pytest.FixtureRequest) -> RunningStack:
-    """The compose stack under `make test-containers` (its run host has the same short leases and paced
-    steps: deploy/containers/test-stack.yml), else slow_stack. The other tests here need the scripted
+    """The compose stack under `make test-containers` (its run host has the same short leases, and paced
+    steps for the tests marked `paced`: deploy/containers/test-stack.yml), else slow_stack. The other tests here need the scripted
     policies or the fake OpenAI server on this host, so they run on slow_stack alone (`local_stack`)."""
     return request.getfixturevalue("stack" if compose_stack_url() else "slow_stack")  # type: ignore[no-any-return]
 
 
+@pytest.mark.paced
 def test_crash_resume_reads_each_of_30_sources_once(crash_stack: RunningStack) -> None:
     api = Api(crash_stack)
     ws = api.workspace(goal="Assess the liquidity of Fund X")
