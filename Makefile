@@ -40,7 +40,8 @@ test-corpus: setup
 images:
 	sh deploy/containers/build-images.sh
 
-# The images, the whole stack in docker compose, the e2e tests that need only a URL against it, down.
+# The images, the whole stack in docker compose, the e2e suite against it (but the tests marked
+# local_stack), down.
 # (`make test` then runs the service tests in containers when the images are present and selected.)
 test-containers: setup
 	PY=$(PY) sh deploy/containers/test-containers.sh

@@ -13,6 +13,7 @@ import pytest
 
 from devstack.infra import pg_system_user, remove_system_user
 from shared.bus import BusClient
+from tests.support.compose import ComposeStack, compose_approved_roots, compose_stack_url
 from tests.support.containers import container_choice, container_infra
 from tests.support.infra import Infra, local_infra
 from tests.support.stack import ROOT_SCOPE, STARTED_HOMES, RunningStack, external_stack, start_stack, stop_stack
@@ -98,15 +99,32 @@ async def bus(infra: Infra) -> AsyncIterator[BusClient]:
         await nc.close()
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Against the compose stack, the tests marked `local_stack` (they need the local stack's internals or
+    start stacks of their own) are deselected, never skipped: `make test` runs them."""
+    if compose_stack_url() is None:
+        return
+    kept = [item for item in items if item.get_closest_marker("local_stack") is None]
+    if len(kept) < len(items):
+        config.hook.pytest_deselected(items=[item for item in items if item not in kept])
+        items[:] = kept
+
+
 @pytest.fixture(scope="session")
 def stack(tmp_path_factory: pytest.TempPathFactory, dossier_homes: HomeFactory) -> Iterator[RunningStack]:
     """One whole stack for all e2e tests of the session; tests isolate themselves by scope.
 
-    With DOSSIER_TEST_STACK_URL (and DOSSIER_TEST_STACK_ADMIN_TOKEN), a stack already running elsewhere
-    (`make test-containers`: docker compose); only tests marked `external_stack` can use it."""
-    url = os.environ.get("DOSSIER_TEST_STACK_URL")
+    With DOSSIER_TEST_STACK_URL, DOSSIER_TEST_STACK_ADMIN_TOKEN, DOSSIER_TEST_STACK_PROJECT and
+    DOSSIER_TEST_STACK_ENV_FILE, the compose stack of `make test-containers` instead: the same tests run
+    against it, but for those marked `local_stack`."""
+    url = compose_stack_url()
     if url:
-        yield external_stack(url, os.environ["DOSSIER_TEST_STACK_ADMIN_TOKEN"])
+        compose = ComposeStack.from_env(
+            os.environ["DOSSIER_TEST_STACK_PROJECT"], os.environ["DOSSIER_TEST_STACK_ENV_FILE"]
+        )
+        running = external_stack(url, os.environ["DOSSIER_TEST_STACK_ADMIN_TOKEN"], compose)
+        running.approved_roots = compose_approved_roots()
+        yield running
         return
     docs, private = tmp_path_factory.mktemp("approved-docs"), tmp_path_factory.mktemp("approved-private")
     # `docs` for every scope; `private` for the scope ROOT_SCOPE alone.

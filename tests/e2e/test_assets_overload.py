@@ -15,6 +15,9 @@ import pytest
 from tests.support.api import probe
 from tests.support.stack import RunningStack, start_stack, stop_stack
 
+# It runs on a stack of its own: the local stack only (make test-containers deselects it).
+pytestmark = pytest.mark.local_stack
+
 UPLOADS = 24
 
 

@@ -7,6 +7,7 @@ import uuid
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.support.api import probe
 from tests.support.cli import cli_env, dossier, no_traceback
@@ -18,6 +19,7 @@ def works(stack: RunningStack, token: str) -> bool:
     return r.status_code == 200
 
 
+@pytest.mark.local_stack
 def test_create_list_revoke_with_the_admin_token_from_dossier_home(stack: RunningStack) -> None:
     scope = f"c{uuid.uuid4().hex[:8]}"
     # Neither --token nor DOSSIER_ADMIN_TOKEN: the CLI reads $DOSSIER_HOME/admin-token, as after `make up`.

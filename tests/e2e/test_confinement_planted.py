@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import json
 import uuid
 
 from minio import Minio
@@ -23,9 +22,10 @@ PLANTED = b"planted by another key"
 
 
 def _client(stack: RunningStack, process: str) -> Minio:
-    secret = json.loads((stack.home / "s3-secrets.json").read_text())[process]
-    endpoint = str(stack.state()["s3_endpoint"])
-    return Minio(endpoint, access_key=f"dossier-{process}", secret_key=secret, secure=False, region="us-east-1")
+    secret = stack.s3_secret(process)
+    return Minio(
+        stack.s3_endpoint(), access_key=f"dossier-{process}", secret_key=secret, secure=False, region="us-east-1"
+    )
 
 
 def _plant(stack: RunningStack, data: bytes) -> str:

@@ -1,9 +1,9 @@
-"""The running stack as a local process without secrets sees it (docs/api.md)."""
+"""The running stack as a local process without secrets sees it (docs/api.md): the local stack, and but for
+its home the compose stack (make test-containers), whose engines test-stack.yml publishes on the loopback."""
 
 from __future__ import annotations
 
 import io
-import json
 import os
 import stat
 from pathlib import Path
@@ -31,8 +31,9 @@ SECRET_FILES = [
 ]
 
 
+@pytest.mark.local_stack
 def test_the_home_and_its_secrets_are_private(stack: RunningStack) -> None:
-    home = stack.home
+    home = stack.local_home()
     _client(stack, "runhost").put_object("dossier", "runs/iso/probe.txt", io.BytesIO(b"tenant"), 6)
     # Even as root: Postgres reaches its data through a view of its own (devstack/pgview.py), not the home.
     assert stat.S_IMODE(home.stat().st_mode) == 0o700
@@ -50,9 +51,10 @@ def test_the_home_and_its_secrets_are_private(stack: RunningStack) -> None:
 
 
 def _client(stack: RunningStack, process: str) -> Minio:
-    secret = json.loads((stack.home / "s3-secrets.json").read_text())[process]
-    endpoint = str(stack.state()["s3_endpoint"])
-    return Minio(endpoint, access_key=f"dossier-{process}", secret_key=secret, secure=False, region="us-east-1")
+    secret = stack.s3_secret(process)
+    return Minio(
+        stack.s3_endpoint(), access_key=f"dossier-{process}", secret_key=secret, secure=False, region="us-east-1"
+    )
 
 
 def _walk(root: Path) -> list[Path]:
@@ -64,8 +66,7 @@ def _walk(root: Path) -> list[Path]:
 
 def test_secrets_reach_only_the_processes_that_use_them(stack: RunningStack) -> None:
     for name in ALL_PROCESSES:
-        with open(f"/proc/{stack.pid(name)}/environ", "rb") as f:
-            environ = dict(e.split(b"=", 1) for e in f.read().split(b"\0") if b"=" in e)
+        environ = stack.process_environ(name)
         assert (b"DOSSIER_ADMIN_TOKEN" in environ) == (name == "gateway"), name
         # Proof of caller: a signer holds its own private key and no other; every process the public keys.
         assert b"DOSSIER_BUS_SECRET" not in environ, name
@@ -85,7 +86,7 @@ async def test_the_stacks_bus_refuses_anonymous_and_keeps_internal_consumers_fro
     stack: RunningStack,
 ) -> None:
     with pytest.raises(nats.errors.Error, match="Authorization Violation"):
-        await nats.connect(str(stack.state()["nats_url"]), allow_reconnect=False, max_reconnect_attempts=0)
+        await nats.connect(stack.events_options()["servers"][0], allow_reconnect=False, max_reconnect_attempts=0)
     seen: list[str] = []
 
     async def record(error: Exception) -> None:
@@ -104,8 +105,7 @@ async def test_the_stacks_bus_refuses_anonymous_and_keeps_internal_consumers_fro
 
 
 def test_the_stacks_object_store_wants_signatures_and_keeps_keys_to_their_bucket(stack: RunningStack) -> None:
-    endpoint = str(stack.state()["s3_endpoint"])
-    r = httpx.get(f"http://{endpoint}/dossier", headers={"Origin": "https://evil.example"})
+    r = httpx.get(f"http://{stack.s3_endpoint()}/dossier", headers={"Origin": "https://evil.example"})
     assert r.status_code == 403 and "access-control-allow-origin" not in r.headers
     client = _client(stack, "artifact")
     assert client.bucket_exists("dossier")
@@ -114,14 +114,14 @@ def test_the_stacks_object_store_wants_signatures_and_keeps_keys_to_their_bucket
 
 
 async def test_the_stacks_databases_want_passwords_and_their_own_role(stack: RunningStack) -> None:
-    port = stack.state()["postgres_port"]
+    port = stack.postgres_port()
     with pytest.raises(asyncpg.InvalidPasswordError):
         await asyncpg.connect(f"postgresql://postgres@127.0.0.1:{port}/postgres", password="")
-    passwords = json.loads((stack.home / "pg-passwords.json").read_text())
+    password = stack.pg_password("publication")
     with pytest.raises(asyncpg.InsufficientPrivilegeError):
-        await asyncpg.connect(f"postgresql://publication:{passwords['publication']}@127.0.0.1:{port}/workspace")
+        await asyncpg.connect(f"postgresql://publication:{password}@127.0.0.1:{port}/workspace")
     with pytest.raises(asyncpg.InsufficientPrivilegeError):
-        await asyncpg.connect(f"postgresql://publication:{passwords['publication']}@127.0.0.1:{port}/postgres")
+        await asyncpg.connect(f"postgresql://publication:{password}@127.0.0.1:{port}/postgres")
     conn = await asyncpg.connect(stack.dsn("workspace"))
     try:
         assert await conn.fetchval("SELECT current_user") == "workspace"

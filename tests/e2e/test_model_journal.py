@@ -16,6 +16,9 @@ from tests.support.api import Api, probe
 from tests.support.fake_openai import running as fake_openai_server
 from tests.support.stack import RunningStack, start_stack, stop_stack
 
+# It runs on a stack of its own, whose processes it kills: the local stack only (make test-containers deselects it).
+pytestmark = pytest.mark.local_stack
+
 STEPS = 7  # the fake's walk: six tool calls, then finish
 
 

@@ -21,6 +21,9 @@ from tests.support.fake_openai import NARRATION, SCENARIO_ANSWER
 from tests.support.fake_openai import running as fake_openai_server
 from tests.support.stack import RunningStack, start_stack, stop_stack
 
+# It runs on a stack of its own, and its logs: the local stack only (make test-containers deselects it).
+pytestmark = pytest.mark.local_stack
+
 
 @pytest.fixture(scope="module")
 def model_server() -> Iterator[str]:

@@ -17,6 +17,9 @@ from shared.contracts.common import ALL_PROCESSES
 from tests.support.api import Api, probe
 from tests.support.stack import RunningStack, start_stack, stop_stack
 
+# It runs on a stack of its own, whose NATS it stops: the local stack only (make test-containers deselects it).
+pytestmark = pytest.mark.local_stack
+
 OUTAGE_SECONDS = 180
 
 

@@ -89,6 +89,7 @@ def test_a_response_without_a_request_id_gets_a_new_one_and_a_bad_one_is_replace
     assert replaced.startswith("req_")
 
 
+@pytest.mark.local_stack
 def test_every_process_serves_metrics(api: Api, stack: RunningStack) -> None:
     api.workspace()
     urls = stack.state()["metrics"]

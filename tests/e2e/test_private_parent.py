@@ -15,9 +15,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import pytest
 
 from devstack.infra import pg_bin
 from tests.support.stack import start_stack, stop_stack
+
+# It runs on a stack of its own: the local stack only (make test-containers deselects it).
+pytestmark = pytest.mark.local_stack
 
 
 def ancestors(path: Path) -> Iterator[Path]:

@@ -16,6 +16,9 @@ from tests.support.api import probe
 from tests.support.observability import Target, promtool, scrape_targets, stack_port
 from tests.support.stack import METRICS_PORTS, RunningStack, start_stack, stop_stack
 
+# Stacks of its own: the local stack only (make test-containers deselects it).
+pytestmark = pytest.mark.local_stack
+
 
 def scrape(stack: RunningStack, target: Target, port: int) -> str | None:
     """The exposition a Prometheus with this config reads, with the token its credentials_file holds."""

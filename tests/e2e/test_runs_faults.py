@@ -20,8 +20,9 @@ import httpx
 import pytest
 
 from tests.support.api import Api, probe
+from tests.support.compose import compose_stack_url
 from tests.support.fake_openai import running as fake_openai_server
-from tests.support.stack import ROOT, RunningStack, start_stack, stop_stack
+from tests.support.stack import ROOT, RunningStack, alive, start_stack, stop_stack
 
 SCRIPTS = {
     # Writes the recited plan into draft.md at every step: shows what each step saw.
@@ -79,16 +80,17 @@ def slow_stack(
         stop_stack(running.proc)
 
 
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
+@pytest.fixture(scope="module")
+def crash_stack(request: pytest.FixtureRequest) -> RunningStack:
+    """The compose stack under `make test-containers` (its run host has the same short leases, and paced
+    steps for the tests marked `paced`: deploy/containers/test-stack.yml), else slow_stack. The other tests here need the scripted
+    policies or the fake OpenAI server on this host, so they run on slow_stack alone (`local_stack`)."""
+    return request.getfixturevalue("stack" if compose_stack_url() else "slow_stack")  # type: ignore[no-any-return]
 
 
-def test_crash_resume_reads_each_of_30_sources_once(slow_stack: RunningStack) -> None:
-    api = Api(slow_stack)
+@pytest.mark.paced
+def test_crash_resume_reads_each_of_30_sources_once(crash_stack: RunningStack) -> None:
+    api = Api(crash_stack)
     ws = api.workspace(goal="Assess the liquidity of Fund X")
     for i in range(30):
         api.publish(f"Fund X liquidity report {i:02d}", f"Report {i}: Fund X liquidity finding number {i}.", ws["id"])
@@ -97,10 +99,8 @@ def test_crash_resume_reads_each_of_30_sources_once(slow_stack: RunningStack) ->
     notes = probe(
         lambda: (n := sum(p.startswith("notes/") for p in api.files(run["id"]))) >= 18 and n, timeout=120, interval=0.05
     )
-    victim = slow_stack.pid("runhost")
-    os.kill(victim, signal.SIGKILL)
+    crash_stack.kill("runhost")
     assert notes < 30, "the run finished before the crash; the test proves nothing"
-    probe(lambda: slow_stack.pid("runhost") != victim and alive(slow_stack.pid("runhost")), timeout=5)
 
     run = api.wait_run(run["id"], timeout=180)
     assert run["status"] == "completed", run["error"]
@@ -115,6 +115,7 @@ def test_crash_resume_reads_each_of_30_sources_once(slow_stack: RunningStack) ->
     assert len([i for i in catalog["items"] if i["kind"] == "publication" and i["run_id"] == run["id"]]) == 1
 
 
+@pytest.mark.local_stack
 def test_plan_edit_mid_run_is_recited_at_the_next_step_and_cancel_stops_the_run(slow_stack: RunningStack) -> None:
     api = Api(slow_stack)
     ws = api.workspace()
@@ -139,6 +140,7 @@ def test_plan_edit_mid_run_is_recited_at_the_next_step_and_cancel_stops_the_run(
     assert again["status"] == "cancelled"
 
 
+@pytest.mark.local_stack
 def test_plan_upload_rules(slow_stack: RunningStack) -> None:
     api = Api(slow_stack)
     ws = api.workspace()
@@ -152,6 +154,7 @@ def test_plan_upload_rules(slow_stack: RunningStack) -> None:
     assert api.wait_run(run["id"])["status"] == "cancelled"
 
 
+@pytest.mark.local_stack
 def test_limits_end_runs_honestly(slow_stack: RunningStack) -> None:
     api = Api(slow_stack)
     ws = api.workspace()
@@ -169,6 +172,7 @@ def test_limits_end_runs_honestly(slow_stack: RunningStack) -> None:
     assert timed["status"] == "failed" and "time limit" in timed["error"]
 
 
+@pytest.mark.local_stack
 def test_invalid_checkpoint_proposal_never_fails_the_run(slow_stack: RunningStack) -> None:
     api = Api(slow_stack)
     ws = api.workspace()
@@ -177,6 +181,7 @@ def test_invalid_checkpoint_proposal_never_fails_the_run(slow_stack: RunningStac
     assert run["checkpoint_proposal"]["status"] == "invalid"
 
 
+@pytest.mark.local_stack
 def test_openai_policy_against_a_fake_server(slow_stack: RunningStack, fake_openai: str) -> None:
     api = Api(slow_stack)
     ws = api.workspace()
@@ -198,6 +203,7 @@ def test_openai_policy_against_a_fake_server(slow_stack: RunningStack, fake_open
     assert {r["stage"] for r in ledger} == {"listed"}
 
 
+@pytest.mark.local_stack
 def test_a_run_finishing_after_its_workspace_was_deleted_publishes_but_is_refused(slow_stack: RunningStack) -> None:
     api = Api(slow_stack)
     ws = api.workspace()
@@ -228,6 +234,7 @@ def stood_down(stack: RunningStack, run_id: str) -> bool:
     return f"run {run_id}: lease epoch 1 lost" in text or f"run {run_id}: a newer worker owns the run" in text
 
 
+@pytest.mark.local_stack
 def test_a_stale_worker_cannot_overwrite_files_or_break_the_publish(slow_stack: RunningStack) -> None:
     """SIGSTOP the runhost past its lease, let a second runhost take the run over, SIGCONT the first."""
     api = Api(slow_stack)
@@ -267,6 +274,7 @@ def test_a_stale_worker_cannot_overwrite_files_or_break_the_publish(slow_stack: 
         log.close()
 
 
+@pytest.mark.local_stack
 def test_tool_calls_with_wrong_argument_types_are_answered_back(slow_stack: RunningStack) -> None:
     api = Api(slow_stack)
     ws = api.workspace()
@@ -276,6 +284,7 @@ def test_tool_calls_with_wrong_argument_types_are_answered_back(slow_stack: Runn
     assert api.ok("GET", f"/v1/runs/{run['id']}/files/draft.md") == "recovered"
 
 
+@pytest.mark.local_stack
 def test_an_external_run_survives_kill_9_of_the_run_host_in_a_read_and_in_its_finish(slow_stack: RunningStack) -> None:
     """Between a read and its ledger row, and between the kept answer and the publish: after the restart the
     agent repeats its call, and the run has one read row per material and exactly one publication."""
@@ -334,6 +343,7 @@ def test_an_external_run_survives_kill_9_of_the_run_host_in_a_read_and_in_its_fi
     assert len([i for i in catalog["items"] if i["kind"] == "publication" and i["run_id"] == run["id"]]) == 1
 
 
+@pytest.mark.local_stack
 def test_an_external_run_whose_lease_stays_expired_is_abandoned(slow_stack: RunningStack) -> None:
     api = Api(slow_stack)
     ws = api.workspace()

@@ -32,6 +32,9 @@ from tests.support import documents
 from tests.support.api import FINAL, probe
 from tests.support.stack import RunningStack, start_stack, stop_stack
 
+# It runs on a stack of its own, whose processes it kills: the local stack only (make test-containers deselects it).
+pytestmark = pytest.mark.local_stack
+
 RUNS = 6
 UPLOADS = 12
 PUBLICATIONS = 6

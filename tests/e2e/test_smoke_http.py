@@ -5,13 +5,10 @@ token, so `make test-containers` runs it against docker compose, and `make test`
 from __future__ import annotations
 
 import httpx
-import pytest
 
 from tests.support.api import Api
 from tests.support.documents import ANNOUNCEMENT, pdf
 from tests.support.stack import RunningStack
-
-pytestmark = pytest.mark.external_stack
 
 
 def test_health_reports_every_service(stack: RunningStack) -> None:

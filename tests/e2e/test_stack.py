@@ -17,6 +17,9 @@ import pytest
 from devstack.procs import free_port
 from tests.support.stack import start_stack, stop_stack
 
+# Stacks of its own (the local supervisor itself): the local stack only (make test-containers deselects it).
+pytestmark = pytest.mark.local_stack
+
 
 def alive(pid: int) -> bool:
     try:

@@ -1,4 +1,5 @@
-"""The stack's JSON log lines (`$DOSSIER_HOME/logs/<process>.log`), for tests that follow a request id."""
+"""The stack's JSON log lines (the local stack's `$DOSSIER_HOME/logs/<process>.log`, a compose service's
+container log), for tests that follow a request id."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from tests.support.stack import RunningStack
 
 def log_lines(stack: RunningStack, process: str) -> list[dict[str, Any]]:
     lines = []
-    for raw in (stack.home / "logs" / f"{process}.log").read_text(errors="replace").splitlines():
+    # JSON lines end at "\n" alone: str.splitlines would also cut at the U+2028 or \x1c a logged path may hold.
+    for raw in stack.log_text(process).split("\n"):
         if raw.startswith("{"):
             lines.append(json.loads(raw))
     return lines

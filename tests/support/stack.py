@@ -19,14 +19,16 @@ from devstack.procs import free_port, free_port_range
 from devstack.stack import OBJECT_USERS, SECRET_VARIABLES, s3_access_key
 from shared.contracts.common import SERVICES
 from shared.natsauth import inbox_prefix
+from shared.outside import EVENTS_USER
 from shared.proof import SIGNERS, public_key_text, public_keys_text
+from tests.support.compose import ComposeStack
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass
 class RunningStack:
-    # None for a stack started elsewhere (`external_stack`): only url and admin_token are known then.
+    # None for the compose stack (make test-containers): its home, pid files and logs are in its containers.
     home: Path | None
     url: str
     admin_token: str
@@ -36,18 +38,30 @@ class RunningStack:
     approved_roots: dict[str, Path] = field(default_factory=dict)
     # The DOSSIER_ settings the stack was started with (beyond its home and port).
     env: dict[str, str] = field(default_factory=dict)
+    # The compose stack's project, secrets and engine ports (`make test-containers`); None for a local one.
+    compose: ComposeStack | None = None
+
+    def local_home(self) -> Path:
+        """The local stack's $DOSSIER_HOME: a test that reads it is marked `local_stack`."""
+        if self.home is None:
+            raise AssertionError("this test reads the local stack's home: mark it local_stack")
+        return self.home
 
     def state(self) -> dict[str, object]:
-        return dict(json.loads((self.home / "stack.json").read_text()))
+        return dict(json.loads((self.local_home() / "stack.json").read_text()))
 
     def events_options(self) -> dict[str, Any]:
         """`nats.connect` options of the read-only external subscriber ($DOSSIER_HOME/nats/events.json)."""
-        described = json.loads((self.home / "nats" / "events.json").read_text())
+        if self.compose is not None:
+            return self.compose_nats_options(EVENTS_USER)
+        described = json.loads((self.local_home() / "nats" / "events.json").read_text())
         return {"servers": described["servers"], "user": described["user"], "password": described["password"]}
 
     def nats_options(self, process: str) -> dict[str, Any]:
         """`nats.connect` options of one process's own user, for tests that play that process."""
-        password = json.loads((self.home / "nats" / "users.json").read_text())[process]
+        if self.compose is not None:
+            return self.compose_nats_options(process) | {"inbox_prefix": inbox_prefix(process)}
+        password = json.loads((self.local_home() / "nats" / "users.json").read_text())[process]
         return {
             "servers": [self.state()["nats_url"]],
             "user": process,
@@ -55,13 +69,65 @@ class RunningStack:
             "inbox_prefix": inbox_prefix(process),
         }
 
+    def compose_nats_options(self, user: str) -> dict[str, Any]:
+        assert self.compose is not None
+        password = self.compose.secret(f"NATS_{user.upper()}_PASSWORD")
+        return {"servers": [f"nats://127.0.0.1:{self.compose.port('nats')}"], "user": user, "password": password}
+
     def dsn(self, database: str) -> str:
         """The DSN of a service's database with that service's own role."""
-        password = json.loads((self.home / "pg-passwords.json").read_text())[database]
-        return postgres_dsn(int(str(self.state()["postgres_port"])), database, database, password)
+        return postgres_dsn(self.postgres_port(), database, database, self.pg_password(database))
+
+    def postgres_port(self) -> int:
+        if self.compose is not None:
+            return self.compose.port("postgres")
+        return int(str(self.state()["postgres_port"]))
+
+    def pg_password(self, role: str) -> str:
+        if self.compose is not None:
+            return self.compose.secret(f"PG_{role.upper()}_PASSWORD")
+        return str(json.loads((self.local_home() / "pg-passwords.json").read_text())[role])
+
+    def s3_endpoint(self) -> str:
+        if self.compose is not None:
+            return f"127.0.0.1:{self.compose.port('minio')}"
+        return str(self.state()["s3_endpoint"])
+
+    def s3_secret(self, process: str) -> str:
+        """The secret of a process's own object-store key (its access key is `s3_access_key(process)`)."""
+        if self.compose is not None:
+            return self.compose.secret(f"S3_{process.upper()}_SECRET")
+        return str(json.loads((self.local_home() / "s3-secrets.json").read_text())[process])
+
+    def process_environ(self, name: str) -> dict[bytes, bytes]:
+        """The environment a service's process was given: its /proc entry, or its container's."""
+        if self.compose is not None:
+            return {k.encode(): v.encode() for k, v in self.compose.environ(name).items()}
+        with open(f"/proc/{self.pid(name)}/environ", "rb") as f:
+            return dict(e.split(b"=", 1) for e in f.read().split(b"\0") if b"=" in e)
+
+    def log_text(self, name: str) -> str:
+        """What a service's process has written: its log file, or its container's log."""
+        if self.compose is not None:
+            return self.compose.log_text(name)
+        return (self.local_home() / "logs" / f"{name}.log").read_text(errors="replace")
 
     def pid(self, name: str) -> int:
-        return int((self.home / "pids" / f"{name}.pid").read_text())
+        return int((self.local_home() / "pids" / f"{name}.pid").read_text())
+
+    def kill(self, name: str) -> None:
+        """SIGKILL a service's process and return once its supervisor runs a new one (the local stack's,
+        or the compose stack's container)."""
+        if self.compose is not None:
+            self.compose.kill(name)
+            return
+        victim = self.pid(name)
+        os.kill(victim, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while not (self.pid(name) != victim and alive(self.pid(name))):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no new {name} within 30 s")
+            time.sleep(0.05)
 
     def service_env(self, name: str, extra: dict[str, str] | None = None) -> dict[str, str]:
         """The environment the supervisor gives `name` (its own credentials only), for a second process of it."""
@@ -70,17 +136,17 @@ class RunningStack:
         stack_env = {k: v for k, v in self.env.items() if k.startswith("DOSSIER_") and k not in SECRET_VARIABLES}
         env = base | stack_env
         env |= {
-            "DOSSIER_HOME": str(self.home),
+            "DOSSIER_HOME": str(self.local_home()),
             "DOSSIER_NATS_URL": str(state["nats_url"]),
             "DOSSIER_NATS_USER": name,
-            "DOSSIER_NATS_PASSWORD": json.loads((self.home / "nats" / "users.json").read_text())[name],
+            "DOSSIER_NATS_PASSWORD": json.loads((self.local_home() / "nats" / "users.json").read_text())[name],
             "DOSSIER_DATABASE_URL": self.dsn(name),
             "DOSSIER_S3_ENDPOINT": str(state["s3_endpoint"]),
             "PYTHONUNBUFFERED": "1",
         }
         if name in OBJECT_USERS:
             env["DOSSIER_S3_ACCESS_KEY"] = s3_access_key(name)
-            env["DOSSIER_S3_SECRET_KEY"] = json.loads((self.home / "s3-secrets.json").read_text())[name]
+            env["DOSSIER_S3_SECRET_KEY"] = json.loads((self.local_home() / "s3-secrets.json").read_text())[name]
         keys = {signer: self.proof_key(signer) for signer in SIGNERS}
         env["DOSSIER_PROOF_PUBLIC_KEYS"] = public_keys_text({n: public_key_text(k) for n, k in keys.items()})
         if name in keys:
@@ -91,7 +157,9 @@ class RunningStack:
 
     def proof_key(self, signer: str) -> str:
         """A signer's private key as the stack keeps it (a test that plays that signer uses it)."""
-        return (self.home / "proof" / f"{signer}.key").read_text().strip()
+        if self.compose is not None:
+            return self.compose.secret(f"PROOF_{signer.upper()}_KEY")
+        return (self.local_home() / "proof" / f"{signer}.key").read_text().strip()
 
     def token(self, scope: str, principal: str = "tester") -> str:
         r = httpx.post(
@@ -103,10 +171,20 @@ class RunningStack:
         return str(r.json()["token"])
 
 
-def external_stack(url: str, admin_token: str) -> RunningStack:
-    """A stack running elsewhere (docker compose), reached only by its URL and admin token: tests marked
-    `external_stack` use nothing else of it (no home, no processes, no NATS)."""
-    return RunningStack(home=None, url=url.rstrip("/"), admin_token=admin_token, proc=None, output=None)
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def external_stack(url: str, admin_token: str, compose: ComposeStack | None = None) -> RunningStack:
+    """The compose stack of `make test-containers`, reached by its URL and admin token, and, for tests that
+    play a process or kill one, by its engines' published ports, its secrets and docker."""
+    return RunningStack(
+        home=None, url=url.rstrip("/"), admin_token=admin_token, proc=None, output=None, compose=compose
+    )
 
 
 # The suite's own load is above a person's: one admin token issues tokens in loops, probes poll twenty

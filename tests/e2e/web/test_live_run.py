@@ -18,6 +18,9 @@ from tests.e2e.web.conftest import new_context, sign_in
 from tests.support.api import Api, probe
 from tests.support.stack import RunningStack, start_stack, stop_stack
 
+# It runs on a stack of its own: the local stack only (make test-containers deselects it).
+pytestmark = pytest.mark.local_stack
+
 # Writes the recited plan into draft.md at every step: shows what each step saw.
 ECHO_PLAN = [{"name": "write_draft", "arguments": {"text": "{plan}"}} for _ in range(300)]
 
