@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 _PR_SET_PDEATHSIG = 1
 
@@ -133,7 +134,7 @@ class Child:
     name: str
     argv: list[str]
     env: dict[str, str]
-    log_path: Path
+    log_path: Path | None
     user: str | None = None
     stop_signal: signal.Signals = signal.SIGTERM
     proc: subprocess.Popen[bytes] | None = None
@@ -141,22 +142,28 @@ class Child:
     started_at: float = field(default=0.0)
 
     def start(self) -> int:
+        if self.log_path is None:
+            return self._spawn(None)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:
-            # With only `user`, the child would keep the supervisor's groups (root's, when it runs as root).
-            group = system_group(self.user) if self.user else None
-            self.proc = subprocess.Popen(
-                self.argv,
-                env=self.env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=_die_with_parent,
-                user=self.user,
-                group=group,
-                extra_groups=[] if self.user else None,
-            )
+            return self._spawn(log)
+
+    def _spawn(self, log: BinaryIO | None) -> int:
+        """`log` takes the child's output; None leaves it the supervisor's own (a container's log)."""
+        # With only `user`, the child would keep the supervisor's groups (root's, when it runs as root).
+        group = system_group(self.user) if self.user else None
+        self.proc = subprocess.Popen(
+            self.argv,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT if log is not None else None,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+            user=self.user,
+            group=group,
+            extra_groups=[] if self.user else None,
+        )
         self.started_at = time.monotonic()
         return self.proc.pid
 

@@ -3,7 +3,8 @@
 
 Replica 1 of a service keeps the plain name (`workspace`, `pids/workspace.pid`); replica n is
 `workspace.n` (`pids/workspace.n.pid`, `health/workspace.n.json`, `logs/workspace.n.log`). NATS nodes
-are `nats`, `nats.2`, `nats.3`. Gateway replica n listens on `DOSSIER_HTTP_PORT + n - 1`.
+are `nats`, `nats.2`, `nats.3`. Gateway replica n listens on `DOSSIER_HTTP_PORT + n - 1`, with
+`DOSSIER_GATEWAY_WORKERS` processes sharing that port: `gateway`, `gateway-w2`, … (services/gateway/workers.py).
 """
 
 from __future__ import annotations
@@ -24,6 +25,11 @@ STREAM_DECLARER = "workspace"
 
 def process_name(service: str, replica: int) -> str:
     return service if replica == 1 else f"{service}.{replica}"
+
+
+def worker_name(process: str, worker: int) -> str:
+    """Worker 1 of a gateway keeps its process's name (`gateway`, `gateway.2`); worker w is `<name>-w<w>`."""
+    return process if worker == 1 else f"{process}-w{worker}"
 
 
 def count_setting(env: dict[str, str], name: str, allowed: tuple[int, ...]) -> int:

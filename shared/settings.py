@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+MAX_GATEWAY_WORKERS = 64
+
+
+def available_cores() -> int:
+    """The cores this process may run on (its CPU affinity, which a container's cpuset narrows)."""
+    return len(os.sched_getaffinity(0))
 
 
 class CommonSettings(BaseSettings):
@@ -75,6 +83,10 @@ class GatewaySettings(CommonSettings):
     # total is also kept under the process's file-descriptor limit (services.gateway.connections).
     max_connections: int = Field(default=8192, ge=1)
     max_connections_per_peer: int = Field(default=256, ge=1)
+    # Gateway processes sharing the HTTP port (services.gateway.workers), and which of them this one is
+    # (0: a process started on its own; the parent or the local stack numbers the ones it starts from 1).
+    gateway_workers: int = Field(default_factory=available_cores, ge=1, le=MAX_GATEWAY_WORKERS)
+    gateway_worker: int = Field(default=0, ge=0, le=MAX_GATEWAY_WORKERS)
 
 
 class PublicationSettings(CommonSettings):

@@ -35,14 +35,22 @@ from shared.infra import (
     provision_roles,
     s3_child,
 )
+from shared.metrics import MULTIPROC_ENV, fresh_metrics_dir, worker_exited
 from shared.natsauth import connect_options, server_accounts, user_passwords, workspace_durables
 from shared.objectkeys import key_entry
 from shared.outside import EVENTS_USER, OUTSIDE_ADMIN, write_events_descriptor
 from shared.procs import Child, can_listen, free_port, port_open, wait_until, write_pid
 from shared.proof import SIGNERS, new_private_key, public_key_text, public_keys_text
-from shared.scale import STREAM_DECLARER, count_setting, declare_outside_stream, declare_streams, process_name
+from shared.scale import (
+    STREAM_DECLARER,
+    count_setting,
+    declare_outside_stream,
+    declare_streams,
+    process_name,
+    worker_name,
+)
 from shared.secretfiles import private_folder, secret_table, secret_value
-from shared.settings import CommonSettings
+from shared.settings import MAX_GATEWAY_WORKERS, CommonSettings, available_cores
 
 # Secrets a process gets only when it uses them (see service_env), never inherited wholesale.
 SECRET_VARIABLES = (
@@ -89,6 +97,20 @@ def metrics_port(base: int, service: str, process: str) -> int:
     return base + SERVICES.index(service) + len(SERVICES) * (replica - 1)
 
 
+def gateway_of(process: str) -> str:
+    """The gateway process (replica) a worker serves with: `gateway.2-w3` → `gateway.2`."""
+    return process.partition("-w")[0]
+
+
+def workers_setting(env: dict[str, str]) -> int:
+    raw = env.get("DOSSIER_GATEWAY_WORKERS")
+    if not raw:
+        return available_cores()
+    if not raw.isdigit() or not 1 <= int(raw) <= MAX_GATEWAY_WORKERS:
+        raise SystemExit(f"DOSSIER_GATEWAY_WORKERS={raw!r}: expected a number from 1 to {MAX_GATEWAY_WORKERS}")
+    return int(raw)
+
+
 def _port(env: dict[str, str], name: str) -> int:
     value = env.get(name)
     return int(value) if value else free_port()
@@ -129,8 +151,18 @@ class Stack:
         self.nats_nodes = count_setting(self.env, "DOSSIER_NATS_CLUSTER", (1, 3))
         self.replicas = count_setting(self.env, "DOSSIER_REPLICAS", (1, 2, 3, 4))
         # (service, process name) of every process the stack runs, replica 1 first.
-        self.processes = [(n, process_name(n, i)) for n in ALL_PROCESSES for i in range(1, self.replicas + 1)]
+        # Gateway processes sharing each gateway port (services/gateway/workers.py).
+        self.gateway_workers = workers_setting(self.env)
+        self.processes = [
+            (n, worker_name(process_name(n, i), w))
+            for n in ALL_PROCESSES
+            for i in range(1, self.replicas + 1)
+            for w in range(1, (self.gateway_workers if n == "gateway" else 1) + 1)
+        ]
         self.gateway_ports = {process_name("gateway", i): self.http_port + i - 1 for i in range(1, self.replicas + 1)}
+        # The workers of a gateway port write their metrics to one folder, which /metrics on any of them reads.
+        self.gateway_metrics_dirs = {name: self.home / "gateway-metrics" / name for name in self.gateway_ports}
+        self.gateway_processes = {process for name, process in self.processes if name == "gateway"}
         # Each service process serves Prometheus metrics on a fixed port of its own (the gateway on its HTTP
         # port), so a static scrape config (deploy/observability/prometheus.yml) survives a restart.
         self.metrics_base_port = int(self.env.get("DOSSIER_METRICS_BASE_PORT") or METRICS_BASE_PORT)
@@ -148,6 +180,13 @@ class Stack:
         self._died_at: dict[str, float] = {}
         self._nats_up_since: float | None = None
         self._health_checked = 0.0
+        # `DOSSIER_START_TIMINGS=1` prints when each phase of the start ended (bench/start.py reads them).
+        self._timings = bool(self.env.get("DOSSIER_START_TIMINGS"))
+        self._began = time.monotonic()
+
+    def _phase(self, name: str) -> None:
+        if self._timings:
+            print(f"dossier: start: {name} at {time.monotonic() - self._began:.2f} s", file=sys.stderr, flush=True)
 
     # -- start -------------------------------------------------------------------------------------
 
@@ -178,8 +217,18 @@ class Stack:
                 f"DOSSIER_METRICS_BASE_PORT (now {self.metrics_base_port}) to another free range"
             )
 
+    def _check_http_ports(self) -> None:
+        """The gateway workers share their port (SO_REUSEPORT); a server already on it, even one that would
+        let them join it, must stop the start rather than take a share of the requests."""
+        taken = [str(port) for port in self.gateway_ports.values() if not can_listen(port)]
+        if taken:
+            raise SystemExit(
+                f"gateway port already in use: {', '.join(taken)}; stop whatever holds it or set DOSSIER_HTTP_PORT"
+            )
+
     def start_infra(self) -> None:
         self._check_metrics_ports()
+        self._check_http_ports()
         base = self._infra_env()
         self.nats_port = _port(self.env, "DOSSIER_NATS_PORT")
         self.pg_port = _port(self.env, "DOSSIER_PG_PORT")
@@ -203,9 +252,12 @@ class Stack:
         ]
         for child, _ in infra:
             self._launch(child)
+        self._phase("infrastructure launched")
         for child, port in infra:
             wait_until(partial(port_open, port), timeout=60, what=child.name, alive=child.alive)
+        self._phase("infrastructure listening")
         asyncio.run(self._create_databases())
+        self._phase("databases provisioned")
         # The streams exist before any service starts, so the outside mirror finds its source at once
         # (a mirror declared before its source retries on a backoff of seconds).
         declarer = CommonSettings(nats_user=STREAM_DECLARER, nats_password=self.nats_passwords[STREAM_DECLARER])
@@ -215,6 +267,7 @@ class Stack:
         # Outside subscribers' consumers are made only through the guard (shared.consumerguard).
         self._launch(guard_child(self.home, self.nats_urls, outside["password"], self.nats_nodes, base))
         write_events_descriptor(self.home, self.nats_urls, self.nats_passwords[EVENTS_USER])
+        self._phase("streams declared")
 
     @property
     def nats_url(self) -> str:
@@ -256,7 +309,7 @@ class Stack:
                 "DOSSIER_NATS_PASSWORD": self.nats_passwords[name],
                 "DOSSIER_DATABASE_URL": postgres_dsn(self.pg_port, name, name, self.pg_passwords[name]),
                 "DOSSIER_S3_ENDPOINT": f"127.0.0.1:{self.s3_port}",
-                "DOSSIER_HTTP_PORT": str(self.gateway_ports.get(process, self.http_port)),
+                "DOSSIER_HTTP_PORT": str(self.gateway_ports.get(gateway_of(process), self.http_port)),
                 "DOSSIER_HEALTH_FILE": str(self.health_dir / f"{process}.json"),
                 "PYTHONUNBUFFERED": "1",
             }
@@ -271,6 +324,9 @@ class Stack:
             env["DOSSIER_PROOF_KEY"] = self.proof_keys[name]
         if name == "gateway":
             env["DOSSIER_ADMIN_TOKEN"] = self.admin_token
+            env["DOSSIER_GATEWAY_WORKERS"] = str(self.gateway_workers)
+            env["DOSSIER_GATEWAY_WORKER"] = process.rpartition("-w")[2] if "-w" in process else "1"
+            env[MULTIPROC_ENV] = str(self.gateway_metrics_dirs[gateway_of(process)])
         if name == "runhost" and "DOSSIER_OPENAI_API_KEY" in self.env:
             env["DOSSIER_OPENAI_API_KEY"] = self.env["DOSSIER_OPENAI_API_KEY"]
         if process in self.metrics_ports:
@@ -279,6 +335,8 @@ class Stack:
         return env
 
     def start_services(self) -> None:
+        for folder in self.gateway_metrics_dirs.values():
+            fresh_metrics_dir(folder)
         for name, process in self.processes:
             argv = [sys.executable, "-m", f"services.{name}"]
             self._launch(Child(process, argv, self.service_env(name, process), self.log_dir / f"{process}.log"))
@@ -293,6 +351,7 @@ class Stack:
             "s3_endpoint": f"127.0.0.1:{self.s3_port}",
             "services": list(SERVICES),
             "replicas": self.replicas,
+            "gateway_workers": self.gateway_workers,
             "nats_cluster": self.nats_nodes,
             "metrics": {
                 **{name: f"http://127.0.0.1:{port}/metrics" for name, port in self.gateway_ports.items()},
@@ -304,9 +363,10 @@ class Stack:
         (self.home / "stack.json").write_text(json.dumps(state, indent=2) + "\n")
 
     def healthy(self) -> bool:
-        """Every gateway answers its health, and every further replica reports itself healthy."""
+        """Every gateway port answers its health, and every further replica and worker reports itself
+        healthy (the first process of each service answers through the gateway's health)."""
         return all(self._gateway_healthy(port) for port in self.gateway_ports.values()) and all(
-            self._reports_healthy(process) for _, process in self.processes if "." in process
+            self._reports_healthy(process) for name, process in self.processes if process != name
         )
 
     @staticmethod
@@ -336,6 +396,8 @@ class Stack:
             if now - max(died_at, child.started_at) < delay:
                 continue
             code = child.proc.returncode if child.proc else None
+            if child.name in self.gateway_processes and child.pid is not None:
+                worker_exited(child.pid, self.gateway_metrics_dirs[gateway_of(child.name)])
             child.restarts += 1
             print(f"dossier: {child.name} exited ({code}); restarting it", file=sys.stderr, flush=True)
             self._launch(child)
@@ -373,6 +435,7 @@ class Stack:
         try:
             self.start_infra()
             self.start_services()
+            self._phase("services launched")
             self.write_state()
             announced = False
             started = time.monotonic()
@@ -380,6 +443,7 @@ class Stack:
                 self.supervise_once()
                 if not announced and self.healthy():
                     announced = True
+                    self._phase("healthy")
                     self._announce()
                 elif not announced and time.monotonic() - started > HEALTH_TIMEOUT:
                     print(f"dossier: still not healthy; see the logs in {self.log_dir}", file=sys.stderr)
