@@ -73,7 +73,7 @@ class GatewaySettings(CommonSettings):
     # a request waits for room before it is answered 503 `overloaded` (services.gateway.admission).
     preauth_buffer_bytes: int = Field(default=16 * 1024 * 1024, ge=0)
     preauth_wait_seconds: float = Field(default=1.0, ge=0)
-    # Requests per second per token (a token bucket of `rate_burst`), per gateway process.
+    # Requests per second per token (a token bucket of `rate_burst`), per gateway port (all its workers).
     rate_per_token: float = Field(default=50.0, gt=0)
     rate_burst: int = Field(default=100, ge=1)
     # A request's line and headers must arrive within this; its body may pause no longer than the other.
@@ -87,6 +87,8 @@ class GatewaySettings(CommonSettings):
     # (0: a process started on its own; the parent or the local stack numbers the ones it starts from 1).
     gateway_workers: int = Field(default_factory=available_cores, ge=1, le=MAX_GATEWAY_WORKERS)
     gateway_worker: int = Field(default=0, ge=0, le=MAX_GATEWAY_WORKERS)
+    # The file the workers of one port share their per-token rate buckets through (None: this process's own).
+    gateway_rates_file: Path | None = None
 
 
 class PublicationSettings(CommonSettings):

@@ -160,8 +160,9 @@ class Stack:
             for w in range(1, (self.gateway_workers if n == "gateway" else 1) + 1)
         ]
         self.gateway_ports = {process_name("gateway", i): self.http_port + i - 1 for i in range(1, self.replicas + 1)}
-        # The workers of a gateway port write their metrics to one folder, which /metrics on any of them reads.
-        self.gateway_metrics_dirs = {name: self.home / "gateway-metrics" / name for name in self.gateway_ports}
+        # The workers of a gateway port share a folder: their metric files, which /metrics on any of them
+        # reads, and their per-token rate buckets (services/gateway/workers.py).
+        self.gateway_dirs = {name: self.home / "gateway" / name for name in self.gateway_ports}
         self.gateway_processes = {process for name, process in self.processes if name == "gateway"}
         # Each service process serves Prometheus metrics on a fixed port of its own (the gateway on its HTTP
         # port), so a static scrape config (deploy/observability/prometheus.yml) survives a restart.
@@ -326,7 +327,9 @@ class Stack:
             env["DOSSIER_ADMIN_TOKEN"] = self.admin_token
             env["DOSSIER_GATEWAY_WORKERS"] = str(self.gateway_workers)
             env["DOSSIER_GATEWAY_WORKER"] = process.rpartition("-w")[2] if "-w" in process else "1"
-            env[MULTIPROC_ENV] = str(self.gateway_metrics_dirs[gateway_of(process)])
+            shared = self.gateway_dirs[gateway_of(process)]
+            env[MULTIPROC_ENV] = str(shared / "metrics")
+            env["DOSSIER_GATEWAY_RATES_FILE"] = str(shared / "rates")
         if name == "runhost" and "DOSSIER_OPENAI_API_KEY" in self.env:
             env["DOSSIER_OPENAI_API_KEY"] = self.env["DOSSIER_OPENAI_API_KEY"]
         if process in self.metrics_ports:
@@ -335,8 +338,8 @@ class Stack:
         return env
 
     def start_services(self) -> None:
-        for folder in self.gateway_metrics_dirs.values():
-            fresh_metrics_dir(folder)
+        for folder in self.gateway_dirs.values():
+            fresh_metrics_dir(folder / "metrics")
         for name, process in self.processes:
             argv = [sys.executable, "-m", f"services.{name}"]
             self._launch(Child(process, argv, self.service_env(name, process), self.log_dir / f"{process}.log"))
@@ -397,7 +400,7 @@ class Stack:
                 continue
             code = child.proc.returncode if child.proc else None
             if child.name in self.gateway_processes and child.pid is not None:
-                worker_exited(child.pid, self.gateway_metrics_dirs[gateway_of(child.name)])
+                worker_exited(child.pid, self.gateway_dirs[gateway_of(child.name)] / "metrics")
             child.restarts += 1
             print(f"dossier: {child.name} exited ({code}); restarting it", file=sys.stderr, flush=True)
             self._launch(child)

@@ -13,7 +13,7 @@ from fastapi import Depends, FastAPI
 from starlette.routing import Route
 
 from services.gateway import observe
-from services.gateway.admission import PreauthBudget, TokenBuckets
+from services.gateway.admission import PreauthBudget, SharedTokenBuckets, TokenBuckets
 from services.gateway.deps import check_token, reject_unstorable
 from services.gateway.errors import install_error_handlers
 from services.gateway.hot import HotReads
@@ -135,7 +135,11 @@ def create_app(settings: GatewaySettings, *, on_started: Callable[[], None] | No
     # The last added runs first: size, token and rate before any body is read or parsed, and the hottest
     # read (answered beside the router) only once the token is known.
     app.add_middleware(HotReads, routes=publications.HOT_READS, bus=lambda: app.state.bus)
-    app.state.rates = TokenBuckets(settings.rate_per_token, settings.rate_burst)
+    app.state.rates = (
+        SharedTokenBuckets(settings.rate_per_token, settings.rate_burst, settings.gateway_rates_file)
+        if settings.gateway_rates_file is not None
+        else TokenBuckets(settings.rate_per_token, settings.rate_burst)
+    )
     app.add_middleware(
         Admission,
         limit_for=limit_for,

@@ -56,10 +56,10 @@ def listen_socket(host: str, port: int, *, shared: bool) -> socket.socket:
 
 def run_workers(count: int) -> int:
     """Runs `count` gateway workers until SIGTERM or SIGINT, restarting any that dies; returns 0."""
-    given = os.environ.get(MULTIPROC_ENV)
-    metrics_dir = Path(given) if given else Path(tempfile.mkdtemp(prefix="dossier-gateway-metrics-"))
+    shared = Path(tempfile.mkdtemp(prefix="dossier-gateway-"))
+    metrics_dir = shared / "metrics"
     fresh_metrics_dir(metrics_dir)
-    base = os.environ | {MULTIPROC_ENV: str(metrics_dir)}
+    base = os.environ | {MULTIPROC_ENV: str(metrics_dir), "DOSSIER_GATEWAY_RATES_FILE": str(shared / "rates")}
     argv = [sys.executable, "-m", "services.gateway"]
     children = [
         Child(worker_name("gateway", n), argv, base | {"DOSSIER_GATEWAY_WORKER": str(n)}, None)
@@ -99,6 +99,5 @@ def run_workers(count: int) -> int:
                 child.proc.send_signal(signal.SIGTERM)
         for child in children:
             child.stop()
-        if not given:
-            shutil.rmtree(metrics_dir, ignore_errors=True)
+        shutil.rmtree(shared, ignore_errors=True)
     return 0

@@ -9,10 +9,12 @@ from tests.support.stack import RunningStack
 
 
 def log_lines(stack: RunningStack, process: str) -> list[dict[str, Any]]:
+    """A process's lines; a gateway's are those of all its workers (`gateway.log`, `gateway-w2.log`, …)."""
     lines = []
-    for raw in (stack.home / "logs" / f"{process}.log").read_text(errors="replace").splitlines():
-        if raw.startswith("{"):
-            lines.append(json.loads(raw))
+    for path in [stack.home / "logs" / f"{process}.log", *sorted((stack.home / "logs").glob(f"{process}-w*.log"))]:
+        for raw in path.read_text(errors="replace").splitlines():
+            if raw.startswith("{"):
+                lines.append(json.loads(raw))
     return lines
 
 
