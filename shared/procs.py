@@ -129,6 +129,13 @@ def wait_until(
     raise TimeoutError(f"{what} did not become ready within {timeout:.0f}s")
 
 
+def wait_for_file(path: Path | None, timeout: float = 120.0) -> None:
+    """Returns once `path` exists (at once for None): the local stack's gate for processes it starts while
+    its servers are still starting (DOSSIER_INFRA_READY_FILE)."""
+    if path is not None:
+        wait_until(path.exists, timeout=timeout, what=f"the stack's servers ({path})")
+
+
 @dataclass
 class Child:
     name: str

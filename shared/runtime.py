@@ -23,6 +23,7 @@ from shared.metrics import serve_metrics
 from shared.natsauth import broker_options
 from shared.observe import configure_logging
 from shared.outbox import OutboxRelay
+from shared.procs import wait_for_file
 from shared.proof import signer_for, verifier_for
 from shared.serving import EndpointServer
 from shared.settings import CommonSettings
@@ -167,6 +168,7 @@ async def serve_until_signalled(start: Callable[[], Awaitable[None]], stop: Call
 
 def run_service(runtime: ServiceRuntime) -> None:
     configure_logging(runtime.name, runtime.settings.log_level)
+    wait_for_file(runtime.settings.infra_ready_file)
     # uvloop: the bus hops and the pool's round trips cost less loop time than on the default loop.
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         runner.run(serve_until_signalled(partial(_start_and_freeze, runtime), runtime.stop))

@@ -35,6 +35,8 @@ class CommonSettings(BaseSettings):
     # Where this process reports its health for the local supervisor (set by the stack; off if unset).
     health_file: Path | None = None
     health_interval: float = 2.0
+    # A process the local stack starts before its servers are ready waits for this file before it connects.
+    infra_ready_file: Path | None = None
     database_url: str = ""
     # Above the bus handler concurrency's typical need; a handler holds at most one connection at a time.
     db_pool_size: int = 20

@@ -175,6 +175,8 @@ class Stack:
         self.stopping = False
         self._lock_fd: int | None = None
         self.health_dir = self.home / "health"
+        # Present once the servers answer, the databases are provisioned and the streams declared.
+        self.infra_ready = self.home / "infra-ready"
         # Fault tests hold NATS down for minutes; in any real use it comes back as fast as the rest.
         self.nats_restart_delay = float(self.env.get("DOSSIER_NATS_RESTART_DELAY") or RESTART_DELAY)
         self.unhealthy_grace = float(self.env.get("DOSSIER_UNHEALTHY_RESTART_SECONDS") or UNHEALTHY_RESTART_SECONDS)
@@ -227,22 +229,30 @@ class Stack:
                 f"gateway port already in use: {', '.join(taken)}; stop whatever holds it or set DOSSIER_HTTP_PORT"
             )
 
-    def start_infra(self) -> None:
+    def choose_ports(self) -> None:
+        """Every server's port, before any process starts: the services are started with them."""
         self._check_metrics_ports()
         self._check_http_ports()
-        base = self._infra_env()
         self.nats_port = _port(self.env, "DOSSIER_NATS_PORT")
         self.pg_port = _port(self.env, "DOSSIER_PG_PORT")
         self.s3_port = _port(self.env, "DOSSIER_S3_PORT")
+        # A cluster's nodes: (client port, route port) each, the first node on DOSSIER_NATS_PORT.
+        self.nats_node_ports = [(self.nats_port, 0)]
+        if self.nats_nodes > 1:
+            self.nats_node_ports = [(self.nats_port, free_port())] + [
+                (free_port(), free_port()) for _ in range(self.nats_nodes - 1)
+            ]
+        self.nats_ports = [client for client, _ in self.nats_node_ports]
+
+    def start_infra(self) -> None:
+        base = self._infra_env()
         accounts = server_accounts(self.nats_passwords, durables=workspace_durables())
         # Each service's key may use the stack's bucket only, and there only its own objects.
         keys = {s3_access_key(n): key_entry(n, self.s3_secrets[n], ["dossier"]) for n in OBJECT_USERS}
-        self.nats_ports = [self.nats_port]
         infra = [(nats_child(self.home, self.nats_port, base, accounts), self.nats_port)]
         if self.nats_nodes > 1:
             route_password = secret_value(self.home / "nats" / "route-password", None, secrets.token_urlsafe)
-            ports = [(self.nats_port, free_port())] + [(free_port(), free_port()) for _ in range(self.nats_nodes - 1)]
-            self.nats_ports = [client for client, _ in ports]
+            ports = self.nats_node_ports
             infra = [
                 (nats_node_child(self.home, node, ports, base, accounts, route_password), ports[node - 1][0])
                 for node in range(1, self.nats_nodes + 1)
@@ -254,7 +264,13 @@ class Stack:
         for child, _ in infra:
             self._launch(child)
         self._phase("infrastructure launched")
-        for child, port in infra:
+        self._infra = infra
+
+    def prepare_infra(self) -> None:
+        """Waits for the servers, provisions the databases and declares the streams, then opens the gate the
+        services, started meanwhile, wait at once their imports are done (DOSSIER_INFRA_READY_FILE)."""
+        base = self._infra_env()
+        for child, port in self._infra:
             wait_until(partial(port_open, port), timeout=60, what=child.name, alive=child.alive)
         self._phase("infrastructure listening")
         asyncio.run(self._create_databases())
@@ -269,6 +285,7 @@ class Stack:
         self._launch(guard_child(self.home, self.nats_urls, outside["password"], self.nats_nodes, base))
         write_events_descriptor(self.home, self.nats_urls, self.nats_passwords[EVENTS_USER])
         self._phase("streams declared")
+        self.infra_ready.touch(mode=0o600)
 
     @property
     def nats_url(self) -> str:
@@ -294,8 +311,8 @@ class Stack:
                 if time.monotonic() > deadline:
                     raise
                 await asyncio.sleep(0.1)
-        for name in ALL_PROCESSES:
-            await provision_database(admin, name, owner=name)
+        # Each database on its own connections, all at once: one after another was half a second of start.
+        await asyncio.gather(*(provision_database(admin, name, owner=name) for name in ALL_PROCESSES))
         await lock_maintenance_databases(admin)
 
     def service_env(self, name: str, process: str | None = None) -> dict[str, str]:
@@ -312,6 +329,7 @@ class Stack:
                 "DOSSIER_S3_ENDPOINT": f"127.0.0.1:{self.s3_port}",
                 "DOSSIER_HTTP_PORT": str(self.gateway_ports.get(gateway_of(process), self.http_port)),
                 "DOSSIER_HEALTH_FILE": str(self.health_dir / f"{process}.json"),
+                "DOSSIER_INFRA_READY_FILE": str(self.infra_ready),
                 "PYTHONUNBUFFERED": "1",
             }
         )
@@ -436,9 +454,13 @@ class Stack:
         signal.signal(signal.SIGTERM, self._on_signal)
         signal.signal(signal.SIGINT, self._on_signal)
         try:
-            self.start_infra()
+            self.infra_ready.unlink(missing_ok=True)
+            self.choose_ports()
+            # The services import their code (most of a start's CPU) while the servers start.
             self.start_services()
             self._phase("services launched")
+            self.start_infra()
+            self.prepare_infra()
             self.write_state()
             announced = False
             started = time.monotonic()
@@ -485,6 +507,7 @@ class Stack:
             if child is not None:
                 child.stop()
                 (self.pid_dir / f"{name}.pid").unlink(missing_ok=True)
+        self.infra_ready.unlink(missing_ok=True)
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None

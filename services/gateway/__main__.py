@@ -12,6 +12,7 @@ def serve(settings: GatewaySettings) -> None:
     from shared.gcfreeze import freeze_startup_objects
     from shared.metrics import GATEWAY_WORKERS
     from shared.observe import configure_logging
+    from shared.procs import wait_for_file
 
     configure_logging("gateway", settings.log_level, worker=settings.gateway_worker or None)
     tracing.setup_tracing("gateway")
@@ -35,6 +36,7 @@ def serve(settings: GatewaySettings) -> None:
         # and read deadlines (connections.py).
         http=guarded(connections),
     )
+    wait_for_file(settings.infra_ready_file)
     sock = listen_socket(settings.http_host, settings.http_port, shared=settings.gateway_worker > 0)
     # uvicorn handles SIGTERM: it stops accepting, finishes in-flight requests, then runs the lifespan exit.
     uvicorn.Server(config).run(sockets=[sock])

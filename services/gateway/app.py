@@ -19,7 +19,6 @@ from services.gateway.errors import install_error_handlers
 from services.gateway.hot import HotReads
 from services.gateway.limits import STREAMED_ROUTES, Admission
 from services.gateway.mcp_endpoint import McpEndpoint
-from services.gateway.mcp_server import build_server
 from services.gateway.openapi import COMMON, errors, install_openapi, operation_id
 from services.gateway.routes import (
     admin,
@@ -62,7 +61,7 @@ def create_app(settings: GatewaySettings, *, on_started: Callable[[], None] | No
     """`on_started` runs once the lifespan has connected everything (the process entry point freezes the
     start-up objects out of the garbage collector's view there)."""
     db = Database(settings.database_url)
-    mcp = McpEndpoint(build_server(version="1"))
+    mcp = McpEndpoint(version="1")
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
