@@ -185,9 +185,12 @@ def main() -> None:
     parser.add_argument("--soak-seconds", type=int, default=default_soak, help="sustained load for the RSS check")
     parser.add_argument("--workers", type=int, help="DOSSIER_GATEWAY_WORKERS (default: the cores)")
     args = parser.parse_args()
-    workers = {"DOSSIER_GATEWAY_WORKERS": str(args.workers)} if args.workers else {}
+    # One token drives every connection: its rate (still checked on every request) must not be the bound.
+    env = {"DOSSIER_RATE_PER_TOKEN": "1000000", "DOSSIER_RATE_BURST": "1000000"}
+    if args.workers:
+        env["DOSSIER_GATEWAY_WORKERS"] = str(args.workers)
     with tempfile.TemporaryDirectory(prefix="dossier-bench-") as tmp:
-        stack = start_stack(Path(tmp) / "home", extra_env=workers)
+        stack = start_stack(Path(tmp) / "home", extra_env=env)
         try:
             token = stack.token("bench")
             pub = publish(stack.url, token)

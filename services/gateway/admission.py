@@ -164,13 +164,15 @@ class SharedTokenBuckets(TokenBuckets):
     def take(self, key: str) -> int:
         ident = int(key[:16], 16) or 1  # a hex digest; 0 marks an empty slot
         first = ident % self.SLOTS
-        with self._locked():
+        size, view = self._SLOT.size, self._map
+        fcntl.flock(self._fd, fcntl.LOCK_EX)
+        try:
             now = time.monotonic()
             chosen, level, at = -1, self.burst, now
             oldest, oldest_at = first, math.inf
             for probe in range(self.PROBES):
                 slot = (first + probe) % self.SLOTS
-                held, held_level, held_at = self._SLOT.unpack_from(self._map, slot * self._SLOT.size)
+                held, held_level, held_at = self._SLOT.unpack_from(view, slot * size)
                 if held == ident:
                     chosen, level, at = slot, held_level, held_at
                     break
@@ -182,5 +184,7 @@ class SharedTokenBuckets(TokenBuckets):
             if chosen < 0:
                 chosen = oldest
             level, retry_after = self._draw(level, now - at)
-            self._SLOT.pack_into(self._map, chosen * self._SLOT.size, ident, level, now)
+            self._SLOT.pack_into(view, chosen * size, ident, level, now)
+        finally:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
         return retry_after
