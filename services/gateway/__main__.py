@@ -48,5 +48,5 @@ if __name__ == "__main__":
         # Started on its own (a container): become the parent of the workers (services/gateway/workers.py).
         from services.gateway.workers import run_workers
 
-        raise SystemExit(run_workers(settings.gateway_workers))
+        raise SystemExit(run_workers(settings.gateway_workers, settings.http_host, settings.http_port))
     serve(settings)

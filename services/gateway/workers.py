@@ -54,8 +54,13 @@ def listen_socket(host: str, port: int, *, shared: bool) -> socket.socket:
     return sock
 
 
-def run_workers(count: int) -> int:
-    """Runs `count` gateway workers until SIGTERM or SIGINT, restarting any that dies; returns 0."""
+def run_workers(count: int, host: str, port: int) -> int:
+    """Runs `count` gateway workers on `host:port` until SIGTERM or SIGINT, restarting any that dies."""
+    try:
+        # Without SO_REUSEPORT: fails while anything else listens there, even a server that would share.
+        listen_socket(host, port, shared=False).close()
+    except OSError as exc:
+        raise SystemExit(f"gateway port {port} is already in use ({exc})") from None
     shared = Path(tempfile.mkdtemp(prefix="dossier-gateway-"))
     metrics_dir = shared / "metrics"
     fresh_metrics_dir(metrics_dir)
