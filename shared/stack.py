@@ -345,9 +345,11 @@ class Stack:
             env["DOSSIER_ADMIN_TOKEN"] = self.admin_token
             env["DOSSIER_GATEWAY_WORKERS"] = str(self.gateway_workers)
             env["DOSSIER_GATEWAY_WORKER"] = process.rpartition("-w")[2] if "-w" in process else "1"
-            shared = self.gateway_dirs[gateway_of(process)]
-            env[MULTIPROC_ENV] = str(shared / "metrics")
-            env["DOSSIER_GATEWAY_RATES_FILE"] = str(shared / "rates")
+            if self.gateway_workers > 1:
+                # What the workers of a port share (a lone worker keeps both in its memory, at less cost).
+                shared = self.gateway_dirs[gateway_of(process)]
+                env[MULTIPROC_ENV] = str(shared / "metrics")
+                env["DOSSIER_GATEWAY_RATES_FILE"] = str(shared / "rates")
         if name == "runhost" and "DOSSIER_OPENAI_API_KEY" in self.env:
             env["DOSSIER_OPENAI_API_KEY"] = self.env["DOSSIER_OPENAI_API_KEY"]
         if process in self.metrics_ports:
@@ -356,7 +358,7 @@ class Stack:
         return env
 
     def start_services(self) -> None:
-        for folder in self.gateway_dirs.values():
+        for folder in self.gateway_dirs.values() if self.gateway_workers > 1 else ():
             fresh_metrics_dir(folder / "metrics")
         for name, process in self.processes:
             argv = [sys.executable, "-m", f"services.{name}"]
@@ -417,7 +419,7 @@ class Stack:
             if now - max(died_at, child.started_at) < delay:
                 continue
             code = child.proc.returncode if child.proc else None
-            if child.name in self.gateway_processes and child.pid is not None:
+            if child.name in self.gateway_processes and self.gateway_workers > 1 and child.pid is not None:
                 worker_exited(child.pid, self.gateway_dirs[gateway_of(child.name)] / "metrics")
             child.restarts += 1
             print(f"dossier: {child.name} exited ({code}); restarting it", file=sys.stderr, flush=True)
