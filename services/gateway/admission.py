@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
+import hashlib
 import logging
 import math
 import mmap
@@ -162,7 +163,7 @@ class SharedTokenBuckets(TokenBuckets):
             fcntl.flock(self._fd, fcntl.LOCK_UN)
 
     def take(self, key: str) -> int:
-        ident = int(key[:16], 16) or 1  # a hex digest; 0 marks an empty slot
+        ident = _slot_key(key)
         first = ident % self.SLOTS
         size, view = self._SLOT.size, self._map
         fcntl.flock(self._fd, fcntl.LOCK_EX)
@@ -188,3 +189,13 @@ class SharedTokenBuckets(TokenBuckets):
         finally:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
         return retry_after
+
+
+def _slot_key(key: str) -> int:
+    """64 bits of the key, never 0 (an empty slot): its first 16 digits when it is a hex digest (a token's
+    sha256, as every caller gives it), else a hash of it."""
+    try:
+        ident = int(key[:16], 16)
+    except ValueError:
+        ident = int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "big")
+    return ident or 1
