@@ -267,8 +267,8 @@ class Stack:
         self._infra = infra
 
     def prepare_infra(self) -> None:
-        """Waits for the servers, provisions the databases and declares the streams, then opens the gate the
-        services, started meanwhile, wait at once their imports are done (DOSSIER_INFRA_READY_FILE)."""
+        """Waits for the servers, provisions the databases and declares the streams, then opens the gate that
+        the services, started meanwhile, wait at after their imports (DOSSIER_INFRA_READY_FILE)."""
         base = self._infra_env()
         for child, port in self._infra:
             wait_until(partial(port_open, port), timeout=60, what=child.name, alive=child.alive)
