@@ -25,7 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx
 
-from devstack.procs import free_port, port_open, wait_until
+from devstack.procs import free_port, port_open
+from shared.children import wait_until
 from tests.support.api import Api, probe
 from tests.support.stack import ROOT, RunningStack, start_stack, stop_stack
 

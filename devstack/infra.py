@@ -29,7 +29,8 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 
 from devstack import pgview
-from devstack.procs import Child, venv_bin
+from devstack.procs import venv_bin
+from shared.children import Child
 from shared.natsauth import accounts_block
 from shared.outside import OUTSIDE_ADMIN
 from shared.secretfiles import private_folder, write_secret

@@ -1,31 +1,13 @@
-"""Child processes of the local stack: start, watch, stop, with no orphans left behind.
-
-Each child runs in its own session (a terminal's Ctrl-C reaches only the supervisor, which then stops
-children in order) and asks the kernel for SIGTERM if the supervisor dies (PR_SET_PDEATHSIG).
-"""
+"""Ports and binaries of the local stack: free ports below the ephemeral range, and the engines' console
+scripts beside this interpreter. Supervision itself is shared/children.py."""
 
 from __future__ import annotations
 
-import ctypes
-import os
 import random
-import signal
 import socket
-import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from pathlib import Path
-
-_PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent() -> None:
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    except OSError:
-        pass
 
 
 def venv_bin(name: str) -> str:
@@ -113,81 +95,3 @@ def port_open(port: int, host: str = "127.0.0.1") -> bool:
             return True
     except OSError:
         return False
-
-
-def wait_until(
-    probe: Callable[[], bool], *, timeout: float, what: str, alive: Callable[[], bool] | None = None
-) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if probe():
-            return
-        if alive is not None and not alive():
-            raise RuntimeError(f"{what}: the process exited while starting")
-        time.sleep(0.05)
-    raise TimeoutError(f"{what} did not become ready within {timeout:.0f}s")
-
-
-@dataclass
-class Child:
-    name: str
-    argv: list[str]
-    env: dict[str, str]
-    log_path: Path
-    user: str | None = None
-    stop_signal: signal.Signals = signal.SIGTERM
-    proc: subprocess.Popen[bytes] | None = None
-    restarts: int = 0
-    started_at: float = field(default=0.0)
-
-    def start(self) -> int:
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log_path, "ab") as log:
-            # With only `user`, the child would keep the supervisor's groups (root's, when it runs as root).
-            group = system_group(self.user) if self.user else None
-            self.proc = subprocess.Popen(
-                self.argv,
-                env=self.env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=_die_with_parent,
-                user=self.user,
-                group=group,
-                extra_groups=[] if self.user else None,
-            )
-        self.started_at = time.monotonic()
-        return self.proc.pid
-
-    @property
-    def pid(self) -> int | None:
-        return self.proc.pid if self.proc else None
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def stop(self, timeout: float = 15.0) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        try:
-            self.proc.send_signal(self.stop_signal)
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(5)
-        except ProcessLookupError:
-            pass
-
-
-def system_group(user: str) -> int:
-    import pwd
-
-    return pwd.getpwnam(user).pw_gid
-
-
-def write_pid(pid_dir: Path, name: str, pid: int) -> None:
-    pid_dir.mkdir(parents=True, exist_ok=True)
-    tmp = pid_dir / f".{name}.pid.tmp"
-    tmp.write_text(f"{pid}\n")
-    os.replace(tmp, pid_dir / f"{name}.pid")

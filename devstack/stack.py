@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
+import hashlib
 import json
 import os
 import secrets
@@ -20,6 +21,8 @@ import urllib.error
 import urllib.request
 from functools import partial
 from pathlib import Path
+
+import asyncpg
 
 from devstack.infra import (
     PG_SUPERUSER,
@@ -33,16 +36,18 @@ from devstack.infra import (
     provision_roles,
     s3_child,
 )
-from devstack.procs import Child, can_listen, free_port, port_open, wait_until, write_pid
+from devstack.procs import can_listen, free_port, port_open
 from devstack.scale import STREAM_DECLARER, count_setting, process_name
+from shared.children import Child, wait_until, worker_name, write_pid
 from shared.contracts.common import ALL_PROCESSES, SERVICES
 from shared.health import read_verdict, reports_ok
+from shared.metrics import MULTIPROC_ENV, fresh_metrics_dir, worker_exited
 from shared.natsauth import connect_options, server_accounts, user_passwords, workspace_durables
 from shared.objectkeys import key_entry
 from shared.outside import EVENTS_USER, OUTSIDE_ADMIN, declare_outside_stream, write_events_descriptor
 from shared.proof import SIGNERS, new_private_key, public_key_text, public_keys_text
 from shared.secretfiles import private_folder, secret_table, secret_value
-from shared.settings import CommonSettings
+from shared.settings import MAX_GATEWAY_WORKERS, CommonSettings, available_cores
 from shared.streams import declare_streams
 
 # Secrets a process gets only when it uses them (see service_env), never inherited wholesale.
@@ -90,6 +95,20 @@ def metrics_port(base: int, service: str, process: str) -> int:
     return base + SERVICES.index(service) + len(SERVICES) * (replica - 1)
 
 
+def gateway_of(process: str) -> str:
+    """The gateway process (replica) a worker serves with: `gateway.2-w3` → `gateway.2`."""
+    return process.partition("-w")[0]
+
+
+def workers_setting(env: dict[str, str]) -> int:
+    raw = env.get("DOSSIER_GATEWAY_WORKERS")
+    if not raw:
+        return available_cores()
+    if not raw.isdigit() or not 1 <= int(raw) <= MAX_GATEWAY_WORKERS:
+        raise SystemExit(f"DOSSIER_GATEWAY_WORKERS={raw!r}: expected a number from 1 to {MAX_GATEWAY_WORKERS}")
+    return int(raw)
+
+
 def _port(env: dict[str, str], name: str) -> int:
     value = env.get(name)
     return int(value) if value else free_port()
@@ -130,8 +149,19 @@ class Stack:
         self.nats_nodes = count_setting(self.env, "DOSSIER_NATS_CLUSTER", (1, 3))
         self.replicas = count_setting(self.env, "DOSSIER_REPLICAS", (1, 2, 3, 4))
         # (service, process name) of every process the stack runs, replica 1 first.
-        self.processes = [(n, process_name(n, i)) for n in ALL_PROCESSES for i in range(1, self.replicas + 1)]
+        # Gateway processes sharing each gateway port (services/gateway/workers.py).
+        self.gateway_workers = workers_setting(self.env)
+        self.processes = [
+            (n, worker_name(process_name(n, i), w))
+            for n in ALL_PROCESSES
+            for i in range(1, self.replicas + 1)
+            for w in range(1, (self.gateway_workers if n == "gateway" else 1) + 1)
+        ]
         self.gateway_ports = {process_name("gateway", i): self.http_port + i - 1 for i in range(1, self.replicas + 1)}
+        # The workers of a gateway port share a folder: their metric files, which /metrics on any of them
+        # reads, and their per-token rate buckets (services/gateway/workers.py).
+        self.gateway_dirs = {name: self.home / "gateway" / name for name in self.gateway_ports}
+        self.gateway_processes = {process for name, process in self.processes if name == "gateway"}
         # Each service process serves Prometheus metrics on a fixed port of its own (the gateway on its HTTP
         # port), so a static scrape config (deploy/observability/prometheus.yml) survives a restart.
         self.metrics_base_port = int(self.env.get("DOSSIER_METRICS_BASE_PORT") or METRICS_BASE_PORT)
@@ -143,12 +173,21 @@ class Stack:
         self.stopping = False
         self._lock_fd: int | None = None
         self.health_dir = self.home / "health"
+        # Present once the servers answer, the databases are provisioned and the streams declared.
+        self.infra_ready = self.home / "infra-ready"
         # Fault tests hold NATS down for minutes; in any real use it comes back as fast as the rest.
         self.nats_restart_delay = float(self.env.get("DOSSIER_NATS_RESTART_DELAY") or RESTART_DELAY)
         self.unhealthy_grace = float(self.env.get("DOSSIER_UNHEALTHY_RESTART_SECONDS") or UNHEALTHY_RESTART_SECONDS)
         self._died_at: dict[str, float] = {}
         self._nats_up_since: float | None = None
         self._health_checked = 0.0
+        # `DOSSIER_START_TIMINGS=1` prints when each phase of the start ended (bench/start.py reads them).
+        self._timings = bool(self.env.get("DOSSIER_START_TIMINGS"))
+        self._began = time.monotonic()
+
+    def _phase(self, name: str) -> None:
+        if self._timings:
+            print(f"dossier: start: {name} at {time.monotonic() - self._began:.2f} s", file=sys.stderr, flush=True)
 
     # -- start -------------------------------------------------------------------------------------
 
@@ -179,21 +218,39 @@ class Stack:
                 f"DOSSIER_METRICS_BASE_PORT (now {self.metrics_base_port}) to another free range"
             )
 
-    def start_infra(self) -> None:
+    def _check_http_ports(self) -> None:
+        """The gateway workers share their port (SO_REUSEPORT); a server already on it, even one that would
+        let them join it, must stop the start rather than take a share of the requests."""
+        taken = [str(port) for port in self.gateway_ports.values() if not can_listen(port)]
+        if taken:
+            raise SystemExit(
+                f"gateway port already in use: {', '.join(taken)}; stop whatever holds it or set DOSSIER_HTTP_PORT"
+            )
+
+    def choose_ports(self) -> None:
+        """Every server's port, before any process starts: the services are started with them."""
         self._check_metrics_ports()
-        base = self._infra_env()
+        self._check_http_ports()
         self.nats_port = _port(self.env, "DOSSIER_NATS_PORT")
         self.pg_port = _port(self.env, "DOSSIER_PG_PORT")
         self.s3_port = _port(self.env, "DOSSIER_S3_PORT")
+        # A cluster's nodes: (client port, route port) each, the first node on DOSSIER_NATS_PORT.
+        self.nats_node_ports = [(self.nats_port, 0)]
+        if self.nats_nodes > 1:
+            self.nats_node_ports = [(self.nats_port, free_port())] + [
+                (free_port(), free_port()) for _ in range(self.nats_nodes - 1)
+            ]
+        self.nats_ports = [client for client, _ in self.nats_node_ports]
+
+    def start_infra(self) -> None:
+        base = self._infra_env()
         accounts = server_accounts(self.nats_passwords, durables=workspace_durables())
         # Each service's key may use the stack's bucket only, and there only its own objects.
         keys = {s3_access_key(n): key_entry(n, self.s3_secrets[n], ["dossier"]) for n in OBJECT_USERS}
-        self.nats_ports = [self.nats_port]
         infra = [(nats_child(self.home, self.nats_port, base, accounts), self.nats_port)]
         if self.nats_nodes > 1:
             route_password = secret_value(self.home / "nats" / "route-password", None, secrets.token_urlsafe)
-            ports = [(self.nats_port, free_port())] + [(free_port(), free_port()) for _ in range(self.nats_nodes - 1)]
-            self.nats_ports = [client for client, _ in ports]
+            ports = self.nats_node_ports
             infra = [
                 (nats_node_child(self.home, node, ports, base, accounts, route_password), ports[node - 1][0])
                 for node in range(1, self.nats_nodes + 1)
@@ -204,9 +261,18 @@ class Stack:
         ]
         for child, _ in infra:
             self._launch(child)
-        for child, port in infra:
+        self._phase("infrastructure launched")
+        self._infra = infra
+
+    def prepare_infra(self) -> None:
+        """Waits for the servers, provisions the databases and declares the streams, then opens the gate that
+        the services, started meanwhile, wait at after their imports (DOSSIER_INFRA_READY_FILE)."""
+        base = self._infra_env()
+        for child, port in self._infra:
             wait_until(partial(port_open, port), timeout=60, what=child.name, alive=child.alive)
+        self._phase("infrastructure listening")
         asyncio.run(self._create_databases())
+        self._phase("databases provisioned")
         # The streams exist before any service starts, so the outside mirror finds its source at once
         # (a mirror declared before its source retries on a backoff of seconds).
         declarer = CommonSettings(nats_user=STREAM_DECLARER, nats_password=self.nats_passwords[STREAM_DECLARER])
@@ -216,6 +282,8 @@ class Stack:
         # Outside subscribers' consumers are made only through the guard (shared.consumerguard).
         self._launch(guard_child(self.home, self.nats_urls, outside["password"], self.nats_nodes, base))
         write_events_descriptor(self.home, self.nats_urls, self.nats_passwords[EVENTS_USER])
+        self._phase("streams declared")
+        self.infra_ready.touch(mode=0o600)
 
     @property
     def nats_url(self) -> str:
@@ -231,7 +299,7 @@ class Stack:
         deadline = time.monotonic() + 30
         while True:
             try:
-                await provision_roles(admin, {name: self.pg_passwords[name] for name in ALL_PROCESSES})
+                conn = await asyncpg.connect(admin)
                 break
             except Exception as exc:
                 if not self.children["postgres"].alive():
@@ -241,9 +309,22 @@ class Stack:
                 if time.monotonic() > deadline:
                     raise
                 await asyncio.sleep(0.1)
-        for name in ALL_PROCESSES:
-            await provision_database(admin, name, owner=name)
+        try:
+            cluster = await conn.fetchval("SELECT system_identifier FROM pg_control_system()")
+        finally:
+            await conn.close()
+        # The roles, their passwords, the databases and their owners as the last provisioning of this very
+        # cluster left them: nothing to do (it was a third of a start's wait for its servers).
+        wanted = json.dumps([str(cluster), ALL_PROCESSES, self.pg_passwords], sort_keys=True).encode()
+        state = hashlib.sha256(wanted).hexdigest()
+        marker = self.home / "postgres-provisioned"
+        if marker.exists() and marker.read_text() == state:
+            return
+        await provision_roles(admin, {name: self.pg_passwords[name] for name in ALL_PROCESSES})
+        # Each database on its own connections, all at once: one after another was half a second of start.
+        await asyncio.gather(*(provision_database(admin, name, owner=name) for name in ALL_PROCESSES))
         await lock_maintenance_databases(admin)
+        marker.write_text(state)
 
     def service_env(self, name: str, process: str | None = None) -> dict[str, str]:
         """The process's own credentials, and only the secrets it uses; every replica of a service the same."""
@@ -257,8 +338,9 @@ class Stack:
                 "DOSSIER_NATS_PASSWORD": self.nats_passwords[name],
                 "DOSSIER_DATABASE_URL": postgres_dsn(self.pg_port, name, name, self.pg_passwords[name]),
                 "DOSSIER_S3_ENDPOINT": f"127.0.0.1:{self.s3_port}",
-                "DOSSIER_HTTP_PORT": str(self.gateway_ports.get(process, self.http_port)),
+                "DOSSIER_HTTP_PORT": str(self.gateway_ports.get(gateway_of(process), self.http_port)),
                 "DOSSIER_HEALTH_FILE": str(self.health_dir / f"{process}.json"),
+                "DOSSIER_INFRA_READY_FILE": str(self.infra_ready),
                 "PYTHONUNBUFFERED": "1",
             }
         )
@@ -272,6 +354,13 @@ class Stack:
             env["DOSSIER_PROOF_KEY"] = self.proof_keys[name]
         if name == "gateway":
             env["DOSSIER_ADMIN_TOKEN"] = self.admin_token
+            env["DOSSIER_GATEWAY_WORKERS"] = str(self.gateway_workers)
+            env["DOSSIER_GATEWAY_WORKER"] = process.rpartition("-w")[2] if "-w" in process else "1"
+            if self.gateway_workers > 1:
+                # What the workers of a port share (a lone worker keeps both in its memory, at less cost).
+                shared = self.gateway_dirs[gateway_of(process)]
+                env[MULTIPROC_ENV] = str(shared / "metrics")
+                env["DOSSIER_GATEWAY_RATES_FILE"] = str(shared / "rates")
         if name == "runhost" and "DOSSIER_OPENAI_API_KEY" in self.env:
             env["DOSSIER_OPENAI_API_KEY"] = self.env["DOSSIER_OPENAI_API_KEY"]
         if process in self.metrics_ports:
@@ -280,6 +369,8 @@ class Stack:
         return env
 
     def start_services(self) -> None:
+        for folder in self.gateway_dirs.values() if self.gateway_workers > 1 else ():
+            fresh_metrics_dir(folder / "metrics")
         for name, process in self.processes:
             argv = [sys.executable, "-m", f"services.{name}"]
             self._launch(Child(process, argv, self.service_env(name, process), self.log_dir / f"{process}.log"))
@@ -294,6 +385,7 @@ class Stack:
             "s3_endpoint": f"127.0.0.1:{self.s3_port}",
             "services": list(SERVICES),
             "replicas": self.replicas,
+            "gateway_workers": self.gateway_workers,
             "nats_cluster": self.nats_nodes,
             "metrics": {
                 **{name: f"http://127.0.0.1:{port}/metrics" for name, port in self.gateway_ports.items()},
@@ -305,9 +397,10 @@ class Stack:
         (self.home / "stack.json").write_text(json.dumps(state, indent=2) + "\n")
 
     def healthy(self) -> bool:
-        """Every gateway answers its health, and every further replica reports itself healthy."""
+        """Every gateway port answers its health, and every further replica and worker reports itself
+        healthy (the first process of each service answers through the gateway's health)."""
         return all(self._gateway_healthy(port) for port in self.gateway_ports.values()) and all(
-            self._reports_healthy(process) for _, process in self.processes if "." in process
+            self._reports_healthy(process) for name, process in self.processes if process != name
         )
 
     @staticmethod
@@ -337,7 +430,8 @@ class Stack:
             if now - max(died_at, child.started_at) < delay:
                 continue
             code = child.proc.returncode if child.proc else None
-            child.restarts += 1
+            if child.name in self.gateway_processes and self.gateway_workers > 1 and child.pid is not None:
+                worker_exited(child.pid, self.gateway_dirs[gateway_of(child.name)] / "metrics")
             print(f"dossier: {child.name} exited ({code}); restarting it", file=sys.stderr, flush=True)
             self._launch(child)
         if not self.stopping and now - self._health_checked >= HEALTH_CHECK_SECONDS:
@@ -372,8 +466,13 @@ class Stack:
         signal.signal(signal.SIGTERM, self._on_signal)
         signal.signal(signal.SIGINT, self._on_signal)
         try:
-            self.start_infra()
+            self.infra_ready.unlink(missing_ok=True)
+            self.choose_ports()
+            # The services import their code (most of a start's CPU) while the servers start.
             self.start_services()
+            self._phase("services launched")
+            self.start_infra()
+            self.prepare_infra()
             self.write_state()
             announced = False
             started = time.monotonic()
@@ -381,6 +480,7 @@ class Stack:
                 self.supervise_once()
                 if not announced and self.healthy():
                     announced = True
+                    self._phase("healthy")
                     self._announce()
                 elif not announced and time.monotonic() - started > HEALTH_TIMEOUT:
                     print(f"dossier: still not healthy; see the logs in {self.log_dir}", file=sys.stderr)
@@ -419,6 +519,7 @@ class Stack:
             if child is not None:
                 child.stop()
                 (self.pid_dir / f"{name}.pid").unlink(missing_ok=True)
+        self.infra_ready.unlink(missing_ok=True)
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None

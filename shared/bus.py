@@ -14,11 +14,10 @@ import typing
 import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import nats
 import orjson
-from faststream.nats import NatsBroker
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
 from pydantic import BaseModel, ValidationError
@@ -39,6 +38,10 @@ from shared.metrics import BUS_CALLS, BUS_REQUESTS, BUS_SECONDS
 from shared.observe import HandledLog, bound, new_request_id, request_id_var
 from shared.proof import ProofSigner, ProofVerifier
 from shared.storable import require_storable
+
+if TYPE_CHECKING:
+    # Only services register endpoints; the gateway, a caller only, never loads FastStream.
+    from faststream.nats import NatsBroker
 
 log = logging.getLogger("dossier.bus")
 # One line per handled request (shared/observe.HandledLog); its own logger, so an operator can silence it alone.

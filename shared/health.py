@@ -36,6 +36,9 @@ async def connection_answers(nc: nats.NATS, timeout: int = 2) -> bool:
     return True
 
 
+STARTING_INTERVAL = 0.1
+
+
 class HealthReporter:
     def __init__(self, path: Path, check: Check, *, interval: float = 2.0):
         self.path, self.check, self.interval = path, check, interval
@@ -60,9 +63,15 @@ class HealthReporter:
         return ok
 
     async def run(self) -> None:
+        # Until its first good report a starting process checks often: the supervisor waits on that report
+        # (a whole interval of it was a third of the stack's start).
+        ok = await self.report_once()
+        while not ok:
+            await asyncio.sleep(min(self.interval, STARTING_INTERVAL))
+            ok = await self.report_once()
         while True:
-            await self.report_once()
             await asyncio.sleep(self.interval)
+            await self.report_once()
 
 
 @dataclass(frozen=True)

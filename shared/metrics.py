@@ -1,4 +1,5 @@
-"""Prometheus metrics of one process (prometheus-client's default registry).
+"""Prometheus metrics of one process (prometheus-client's default registry), or of the gateway's workers
+together (its multiprocess mode, when `PROMETHEUS_MULTIPROC_DIR` is set).
 
 Health pings and event consumers are also counted by FastStream's own Prometheus middleware
 (`faststream_*`); request subjects are served without FastStream (shared/serving.py) and counted here
@@ -10,16 +11,22 @@ from __future__ import annotations
 
 import hmac
 import json
+import os
+import shutil
 import threading
 from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 from socketserver import ThreadingMixIn
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
 from prometheus_client.metrics_core import Metric
+from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 from prometheus_client.registry import Collector
 
+# Where the gateway's workers write their figures (prometheus-client's multiprocess mode).
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 BUS_REQUESTS = Counter(
@@ -35,8 +42,12 @@ HTTP_REQUESTS = Counter(
 HTTP_SECONDS = Histogram(
     "dossier_http_request_seconds", "Time to answer one HTTP request", ["method", "route"], buckets=LATENCY_BUCKETS
 )
-OUTBOX_PENDING = Gauge("dossier_outbox_pending_events", "Committed events not yet published to the stream")
-OUTBOX_LAG = Gauge("dossier_outbox_lag_seconds", "Age of the oldest committed event not yet published")
+OUTBOX_PENDING = Gauge(
+    "dossier_outbox_pending_events", "Committed events not yet published to the stream", multiprocess_mode="livemax"
+)
+OUTBOX_LAG = Gauge(
+    "dossier_outbox_lag_seconds", "Age of the oldest committed event not yet published", multiprocess_mode="livemax"
+)
 EVENTS_CONSUMED = Counter("dossier_events_consumed_total", "Events handled by a consumer", ["consumer", "outcome"])
 DEAD_LETTERS = Counter(
     "dossier_dead_letters_total",
@@ -46,7 +57,7 @@ DEAD_LETTERS = Counter(
 OUTBOX_PARKED = Counter(
     "dossier_outbox_parked_total", "Outbox rows parked (with their error) after failing to publish", ["type"]
 )
-RUNS = Gauge("dossier_runs", "Runs by status (runhost)", ["status"])
+RUNS = Gauge("dossier_runs", "Runs by status (runhost)", ["status"], multiprocess_mode="livemax")
 LEASE_TAKEOVERS = Counter("dossier_lease_takeovers_total", "Runs taken over from a worker whose lease expired")
 MODEL_REPLIES_ANSWERED_BACK = Counter(
     "dossier_model_replies_answered_back_total",
@@ -70,18 +81,32 @@ GATEWAY_REFUSED = Counter(
     "Connections and requests the gateway turned away before a route ran, by reason",
     ["reason"],
 )
-GATEWAY_CONNECTIONS = Gauge("dossier_gateway_connections", "HTTP connections the gateway holds open")
-EXTRACTION_FAILURES = Counter("dossier_extraction_failures_total", "Asset versions whose extraction failed", ["kind"])
-EXTRACTION_WAITING = Gauge("dossier_extraction_waiting", "Files waiting for a parser slot in this assets process")
-CONSUMER_PENDING = Gauge(
-    "dossier_consumer_pending_events", "Events on the stream not yet delivered to a durable consumer", ["consumer"]
+GATEWAY_CONNECTIONS = Gauge(
+    "dossier_gateway_connections", "HTTP connections the gateway holds open", multiprocess_mode="livesum"
 )
-DEAD_LETTER_EVENTS = Gauge("dossier_dead_letter_events", "Events kept on the dead-letter stream (DOSSIER_DLQ)")
+GATEWAY_WORKERS = Gauge(
+    "dossier_gateway_workers", "Gateway processes serving this HTTP port", multiprocess_mode="livesum"
+)
+EXTRACTION_FAILURES = Counter("dossier_extraction_failures_total", "Asset versions whose extraction failed", ["kind"])
+EXTRACTION_WAITING = Gauge(
+    "dossier_extraction_waiting",
+    "Files waiting for a parser slot in this assets process",
+    multiprocess_mode="livesum",
+)
+CONSUMER_PENDING = Gauge(
+    "dossier_consumer_pending_events",
+    "Events on the stream not yet delivered to a durable consumer",
+    ["consumer"],
+    multiprocess_mode="livemax",
+)
+DEAD_LETTER_EVENTS = Gauge(
+    "dossier_dead_letter_events", "Events kept on the dead-letter stream (DOSSIER_DLQ)", multiprocess_mode="livemax"
+)
 
 # Families that mean something in one service only; every other dossier_* family (bus, outbox, events) is
 # every process's. A process exports its own and the common ones, not zeros of another service's.
 OWN_FAMILIES: dict[str, tuple[Counter | Gauge | Histogram, ...]] = {
-    "gateway": (HTTP_REQUESTS, HTTP_SECONDS, GATEWAY_REFUSED, GATEWAY_CONNECTIONS),
+    "gateway": (HTTP_REQUESTS, HTTP_SECONDS, GATEWAY_REFUSED, GATEWAY_CONNECTIONS, GATEWAY_WORKERS),
     "runhost": (RUNS, LEASE_TAKEOVERS, MODEL_REPLIES_ANSWERED_BACK),
     "assets": (EXTRACTION_SECONDS, EXTRACTION_FAILURES, EXTRACTION_WAITING),
     "publication": (COALESCED,),
@@ -93,14 +118,29 @@ def _names(families: Iterable[Counter | Gauge | Histogram]) -> set[str]:
 
 
 class _ProcessView(Collector):
-    """The default registry less the dossier_* families of other services."""
+    """The default registry less the dossier_* families of other services; in multiprocess mode (the
+    gateway's workers, services/gateway/workers.py) the figures every worker wrote to the shared folder,
+    summed, less the same families."""
 
     def __init__(self, service: str):
         others = [family for name, own in OWN_FAMILIES.items() if name != service for family in own]
         self.hidden = _names(others) - _names(OWN_FAMILIES.get(service, ()))
+        folder = os.environ.get(MULTIPROC_ENV)
+        self.source: Collector = MultiProcessCollector(None, folder) if folder else REGISTRY
 
     def collect(self) -> Iterator[Metric]:
-        return (family for family in REGISTRY.collect() if family.name not in self.hidden)
+        return (family for family in self.source.collect() if family.name not in self.hidden)
+
+
+def fresh_metrics_dir(path: Path) -> None:
+    """An empty folder for the gateway workers' metric files: figures of an earlier start would count again."""
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(mode=0o700, parents=True)
+
+
+def worker_exited(pid: int, path: Path) -> None:
+    """Drops a dead worker's gauges (its counters stay in the sums: a counter never goes back)."""
+    mark_process_dead(pid, str(path))
 
 
 def process_registry(service: str) -> CollectorRegistry:

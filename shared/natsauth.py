@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 import bcrypt
-from faststream.nats.security import NatsUserPassword
 
 from shared import outside
 from shared.contracts import artifact, assets, publication, runhost, workspace
@@ -284,6 +283,8 @@ def broker_options(settings: CommonSettings) -> dict[str, Any]:
     options = connect_options(settings)
     if not options:
         return {}
+    from faststream.nats.security import NatsUserPassword  # services only: the gateway never loads FastStream
+
     security = NatsUserPassword(username=options["user"], password=options["password"])
     return {"security": security, "inbox_prefix": options["inbox_prefix"]}
 

@@ -102,9 +102,11 @@ class HandledLog:
 
 
 class JsonFormatter(logging.Formatter):
-    def __init__(self, service: str):
+    def __init__(self, service: str, worker: int | None = None):
         super().__init__()
         self.service = service
+        # Which of the gateway's workers wrote the line (they may share one output, a container's log).
+        self.worker = worker
         self._second = -1
         self._stamp = ""
 
@@ -128,6 +130,8 @@ class JsonFormatter(logging.Formatter):
             "msg": record.getMessage(),
             "logger": record.name,
         }
+        if self.worker is not None:
+            line["worker"] = self.worker
         for key, var in (("request_id", request_id_var), ("run_id", run_id_var), ("scope", scope_var)):
             value = getattr(record, key, None) or var.get()
             if value:
@@ -144,7 +148,7 @@ class JsonFormatter(logging.Formatter):
             return json.dumps(line, default=str)
 
 
-def configure_logging(service: str, level: str) -> None:
+def configure_logging(service: str, level: str, *, worker: int | None = None) -> None:
     # Fields the JSON line never shows; each costs a lookup in every record (a line per HTTP request).
     logging.logThreads = False
     logging.logProcesses = False
@@ -152,7 +156,7 @@ def configure_logging(service: str, level: str) -> None:
     # Nor where the call was made: without this, every record walks the stack to find its caller.
     logging._srcfile = None
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter(service))
+    handler.setFormatter(JsonFormatter(service, worker))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

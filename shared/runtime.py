@@ -16,6 +16,7 @@ from prometheus_client import REGISTRY
 
 from shared import tracing
 from shared.bus import BusClient, described_endpoints, health_endpoint
+from shared.children import wait_for_file
 from shared.db import Database
 from shared.gcfreeze import freeze_startup_objects
 from shared.health import HealthReporter, connection_answers
@@ -169,6 +170,7 @@ async def serve_until_signalled(start: Callable[[], Awaitable[None]], stop: Call
 
 def run_service(runtime: ServiceRuntime) -> None:
     configure_logging(runtime.name, runtime.settings.log_level)
+    wait_for_file(runtime.settings.infra_ready_file)
     # uvloop: the bus hops and the pool's round trips cost less loop time than on the default loop.
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         runner.run(serve_until_signalled(partial(_start_and_freeze, runtime), runtime.stop))

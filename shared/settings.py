@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+MAX_GATEWAY_WORKERS = 64
+
+
+def available_cores() -> int:
+    """The cores this process may run on (its CPU affinity, which a container's cpuset narrows)."""
+    return len(os.sched_getaffinity(0))
 
 
 class CommonSettings(BaseSettings):
@@ -27,6 +35,8 @@ class CommonSettings(BaseSettings):
     # Where this process reports its health for the local supervisor (set by the stack; off if unset).
     health_file: Path | None = None
     health_interval: float = 2.0
+    # A process the local stack starts before its servers are ready waits for this file before it connects.
+    infra_ready_file: Path | None = None
     database_url: str = ""
     # Above the bus handler concurrency's typical need; a handler holds at most one connection at a time.
     db_pool_size: int = 20
@@ -65,7 +75,7 @@ class GatewaySettings(CommonSettings):
     # a request waits for room before it is answered 503 `overloaded` (services.gateway.admission).
     preauth_buffer_bytes: int = Field(default=16 * 1024 * 1024, ge=0)
     preauth_wait_seconds: float = Field(default=1.0, ge=0)
-    # Requests per second per token (a token bucket of `rate_burst`), per gateway process.
+    # Requests per second per token (a token bucket of `rate_burst`), per gateway port (all its workers).
     rate_per_token: float = Field(default=50.0, gt=0)
     rate_burst: int = Field(default=100, ge=1)
     # A request's line and headers must arrive within this; its body may pause no longer than the other.
@@ -75,6 +85,12 @@ class GatewaySettings(CommonSettings):
     # total is also kept under the process's file-descriptor limit (services.gateway.connections).
     max_connections: int = Field(default=8192, ge=1)
     max_connections_per_peer: int = Field(default=256, ge=1)
+    # Gateway processes sharing the HTTP port (services.gateway.workers), and which of them this one is
+    # (0: a process started on its own; the parent or the local stack numbers the ones it starts from 1).
+    gateway_workers: int = Field(default_factory=available_cores, ge=1, le=MAX_GATEWAY_WORKERS)
+    gateway_worker: int = Field(default=0, ge=0, le=MAX_GATEWAY_WORKERS)
+    # The file the workers of one port share their per-token rate buckets through (None: this process's own).
+    gateway_rates_file: Path | None = None
 
 
 class PublicationSettings(CommonSettings):

@@ -1,15 +1,20 @@
-import uvicorn
-
-from services.gateway.app import create_app
-from services.gateway.connections import Connections, fit_descriptors, guarded
-from shared import tracing
-from shared.gcfreeze import freeze_startup_objects
-from shared.observe import configure_logging
 from shared.settings import GatewaySettings
 
-if __name__ == "__main__":
-    settings = GatewaySettings()
-    configure_logging("gateway", settings.log_level)
+
+def serve(settings: GatewaySettings) -> None:
+    """One gateway process on the HTTP port: alone, or one of the workers sharing it."""
+    import uvicorn
+
+    from services.gateway.app import create_app
+    from services.gateway.connections import Connections, fit_descriptors, guarded
+    from services.gateway.workers import listen_socket
+    from shared import tracing
+    from shared.children import wait_for_file
+    from shared.gcfreeze import freeze_startup_objects
+    from shared.metrics import GATEWAY_WORKERS
+    from shared.observe import configure_logging
+
+    configure_logging("gateway", settings.log_level, worker=settings.gateway_worker or None)
     tracing.setup_tracing("gateway")
     connections = Connections(
         max_total=fit_descriptors(settings.max_connections),
@@ -17,11 +22,9 @@ if __name__ == "__main__":
         header_timeout=settings.header_timeout_seconds,
         body_timeout=settings.body_timeout_seconds,
     )
-    # uvicorn handles SIGTERM: it stops accepting, finishes in-flight requests, then runs the lifespan exit.
-    uvicorn.run(
+    GATEWAY_WORKERS.set(1)
+    config = uvicorn.Config(
         create_app(settings, on_started=freeze_startup_objects),
-        host=settings.http_host,
-        port=settings.http_port,
         log_level="warning",
         # uvicorn's own lines go through the JSON logging configured above, not a text format of its own.
         log_config=None,
@@ -33,3 +36,17 @@ if __name__ == "__main__":
         # and read deadlines (connections.py).
         http=guarded(connections),
     )
+    wait_for_file(settings.infra_ready_file)
+    sock = listen_socket(settings.http_host, settings.http_port, shared=settings.gateway_worker > 0)
+    # uvicorn handles SIGTERM: it stops accepting, finishes in-flight requests, then runs the lifespan exit.
+    uvicorn.Server(config).run(sockets=[sock])
+
+
+if __name__ == "__main__":
+    settings = GatewaySettings()
+    if settings.gateway_workers > 1 and settings.gateway_worker == 0:
+        # Started on its own (a container): become the parent of the workers (services/gateway/workers.py).
+        from services.gateway.workers import run_workers
+
+        raise SystemExit(run_workers(settings.gateway_workers, settings.http_host, settings.http_port))
+    serve(settings)

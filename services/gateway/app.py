@@ -13,13 +13,12 @@ from fastapi import Depends, FastAPI
 from starlette.routing import Route
 
 from services.gateway import observe
-from services.gateway.admission import PreauthBudget, TokenBuckets
+from services.gateway.admission import PreauthBudget, SharedTokenBuckets, TokenBuckets
 from services.gateway.deps import check_token, reject_unstorable
 from services.gateway.errors import install_error_handlers
 from services.gateway.hot import HotReads
 from services.gateway.limits import STREAMED_ROUTES, Admission
 from services.gateway.mcp_endpoint import McpEndpoint
-from services.gateway.mcp_server import build_server
 from services.gateway.openapi import COMMON, errors, install_openapi, operation_id
 from services.gateway.routes import (
     admin,
@@ -64,7 +63,7 @@ def create_app(settings: GatewaySettings, *, on_started: Callable[[], None] | No
     """`on_started` runs once the lifespan has connected everything (the process entry point freezes the
     start-up objects out of the garbage collector's view there)."""
     db = Database(settings.database_url)
-    mcp = McpEndpoint(build_server(version="1"))
+    mcp = McpEndpoint(version="1")
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -137,7 +136,11 @@ def create_app(settings: GatewaySettings, *, on_started: Callable[[], None] | No
     # The last added runs first: size, token and rate before any body is read or parsed, and the hottest
     # read (answered beside the router) only once the token is known.
     app.add_middleware(HotReads, routes=publications.HOT_READS, bus=lambda: app.state.bus)
-    app.state.rates = TokenBuckets(settings.rate_per_token, settings.rate_burst)
+    app.state.rates = (
+        SharedTokenBuckets(settings.rate_per_token, settings.rate_burst, settings.gateway_rates_file)
+        if settings.gateway_rates_file is not None
+        else TokenBuckets(settings.rate_per_token, settings.rate_burst)
+    )
     app.add_middleware(
         Admission,
         limit_for=limit_for,

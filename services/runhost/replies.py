@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import json
 
-from services.runhost.policies.base import ToolCall, ToolResult
-from services.runhost.policies.openai import PolicyError
+from services.runhost.policies.base import PolicyError, ToolCall, ToolResult
 from shared.metrics import MODEL_REPLIES_ANSWERED_BACK as ANSWERED_BACK
 
 MESSAGES = {

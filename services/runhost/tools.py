@@ -10,8 +10,7 @@ import asyncpg
 from services.runhost.ledger import Inclusion, RunLedger
 from services.runhost.memory import RunFiles, StaleLease, pointer, source_name
 from services.runhost.owners import Owners
-from services.runhost.policies.base import TOOL_NAMES, ToolCall, ToolResult
-from services.runhost.policies.openai import MALFORMED
+from services.runhost.policies.base import MALFORMED, TOOL_NAMES, ToolCall, ToolResult
 from services.runhost.tool_args import BadArguments, parse_arguments
 from shared.contracts.common import Actor, Ref
 from shared.errors import DomainError, Invalid, NotFound, Unavailable

@@ -24,8 +24,8 @@ from services.runhost.ledger import RunLedger
 from services.runhost.loop import Finished, Limits, RunLoop, Stopped
 from services.runhost.memory import RunFiles, StaleLease
 from services.runhost.owners import Owners
+from services.runhost.policies.base import PolicyError
 from services.runhost.policies.factory import make_policy
-from services.runhost.policies.openai import PolicyError
 from services.runhost.repository import RunRepository, RunRow, run_row
 from services.runhost.service import WAKE_CHANNEL, run_event
 from services.runhost.tools import ToolBox

@@ -25,8 +25,9 @@ from minio.commonconfig import CopySource
 from minio.error import S3Error
 
 from devstack.infra import s3_child
-from devstack.procs import free_port, port_open, wait_until
+from devstack.procs import free_port, port_open
 from shared.blobs import content_key
+from shared.children import wait_until
 from shared.contracts.common import ALL_PROCESSES
 from shared.objectkeys import key_entry
 from shared.secretfiles import new_password, private_folder

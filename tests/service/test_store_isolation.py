@@ -27,7 +27,8 @@ from devstack.infra import (
     provision_database,
     provision_roles,
 )
-from devstack.procs import Child, free_port, port_open, wait_until
+from devstack.procs import free_port, port_open
+from shared.children import Child, wait_until
 from shared.db import Database
 from tests.support.infra import Infra
 

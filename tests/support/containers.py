@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from devstack.infra import PG_SUPERUSER
-from devstack.procs import wait_until
+from shared.children import wait_until
 from shared.contracts.common import ALL_PROCESSES
 from shared.natsauth import TESTER_USER, accounts_block, server_accounts
 from shared.outside import EVENTS_USER, OUTSIDE_ADMIN

@@ -41,7 +41,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from devstack.procs import free_port, port_open, wait_until
+from devstack.procs import free_port, port_open
+from shared.children import wait_until
 
 REQUESTS: list[dict[str, Any]] = []
 LOCK = threading.Lock()

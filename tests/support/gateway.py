@@ -13,7 +13,8 @@ from pathlib import Path
 
 import httpx
 
-from devstack.procs import free_port, port_open, wait_until
+from devstack.procs import free_port, port_open
+from shared.children import wait_until
 from tests.support.infra import Infra
 from tests.support.service import service_process
 
@@ -40,9 +41,11 @@ class Gateway:
 
 @contextmanager
 def running_gateway(infra: Infra, log_dir: Path, **env: str) -> Iterator[Gateway]:
-    """A gateway alone (no domain service answers its bus calls): enough for everything before a route runs."""
+    """A gateway alone (no domain service answers its bus calls): enough for everything before a route runs.
+    One process unless `DOSSIER_GATEWAY_WORKERS` says otherwise, so its per-process limits are the ones tested."""
     admin = f"adm_{secrets.token_urlsafe(16)}"
     port = free_port()
+    env = {"DOSSIER_GATEWAY_WORKERS": "1"} | env
     child = service_process(
         "gateway",
         infra.settings_env("gateway", DOSSIER_ADMIN_TOKEN=admin, DOSSIER_HTTP_PORT=str(port), **env),

@@ -28,8 +28,9 @@ from devstack.infra import (
     provision_roles,
     s3_child,
 )
-from devstack.procs import Child, free_port, port_open, wait_until
+from devstack.procs import free_port, port_open
 from shared.blobs import Blobs
+from shared.children import Child, wait_until
 from shared.consumerguard import guard_answers
 from shared.contracts.common import ALL_PROCESSES
 from shared.natsauth import TESTER_USER, inbox_prefix, server_accounts

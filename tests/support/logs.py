@@ -10,6 +10,7 @@ from tests.support.stack import RunningStack
 
 
 def log_lines(stack: RunningStack, process: str) -> list[dict[str, Any]]:
+    """A process's lines; a gateway's are those of all its workers (RunningStack.log_text)."""
     lines = []
     # JSON lines end at "\n" alone: str.splitlines would also cut at the U+2028 or \x1c a logged path may hold.
     for raw in stack.log_text(process).split("\n"):

@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from devstack.procs import Child
+from shared.children import Child
 from shared.runtime import ServiceRuntime
 
 ROOT = Path(__file__).resolve().parents[2]

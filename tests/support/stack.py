@@ -107,10 +107,13 @@ class RunningStack:
             return dict(e.split(b"=", 1) for e in f.read().split(b"\0") if b"=" in e)
 
     def log_text(self, name: str) -> str:
-        """What a service's process has written: its log file, or its container's log."""
+        """What a service's process has written: its log file, or its container's log. A gateway's is that of
+        all its workers (`gateway.log`, `gateway-w2.log`, …; in compose they share the container's log)."""
         if self.compose is not None:
             return self.compose.log_text(name)
-        return (self.local_home() / "logs" / f"{name}.log").read_text(errors="replace")
+        logs = self.local_home() / "logs"
+        files = [logs / f"{name}.log", *sorted(logs.glob(f"{name}-w*.log"))]
+        return "\n".join(path.read_text(errors="replace") for path in files)
 
     def pid(self, name: str) -> int:
         return int((self.local_home() / "pids" / f"{name}.pid").read_text())

@@ -5,6 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+# The arguments a tool call carried when they were not a JSON object (the model is told so).
+MALFORMED = "__malformed_arguments__"
+
+
+class PolicyError(Exception):
+    """The model endpoint could not produce a next step; the run fails with this reason."""
+
 
 @dataclass
 class ToolCall:

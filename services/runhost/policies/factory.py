@@ -7,7 +7,6 @@ from pathlib import Path
 
 from services.runhost.policies.base import Policy
 from services.runhost.policies.extractive import ExtractivePolicy
-from services.runhost.policies.openai import OpenAIPolicy
 from services.runhost.policies.scripted import ScriptedPolicy
 from shared.errors import Invalid
 from shared.settings import RunhostSettings
@@ -28,6 +27,9 @@ def make_policy(model: str, settings: RunhostSettings) -> Policy:
     if model == "extractive":
         return ExtractivePolicy()
     if model == "openai":
+        # The SDK is half a second of imports: loaded by the first run that uses it, not at start.
+        from services.runhost.policies.openai import OpenAIPolicy
+
         return OpenAIPolicy(
             base_url=settings.openai_base_url,
             api_key=settings.openai_api_key,

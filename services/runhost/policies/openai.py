@@ -28,16 +28,13 @@ import httpx
 import openai
 from openai.types.chat import ChatCompletion
 
-from services.runhost.policies.base import ModelInput, ToolCall
+from services.runhost.policies.base import MALFORMED, ModelInput, PolicyError, ToolCall
 from services.runhost.policies.stream import StreamTooLong, assemble
 
-MALFORMED = "__malformed_arguments__"
+__all__ = ["MALFORMED", "OpenAIPolicy", "PolicyError"]
+
 NARRATION_CHARS = 2_000
 log = logging.getLogger("dossier.runhost.model")
-
-
-class PolicyError(Exception):
-    """The model endpoint could not produce a next step; the run fails with this reason."""
 
 
 class Retryable(Exception):

@@ -14,9 +14,9 @@ from typing import Any
 
 import asyncpg
 
-from devstack.procs import Child
 from shared.blobs import Blobs
 from shared.bus import BusClient
+from shared.children import Child
 from shared.contracts import assets as c
 from shared.settings import AssetsSettings
 from tests.service.assets.conftest import AssetsUnderTest, actor

@@ -3,6 +3,7 @@ Retry-After, for that token only, until the bucket has refilled."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import httpx
@@ -55,3 +56,18 @@ def test_workbench_pages_count_against_their_tokens_rate(infra: Infra, tmp_path:
         # The same bucket as the token's API requests.
         r = httpx.get(f"{gateway.url}/v1/workspaces?limit=0", headers={"Authorization": f"Bearer {token}"})
         assert r.status_code == 429
+
+
+def test_a_tokens_rate_holds_across_the_workers_of_a_port(infra: Infra, tmp_path: Path) -> None:
+    # `python -m services.gateway` with two workers (a container's entry point): a token's ten requests are
+    # its ten on the port, whichever worker each of its connections lands on.
+    workers = {"DOSSIER_GATEWAY_WORKERS": "2", "DOSSIER_RATE_PER_TOKEN": "0.01", "DOSSIER_RATE_BURST": "10"}
+    with running_gateway(infra, tmp_path, **workers) as gateway:
+        token = gateway.token()
+        headers = {"Authorization": f"Bearer {token}", "X-Request-ID": "req_rate_workers", "Connection": "close"}
+        replies = [httpx.get(f"{gateway.url}/v1/workspaces?limit=0", headers=headers) for _ in range(40)]
+        assert [r.status_code for r in replies].count(422) == 10, [r.status_code for r in replies]
+        assert {r.status_code for r in replies} == {422, 429}
+        lines = [json.loads(raw) for raw in (tmp_path / "gateway.log").read_text().splitlines() if raw.startswith("{")]
+        served = {line["worker"] for line in lines if line.get("request_id") == "req_rate_workers"}
+        assert served == {1, 2}, "both workers answered some of the token's requests"

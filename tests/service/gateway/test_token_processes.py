@@ -15,8 +15,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from devstack.procs import free_port, port_open, wait_until
+from devstack.procs import free_port, port_open
 from services.gateway.tokens import TokenService
+from shared.children import wait_until
 from shared.contracts.gateway import IssueTokenRequest
 from shared.db import Database
 from shared.errors import Unauthenticated

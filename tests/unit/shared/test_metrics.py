@@ -23,6 +23,7 @@ def test_a_service_family_appears_only_in_its_own_process() -> None:
         "dossier_coalesced_lookups": "publication",
         "dossier_http_requests_total": "gateway",
         "dossier_gateway_connections": "gateway",
+        "dossier_gateway_workers": "gateway",
     }
     for family, owner in owners.items():
         assert {s for s, names in exported.items() if family in names} == {owner}, family

@@ -1,0 +1,48 @@
+"""`python -m services.gateway` with several workers (a container's entry point): the parent starts them on
+one port, starts again one that dies while the others serve, and stops them all on SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+
+import httpx
+
+from tests.support.api import probe
+from tests.support.gateway import running_gateway
+from tests.support.infra import Infra
+
+
+def children(pid: int) -> set[int]:
+    return {int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()}
+
+
+def workers_answering(url: str, token: str, log: Path, request_id: str) -> set[int]:
+    """Which workers answered 20 requests, each on a connection of its own."""
+    headers = {"Authorization": f"Bearer {token}", "X-Request-ID": request_id, "Connection": "close"}
+    for _ in range(20):
+        # limit=0 is refused by the route itself (422): a request that needs no other service.
+        r = httpx.get(f"{url}/v1/workspaces?limit=0", headers=headers)
+        assert r.status_code == 422, r.text
+    lines = [json.loads(raw) for raw in log.read_text().splitlines() if raw.startswith("{")]
+    return {line["worker"] for line in lines if line.get("request_id") == request_id}
+
+
+def test_the_parent_restarts_a_dead_worker_and_stops_them_all(infra: Infra, tmp_path: Path) -> None:
+    log = tmp_path / "gateway.log"
+    with running_gateway(infra, tmp_path, DOSSIER_GATEWAY_WORKERS="2") as gateway:
+        token = gateway.token()
+        first = probe(lambda: len(children(gateway.pid)) == 2 and children(gateway.pid))
+        assert probe(lambda: workers_answering(gateway.url, token, log, "req_before") == {1, 2})
+        killed = min(first)
+        os.kill(killed, signal.SIGKILL)
+        # The other worker keeps the port while the parent starts a new one.
+        assert workers_answering(gateway.url, token, log, "req_meanwhile")
+        probe(lambda: len(children(gateway.pid)) == 2 and killed not in children(gateway.pid))
+        assert probe(lambda: workers_answering(gateway.url, token, log, "req_after") == {1, 2}, timeout=60)
+        assert "exited" in log.read_text() and "restarting it" in log.read_text()
+        survivors = children(gateway.pid)
+    # running_gateway sent SIGTERM to the parent and waited for it: its workers went with it.
+    assert not any(Path(f"/proc/{pid}").exists() for pid in survivors)
