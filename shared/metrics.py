@@ -73,6 +73,9 @@ GATEWAY_REFUSED = Counter(
 GATEWAY_CONNECTIONS = Gauge("dossier_gateway_connections", "HTTP connections the gateway holds open")
 EXTRACTION_FAILURES = Counter("dossier_extraction_failures_total", "Asset versions whose extraction failed", ["kind"])
 EXTRACTION_WAITING = Gauge("dossier_extraction_waiting", "Files waiting for a parser slot in this assets process")
+EXTRACTION_HELPERS = Counter(
+    "dossier_extraction_helper_parsers_total", "Parsers that read blocks of a split PDF beside the file's own parser"
+)
 CONSUMER_PENDING = Gauge(
     "dossier_consumer_pending_events", "Events on the stream not yet delivered to a durable consumer", ["consumer"]
 )
@@ -83,7 +86,7 @@ DEAD_LETTER_EVENTS = Gauge("dossier_dead_letter_events", "Events kept on the dea
 OWN_FAMILIES: dict[str, tuple[Counter | Gauge | Histogram, ...]] = {
     "gateway": (HTTP_REQUESTS, HTTP_SECONDS, GATEWAY_REFUSED, GATEWAY_CONNECTIONS),
     "runhost": (RUNS, LEASE_TAKEOVERS, MODEL_REPLIES_ANSWERED_BACK),
-    "assets": (EXTRACTION_SECONDS, EXTRACTION_FAILURES, EXTRACTION_WAITING),
+    "assets": (EXTRACTION_SECONDS, EXTRACTION_FAILURES, EXTRACTION_WAITING, EXTRACTION_HELPERS),
     "publication": (COALESCED,),
 }
 
