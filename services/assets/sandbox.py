@@ -106,8 +106,10 @@ class Sandbox:
             log.error("parsing is refused: %s", exc)
 
     def start(self) -> None:
-        """Warm the first spare now, so health knows at once whether parsers can be confined here."""
-        self._replenish()
+        """Warm the first spare now, so health knows at once whether parsers can be confined here.
+
+        The helpers for split files are warmed after the first file, not on the way to the service's start."""
+        self._replenish(helpers=False)
 
     def _command(self, config: str) -> list[str]:
         return [sys.executable, "-B", "-m", "services.assets.parser", config]
@@ -187,13 +189,13 @@ class Sandbox:
             parser = await self._spawn()
         return parser
 
-    def _replenish(self) -> None:
+    def _replenish(self, *, helpers: bool = True) -> None:
         # After the job, not during it: on a small machine the spare's start would slow the parse down.
         if self._closed or self._plan is None:
             return
         if self._spare is None:
             self._spare = asyncio.create_task(self._spawn())
-        if self.split_pages > 0:
+        if helpers and self.split_pages > 0:
             while len(self._helpers) < self.split_width - 1:
                 self._helpers.append(asyncio.create_task(self._spawn()))
 
@@ -256,6 +258,18 @@ class Sandbox:
             with contextlib.suppress(Exception):
                 parser = await spare
                 await self.discard_ready(parser)
+
+    def discard_when_ready(self, starting: asyncio.Future[_Parser]) -> None:
+        """Stop a parser that is still starting for a share no longer needed, once it has started."""
+
+        def started(done: asyncio.Future[_Parser]) -> None:
+            if done.cancelled() or done.exception() is not None:
+                return
+            task = asyncio.create_task(self.discard_ready(done.result()))
+            self._reaping.add(task)
+            task.add_done_callback(self._reaping.discard)
+
+        starting.add_done_callback(started)
 
     async def discard_ready(self, parser: _Parser) -> None:
         """Stop a ready parser that got no job (a spare at close, a share no longer needed)."""

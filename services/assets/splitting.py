@@ -152,8 +152,14 @@ class Split:
 
     async def _join(self) -> None:
         """One more parser, on a borrowed slot: it takes blocks once it has opened the file too."""
+        taking = asyncio.ensure_future(self.sandbox.take_helper())
         try:
-            parser = await self.sandbox.take_helper()
+            parser = await asyncio.shield(taking)
+        except asyncio.CancelledError:
+            # The file ended first: the slot goes back now, the parser (once started) is stopped.
+            self.lender.give_back()
+            self.sandbox.discard_when_ready(taking)
+            raise
         except Exception:
             self.lender.give_back()
             return

@@ -30,7 +30,9 @@ async def ingest(make_settings: Any, bus: BusClient, data: bytes, *, split: bool
     async with running(runtime):
         assets = AssetsUnderTest(settings, Blobs(settings), bus)
         if split:
-            # The helper parser is warm before the file arrives, as it is on a service that has been up a while.
+            # The helper parser is warm before the file arrives, as on a service that has read a file before.
+            await assets.upload(actor(), "first", documents.pdf(["a first file"]))
+
             async def warm() -> bool:
                 return runtime.sandbox.helpers_ready() >= 1
 
