@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import pytest
 from prometheus_client import REGISTRY
 
 from services.assets.app import create_app
@@ -16,15 +17,18 @@ from tests.support import documents
 from tests.support.probe import probe_until
 from tests.support.service import running
 
-Outcome = tuple[list[tuple[str, str, bool]], dict[str, Any]]
+Passages = list[tuple[str, str, bool]]
+Outcome = tuple[Passages, dict[str, Any]]
+Uploaded = tuple[dict[str, Any], Passages, float]
 
 
 def helpers_so_far() -> float:
     return REGISTRY.get_sample_value("dossier_extraction_helper_parsers_total") or 0.0
 
 
-async def ingest(make_settings: Any, bus: BusClient, data: bytes, *, split: bool, **env: str) -> Outcome:
-    """Upload `data` to an assets service that splits long PDFs or never does; its passages and coverage."""
+async def upload(make_settings: Any, bus: BusClient, data: bytes, *, split: bool, **env: str) -> Uploaded:
+    """Upload `data` to an assets service that splits long PDFs or never does: the version, its passages,
+    and how many helper parsers read blocks of it."""
     settings = make_settings(DOSSIER_EXTRACT_SPLIT_PAGES="64" if split else "0", **env)
     runtime = create_app(settings)
     async with running(runtime):
@@ -47,10 +51,16 @@ async def ingest(make_settings: Any, bus: BusClient, data: bytes, *, split: bool
             )
         finally:
             await conn.close()
+    return version, [(r["locator"], r["text"], r["ocr"]) for r in rows], helped
+
+
+async def ingest(make_settings: Any, bus: BusClient, data: bytes, *, split: bool, **env: str) -> Outcome:
+    """The passages and coverage of an active version, read by several parsers (`split`) or by one."""
+    version, passages, helped = await upload(make_settings, bus, data, split=split, **env)
     assert version["status"] == "active", version
     # Split: at least one more parser read blocks; not split: none did.
     assert (helped >= 1) if split else (helped == 0)
-    return [(r["locator"], r["text"], r["ocr"]) for r in rows], version["extraction"]
+    return passages, version["extraction"]
 
 
 async def test_a_long_pdf_split_across_parsers_reads_as_one_parser_does(make_settings: Any, bus: BusClient) -> None:
@@ -89,3 +99,17 @@ async def test_ocr_pages_of_a_split_pdf_keep_the_files_ocr_budget(make_settings:
     # Page 150 is read by OCR; page 170 is beyond the file's budget of one page, in either way.
     assert [loc for loc, _, ocr in passages_one if ocr] == ["page:150;label=C-142"]
     assert one["status"] == "partial" and any(note.endswith("page 170)") for note in one["notes"])
+
+
+@pytest.mark.parametrize("limit", [{"DOSSIER_PARSE_CPU_SECONDS": "1"}, {"DOSSIER_PARSE_WALL_SECONDS": "0.3"}])
+async def test_a_split_pdf_fails_at_a_limit_as_one_parser_does(
+    make_settings: Any, bus: BusClient, limit: dict[str, str]
+) -> None:
+    """The file's CPU time is shared by its parsers and its deadline is one for all: 2,000 pages fit in
+    neither, read by one parser or by several, and the version fails the same way."""
+    data = documents.big_pdf(2000, seed=4)
+    one, nothing, _ = await upload(make_settings, bus, data, split=False, **limit)
+    shared, none_either, _ = await upload(make_settings, bus, data, split=True, **limit)
+    assert one["status"] == shared["status"] == "failed" and nothing == none_either == []
+    assert shared["error"] == one["error"]
+    assert ("CPU or memory limit" if "DOSSIER_PARSE_CPU_SECONDS" in limit else "within 0.3 s") in one["error"]
