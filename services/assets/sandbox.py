@@ -23,7 +23,6 @@ import contextlib
 import json
 import logging
 import os
-import signal
 import socket
 import sys
 from collections.abc import Awaitable, Callable
@@ -35,13 +34,13 @@ import orjson
 
 from services.assets import confinement
 from services.assets.extraction import Limits
+from services.assets.output import STDERR_KEEP, ExtractionFailed, Stream
 
 T = TypeVar("T")
 log = logging.getLogger("dossier.assets.sandbox")
 ROOT = Path(__file__).resolve().parents[2]
 # One JSON line holds one passage; passages are bounded far below this.
 _LINE_LIMIT = 16 * 1024 * 1024
-_STDERR_KEEP = 4096
 # How long a new parser may take to confine itself and import the parsers before it counts as failed.
 _START_SECONDS = 60.0
 
@@ -57,10 +56,6 @@ class SlotLender(Protocol):
     def contended(self) -> bool: ...  # somebody waits for a slot
 
     def give_back(self) -> None: ...
-
-
-class ExtractionFailed(Exception):
-    """The file failed alone; the message is safe to show (no paths, no traces)."""
 
 
 @dataclass
@@ -170,7 +165,7 @@ class Sandbox:
 
         async def reap() -> None:
             said = await _bounded(parser.proc.communicate(), "reaping a parser that never became ready")
-            tail = said[1][-_STDERR_KEEP:] if said and said[1] else b""
+            tail = said[1][-STDERR_KEEP:] if said and said[1] else b""
             log.warning("%s (exit %s); stderr: %s", why, parser.proc.returncode, tail.decode("utf-8", "replace"))
 
         task = asyncio.create_task(reap())
@@ -226,7 +221,7 @@ class Sandbox:
 
     def helpers_ready(self) -> int:
         """Warm parsers ready for the shares of a split file."""
-        return sum(1 for task in self._helpers if task.done() and not task.exception())
+        return sum(1 for task in self._helpers if task.done() and not task.cancelled() and not task.exception())
 
     async def take_helper(self) -> _Parser:
         """A parser for a share of a split file: a warm helper when one is ready, else a new one."""
@@ -280,85 +275,6 @@ class Sandbox:
         await _bounded(parser.proc.communicate(), "reaping a parser that got no job")
 
 
-class Stream:
-    """One parser's output as the service follows it: passages to the sink, its final record, its death."""
-
-    def __init__(self, sandbox: Sandbox, parser: _Parser, sink: PassageSink, *, counted: list[int] | None = None):
-        self.sandbox, self.parser, self.sink = sandbox, parser, sink
-        assert parser.proc.stdout is not None and parser.proc.stderr is not None
-        self.stderr = asyncio.create_task(_tail(parser.proc.stderr))
-        self.final: list[Any] | None = None
-        # Passages handed on for the file (shared by the parsers of a split file).
-        self.counted = counted if counted is not None else [0]
-        self.ocr_started = False
-        self.deadline: asyncio.Timeout | None = None
-        self.tail = b""
-
-    async def next_record(self) -> list[Any] | None:
-        """The parser's next record, or None once its output has ended."""
-        assert self.parser.proc.stdout is not None
-        line = await self.parser.proc.stdout.readline()
-        return _record(line) if line else None
-
-    def note_ocr(self) -> None:
-        # Once per file: OCR has its own time budget on top of the parse's.
-        if not self.ocr_started and self.deadline is not None and (when := self.deadline.when()) is not None:
-            self.deadline.reschedule(when + self.sandbox.limits.ocr_seconds)
-        self.ocr_started = True
-
-    async def pass_on(self, record: list[Any]) -> None:
-        self.counted[0] += 1
-        if self.counted[0] > self.sandbox.limits.max_passages:
-            raise ExtractionFailed("the parser produced more passages than the limit allows")
-        await self.sink(record[1], record[2], record[3] if len(record) == 4 else {})
-
-    async def follow(self, record: list[Any] | None = None) -> None:
-        """Hand passages on until the parser's final record (or its end); `record` is one already read."""
-        if record is None:
-            record = await self.next_record()
-        while record is not None:
-            if record[0] == "ocr":
-                self.note_ocr()
-            elif record[0] == "p":
-                await self.pass_on(record)
-            elif record[0] in ("done", "error"):
-                self.final = record
-                return  # the parser has said all it will say
-            else:
-                raise ExtractionFailed("the parser's output was malformed")
-            record = await self.next_record()
-        await self.parser.proc.wait()
-
-    def timed_out(self) -> ExtractionFailed:
-        allowed = self.sandbox.wall_seconds + (self.sandbox.limits.ocr_seconds if self.ocr_started else 0)
-        return ExtractionFailed(f"the parser did not finish within {allowed:g} s and was stopped")
-
-    async def end(self) -> None:
-        """Stop the parser if it still runs and reap it: at once when it has not answered, else beside."""
-        proc = self.parser.proc
-        self.parser.jobs.close()
-        if proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-        if self.final is None:
-            self.tail = await self.sandbox._reap(proc, self.stderr) or b""
-            return
-        # The parser has answered: its exit (unmapping all it allocated) is not waited for on the way to
-        # storing and activating; it is reaped beside that.
-        self.sandbox._reap_beside(proc, self.stderr)
-
-    def result(self) -> dict[str, Any]:
-        final, proc = self.final, self.parser.proc
-        if final is not None and final[0] == "done":
-            if not isinstance(final[1], dict):
-                raise ExtractionFailed("the parser's output was malformed")
-            return dict(final[1])
-        if final is not None and final[0] == "error":
-            raise ExtractionFailed(str(final[1]))
-        log.warning("the sandbox exited with %s; stderr: %s", proc.returncode, self.tail.decode("utf-8", "replace"))
-        raise ExtractionFailed(death(proc.returncode))
-
-
 def _send_job(jobs: socket.socket, path: Path, kind: str, *, split: bool = False) -> None:
     """The job and its input's open descriptor, in one message (a few bytes: the socket never blocks).
 
@@ -374,37 +290,6 @@ def _send_job(jobs: socket.socket, path: Path, kind: str, *, split: bool = False
         os.close(fd)
 
 
-def _record(line: bytes) -> list[Any]:
-    try:
-        record = orjson.loads(line)
-    except ValueError as exc:
-        raise ExtractionFailed("the parser's output was malformed") from exc
-    if record == ["ocr"]:
-        return record
-    # A part of a split file (services.assets.splitting) says its pages and each block's tally.
-    if isinstance(record, list) and len(record) == 2 and record[0] in ("pages", "block"):
-        return record
-    valid = isinstance(record, list) and len(record) in (2, 3, 4) and record[0] in ("p", "done", "error")
-    passage = valid and record[0] == "p"
-    if passage and not (
-        len(record) in (3, 4)
-        and all(isinstance(x, str) for x in record[1:3])
-        and (len(record) == 3 or isinstance(record[3], dict))
-    ):
-        valid = False
-    if not valid or (record[0] != "p" and len(record) == 4):
-        raise ExtractionFailed("the parser's output was malformed")
-    return record
-
-
-def death(code: int | None) -> str:
-    if code == -signal.SIGXCPU or code == -signal.SIGKILL:
-        return "the parser was stopped at its CPU or memory limit"
-    if code is not None and code < 0:
-        return f"the parser crashed (signal {signal.Signals(-code).name})"
-    return f"the parser failed (exit status {code})"
-
-
 async def _bounded(awaitable: Awaitable[T], what: str, seconds: float = 10.0) -> T | None:
     task = asyncio.ensure_future(awaitable)
     try:
@@ -414,10 +299,3 @@ async def _bounded(awaitable: Awaitable[T], what: str, seconds: float = 10.0) ->
         task.cancel()
         log.warning("gave up %s after %.0f s", what, seconds)
         return None
-
-
-async def _tail(stream: asyncio.StreamReader) -> bytes:
-    kept = b""
-    while chunk := await stream.read(65536):
-        kept = (kept + chunk)[-_STDERR_KEEP:]
-    return kept

@@ -31,16 +31,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from services.assets.output import ExtractionFailed, Stream, death
 from services.assets.pdf import Seed
-from services.assets.sandbox import (
-    ExtractionFailed,
-    PassageSink,
-    Sandbox,
-    SlotLender,
-    Stream,
-    _send_job,
-    death,
-)
+from services.assets.sandbox import PassageSink, Sandbox, SlotLender, _send_job
 from shared.metrics import EXTRACTION_HELPERS
 
 BLOCK_PAGES = 16
