@@ -91,7 +91,7 @@ def serve(config: dict[str, Any], work: Work) -> int:
     ocr.on_start(ocr_started)
     path = Path(f"/proc/self/fd/{fds[0]}")
     if job.get("split"):
-        final = _part(path, limits, write, out.flush, jobs)
+        final = _part(path, limits, write, out.flush, jobs, int(job["split"]))
     else:
         final = work(str(job["kind"]), path, limits, write)
     if final is not None:
@@ -112,12 +112,14 @@ def _extract(kind: str, path: Path, limits: Limits, emit: Emit) -> list[Any]:
     return ["done", summary]
 
 
-def _part(path: Path, limits: Limits, emit: Emit, flush: Callable[[], None], jobs: socket.socket) -> list[Any] | None:
+def _part(
+    path: Path, limits: Limits, emit: Emit, flush: Callable[[], None], jobs: socket.socket, least: int
+) -> list[Any] | None:
     """A share of a split PDF (services.assets.splitting): `["pages", n]`, then one message per line on the
     job socket: `{"block": [first, last]}` is answered by its passages and `["block", tally]`;
     `{"rest": seed, "cpu": seconds}` reads the rest of the file as one parser would from there, within what
     is left of the file's CPU time; the socket's end dismisses the part. A file that is not one to split
-    is read whole at once, as without a split."""
+    (encrypted, empty, or shorter than `least` pages) is read whole at once, as without a split."""
     from services.assets import pdf
     from services.assets.extraction import Collector, Coverage, ExtractionError, extract, failure
 
@@ -126,7 +128,7 @@ def _part(path: Path, limits: Limits, emit: Emit, flush: Callable[[], None], job
     except ExtractionError as exc:
         return ["error", str(exc)]
     pages = part.pages()
-    if pages is None:
+    if pages is None or pages < least:
         part.close()
         return _extract("pdf", path, limits, emit)
     emit(["pages", pages])

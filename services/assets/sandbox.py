@@ -275,7 +275,7 @@ class Sandbox:
         await _bounded(parser.proc.communicate(), "reaping a parser that got no job")
 
 
-def _send_job(jobs: socket.socket, path: Path, kind: str, *, split: bool = False) -> None:
+def _send_job(jobs: socket.socket, path: Path, kind: str, *, split: int = 0) -> None:
     """The job and its input's open descriptor, in one message (a few bytes: the socket never blocks).
 
     The staged file sits in a 0700 per-job folder the parser cannot reach; the parser opens the input again
@@ -284,7 +284,8 @@ def _send_job(jobs: socket.socket, path: Path, kind: str, *, split: bool = False
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
         os.fchmod(fd, 0o644)
-        job: dict[str, Any] = {"kind": kind, "split": True} if split else {"kind": kind}
+        # `split`: the pages from which a PDF is shared (services.assets.splitting).
+        job: dict[str, Any] = {"kind": kind, "split": split} if split else {"kind": kind}
         socket.send_fds(jobs, [json.dumps(job).encode()], [fd])
     finally:
         os.close(fd)

@@ -81,7 +81,7 @@ class Split:
         try:
             async with asyncio.timeout(sandbox.wall_seconds) as deadline:
                 main.stream.deadline = deadline
-                _send_job(main.stream.parser.jobs, self.path, "pdf", split=True)
+                _send_job(main.stream.parser.jobs, self.path, "pdf", split=self.sandbox.split_pages)
                 first = await main.stream.next_record()
                 pages = first[1] if first is not None and first[0] == "pages" else None
                 if pages is None:
@@ -163,7 +163,7 @@ class Split:
         share = _Share(Stream(self.sandbox, parser, self.sink, counted=self.counted), primary=False, lent=True)
         self.shares.append(share)
         try:
-            _send_job(parser.jobs, self.path, "pdf", split=True)
+            _send_job(parser.jobs, self.path, "pdf", split=self.sandbox.split_pages)
         except OSError:
             self._dismiss(share)
             return
@@ -324,7 +324,7 @@ class Split:
             rest = _Share(Stream(self.sandbox, parser, self.sink, counted=self.counted), primary=True)
             rest.stream.deadline = deadline
             self.shares.append(rest)
-            _send_job(parser.jobs, self.path, "pdf", split=True)
+            _send_job(parser.jobs, self.path, "pdf", split=self.sandbox.split_pages)
             first = await rest.stream.next_record()
             if first is None:
                 raise ExtractionFailed(death(await parser.proc.wait()))
