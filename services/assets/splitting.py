@@ -92,7 +92,7 @@ class Split:
                     raise ExtractionFailed("the parser's output was malformed")
                 self.pages = pages
                 if pages < sandbox.split_pages:
-                    self._rest(main)
+                    self._rest(main)  # when it died instead, its end says how
                     await main.stream.follow()
                     return main.stream.result()
                 return await self._shared(main, deadline)
@@ -317,32 +317,37 @@ class Split:
         for share in self.shares:
             if not share.primary and share.alive:
                 self._dismiss(share)
-        rest = main
-        if not main.alive:
-            # The file's own parser died: a new one takes over on its slot, as the file's parser.
-            parser = await self.sandbox.take_helper()
-            rest = _Share(Stream(self.sandbox, parser, self.sink, counted=self.counted), primary=True)
-            rest.stream.deadline = deadline
-            self.shares.append(rest)
-            _send_job(parser.jobs, self.path, "pdf", split=self.sandbox.split_pages)
-            first = await rest.stream.next_record()
-            if first is None:
-                raise ExtractionFailed(death(await parser.proc.wait()))
-            if first != ["pages", self.pages]:
-                raise ExtractionFailed("the parser's output was malformed")
-            self._listen(rest)
-        self._rest(rest, others=[s for s in self.shares if s is not rest])
+        others = [s for s in self.shares if s is not main]
+        if main.alive and self._rest(main, others):
+            return main
+        main.alive = False
+        # The file's own parser died: a new one takes over on its slot, as the file's parser.
+        parser = await self.sandbox.take_helper()
+        rest = _Share(Stream(self.sandbox, parser, self.sink, counted=self.counted), primary=True)
+        rest.stream.deadline = deadline
+        self.shares.append(rest)
+        _send_job(parser.jobs, self.path, "pdf", split=self.sandbox.split_pages)
+        first = await rest.stream.next_record()
+        if first is None:
+            raise ExtractionFailed(death(await parser.proc.wait()))
+        if first != ["pages", self.pages]:
+            raise ExtractionFailed("the parser's output was malformed")
+        self._listen(rest)
+        if not self._rest(rest, [s for s in self.shares if s is not rest]):
+            raise ExtractionFailed(death(await rest.stream.parser.proc.wait()))
         return rest
 
-    def _rest(self, share: _Share, others: list[_Share] | None = None) -> None:
+    def _rest(self, share: _Share, others: list[_Share] | None = None) -> bool:
+        """Send `share` the rest of the file; False when it is no longer there to take it."""
         spent = sum(s.cpu for s in others or [])
         left = int(self.sandbox.cpu_seconds - spent)
         if left < 1:
             raise ExtractionFailed(death(-9))
         share.resting = True
         if not self._send(share, {"rest": asdict(self.seed), "cpu": left}):
-            raise ExtractionFailed("the parser did not take over the rest of the file")
+            return False
         share.stream.parser.jobs.shutdown(socket.SHUT_WR)
+        return True
 
     async def _conclude(self, share: _Share, record: list[Any] | None) -> dict[str, Any]:
         if record is not None and record[0] == "failed":
