@@ -72,3 +72,40 @@ async def test_a_parser_that_dies_mid_file_costs_a_reread_not_the_file(tmp_path:
     finally:
         await one.close()
         await shared.close()
+
+
+async def test_a_file_of_another_scope_gets_the_borrowed_slot_before_the_long_file_ends(tmp_path: Path) -> None:
+    path = tmp_path / "long.pdf"
+    path.write_bytes(big_pdf(2000, seed=6, lines=4))
+    shared = sandbox(64)
+    slots = FairSlots(2, per_scope=4)
+    try:
+        shared.start()
+        await read_with(shared, path, slots)
+
+        async def warm() -> bool:
+            return shared.helpers_ready() >= 1
+
+        await probe_until(warm, timeout=60)
+        got: list[tuple[str, str]] = []
+
+        async def sink(locator: str, text: str, meta: dict[str, Any]) -> None:
+            got.append((locator, text))
+
+        async with slots.slot("long"):
+            split = Split(shared, path, sink, slots)
+            running = asyncio.create_task(split.run())
+
+            async def helped() -> bool:
+                return len(split.shares) >= 2 and split.shares[1].answered > 0
+
+            await probe_until(helped, timeout=60, interval=0.001)
+            # Both slots are taken (the file's own and the borrowed one): another scope's file waits, and the
+            # helper gives its slot back at its next block boundary, long before the file's 125 blocks end.
+            async with slots.slot("other"):
+                assert not running.done()
+            coverage = await running
+        assert coverage["units_extracted"] == 2000 and len(got) == 2000
+        assert not split.shares[1].alive and split.shares[1].answered < len(split.blocks)
+    finally:
+        await shared.close()
