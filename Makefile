@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup up test test-corpus test-containers images lint bench asyncapi
+.PHONY: setup up test test-corpus test-containers images lint bench bench-growth asyncapi
 
 setup: $(STAMP)
 
@@ -53,6 +53,13 @@ lint: setup
 
 bench: setup
 	for b in bench/[a-z]*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+# The growth goals at full size (several minutes): evidence search at 1,000,000 passages and the catalog
+# of a workspace with 1,000,000 associations against one with 100; each prints its GOAL line.
+GROWTH := 1000000
+bench-growth: setup
+	$(PY) bench/ingest.py --search-only --passages $(GROWTH)
+	$(PY) bench/catalog.py --large $(GROWTH)
 
 asyncapi: setup
 	$(PY) -m devstack.asyncapi

@@ -1,4 +1,5 @@
-"""Catalog latency for a workspace with 100 associations against one with 20,000, in the same run.
+"""Catalog latency for a workspace with 100 associations against one with 20,000 (`--large N`; `make
+bench-growth` runs 1,000,000), in the same run.
 
 The catalog is bounded (newest N, one index-ordered page, `omitted` from a counter), so the two should
 cost about the same. Starts its own stack in a temporary DOSSIER_HOME, fills the two workspaces
@@ -6,11 +7,14 @@ cost about the same. Starts its own stack in a temporary DOSSIER_HOME, fills the
 publications in both, so each catalog asks the publication service about the same 50 items), measures
 through the gateway and at the database, prints the ratios, and stops the stack.
 
-Run with `make bench` (or `python bench/catalog.py` from the repository root). Never part of the tests.
+The goal: the median through the gateway at the large size ÷ at 100 is at most 1.1 (the catalog does not
+grow with the workspace). Run with `make bench` (or `python bench/catalog.py` from the repository root).
+Never part of the tests.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import sys
 import tempfile
@@ -22,7 +26,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._stats import report
+from bench._stats import goal, report
 from services.workspace.repository import WorkspaceRepository
 from tests.support.stack import start_stack, stop_stack
 
@@ -75,6 +79,9 @@ async def time_queries(dsn: str, scope: str, workspaces: dict[int, str]) -> dict
 
 
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--large", type=int, default=LARGE, help="associations of the large workspace")
+    large_size = parser.parse_args().large
     with tempfile.TemporaryDirectory(prefix="dossier-bench-catalog-") as home:
         stack = start_stack(Path(home) / "home")
         try:
@@ -87,7 +94,7 @@ def main() -> int:
                 ]
                 workspaces = {
                     n: api.post("/v1/workspaces", json={"title": f"{n} associations", "goal": "bench"}).json()["id"]
-                    for n in (SMALL, LARGE)
+                    for n in (SMALL, large_size)
                 }
                 dsn = stack.dsn("workspace")
                 for n, wid in workspaces.items():
@@ -106,15 +113,16 @@ def main() -> int:
                         if i >= WARMUP:
                             samples[n].append(elapsed)
             print(f"catalog through the gateway (limit {REAL_NEWEST}, one publication.check batch per request)")
-            small = report(f"  workspace with {SMALL:>6,} associations", samples[SMALL])[0]
-            large = report(f"  workspace with {LARGE:>6,} associations", samples[LARGE])[0]
-            print(f"  ratio {LARGE:,} / {SMALL:,} (median): {large / small:.2f}")
+            small = report(f"  workspace with {SMALL:>9,} associations", samples[SMALL])[0]
+            large = report(f"  workspace with {large_size:>9,} associations", samples[large_size])[0]
+            print(f"  ratio {large_size:,} / {SMALL:,} (median): {large / small:.2f}")
 
             db = asyncio.run(time_queries(dsn, scope, workspaces))
             print("the page query alone, at the database")
-            small_db = report(f"  workspace with {SMALL:>6,} associations", db[SMALL])[0]
-            large_db = report(f"  workspace with {LARGE:>6,} associations", db[LARGE])[0]
-            print(f"  ratio {LARGE:,} / {SMALL:,} (median): {large_db / small_db:.2f}")
+            small_db = report(f"  workspace with {SMALL:>9,} associations", db[SMALL])[0]
+            large_db = report(f"  workspace with {large_size:>9,} associations", db[large_size])[0]
+            print(f"  ratio {large_size:,} / {SMALL:,} (median): {large_db / small_db:.2f}")
+            goal(f"catalog p50 at {large_size:,} ÷ at {SMALL} associations", large / small, 1.1, at_most=True)
         finally:
             stop_stack(stack.proc)
     return 0

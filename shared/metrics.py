@@ -93,6 +93,9 @@ EXTRACTION_WAITING = Gauge(
     "Files waiting for a parser slot in this assets process",
     multiprocess_mode="livesum",
 )
+EXTRACTION_HELPERS = Counter(
+    "dossier_extraction_helper_parsers_total", "Parsers that read blocks of a split PDF beside the file's own parser"
+)
 CONSUMER_PENDING = Gauge(
     "dossier_consumer_pending_events",
     "Events on the stream not yet delivered to a durable consumer",
@@ -108,7 +111,7 @@ DEAD_LETTER_EVENTS = Gauge(
 OWN_FAMILIES: dict[str, tuple[Counter | Gauge | Histogram, ...]] = {
     "gateway": (HTTP_REQUESTS, HTTP_SECONDS, GATEWAY_REFUSED, GATEWAY_CONNECTIONS, GATEWAY_WORKERS),
     "runhost": (RUNS, LEASE_TAKEOVERS, MODEL_REPLIES_ANSWERED_BACK),
-    "assets": (EXTRACTION_SECONDS, EXTRACTION_FAILURES, EXTRACTION_WAITING),
+    "assets": (EXTRACTION_SECONDS, EXTRACTION_FAILURES, EXTRACTION_WAITING, EXTRACTION_HELPERS),
     "publication": (COALESCED,),
 }
 

@@ -178,6 +178,9 @@ class AssetsSettings(CommonSettings):
     max_zip_total_bytes: int = 512 * 1024 * 1024
     max_zip_ratio: int = 100
     extract_concurrency: int = 2
+    # A PDF of at least this many pages (after `max_parts`) is read by several parsers at once, one per
+    # parser slot free with nobody waiting (services.assets.splitting); 0 reads every file with one parser.
+    extract_split_pages: int = 64
     # Versions of one scope that may wait for a parser slot; more answer `timeout` (try again later).
     extract_queue_per_scope: int = 64
     extract_attempts: int = 2

@@ -68,6 +68,8 @@ def create_sandbox(settings: AssetsSettings) -> Sandbox:
         memory_bytes=settings.parse_memory_bytes,
         wall_seconds=settings.parse_wall_seconds,
         ocr_memory_bytes=settings.ocr_memory_bytes,
+        split_pages=settings.extract_split_pages,
+        split_width=settings.extract_concurrency,
     )
 
 

@@ -73,14 +73,23 @@ def clean_text(text: str) -> str:
 Emit = Callable[[str, str, dict[str, Any]], None]
 
 
+def failure(kind: str, exc: Exception) -> ExtractionError:
+    """What a parser says when it fails unexpectedly (never a path or a trace)."""
+    if isinstance(exc, MemoryError):
+        return ExtractionError("the parser ran out of its memory limit")
+    return ExtractionError(f"the {kind} parser failed: {type(exc).__name__}")
+
+
 class Collector:
     def __init__(self, limits: Limits, coverage: Coverage, emit: Emit):
         self.limits = limits
         self.coverage = coverage
         self._emit = emit
         self.passages = 0
-        self._chars = 0
-        self._cut = 0
+        self.chars = 0
+        self.cut = 0
+        # Characters offered before any passage was cut: what the next add's total check can count on.
+        self.offered = 0
         self.full = False
 
     def add(self, locator: str, text: str, *, ocr: bool = False) -> bool:
@@ -90,28 +99,35 @@ class Collector:
         text = clean_text(text)
         if not text:
             return True
-        if self.passages >= self.limits.max_passages or self._chars + len(text) > self.limits.max_text_chars:
+        if self.passages >= self.limits.max_passages or self.chars + len(text) > self.limits.max_text_chars:
             self.full = True
             self.coverage.lose(
                 f"the limit of {self.limits.max_passages} passages or {self.limits.max_text_chars} characters"
                 " was reached; the rest of the file was not extracted"
             )
             return False
+        self.offered += len(text)
         if len(text) > self.limits.max_passage_chars:
             text = text[: self.limits.max_passage_chars]
-            self._cut += 1
+            self.cut += 1
         self.passages += 1
-        self._chars += len(text)
+        self.chars += len(text)
         self._emit(locator, text, {"ocr": ocr})
         return True
 
+    def divert(self, emit: Emit) -> None:
+        """Send the passages elsewhere from now on (a split part holds a page's passages until it is whole)."""
+        self._emit = emit
+
     def finish(self) -> None:
-        if self._cut:
-            self.coverage.lose(f"{self._cut} passages were cut at {self.limits.max_passage_chars} characters")
+        if self.cut:
+            self.coverage.lose(f"{self.cut} passages were cut at {self.limits.max_passage_chars} characters")
 
 
-def extract(path: Path, kind: str, limits: Limits, emit: Emit) -> dict[str, Any]:
-    """Run the extractor of `kind`; returns the coverage summary or raises ExtractionError."""
+def extract(path: Path, kind: str, limits: Limits, emit: Emit, *, seed: Any = None) -> dict[str, Any]:
+    """Run the extractor of `kind`; returns the coverage summary or raises ExtractionError.
+
+    `seed` (a `pdf.Seed`) takes a PDF over at a page that other parsers read up to."""
     from services.assets import office, pdf, webpage, wordprocessing
 
     coverage = Coverage()
@@ -126,13 +142,14 @@ def extract(path: Path, kind: str, limits: Limits, emit: Emit) -> dict[str, Any]
     if kind not in extractors:
         raise ExtractionError(f"no extractor for {kind!r}")
     try:
-        extractors[kind](path, out)
+        if seed is not None and kind == "pdf":
+            pdf.extract_pdf(path, out, seed)
+        else:
+            extractors[kind](path, out)
     except ExtractionError:
         raise
-    except MemoryError as exc:
-        raise ExtractionError("the parser ran out of its memory limit") from exc
     except Exception as exc:
-        raise ExtractionError(f"the {kind} parser failed: {type(exc).__name__}") from exc
+        raise failure(kind, exc) from exc
     out.finish()
     return coverage.summary()
 

@@ -144,7 +144,7 @@ class Lifecycle:
                         log.warning("fault injection: a slow parse of %.1f s for %s", delay, row["asset_id"])
                         await asyncio.sleep(delay)
                     started = time.perf_counter()
-                    coverage = await self._sandbox.run(path, row["kind"], writer.add)
+                    coverage = await self._sandbox.run(path, row["kind"], writer.add, self.slots)
                     EXTRACTION_SECONDS.labels(row["kind"], coverage["status"]).observe(time.perf_counter() - started)
                     await writer.finish()
                 except BaseException:

@@ -15,6 +15,7 @@ import os
 import signal
 import socket
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -88,7 +89,13 @@ def serve(config: dict[str, Any], work: Work) -> int:
         out.flush()
 
     ocr.on_start(ocr_started)
-    write(work(str(job["kind"]), Path(f"/proc/self/fd/{fds[0]}"), limits, write))
+    path = Path(f"/proc/self/fd/{fds[0]}")
+    if job.get("split"):
+        final = _part(path, limits, write, out.flush, jobs, int(job["split"]))
+    else:
+        final = work(str(job["kind"]), path, limits, write)
+    if final is not None:
+        write(final)
     out.flush()
     return 0
 
@@ -103,6 +110,56 @@ def _extract(kind: str, path: Path, limits: Limits, emit: Emit) -> list[Any]:
     except ExtractionError as exc:
         return ["error", str(exc)]
     return ["done", summary]
+
+
+def _part(
+    path: Path, limits: Limits, emit: Emit, flush: Callable[[], None], jobs: socket.socket, least: int
+) -> list[Any] | None:
+    """A share of a split PDF (services.assets.splitting): `["pages", n]`, then one message per line on the
+    job socket: `{"block": [first, last]}` is answered by its passages and `["block", tally]`;
+    `{"rest": seed, "cpu": seconds}` reads the rest of the file as one parser would from there, within what
+    is left of the file's CPU time; the socket's end dismisses the part. A file that is not one to split
+    (encrypted, empty, or shorter than `least` pages) is read whole at once, as without a split."""
+    from services.assets import pdf
+    from services.assets.extraction import Collector, Coverage, ExtractionError, extract, failure
+
+    try:
+        part = pdf.Part(path, Collector(limits, Coverage(), lambda *_: None))
+    except ExtractionError as exc:
+        return ["error", str(exc)]
+    pages = part.pages()
+    if pages is None or pages < least:
+        part.close()
+        return _extract("pdf", path, limits, emit)
+    emit(["pages", pages])
+    flush()
+
+    def passage(locator: str, text: str, meta: dict[str, Any]) -> None:
+        emit(["p", locator, text, meta])
+
+    for line in jobs.makefile("rb"):
+        message = json.loads(line)
+        if "block" in message:
+            first, last = (int(n) for n in message["block"])
+            try:
+                tally = part.block(first, last, passage)
+            except Exception as exc:
+                return ["error", str(exc if isinstance(exc, ExtractionError) else failure("pdf", exc))]
+            emit(["block", {**tally, "cpu": time.process_time()}])
+            flush()
+            continue
+        part.close()
+        import resource
+
+        # The file's CPU time is shared by its parsers: this one may use what the others left.
+        left = int(message["cpu"])
+        resource.setrlimit(resource.RLIMIT_CPU, (left, left + int(limits.ocr_seconds) + 2))
+        try:
+            summary = extract(path, "pdf", limits, passage, seed=pdf.Seed(**message["rest"]))
+        except ExtractionError as exc:
+            return ["error", str(exc)]
+        return ["done", summary]
+    return None
 
 
 if __name__ == "__main__":

@@ -8,10 +8,11 @@ page without any text layer is read by OCR whole as `page:N[;label=L]`. OCR'd pa
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from services.assets.extraction import Collector, ExtractionError, escape_field
+from services.assets.extraction import Collector, Emit, ExtractionError, escape_field
 from services.assets.ocr import Ocr
 
 # An image region is worth OCR when it covers at least this share of the page...
@@ -73,13 +74,19 @@ def _is_blank(page: Any) -> bool:
     return not page.get_image_info() and not page.get_drawings()
 
 
+class NeedsOcr(Exception):
+    """A page of a split part would need OCR, whose budget is the file's, spent in page order."""
+
+
 class _Pages:
-    def __init__(self, out: Collector, *, labelled: bool):
+    def __init__(self, out: Collector, *, labelled: bool, ocr: bool = True):
         limits = out.limits
         # Most files define no page labels; then no page asks for one (a catalog walk per page).
         self.labelled = labelled
         self.out = out
         self.cov = out.coverage
+        # False in a split part (services.assets.splitting): a page that needs OCR ends the part there.
+        self.may_ocr = ocr
         self.ocr = Ocr(max_pages=limits.ocr_max_pages, seconds=limits.ocr_seconds, dpi=limits.ocr_dpi)
         self.unreadable: list[int] = []
         self.blank: list[int] = []
@@ -97,6 +104,8 @@ class _Pages:
         if not self.out.add(locator, text):
             return False
         for k, region in enumerate(_image_regions(page), start=1):
+            if not self.may_ocr:
+                raise NeedsOcr
             if not self.ocr.can_read():
                 self.not_ocred.append(number)
                 break
@@ -109,6 +118,8 @@ class _Pages:
         if _is_blank(page):
             self.blank.append(number)
             return True
+        if not self.may_ocr:
+            raise NeedsOcr
         if not self.ocr.can_read():
             self.not_ocred.append(number)
             self.skipped += 1
@@ -146,17 +157,34 @@ def _has_labels(doc: Any) -> bool:
         return True  # a damaged label tree: let each page try, and fail alone
 
 
-def extract_pdf(path: Path, out: Collector) -> None:
+@dataclass
+class Seed:
+    """Where one parser takes over a file whose first pages others read (services.assets.splitting): the
+    state the page loop would have at page `start`, none of the pages before it having needed OCR."""
+
+    start: int = 1
+    passages: int = 0
+    chars: int = 0
+    cut: int = 0
+    extracted: int = 0
+    unreadable: list[int] = field(default_factory=list)
+    blank: list[int] = field(default_factory=list)
+
+
+def _open(path: Path) -> Any:
     import pymupdf
 
     # MuPDF writes its complaints about damaged files to stderr; the notes below carry what matters.
     pymupdf.TOOLS.mupdf_display_errors(False)
-    cov = out.coverage
     try:
-        doc = pymupdf.open(path, filetype="pdf")
+        return pymupdf.open(path, filetype="pdf")
     except Exception as exc:
         raise ExtractionError("the PDF is damaged beyond repair and cannot be opened") from exc
-    with doc:
+
+
+def extract_pdf(path: Path, out: Collector, seed: Seed | None = None) -> None:
+    cov = out.coverage
+    with _open(path) as doc:
         total = doc.page_count
         cov.units_total = total
         if doc.needs_pass and not doc.authenticate(""):
@@ -168,7 +196,11 @@ def extract_pdf(path: Path, out: Collector) -> None:
         if total > pages:
             cov.lose(f"only the first {pages} of {total} pages were extracted (page limit)")
         reader = _Pages(out, labelled=_has_labels(doc))
-        for number in range(1, pages + 1):
+        seed = seed or Seed()
+        out.passages, out.chars, out.cut = seed.passages, seed.chars, seed.cut
+        cov.units_extracted = seed.extracted
+        reader.unreadable, reader.blank = list(seed.unreadable), list(seed.blank)
+        for number in range(seed.start, pages + 1):
             try:
                 page = doc[number - 1]
                 if not reader.read(page, number):
@@ -187,3 +219,68 @@ def extract_pdf(path: Path, out: Collector) -> None:
                 f" ({_where(recovered) if recovered else 'none'}); pages or text beyond them may be missing"
             )
         reader.report()
+
+
+class Part:
+    """One parser's share of a split file: blocks of pages read without OCR, each told with its tally.
+
+    A block ends early (`stop`) at the first page whose outcome depends on what came before it in the file:
+    one that needs OCR (the file's OCR budget is spent in page order), one the collector refuses (its limits
+    count the whole file), or one after which MuPDF repaired the file. That page and the rest are read again
+    by the parser that takes over with a `Seed`, as the one parser of today would read them.
+    """
+
+    def __init__(self, path: Path, out: Collector):
+        self.doc = _open(path)
+        self.out = out
+        self.repaired = self.doc.is_repaired
+        self.labelled = _has_labels(self.doc)
+
+    def pages(self) -> int | None:
+        """Pages to read, or None when the file is not one to split (encrypted, empty)."""
+        doc = self.doc
+        if (doc.needs_pass and not doc.authenticate("")) or doc.page_count == 0:
+            return None
+        return int(min(doc.page_count, self.out.limits.max_parts))
+
+    def block(self, first: int, last: int, emit: Emit) -> dict[str, Any]:
+        out = self.out
+        out.passages = out.chars = out.cut = out.offered = 0
+        out.full = False
+        reader = _Pages(out, labelled=self.labelled, ocr=False)
+        held: list[tuple[str, str, dict[str, Any]]] = []
+        out.divert(lambda loc, text, meta: held.append((loc, text, meta)))
+        stop = None
+        for number in range(first, last + 1):
+            mark = (len(held), out.passages, out.chars, out.cut, out.offered)
+            try:
+                page = self.doc[number - 1]
+                whole = reader.read(page, number)
+            except NeedsOcr:
+                whole = False
+            except ExtractionError:
+                raise
+            except Exception:
+                reader.unreadable.append(number)
+                whole = True
+            if not whole or self.doc.is_repaired != self.repaired:
+                del held[mark[0] :]
+                out.passages, out.chars, out.cut, out.offered = mark[1:]
+                if number in reader.unreadable:
+                    reader.unreadable.remove(number)
+                stop = number
+                break
+        for record in held:
+            emit(*record)
+        return {
+            "stop": stop,
+            "passages": out.passages,
+            "chars": out.chars,
+            "offered": out.offered,
+            "cut": out.cut,
+            "unreadable": reader.unreadable,
+            "blank": [n for n in reader.blank if stop is None or n < stop],
+        }
+
+    def close(self) -> None:
+        self.doc.close()

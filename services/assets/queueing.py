@@ -66,6 +66,21 @@ class FairSlots:
                 self._forget(scope, waiter)
             raise
 
+    # Lent slots, for the shares of a split file (services.assets.splitting): only a slot nobody waits for
+    # is lent, and a lent slot goes back at its share's next block boundary once anybody waits.
+
+    def try_take(self) -> bool:
+        if self._free > 0 and not self._turns:
+            self._free -= 1
+            return True
+        return False
+
+    def contended(self) -> bool:
+        return bool(self._turns)
+
+    def give_back(self) -> None:
+        self._release()
+
     def _forget(self, scope: str, waiter: asyncio.Future[None]) -> None:
         queue = self._queues.get(scope)
         if queue is None or waiter not in queue:

@@ -23,25 +23,24 @@ import contextlib
 import json
 import logging
 import os
-import signal
 import socket
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import orjson
 
 from services.assets import confinement
 from services.assets.extraction import Limits
+from services.assets.output import STDERR_KEEP, ExtractionFailed, Stream
 
 T = TypeVar("T")
 log = logging.getLogger("dossier.assets.sandbox")
 ROOT = Path(__file__).resolve().parents[2]
 # One JSON line holds one passage; passages are bounded far below this.
 _LINE_LIMIT = 16 * 1024 * 1024
-_STDERR_KEEP = 4096
 # How long a new parser may take to confine itself and import the parsers before it counts as failed.
 _START_SECONDS = 60.0
 
@@ -49,8 +48,14 @@ _START_SECONDS = 60.0
 PassageSink = Callable[[str, str, dict[str, Any]], Awaitable[None]]
 
 
-class ExtractionFailed(Exception):
-    """The file failed alone; the message is safe to show (no paths, no traces)."""
+class SlotLender(Protocol):
+    """Parser slots beyond a file's own (services.assets.queueing.FairSlots), for the shares of a split file."""
+
+    def try_take(self) -> bool: ...  # a slot that is free with nobody waiting for it, else False
+
+    def contended(self) -> bool: ...  # somebody waits for a slot
+
+    def give_back(self) -> None: ...
 
 
 @dataclass
@@ -69,14 +74,21 @@ class Sandbox:
         memory_bytes: int,
         wall_seconds: float,
         ocr_memory_bytes: int | None = None,
+        split_pages: int = 0,
+        split_width: int = 1,
     ):
         self.limits = limits
+        # A PDF of this many pages or more is shared by up to `split_width` parsers (0: never).
+        self.split_pages = split_pages
+        self.split_width = max(1, split_width)
         self.cpu_seconds = cpu_seconds
         self.memory_bytes = memory_bytes
         # Only the OCR path lifts the child's soft limits to these (and its deadline by `limits.ocr_seconds`).
         self.ocr_memory_bytes = max(memory_bytes, ocr_memory_bytes or memory_bytes)
         self.wall_seconds = wall_seconds
         self._spare: asyncio.Task[_Parser] | None = None
+        # Warm parsers for the shares of a split file, beside the one spare of the next file.
+        self._helpers: list[asyncio.Task[_Parser]] = []
         self._reaping: set[asyncio.Task[Any]] = set()
         self._closed = False
         self._plan: confinement.Plan | None = None
@@ -89,8 +101,10 @@ class Sandbox:
             log.error("parsing is refused: %s", exc)
 
     def start(self) -> None:
-        """Warm the first spare now, so health knows at once whether parsers can be confined here."""
-        self._replenish()
+        """Warm the first spare now, so health knows at once whether parsers can be confined here.
+
+        The helpers for split files are warmed after the first file, not on the way to the service's start."""
+        self._replenish(helpers=False)
 
     def _command(self, config: str) -> list[str]:
         return [sys.executable, "-B", "-m", "services.assets.parser", config]
@@ -151,7 +165,7 @@ class Sandbox:
 
         async def reap() -> None:
             said = await _bounded(parser.proc.communicate(), "reaping a parser that never became ready")
-            tail = said[1][-_STDERR_KEEP:] if said and said[1] else b""
+            tail = said[1][-STDERR_KEEP:] if said and said[1] else b""
             log.warning("%s (exit %s); stderr: %s", why, parser.proc.returncode, tail.decode("utf-8", "replace"))
 
         task = asyncio.create_task(reap())
@@ -170,87 +184,98 @@ class Sandbox:
             parser = await self._spawn()
         return parser
 
-    def _replenish(self) -> None:
+    def _replenish(self, *, helpers: bool = True) -> None:
         # After the job, not during it: on a small machine the spare's start would slow the parse down.
-        if not self._closed and self._spare is None and self._plan is not None:
+        if self._closed or self._plan is None:
+            return
+        if self._spare is None:
             self._spare = asyncio.create_task(self._spawn())
+        if helpers and self.split_pages > 0:
+            while len(self._helpers) < self.split_width - 1:
+                self._helpers.append(asyncio.create_task(self._spawn()))
 
-    async def run(self, path: Path, kind: str, on_passage: PassageSink) -> dict[str, Any]:
-        """Extract `path`; each passage goes to `on_passage`. Returns the coverage, or raises ExtractionFailed."""
-        parser = await self._take()
-        proc = parser.proc
-        assert proc.stdout is not None and proc.stderr is not None
-        stderr = asyncio.create_task(_tail(proc.stderr))
-        final: list[Any] | None = None
-        passages = 0
-        ocr_started = False
+    async def run(
+        self, path: Path, kind: str, on_passage: PassageSink, lender: SlotLender | None = None
+    ) -> dict[str, Any]:
+        """Extract `path`; each passage goes to `on_passage`. Returns the coverage, or raises ExtractionFailed.
+
+        With a `lender` of parser slots, a PDF of `split_pages` pages or more is read by as many parsers
+        as it lends free slots (services.assets.splitting)."""
+        if kind == "pdf" and lender is not None and self.split_pages > 0:
+            from services.assets.splitting import Split
+
+            return await Split(self, path, on_passage, lender).run()
+        stream = Stream(self, await self._take(), on_passage)
         try:
             async with asyncio.timeout(self.wall_seconds) as deadline:
-                _send_job(parser.jobs, path, kind)
-                parser.jobs.close()
-                while line := await proc.stdout.readline():
-                    record = _record(line)
-                    if record[0] == "ocr":
-                        # Once per file: OCR has its own time budget on top of the parse's.
-                        if not ocr_started and (when := deadline.when()) is not None:
-                            deadline.reschedule(when + self.limits.ocr_seconds)
-                        ocr_started = True
-                    elif record[0] == "p":
-                        passages += 1
-                        if passages > self.limits.max_passages:
-                            raise ExtractionFailed("the parser produced more passages than the limit allows")
-                        meta = record[3] if len(record) == 4 else {}
-                        await on_passage(record[1], record[2], meta)
-                    else:
-                        final = record
-                        break  # "done" or "error": the parser has said all it will say
-                if final is None:
-                    await proc.wait()
+                stream.deadline = deadline
+                _send_job(stream.parser.jobs, path, kind)
+                stream.parser.jobs.close()
+                await stream.follow()
         except TimeoutError as exc:
-            allowed = self.wall_seconds + (self.limits.ocr_seconds if ocr_started else 0)
-            raise ExtractionFailed(f"the parser did not finish within {allowed:g} s and was stopped") from exc
+            raise stream.timed_out() from exc
         finally:
-            parser.jobs.close()
-            if proc.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
-            tail = b""
-            if final is None:
-                tail = await self._reap(proc, stderr) or b""
-            else:
-                # The parser has answered: its exit (unmapping all it allocated) is not waited for on the way
-                # to storing and activating; it is reaped beside that.
-                task = asyncio.create_task(self._reap(proc, stderr))
-                self._reaping.add(task)
-                task.add_done_callback(self._reaping.discard)
+            await stream.end()
             self._replenish()
-        if final is not None and final[0] == "done":
-            return dict(final[1])
-        if final is not None and final[0] == "error":
-            raise ExtractionFailed(str(final[1]))
-        log.warning("the sandbox exited with %s; stderr: %s", proc.returncode, tail.decode("utf-8", "replace"))
-        raise ExtractionFailed(_death(proc.returncode))
+        return stream.result()
+
+    def helpers_ready(self) -> int:
+        """Warm parsers ready for the shares of a split file."""
+        return sum(1 for task in self._helpers if task.done() and not task.cancelled() and not task.exception())
+
+    async def take_helper(self) -> _Parser:
+        """A parser for a share of a split file: a warm helper when one is ready, else a new one."""
+        while self._helpers:
+            task = self._helpers.pop(0)
+            with contextlib.suppress(Exception):
+                parser = await task
+                if parser.proc.returncode is None:
+                    return parser
+                parser.jobs.close()
+        return await self._spawn()
 
     async def _reap(self, proc: asyncio.subprocess.Process, stderr: asyncio.Task[bytes]) -> bytes | None:
         # Bounded: a parser that cannot be reaped, or a pipe that never closes, must not hang the service.
         await _bounded(proc.wait(), "reaping the parser")
         return await _bounded(stderr, "reading the parser's stderr")
 
+    def _reap_beside(self, proc: asyncio.subprocess.Process, stderr: asyncio.Task[bytes]) -> None:
+        task = asyncio.create_task(self._reap(proc, stderr))
+        self._reaping.add(task)
+        task.add_done_callback(self._reaping.discard)
+
     async def close(self) -> None:
         self._closed = True
         await asyncio.gather(*self._reaping, return_exceptions=True)
-        spare, self._spare = self._spare, None
-        if spare is None:
-            return
-        with contextlib.suppress(Exception):
-            parser = await spare
-            parser.jobs.close()
-            if parser.proc.returncode is None:
+        spares = [self._spare] if self._spare is not None else []
+        spares, self._spare, self._helpers = [*spares, *self._helpers], None, []
+        for spare in spares:
+            with contextlib.suppress(Exception):
+                parser = await spare
+                await self.discard_ready(parser)
+
+    def discard_when_ready(self, starting: asyncio.Future[_Parser]) -> None:
+        """Stop a parser that is still starting for a share no longer needed, once it has started."""
+
+        def started(done: asyncio.Future[_Parser]) -> None:
+            if done.cancelled() or done.exception() is not None:
+                return
+            task = asyncio.create_task(self.discard_ready(done.result()))
+            self._reaping.add(task)
+            task.add_done_callback(self._reaping.discard)
+
+        starting.add_done_callback(started)
+
+    async def discard_ready(self, parser: _Parser) -> None:
+        """Stop a ready parser that got no job (a spare at close, a share no longer needed)."""
+        parser.jobs.close()
+        if parser.proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
                 parser.proc.kill()
-            await _bounded(parser.proc.communicate(), "reaping the spare parser")
+        await _bounded(parser.proc.communicate(), "reaping a parser that got no job")
 
 
-def _send_job(jobs: socket.socket, path: Path, kind: str) -> None:
+def _send_job(jobs: socket.socket, path: Path, kind: str, *, split: int = 0) -> None:
     """The job and its input's open descriptor, in one message (a few bytes: the socket never blocks).
 
     The staged file sits in a 0700 per-job folder the parser cannot reach; the parser opens the input again
@@ -259,37 +284,11 @@ def _send_job(jobs: socket.socket, path: Path, kind: str) -> None:
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
         os.fchmod(fd, 0o644)
-        socket.send_fds(jobs, [json.dumps({"kind": kind}).encode()], [fd])
+        # `split`: the pages from which a PDF is shared (services.assets.splitting).
+        job: dict[str, Any] = {"kind": kind, "split": split} if split else {"kind": kind}
+        socket.send_fds(jobs, [json.dumps(job).encode()], [fd])
     finally:
         os.close(fd)
-
-
-def _record(line: bytes) -> list[Any]:
-    try:
-        record = orjson.loads(line)
-    except ValueError as exc:
-        raise ExtractionFailed("the parser's output was malformed") from exc
-    if record == ["ocr"]:
-        return record
-    valid = isinstance(record, list) and len(record) in (2, 3, 4) and record[0] in ("p", "done", "error")
-    passage = valid and record[0] == "p"
-    if passage and not (
-        len(record) in (3, 4)
-        and all(isinstance(x, str) for x in record[1:3])
-        and (len(record) == 3 or isinstance(record[3], dict))
-    ):
-        valid = False
-    if not valid or (record[0] != "p" and len(record) == 4):
-        raise ExtractionFailed("the parser's output was malformed")
-    return record
-
-
-def _death(code: int | None) -> str:
-    if code == -signal.SIGXCPU or code == -signal.SIGKILL:
-        return "the parser was stopped at its CPU or memory limit"
-    if code is not None and code < 0:
-        return f"the parser crashed (signal {signal.Signals(-code).name})"
-    return f"the parser failed (exit status {code})"
 
 
 async def _bounded(awaitable: Awaitable[T], what: str, seconds: float = 10.0) -> T | None:
@@ -301,10 +300,3 @@ async def _bounded(awaitable: Awaitable[T], what: str, seconds: float = 10.0) ->
         task.cancel()
         log.warning("gave up %s after %.0f s", what, seconds)
         return None
-
-
-async def _tail(stream: asyncio.StreamReader) -> bytes:
-    kept = b""
-    while chunk := await stream.read(65536):
-        kept = (kept + chunk)[-_STDERR_KEEP:]
-    return kept

@@ -34,6 +34,31 @@ def big_pdf(pages: int, *, seed: int = 1, lines: int = 40) -> bytes:
     return bytes(doc.tobytes())
 
 
+def book_pdf(pages: int, *, seed: int = 1, scanned: tuple[int, ...] = ()) -> bytes:
+    """A long book: roman-numbered front matter, chapters labelled `C-1`…, every 37th page blank, and
+    `scanned` pages (1-based) that are only an image of their text, for OCR."""
+    import pymupdf
+
+    from tests.support.fidelity import scanned_pdf
+
+    doc = pymupdf.open(stream=big_pdf(pages, seed=seed, lines=12), filetype="pdf")
+    for number in range(pages, 0, -1):
+        if number % 37 == 0 or number in scanned:
+            doc.delete_page(number - 1)
+            if number in scanned:
+                lines = [f"Scanned page {number} of the book", "Redemptions were gated that quarter"]
+                doc.insert_pdf(pymupdf.open(stream=scanned_pdf([lines]), filetype="pdf"), start_at=number - 1)
+            else:
+                doc.new_page(number - 1)
+    doc.set_page_labels(
+        [
+            {"startpage": 0, "style": "r", "prefix": "", "firstpagenum": 1},
+            {"startpage": 8, "style": "D", "prefix": "C-", "firstpagenum": 1},
+        ]
+    )
+    return bytes(doc.tobytes())
+
+
 def encrypted_pdf(text: str = "a secret liquidity note") -> bytes:
     import pymupdf
 

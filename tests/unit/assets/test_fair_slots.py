@@ -74,3 +74,30 @@ async def test_a_cancelled_waiter_leaves_the_queue_and_the_slot_moves_on() -> No
     assert ran == ["a", "c"] and slots.waiting() == 0
     async with slots.slot("d"):
         pass
+
+
+async def test_a_lent_slot_is_only_a_free_one_and_goes_back_to_whoever_waits() -> None:
+    """The helpers of a split PDF borrow slots nobody waits for; a file that comes later gets one back."""
+    slots = FairSlots(2, per_scope=5)
+    gate = asyncio.Event()
+    ran: list[str] = []
+
+    async def job(scope: str) -> None:
+        async with slots.slot(scope):
+            ran.append(scope)
+            await gate.wait()
+
+    big = asyncio.create_task(job("big"))
+    await asyncio.sleep(0)
+    assert slots.try_take() and not slots.try_take()  # the second slot is lent; no third exists
+    assert not slots.contended()
+    other = asyncio.create_task(job("other"))
+    await asyncio.sleep(0)
+    # The other scope's file waits for the lent slot, and nothing more is lent while it waits.
+    assert slots.contended() and slots.waiting("other") == 1 and ran == ["big"]
+    slots.give_back()
+    await asyncio.sleep(0)
+    assert ran == ["big", "other"] and not slots.contended() and not slots.try_take()
+    gate.set()
+    await asyncio.gather(big, other)
+    assert slots.try_take() and slots.try_take() and not slots.try_take()
