@@ -36,6 +36,7 @@ from shared.infra import (
     s3_child,
 )
 from shared.natsauth import connect_options, server_accounts, user_passwords, workspace_durables
+from shared.natsports import nats_client_ports
 from shared.objectkeys import key_entry
 from shared.outside import EVENTS_USER, OUTSIDE_ADMIN, write_events_descriptor
 from shared.procs import Child, can_listen, free_port, port_open, wait_until, write_pid
@@ -181,7 +182,9 @@ class Stack:
     def start_infra(self) -> None:
         self._check_metrics_ports()
         base = self._infra_env()
-        self.nats_port = _port(self.env, "DOSSIER_NATS_PORT")
+        # Kept in the home across restarts, so outside subscribers' nats/events.json stays valid.
+        client_ports = nats_client_ports(self.home, self.env, self.nats_nodes)
+        self.nats_port = client_ports[0]
         self.pg_port = _port(self.env, "DOSSIER_PG_PORT")
         self.s3_port = _port(self.env, "DOSSIER_S3_PORT")
         accounts = server_accounts(self.nats_passwords, durables=workspace_durables())
@@ -191,7 +194,7 @@ class Stack:
         infra = [(nats_child(self.home, self.nats_port, base, accounts), self.nats_port)]
         if self.nats_nodes > 1:
             route_password = secret_value(self.home / "nats" / "route-password", None, secrets.token_urlsafe)
-            ports = [(self.nats_port, free_port())] + [(free_port(), free_port()) for _ in range(self.nats_nodes - 1)]
+            ports = [(client, free_port()) for client in client_ports]
             self.nats_ports = [client for client, _ in ports]
             infra = [
                 (nats_node_child(self.home, node, ports, base, accounts, route_password), ports[node - 1][0])
