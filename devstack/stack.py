@@ -36,6 +36,7 @@ from devstack.infra import (
     provision_roles,
     s3_child,
 )
+from devstack.natsports import nats_client_ports
 from devstack.procs import can_listen, free_port, port_open
 from devstack.scale import STREAM_DECLARER, count_setting, process_name
 from shared.children import Child, wait_until, worker_name, write_pid
@@ -231,15 +232,15 @@ class Stack:
         """Every server's port, before any process starts: the services are started with them."""
         self._check_metrics_ports()
         self._check_http_ports()
-        self.nats_port = _port(self.env, "DOSSIER_NATS_PORT")
+        # Kept in the home across restarts, so outside subscribers' nats/events.json stays valid.
+        client_ports = nats_client_ports(self.home, self.env, self.nats_nodes)
+        self.nats_port = client_ports[0]
         self.pg_port = _port(self.env, "DOSSIER_PG_PORT")
         self.s3_port = _port(self.env, "DOSSIER_S3_PORT")
         # A cluster's nodes: (client port, route port) each, the first node on DOSSIER_NATS_PORT.
         self.nats_node_ports = [(self.nats_port, 0)]
         if self.nats_nodes > 1:
-            self.nats_node_ports = [(self.nats_port, free_port())] + [
-                (free_port(), free_port()) for _ in range(self.nats_nodes - 1)
-            ]
+            self.nats_node_ports = [(client, free_port()) for client in client_ports]
         self.nats_ports = [client for client, _ in self.nats_node_ports]
 
     def start_infra(self) -> None:

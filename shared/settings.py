@@ -8,6 +8,8 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from shared.contracts.workspace import CATALOG_LIMIT_MAX, QUESTION_MAX_CHARS
+
 MAX_GATEWAY_WORKERS = 64
 
 
@@ -136,7 +138,7 @@ class RunhostSettings(CommonSettings):
 
 class WorkspaceSettings(CommonSettings):
     catalog_default_limit: int = 50
-    catalog_max_limit: int = 200
+    catalog_max_limit: int = Field(default=CATALOG_LIMIT_MAX, ge=1, le=CATALOG_LIMIT_MAX)
     # How long the catalog and the checkpoint wait for an owner's batch check before marking its items.
     owner_check_timeout: float = 2.0
     retain_timeout: float = 3.0
@@ -144,7 +146,7 @@ class WorkspaceSettings(CommonSettings):
     max_goal_bytes: int = 64 * 1024
     max_summary_bytes: int = 64 * 1024
     max_open_questions: int = 200
-    max_question_chars: int = 2000
+    max_question_chars: int = Field(default=QUESTION_MAX_CHARS, ge=1, le=QUESTION_MAX_CHARS)
     # Durable JetStream consumer names start with this; tests give each instance its own.
     consumer_prefix: str = "workspace"
 

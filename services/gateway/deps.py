@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import Query, Request, Security
+from fastapi import Path, Query, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from services.gateway.limits import STREAMED_ROUTES, has_body
 from services.gateway.tokens import TokenService, bearer
 from shared.bus import BusClient
-from shared.contracts.common import CURSOR_MAX_CHARS, PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX, Actor
+from shared.contracts.common import (
+    CURSOR_MAX_CHARS,
+    ID_MAX_CHARS,
+    INT32_MAX,
+    PAGE_LIMIT_DEFAULT,
+    PAGE_LIMIT_MAX,
+    Actor,
+)
 from shared.errors import Invalid, Unauthenticated
 from shared.storable import require_storable, unstorable_field
 
@@ -21,6 +28,12 @@ BEARER = HTTPBearer(
     scheme_name="bearer",
     description="A token issued by POST /v1/admin/tokens; the admin token is accepted only on /v1/admin routes.",
 )
+
+
+# A path's id and version, bounded as the owners' contracts bound them, so the OpenAPI document says what the
+# server refuses (an id past 200 characters, version 0) instead of a bare string and integer.
+PathId = Annotated[str, Path(min_length=1, max_length=ID_MAX_CHARS)]
+PathVersion = Annotated[int, Path(ge=1, le=INT32_MAX)]
 
 
 def _tokens(request: Request) -> TokenService:

@@ -10,6 +10,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from shared.errors import HTTP_STATUS, DomainError
 
@@ -21,6 +22,23 @@ def envelope(code: str, message: str, details: dict[str, Any] | None = None, sta
         {"error": {"code": code, "message": message, "details": details or {}}},
         status_code=status or HTTP_STATUS[code],
     )
+
+
+def allowed_methods(request: Request) -> str:
+    """Every method some route serves at this path. Starlette names only the first route whose path matches,
+    and a path served by two routes (`GET` and `POST /v1/workspaces`) would then lose one of them."""
+    probe = {**request.scope, "method": "\0"}  # a method no route serves: a route of this path is PARTIAL
+    methods: set[str] = set()
+    routes: list[Any] = list(request.app.router.routes)
+    while routes:
+        route = routes.pop()
+        # FastAPI keeps an included router as one entry that holds its routes with their full paths.
+        nested = getattr(route, "effective_candidates", None)
+        if nested is not None:
+            routes.extend(nested())
+        elif route.matches(probe)[0] is Match.PARTIAL:
+            methods |= set(getattr(route, "methods", None) or ())
+    return ", ".join(sorted(methods))
 
 
 def _field(loc: tuple[Any, ...]) -> str:
@@ -58,6 +76,8 @@ def install_error_handlers(app: FastAPI, *, api_prefixes: tuple[str, ...], stray
         response = envelope(code, str(exc.detail), status=exc.status_code)
         # Starlette's own headers, such as the `Allow` of a 405, are part of the answer.
         response.headers.update(exc.headers or {})
+        if exc.status_code == 405:
+            response.headers["Allow"] = allowed_methods(request) or response.headers.get("Allow", "")
         return response
 
     @app.exception_handler(Exception)

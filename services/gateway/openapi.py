@@ -7,6 +7,7 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from fastapi.routing import APIRoute
+from pydantic import BaseModel
 
 from shared.contracts.common import ErrorEnvelope
 
@@ -35,10 +36,22 @@ def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     }
 
 
-def multipart_body(required: list[str], **fields: dict[str, Any]) -> dict[str, Any]:
-    """`openapi_extra` for a route that reads its multipart body itself (a streamed `file` plus fields)."""
-    properties = {"file": {"type": "string", "format": "binary"}, **fields}
-    schema = {"type": "object", "required": ["file", *required], "properties": properties}
+def multipart_body(model: type[BaseModel], fields: tuple[str, ...], required: tuple[str, ...]) -> dict[str, Any]:
+    """`openapi_extra` for a route that reads its multipart body itself: a streamed `file` plus `fields`, each
+    described as the contract model that receives it describes it, and no other field (the route refuses any)."""
+    described = model.model_json_schema()["properties"]
+    # An empty file is refused: the part holds at least one byte.
+    properties: dict[str, Any] = {"file": {"type": "string", "format": "binary", "minLength": 1}}
+    for name in fields:
+        # A form field is left out, never null: an optional field's schema is its non-null branch.
+        options = [s for s in described[name].get("anyOf", [described[name]]) if s.get("type") != "null"]
+        properties[name] = {k: v for k, v in options[0].items() if k not in ("default", "title")}
+    schema = {
+        "type": "object",
+        "required": ["file", *required],
+        "properties": properties,
+        "additionalProperties": False,
+    }
     return {"requestBody": {"required": True, "content": {"multipart/form-data": {"schema": schema}}}}
 
 

@@ -195,6 +195,14 @@ async def stream_multipart(
     return collector.fields, collector.stored
 
 
+def only_fields(fields: dict[str, str], allowed: tuple[str, ...]) -> None:
+    """A route's form takes its own fields only, as its JSON bodies do (`extra="forbid"`): a misspelt
+    field is refused, not silently dropped."""
+    for name in fields:
+        if name not in allowed:
+            raise Invalid(f"the form has no field '{name[:100]}'", {"field": name[:100], "allowed": list(allowed)})
+
+
 def _require_storable_text(fields: dict[str, str], filename: str) -> None:
     """The API's error rules (docs/api.md): U+0000 in a field or the file name is `invalid`, naming it (fields decode with
     replacement, so no lone surrogate survives)."""

@@ -19,12 +19,11 @@ import asyncpg
 
 from services.runhost.repository import RunRepository
 from shared.blobs import Blobs
+from shared.contracts.runhost import RUN_FILE_PATTERN
 from shared.db import Database
 from shared.errors import Invalid, NotFound
 
-PATH = re.compile(
-    r"^(plan\.md|draft\.md|catalog\.md|sources/[A-Za-z0-9_.@-]{1,120}\.txt|notes/[A-Za-z0-9_.@-]{1,120}\.md)$"
-)
+PATH = re.compile(RUN_FILE_PATTERN)
 MAX_FILE_CHARS = 4 * 1024 * 1024
 
 

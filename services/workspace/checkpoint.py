@@ -31,11 +31,14 @@ from shared.settings import WorkspaceSettings
 class BadProposal(Exception):
     """A proposed change that cannot apply as it is; nothing is written."""
 
-    def __init__(self, reason: str, field: str, *, limit: int | None = None):
+    def __init__(self, reason: str, field: str, *, limit: int | None = None, conflict: bool = False):
         super().__init__(reason)
         self.reason = reason
         self.field = field
         self.limit = limit  # set when the proposal is over a size limit (413 for a person's edit)
+        # Set when the change is well-formed but does not fit the checkpoint as it is now (409 for a person's
+        # edit): a question id it does not hold, or more open questions than it may have.
+        self.conflict = conflict
 
 
 @dataclass(frozen=True)
@@ -61,7 +64,7 @@ def revise_questions(
     known = {q.id for q in current}
     unknown = [qid for qid in resolve if qid not in known]
     if unknown:
-        raise BadProposal(f"no question has the id {unknown[0]!r}", "resolve_questions")
+        raise BadProposal(f"no question has the id {unknown[0]!r}", "resolve_questions", conflict=True)
     for text in add:
         if not text.strip():
             raise BadProposal("a question is empty", "add_questions")
@@ -71,7 +74,7 @@ def revise_questions(
     questions = [q.model_copy(update={"status": "resolved"}) if q.id in closing else q for q in current]
     questions += [c.Question(id=new_question_id(), text=text.strip(), status="open") for text in add]
     if sum(1 for q in questions if q.status == "open") > max_open:
-        raise BadProposal(f"more than {max_open} questions would be open", "add_questions")
+        raise BadProposal(f"more than {max_open} questions would be open", "add_questions", conflict=True)
     return questions
 
 
@@ -209,6 +212,8 @@ class Checkpoints:
         except BadProposal as exc:
             if exc.limit is not None:
                 raise TooLarge(exc.reason, {"field": exc.field, "limit": exc.limit}) from exc
+            if exc.conflict:
+                raise Conflict(exc.reason, {"field": exc.field}) from exc
             raise Invalid(exc.reason, {"field": exc.field}) from exc
         [checkpoint] = await self._present(actor, [row])
         return checkpoint

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import AwareDatetime, Field
 
-from shared.contracts.common import Model
+from shared.contracts.common import Model, Text
 
 REGISTER = "dossier.artifact.register"
 GET = "dossier.artifact.get"
@@ -31,7 +31,7 @@ class RegisterRequest(Model):
     key: str = Field(min_length=1, max_length=1000)
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
     size: int = Field(ge=1)
-    title: str = Field(min_length=1)
+    title: Text = Field(min_length=1)
     media_type: Literal["text/html"]
     expires_at: AwareDatetime | None = None
 

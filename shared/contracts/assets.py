@@ -34,6 +34,8 @@ EVT_ASSOCIATION_REQUESTED = "asset.association_requested"
 
 # A source id is chosen by people and tools (often a file name); it must fit in a URL path segment.
 SOURCE_ID_PATTERN = r"^[^/\x00-\x1f\x7f]{1,200}$"
+# Every asset version's id (services/assets/service.py `new_asset_id`).
+ASSET_ID_REGEX = r"ast_[0-9a-f]{32}"
 SourceId = Field(pattern=SOURCE_ID_PATTERN)
 Sha256 = Field(pattern=r"^[0-9a-f]{64}$")
 

@@ -5,14 +5,29 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, Strict
 from pydantic_core import PydanticCustomError
 
 SCOPE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 # Versions, revisions and counts are PostgreSQL `integer` columns: a larger number is bad input, not a fault.
 INT32_MAX = 2**31 - 1
-# A number a caller writes in a JSON body: `true`, `1.0` or `"60"` is not an integer (JSON has integers).
-StrictInt = Annotated[int, Strict()]
+# The longest id a path, a ref or a body may name; the OpenAPI document states the same bound.
+ID_MAX_CHARS = 200
+
+
+def _integral(value: Any) -> Any:
+    # JSON Schema's `integer` (the OpenAPI document's) is any number without a fraction, so `3.0` is 3: a
+    # JavaScript client cannot even write the two apart. `true`, `"3"` and `3.5` stay refused.
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+# A number a caller writes in a JSON body: `true`, `1.5` or `"60"` is not an integer.
+Integral = BeforeValidator(_integral)
+StrictInt = Annotated[int, Strict(), Integral]
+# An optional bounded one is `Annotated[int, Strict(), Field(ge=…, le=…), Integral] | None`: bounds placed after
+# the validator (`StrictInt | None = Field(le=…)`) reach the JSON Schema as `le`, not `maximum`.
 
 # Every service that exists answers its health subject; the gateway's /v1/health asks each of these.
 SERVICES: tuple[str, ...] = ("workspace", "runhost", "publication", "artifact", "assets")
@@ -58,7 +73,7 @@ RefKind = Literal["publication", "source", "artifact", "evidence"]
 class Ref(Model):
     kind: RefKind
     id: str = Field(min_length=1, max_length=200)
-    version: StrictInt | None = Field(default=None, le=INT32_MAX)
+    version: Annotated[int, Strict(), Field(le=INT32_MAX), Integral] | None = None
 
     def key(self) -> str:
         return f"{self.kind}:{self.id}@{self.version if self.version is not None else 'latest'}"

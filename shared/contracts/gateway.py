@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Annotated
 
-from pydantic import Field
+from pydantic import Field, Strict
 
-from shared.contracts.common import SCOPE_PATTERN, Model, StrictInt
+from shared.contracts.common import SCOPE_PATTERN, Integral, Model
 
 # Ten years: long enough for any service account, short enough that a typo cannot mean "forever".
 MAX_EXPIRES_IN = 10 * 365 * 24 * 3600
@@ -17,7 +18,9 @@ PAGE_MAX = 500
 class IssueTokenRequest(Model):
     scope: str = Field(pattern=SCOPE_PATTERN)
     principal: str = Field(min_length=1, max_length=200)
-    expires_in: StrictInt | None = Field(default=None, ge=1, le=MAX_EXPIRES_IN, description="seconds until it expires")
+    expires_in: Annotated[int, Strict(), Field(ge=1, le=MAX_EXPIRES_IN), Integral] | None = Field(
+        default=None, description="seconds until it expires"
+    )
 
 
 class IssuedToken(Model):

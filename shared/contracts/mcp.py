@@ -8,11 +8,12 @@ it from the bearer token, as it does for the API.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
 
-from pydantic import Field
+from pydantic import Field, Strict
 
 from shared.contracts import assets, publication, runhost, workspace
-from shared.contracts.common import Model, StrictInt
+from shared.contracts.common import Integral, Model
 
 
 class BeginRunRequest(Model):
@@ -22,7 +23,9 @@ class BeginRunRequest(Model):
     question: str = Field(min_length=1, max_length=4000)
     request_id: str = runhost.Id
     history: list[runhost.HistoryRef] = Field(default_factory=list, max_length=50)
-    lease_seconds: StrictInt | None = Field(default=None, ge=runhost.LEASE_SECONDS_MIN, le=runhost.LEASE_SECONDS_MAX)
+    lease_seconds: (
+        Annotated[int, Strict(), Field(ge=runhost.LEASE_SECONDS_MIN, le=runhost.LEASE_SECONDS_MAX), Integral] | None
+    ) = None
 
 
 LIST_WORKSPACES = "list_workspaces"

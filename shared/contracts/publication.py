@@ -30,7 +30,7 @@ class NewPublication(Model):
     """The body of `POST /v1/publications`."""
 
     title: Text = Field(min_length=1)
-    body: str
+    body: Text
     workspace_id: str | None = Field(default=None, max_length=200)
 
 
@@ -100,7 +100,7 @@ class ClaimList(Page):
 class Revision(Model):
     """The body of `POST /v1/publications/{id}/versions`."""
 
-    body: str
+    body: Text
     title: Text | None = Field(default=None, min_length=1)
     expected_latest_version: StrictInt = Field(ge=1, le=INT32_MAX)
 

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import ConfigDict, Field, Strict
 
-from shared.contracts.common import INT32_MAX, Model, Page, PageRequest, PublicationRef, Ref, StrictInt, Text
+from shared.contracts.common import INT32_MAX, Integral, Model, Page, PageRequest, PublicationRef, Ref, StrictInt, Text
 from shared.contracts.workspace import Catalog
 
 ADMIT = "dossier.runhost.admit"
@@ -50,6 +50,13 @@ class HistoryRef(Model):
 
 # A run's answer is a publication titled by its question; its HTML report is an artifact titled
 # `Report of <run id>: <that title>`, which is how a page finds the report of one run among same-titled ones.
+# A run's working files (docs/architecture.md): what a path may name, and what may be written over the API
+# (a person: plan.md; an outside agent with the run's lease: also draft.md and notes). The gateway's path
+# parameters carry the same patterns, so the OpenAPI document says what the owner refuses.
+_FILE_NAME = r"[A-Za-z0-9_.@-]{1,120}"
+RUN_FILE_PATTERN = rf"^(plan\.md|draft\.md|catalog\.md|sources/{_FILE_NAME}\.txt|notes/{_FILE_NAME}\.md)$"
+WRITABLE_FILE_PATTERN = rf"^(plan\.md|draft\.md|notes/{_FILE_NAME}\.md)$"
+
 ANSWER_TITLE_CHARS = 120
 # How many earlier publication versions one run may be pointed at.
 HISTORY_MAX = 50
@@ -64,22 +71,37 @@ def short_title(question: str) -> str:
 class RunLimits(Model):
     """Per-run limits; each is capped by the server's own maximum."""
 
-    max_steps: StrictInt | None = Field(default=None, ge=1, le=INT32_MAX)
-    max_chars: StrictInt | None = Field(default=None, ge=1, le=INT32_MAX)
+    max_steps: Annotated[int, Strict(), Field(ge=1, le=INT32_MAX), Integral] | None = None
+    max_chars: Annotated[int, Strict(), Field(ge=1, le=INT32_MAX), Integral] | None = None
     max_seconds: float | None = Field(default=None, gt=0)
+
+
+# A run's policy: `scripted:<name>` replays a script of the run host's scripts folder (tests); `external`
+# names the outside agent of a run with driver external, the only model such a run takes.
+MODEL_PATTERN = r"^(extractive|openai|external|scripted:[A-Za-z0-9_-]{1,60})$"
 
 
 class RunRequest(Model):
     """The body of `POST /v1/workspaces/{id}/runs`."""
 
+    # The run host's rules across fields, told to clients: a run with driver external names no policy of
+    # the run host's; any other run takes no lease_seconds and cannot name `external`.
+    model_config = ConfigDict(
+        json_schema_extra={
+            "if": {"properties": {"driver": {"const": "external"}}, "required": ["driver"]},
+            "then": {"properties": {"model": {"enum": ["external", None]}}},
+            "else": {"properties": {"model": {"not": {"const": "external"}}, "lease_seconds": {"type": "null"}}},
+        }
+    )
+
     question: Text = Field(min_length=1, max_length=4000)
     request_id: str = Id
     history: list[HistoryRef] = Field(default_factory=list, max_length=HISTORY_MAX)
-    model: str | None = Field(default=None, max_length=100)
+    model: str | None = Field(default=None, pattern=MODEL_PATTERN)
     conversation_id: str | None = Field(default=None, max_length=200)
     limits: RunLimits | None = None
     driver: Driver = "dossier"
-    lease_seconds: StrictInt | None = Field(default=None, ge=LEASE_SECONDS_MIN, le=LEASE_SECONDS_MAX)
+    lease_seconds: Annotated[int, Strict(), Field(ge=LEASE_SECONDS_MIN, le=LEASE_SECONDS_MAX), Integral] | None = None
 
 
 class AdmitRequest(RunRequest):
@@ -113,7 +135,7 @@ class ReadFileRequest(Model):
 
 class WritePlanRequest(Model):
     run_id: str = Id
-    text: str
+    text: Text
 
 
 class CheckpointProposalResult(Model):
@@ -274,7 +296,7 @@ class ExternalReadRequest(LeaseRequest):
 
 class ExternalWriteRequest(LeaseRequest):
     path: str = Field(min_length=1, max_length=300)
-    text: str
+    text: Text
 
 
 class CheckpointUpdate(Model):

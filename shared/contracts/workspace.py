@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -120,6 +120,10 @@ class ReviseGoalRequest(GoalRevision):
 
 
 # -- associations and the catalog -------------------------------------------------------------------
+
+
+# The most items one catalog read may ask for (a deployment may lower it, `DOSSIER_CATALOG_MAX_LIMIT`).
+CATALOG_LIMIT_MAX = 200
 
 
 class CatalogRequest(Model):
@@ -283,13 +287,17 @@ class CheckpointRevisions(Page):
     items: list[Checkpoint]
 
 
+# The longest open question (a deployment may lower it, `DOSSIER_MAX_QUESTION_CHARS`).
+QUESTION_MAX_CHARS = 2000
+
+
 class CheckpointEdit(Model):
     """A person's edit. An omitted `summary` keeps the current one; a question closes only when resolved."""
 
     expected_revision: StrictInt = Field(ge=0, le=INT32_MAX)
-    summary: str | None = None
-    add_questions: list[str] = Field(default_factory=list)
-    resolve_questions: list[str] = Field(default_factory=list)
+    summary: Text | None = None
+    add_questions: list[Annotated[Text, Field(max_length=QUESTION_MAX_CHARS)]] = Field(default_factory=list)
+    resolve_questions: list[Annotated[str, Field(min_length=1, max_length=200)]] = Field(default_factory=list)
 
 
 class UpdateCheckpointRequest(CheckpointEdit):

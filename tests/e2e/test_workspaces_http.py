@@ -127,7 +127,7 @@ def test_checkpoint_over_http(api: httpx.Client) -> None:
     third = api.put(path, json={"expected_revision": 2, "resolve_questions": [q1]}).json()
     assert [q["status"] for q in third["open_questions"]] == ["resolved", "open", "open"]
     r = api.put(path, json={"expected_revision": 3, "resolve_questions": ["q_nope"]})
-    assert r.status_code == 422 and error_of(r)["details"]["field"] == "resolve_questions"
+    assert r.status_code == 409 and error_of(r)["details"]["field"] == "resolve_questions"
     r = api.put(path, json={"expected_revision": 1, "summary": "stale"})
     assert r.status_code == 409 and error_of(r)["details"]["current_revision"] == 3
     assert [c["revision"] for c in all_items(api, f"{path}/revisions")] == [1, 2, 3]

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 
-from services.gateway.deps import require_admin
+from services.gateway.deps import PathId, require_admin
 from services.gateway.openapi import errors
 from services.gateway.tokens import TokenService
 from shared.contracts.common import SCOPE_PATTERN
@@ -34,7 +34,7 @@ async def list_tokens(
 
 
 @router.delete("/tokens/{token_id}", status_code=204, responses=errors(404))
-async def revoke_token(token_id: str, request: Request) -> Response:
+async def revoke_token(token_id: PathId, request: Request) -> Response:
     """Revoke a token: every gateway process refuses it within 5 seconds."""
     await _tokens(request).revoke(token_id)
     return Response(status_code=204)

@@ -11,9 +11,9 @@ from collections.abc import AsyncIterator
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from services.gateway.deps import bus, current_actor
+from services.gateway.deps import PathId, bus, current_actor
 from services.gateway.openapi import errors, multipart_body
-from services.gateway.uploads import read_multipart
+from services.gateway.uploads import only_fields, read_multipart
 from shared.blobs import Blobs, content_key
 from shared.bus import BusClient
 from shared.contracts import artifact as a
@@ -38,7 +38,8 @@ def _blobs(request: Request) -> Blobs:
     return blobs
 
 
-UPLOAD_BODY = multipart_body(["title"], title={"type": "string"}, expires_at={"type": "string", "format": "date-time"})
+FORM_FIELDS = ("title", "expires_at")
+UPLOAD_BODY = multipart_body(a.RegisterRequest, FORM_FIELDS, required=("title",))
 
 
 @router.post(
@@ -56,6 +57,7 @@ async def upload_artifact(
     blobs = _blobs(request)
     fields, upload = await read_multipart(request, max_file_bytes=settings.max_upload_bytes)
     try:
+        only_fields(fields, FORM_FIELDS)
         title = fields.get("title", "")
         if not title.strip():
             raise Invalid("the 'title' field is missing", {"field": "title"})
@@ -85,7 +87,7 @@ async def upload_artifact(
 
 @router.get("/{artifact_id}", response_model=a.Artifact, responses=errors(404))
 async def get_artifact(
-    artifact_id: str, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
+    artifact_id: PathId, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
 ) -> JSONResponse:
     """The artifact's metadata."""
     return JSONResponse(await client.call(a.GET, {"artifact_id": artifact_id}, actor=actor))
@@ -100,7 +102,7 @@ async def get_artifact(
     },
 )
 async def download_artifact(
-    artifact_id: str, request: Request, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
+    artifact_id: PathId, request: Request, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
 ) -> Response:
     """The bytes, served inside a CSP sandbox and never type-sniffed."""
     # The artifact service answers with the location only after checking scope, expiry and the hash reference.

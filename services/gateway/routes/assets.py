@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
+from starlette.convertors import StringConvertor, register_url_convertor
 
-from services.gateway.deps import bus, current_actor, page
+from services.gateway.deps import PathId, bus, current_actor, page
 from services.gateway.openapi import errors, multipart_body
-from services.gateway.uploads import StoredUpload, stream_multipart
+from services.gateway.uploads import StoredUpload, only_fields, stream_multipart
 from shared.blobs import Blobs, content_key
 from shared.bus import BusClient, validation_details
 from shared.contracts import assets as c
@@ -20,9 +21,20 @@ from shared.settings import GatewaySettings
 
 router = APIRouter(prefix="/v1", tags=["sources and evidence"])
 
-UPLOAD_BODY = multipart_body(
-    ["source_id"], source_id={"type": "string", "pattern": c.SOURCE_ID_PATTERN}, workspace_id={"type": "string"}
-)
+
+class AssetIdConvertor(StringConvertor):
+    """Any path segment but `import` routes to `GET /v1/assets/{asset_id}`, so `/v1/assets/import` is POST's
+    alone (its 405 says `Allow: POST`, as the document does); the parameter's pattern checks the id's shape."""
+
+    regex = "(?!import$)[^/]+"
+
+
+register_url_convertor("asset_id", AssetIdConvertor())
+AssetId = Annotated[str, Path(pattern=f"^{c.ASSET_ID_REGEX}$")]
+SourceIdPath = Annotated[str, Path(pattern=c.SOURCE_ID_PATTERN)]
+
+FORM_FIELDS = ("source_id", "workspace_id")
+UPLOAD_BODY = multipart_body(c.UploadRequest, FORM_FIELDS, required=("source_id",))
 REUSED: dict[int | str, dict[str, Any]] = {
     200: {"model": c.AssetVersion, "description": "Bytes this source already had: the existing version"}
 }
@@ -57,6 +69,11 @@ async def upload_asset(
     fields, upload = await stream_multipart(
         request, _blobs(request), max_file_bytes=_settings(request).max_upload_bytes
     )
+    try:
+        only_fields(fields, FORM_FIELDS)
+    except Invalid:
+        await _blobs(request).delete(upload.key)
+        raise
     return _created_or_reused(await register_upload(request, actor, client, fields, upload))
 
 
@@ -102,9 +119,9 @@ async def import_asset(
     return _created_or_reused(data)
 
 
-@router.get("/assets/{asset_id}", response_model=c.AssetVersion, responses=errors(404))
+@router.get("/assets/{asset_id:asset_id}", response_model=c.AssetVersion, responses=errors(404))
 async def get_asset(
-    asset_id: str, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
+    asset_id: AssetId, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
 ) -> JSONResponse:
     """One asset version with its extraction coverage."""
     return JSONResponse(await client.call(c.GET_ASSET, {"asset_id": asset_id}, actor=actor))
@@ -112,7 +129,7 @@ async def get_asset(
 
 @router.get("/sources/{source_id}", response_model=c.Source, responses=errors(404))
 async def get_source(
-    source_id: str,
+    source_id: SourceIdPath,
     paging: dict[str, Any] = Depends(page),
     actor: Actor = Depends(current_actor),
     client: BusClient = Depends(bus),
@@ -123,7 +140,7 @@ async def get_source(
 
 @router.post("/sources/{source_id}/retire", response_model=c.Source, responses=errors(404, 413))
 async def retire_source(
-    source_id: str, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
+    source_id: SourceIdPath, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
 ) -> JSONResponse:
     """Retire a source: its versions stop being read."""
     return JSONResponse(await client.call(c.RETIRE, {"source_id": source_id}, actor=actor))
@@ -145,7 +162,7 @@ async def search_evidence(
 
 @router.get("/evidence/{evidence_id}", response_model=c.Evidence, responses=errors(404, 409))
 async def read_evidence(
-    evidence_id: str, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
+    evidence_id: PathId, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
 ) -> JSONResponse:
     """One passage at its exact version."""
     return JSONResponse(await client.call(c.READ, {"evidence_id": evidence_id}, actor=actor))

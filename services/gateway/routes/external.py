@@ -8,7 +8,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Header, Query
 from fastapi.responses import JSONResponse
 
-from services.gateway.deps import bus, current_actor
+from services.gateway.deps import PathId, bus, current_actor
 from services.gateway.openapi import errors
 from shared.bus import BusClient
 from shared.contracts import runhost as c
@@ -29,7 +29,7 @@ def lease_token(x_run_lease: str | None = Header(default=None, description="The 
 
 @router.get("/v1/runs/{run_id}/catalog", response_model=Catalog, responses=LEASE_ERRORS)
 async def external_catalog(
-    run_id: str,
+    run_id: PathId,
     lease: str = Depends(lease_token),
     actor: Actor = Depends(current_actor),
     client: BusClient = Depends(bus),
@@ -41,7 +41,7 @@ async def external_catalog(
 
 @router.get("/v1/runs/{run_id}/search", response_model=c.ExternalSearch, responses=LEASE_ERRORS)
 async def external_search(
-    run_id: str,
+    run_id: PathId,
     q: str = Query(min_length=1, max_length=1000, description="What to search for"),
     limit: int = Query(default=10, ge=1, le=50),
     lease: str = Depends(lease_token),
@@ -55,7 +55,7 @@ async def external_search(
 
 @router.post("/v1/runs/{run_id}/read", response_model=c.ExternalRead, responses=LEASE_POST_ERRORS)
 async def external_read(
-    run_id: str,
+    run_id: PathId,
     body: c.ReadBody,
     lease: str = Depends(lease_token),
     actor: Actor = Depends(current_actor),
@@ -68,7 +68,7 @@ async def external_read(
 
 @router.post("/v1/runs/{run_id}/lease", response_model=c.Lease, responses=LEASE_POST_ERRORS)
 async def renew_lease(
-    run_id: str,
+    run_id: PathId,
     lease: str = Depends(lease_token),
     actor: Actor = Depends(current_actor),
     client: BusClient = Depends(bus),
@@ -80,7 +80,7 @@ async def renew_lease(
 
 @router.post("/v1/runs/{run_id}/finish", response_model=c.Run, responses=LEASE_POST_ERRORS)
 async def finish_run(
-    run_id: str,
+    run_id: PathId,
     body: c.FinishBody,
     lease: str = Depends(lease_token),
     actor: Actor = Depends(current_actor),
@@ -93,7 +93,7 @@ async def finish_run(
 
 @router.post("/v1/runs/{run_id}/lease/take", response_model=c.TakeReply, responses=errors(404, 409, 413))
 async def take_over_run(
-    run_id: str,
+    run_id: PathId,
     body: c.TakeBody | None = None,
     actor: Actor = Depends(current_actor),
     client: BusClient = Depends(bus),

@@ -5,7 +5,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Query
 from fastapi.responses import JSONResponse, Response
 
-from services.gateway.deps import bus, current_actor, page
+from services.gateway.deps import PathId, PathVersion, bus, current_actor, page
 from services.gateway.hot import HotRoute, route_named
 from services.gateway.openapi import errors
 from shared.bus import BusClient
@@ -26,7 +26,7 @@ async def create_publication(
 
 @router.get("/{pub_id}", response_model=c.Publication, responses=errors(404))
 async def get_publication(
-    pub_id: str,
+    pub_id: PathId,
     paging: dict[str, Any] = Depends(page),
     actor: Actor = Depends(current_actor),
     client: BusClient = Depends(bus),
@@ -37,7 +37,7 @@ async def get_publication(
 
 @router.get("/{pub_id}/versions/{version}", response_model=c.PublicationVersion, responses=errors(404, 409))
 async def read_publication_version(
-    pub_id: str, version: int, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
+    pub_id: PathId, version: PathVersion, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
 ) -> Response:
     """One exact version; a withdrawn one answers 409 `unavailable`."""
     return Response(
@@ -56,8 +56,8 @@ HOT_READS = [HotRoute(route_named(router.routes, "read_publication_version"), re
 
 @router.get("/{pub_id}/versions/{version}/claims", response_model=c.ClaimList, responses=errors(404, 409))
 async def list_publication_claims(
-    pub_id: str,
-    version: int,
+    pub_id: PathId,
+    version: PathVersion,
     paging: dict[str, Any] = Depends(page),
     actor: Actor = Depends(current_actor),
     client: BusClient = Depends(bus),
@@ -70,7 +70,7 @@ async def list_publication_claims(
     "/{pub_id}/versions", status_code=201, response_model=c.PublicationVersion, responses=errors(404, 409, 413)
 )
 async def revise_publication(
-    pub_id: str, body: c.Revision, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
+    pub_id: PathId, body: c.Revision, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
 ) -> JSONResponse:
     """A new version, made only when `expected_latest_version` is still the latest (CAS)."""
     data = await client.call(c.REVISE, c.ReviseRequest(id=pub_id, **body.model_dump()), actor=actor)
@@ -81,8 +81,8 @@ async def revise_publication(
     "/{pub_id}/versions/{version}/withdraw", response_model=c.PublicationVersion, responses=errors(404, 409, 413)
 )
 async def withdraw_publication_version(
-    pub_id: str,
-    version: int,
+    pub_id: PathId,
+    version: PathVersion,
     body: c.Withdrawal,
     actor: Actor = Depends(current_actor),
     client: BusClient = Depends(bus),
@@ -94,7 +94,7 @@ async def withdraw_publication_version(
 
 @router.get("/{pub_id}/diff", response_model=c.Diff, responses=errors(404, 409))
 async def diff_publication_versions(
-    pub_id: str,
+    pub_id: PathId,
     from_: int = Query(alias="from", ge=1, le=INT32_MAX),
     to: int = Query(ge=1, le=INT32_MAX),
     actor: Actor = Depends(current_actor),

@@ -1,25 +1,32 @@
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Header, Request, Response
+from fastapi import APIRouter, Depends, Header, Path, Request, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
+from pydantic import TypeAdapter
 
-from services.gateway.deps import bus, current_actor, page
+from services.gateway.deps import PathId, bus, current_actor, page
 from services.gateway.openapi import errors
 from shared.bus import BusClient
 from shared.contracts import runhost as c
-from shared.contracts.common import Actor
-from shared.errors import Invalid
+from shared.contracts.common import Actor, Text
+from shared.errors import Forbidden, Invalid
 from shared.storable import require_storable
 
 router = APIRouter(tags=["runs"])
 
+RunFile = Annotated[str, Path(pattern=c.RUN_FILE_PATTERN, description="A working file: plan.md, sources/<name>.txt …")]
+WritableFile = Annotated[
+    str, Path(pattern=c.WRITABLE_FILE_PATTERN, description="plan.md; with the run's lease also draft.md, notes/…")
+]
+
 TEXT_BODY = {
     "requestBody": {
         "required": True,
-        "content": {"text/plain": {"schema": {"type": "string"}}},
-        "description": "The whole new plan.md, UTF-8",
+        # The schema of the file's text as the run host takes it: not blank.
+        "content": {"text/plain": {"schema": TypeAdapter(Text).json_schema()}},
+        "description": "The whole new file, UTF-8",
     }
 }
 
@@ -31,7 +38,7 @@ TEXT_BODY = {
     responses={**errors(404, 409, 413), 200: {"model": c.Run, "description": "The same request_id again: that run"}},
 )
 async def start_run(
-    workspace_id: str, body: c.RunRequest, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
+    workspace_id: PathId, body: c.RunRequest, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
 ) -> JSONResponse:
     """Admit a run, idempotently on `request_id`."""
     reply = await client.call(c.ADMIT, c.AdmitRequest(workspace_id=workspace_id, **body.model_dump()), actor=actor)
@@ -40,7 +47,7 @@ async def start_run(
 
 @router.get("/v1/workspaces/{workspace_id}/runs", response_model=c.RunList, responses=errors(404))
 async def list_runs(
-    workspace_id: str,
+    workspace_id: PathId,
     paging: dict[str, Any] = Depends(page),
     actor: Actor = Depends(current_actor),
     client: BusClient = Depends(bus),
@@ -50,14 +57,16 @@ async def list_runs(
 
 
 @router.get("/v1/runs/{run_id}", response_model=c.Run, responses=errors(404))
-async def get_run(run_id: str, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)) -> JSONResponse:
+async def get_run(
+    run_id: PathId, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
+) -> JSONResponse:
     """One run: status, frozen admission, outcome and `stats`."""
     return JSONResponse(await client.call(c.GET_RUN, {"run_id": run_id}, actor=actor))
 
 
 @router.post("/v1/runs/{run_id}/cancel", response_model=c.Run, responses=errors(404, 413))
 async def cancel_run(
-    run_id: str, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
+    run_id: PathId, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
 ) -> JSONResponse:
     """Ask the run to stop; the worker stops at its next step."""
     return JSONResponse(await client.call(c.CANCEL, {"run_id": run_id}, actor=actor))
@@ -65,7 +74,7 @@ async def cancel_run(
 
 @router.get("/v1/conversations/{conversation_id}", response_model=c.Conversation, responses=errors(404))
 async def get_conversation(
-    conversation_id: str,
+    conversation_id: PathId,
     paging: dict[str, Any] = Depends(page),
     actor: Actor = Depends(current_actor),
     client: BusClient = Depends(bus),
@@ -77,7 +86,7 @@ async def get_conversation(
 
 @router.get("/v1/runs/{run_id}/ledger", response_model=c.Ledger, responses=errors(404))
 async def get_ledger(
-    run_id: str,
+    run_id: PathId,
     paging: dict[str, Any] = Depends(page),
     actor: Actor = Depends(current_actor),
     client: BusClient = Depends(bus),
@@ -88,7 +97,7 @@ async def get_ledger(
 
 @router.get("/v1/runs/{run_id}/prov", response_model=c.ProvDocument, responses=errors(404))
 async def get_run_prov(
-    run_id: str, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
+    run_id: PathId, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
 ) -> JSONResponse:
     """The run's lineage as W3C PROV-JSON: the run, what it used at which version, what it generated, who."""
     return JSONResponse(await client.call(c.PROV, {"run_id": run_id}, actor=actor))
@@ -96,7 +105,7 @@ async def get_run_prov(
 
 @router.get("/v1/runs/{run_id}/files", response_model=c.FileList, responses=errors(404))
 async def list_run_files(
-    run_id: str,
+    run_id: PathId,
     paging: dict[str, Any] = Depends(page),
     actor: Actor = Depends(current_actor),
     client: BusClient = Depends(bus),
@@ -114,7 +123,7 @@ async def list_run_files(
     },
 )
 async def read_run_file(
-    run_id: str, path: str, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
+    run_id: PathId, path: RunFile, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
 ) -> PlainTextResponse:
     """One working file as UTF-8 text."""
     reply = await client.call(c.READ_FILE, {"run_id": run_id, "path": path}, actor=actor)
@@ -128,8 +137,8 @@ async def read_run_file(
     openapi_extra=TEXT_BODY,
 )
 async def write_run_file(
-    run_id: str,
-    path: str,
+    run_id: PathId,
+    path: WritableFile,
     request: Request,
     x_run_lease: str | None = Header(default=None, description="An external run's lease token"),
     actor: Actor = Depends(current_actor),
@@ -146,10 +155,12 @@ async def write_run_file(
         raise Invalid("the file is not UTF-8 text", {"field": "body"}) from exc
     require_storable(text, "body")
     if x_run_lease:
-        request_ = c.ExternalWriteRequest(run_id=run_id, lease=x_run_lease, path=path, text=text)
+        # A dict, as for the plan below: the owner validates it and answers `invalid` naming the field.
+        request_ = {"run_id": run_id, "lease": x_run_lease, "path": path, "text": text}
         await client.call(c.EXTERNAL_WRITE, request_, actor=actor)
     elif path == "plan.md":
         await client.call(c.WRITE_PLAN, {"run_id": run_id, "text": text}, actor=actor)
     else:
-        raise Invalid("without a run's lease, only plan.md can be written", {"field": "path"})
+        # Whose the file is, not its shape: the run's own files are its lease holder's to write.
+        raise Forbidden("without the run's lease, only plan.md can be written", {"field": "path"})
     return Response(status_code=204)

@@ -5,11 +5,11 @@ from typing import Any
 from fastapi import APIRouter, Depends, Query, Response
 from fastapi.responses import JSONResponse
 
-from services.gateway.deps import bus, current_actor, page
+from services.gateway.deps import PathId, bus, current_actor, page
 from services.gateway.openapi import errors
 from shared.bus import BusClient
 from shared.contracts import workspace as c
-from shared.contracts.common import INT32_MAX, Actor
+from shared.contracts.common import Actor
 
 router = APIRouter(prefix="/v1/workspaces", tags=["workspaces"])
 
@@ -32,7 +32,7 @@ async def list_workspaces(
 
 @router.get("/{workspace_id}", response_model=c.Workspace, responses=errors(404))
 async def get_workspace(
-    workspace_id: str, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
+    workspace_id: PathId, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
 ) -> JSONResponse:
     """One workspace with its current goal."""
     return JSONResponse(await client.call(c.GET, {"workspace_id": workspace_id}, actor=actor))
@@ -40,7 +40,7 @@ async def get_workspace(
 
 @router.put("/{workspace_id}/goal", response_model=c.Workspace, responses=errors(404, 409, 413))
 async def revise_goal(
-    workspace_id: str, body: c.GoalRevision, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
+    workspace_id: PathId, body: c.GoalRevision, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
 ) -> JSONResponse:
     """A new goal version, made only when `expected_version` is still the current one (CAS)."""
     data = await client.call(c.REVISE_GOAL, {"workspace_id": workspace_id, **body.model_dump()}, actor=actor)
@@ -49,7 +49,7 @@ async def revise_goal(
 
 @router.get("/{workspace_id}/goal/versions", response_model=c.GoalVersions, responses=errors(404))
 async def list_goal_versions(
-    workspace_id: str,
+    workspace_id: PathId,
     paging: dict[str, Any] = Depends(page),
     actor: Actor = Depends(current_actor),
     client: BusClient = Depends(bus),
@@ -61,7 +61,7 @@ async def list_goal_versions(
 
 @router.post("/{workspace_id}/archive", response_model=c.Workspace, responses=errors(404, 413))
 async def archive_workspace(
-    workspace_id: str, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
+    workspace_id: PathId, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
 ) -> JSONResponse:
     """No new runs or associations until it is unarchived; admitted runs still finish."""
     return JSONResponse(await client.call(c.ARCHIVE, {"workspace_id": workspace_id}, actor=actor))
@@ -69,7 +69,7 @@ async def archive_workspace(
 
 @router.post("/{workspace_id}/unarchive", response_model=c.Workspace, responses=errors(404, 413))
 async def unarchive_workspace(
-    workspace_id: str, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
+    workspace_id: PathId, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
 ) -> JSONResponse:
     """Undo an archive."""
     return JSONResponse(await client.call(c.UNARCHIVE, {"workspace_id": workspace_id}, actor=actor))
@@ -77,7 +77,7 @@ async def unarchive_workspace(
 
 @router.delete("/{workspace_id}", status_code=204, responses=errors(404))
 async def delete_workspace(
-    workspace_id: str, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
+    workspace_id: PathId, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
 ) -> Response:
     """A tombstone: the id is never reused; what other services own stays."""
     await client.call(c.DELETE, {"workspace_id": workspace_id}, actor=actor)
@@ -86,21 +86,19 @@ async def delete_workspace(
 
 @router.get("/{workspace_id}/catalog", response_model=c.Catalog, responses=errors(404))
 async def get_catalog(
-    workspace_id: str,
-    limit: int | None = Query(
-        default=None, ge=1, le=INT32_MAX, description="At most this many items (the service caps it)"
-    ),
+    workspace_id: PathId,
+    limit: int | None = Query(default=None, ge=1, le=c.CATALOG_LIMIT_MAX, description="At most this many items"),
     actor: Actor = Depends(current_actor),
     client: BusClient = Depends(bus),
 ) -> JSONResponse:
     """The bounded catalog: `complete` and `omitted` say what was left out."""
-    # The service owns the bounds (default and maximum), so the limit is passed through as given.
+    # The service owns the default and may hold a lower maximum (its setting), which it answers itself.
     return JSONResponse(await client.call(c.CATALOG, {"workspace_id": workspace_id, "limit": limit}, actor=actor))
 
 
 @router.get("/{workspace_id}/drift", response_model=c.DriftList, responses=errors(404))
 async def list_drift(
-    workspace_id: str,
+    workspace_id: PathId,
     paging: dict[str, Any] = Depends(page),
     actor: Actor = Depends(current_actor),
     client: BusClient = Depends(bus),
@@ -111,7 +109,7 @@ async def list_drift(
 
 @router.post("/{workspace_id}/sources", status_code=201, response_model=c.Association, responses=errors(404, 409, 413))
 async def associate_source(
-    workspace_id: str,
+    workspace_id: PathId,
     body: c.SourceAssociation,
     actor: Actor = Depends(current_actor),
     client: BusClient = Depends(bus),
@@ -123,7 +121,7 @@ async def associate_source(
 
 @router.post("/{workspace_id}/artifacts", status_code=201, response_model=c.PinReply, responses=errors(404, 409, 413))
 async def pin_artifact(
-    workspace_id: str, body: c.ArtifactPin, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
+    workspace_id: PathId, body: c.ArtifactPin, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
 ) -> JSONResponse:
     """Retain an artifact and associate it; the two outcomes are reported apart."""
     data = await client.call(

@@ -8,7 +8,7 @@ from pathlib import Path
 from services.runhost.policies.base import Policy
 from services.runhost.policies.extractive import ExtractivePolicy
 from services.runhost.policies.scripted import ScriptedPolicy
-from shared.errors import Invalid
+from shared.errors import Invalid, NotFound
 from shared.settings import RunhostSettings
 
 _SCRIPT = re.compile(r"^scripted:([A-Za-z0-9_-]{1,60})$")
@@ -18,9 +18,12 @@ def validate_model(model: str, settings: RunhostSettings) -> str:
     if model in ("extractive", "openai"):
         return model
     match = _SCRIPT.match(model)
-    if match and settings.scripts_dir is not None and (settings.scripts_dir / f"{match[1]}.json").is_file():
-        return model
-    raise Invalid(f"unknown model {model!r}", {"field": "model"})
+    if match is None:
+        raise Invalid(f"unknown model {model!r}", {"field": "model"})
+    if settings.scripts_dir is None or not (settings.scripts_dir / f"{match[1]}.json").is_file():
+        # A well-formed name of a script this run host does not hold: missing, not malformed.
+        raise NotFound(f"no script named {match[1]!r}", {"field": "model"})
+    return model
 
 
 def make_policy(model: str, settings: RunhostSettings) -> Policy:

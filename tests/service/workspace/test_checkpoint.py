@@ -11,7 +11,7 @@ from shared.bus import BusClient
 from shared.contracts import publication as p
 from shared.contracts import workspace as w
 from shared.contracts.common import Actor
-from shared.errors import Conflict, Invalid, NotFound, TooLarge
+from shared.errors import Conflict, NotFound, TooLarge
 from shared.settings import PublicationSettings, WorkspaceSettings
 from tests.service.workspace.conftest import create
 from tests.support.owners import AssetsStandIn, RequestTap
@@ -83,7 +83,7 @@ async def test_questions_survive_updates_that_do_not_resolve_them(
     assert [q["status"] for q in latest["open_questions"]] == ["resolved", "open", "open"]
     assert latest["open_questions"][2]["text"] == "New doubt?"
 
-    with pytest.raises(Invalid) as err:
+    with pytest.raises(Conflict) as err:
         await put(bus, who, ws["id"], 4, resolve_questions=["q_nope"])
     assert err.value.details["field"] == "resolve_questions"
     with pytest.raises(TooLarge):

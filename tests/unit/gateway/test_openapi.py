@@ -81,12 +81,13 @@ def test_bearer_security_is_declared_on_every_guarded_route(spec: dict[str, Any]
 
 def test_multipart_and_text_bodies_are_described(spec: dict[str, Any]) -> None:
     upload = spec["paths"]["/v1/assets"]["post"]["requestBody"]["content"]["multipart/form-data"]["schema"]
-    assert upload["properties"]["file"] == {"type": "string", "format": "binary"}
+    assert upload["properties"]["file"] == {"type": "string", "format": "binary", "minLength": 1}
+    assert upload["additionalProperties"] is False
     assert set(upload["required"]) == {"file", "source_id"}
     artifact = spec["paths"]["/v1/artifacts"]["post"]["requestBody"]["content"]["multipart/form-data"]["schema"]
     assert set(artifact["required"]) == {"file", "title"}
     plan = spec["paths"]["/v1/runs/{run_id}/files/{path}"]["put"]["requestBody"]["content"]
-    assert plan == {"text/plain": {"schema": {"type": "string"}}}
+    assert plan == {"text/plain": {"schema": {"type": "string", "pattern": r"\S"}}}
 
 
 def test_the_run_schema_carries_stats(spec: dict[str, Any]) -> None:
