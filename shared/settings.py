@@ -170,7 +170,7 @@ class AssetsSettings(CommonSettings):
     parse_memory_bytes: int = 1_536 * 1024 * 1024
     parse_wall_seconds: float = 90.0
     # OCR of pages without a text layer (RapidOCR in the sandbox): pages and seconds per file, render
-    # resolution, and the address space the OCR path may use (measured peak 1.32 GB; see services.assets.ocr).
+    # resolution, and the address space the OCR path may use (measured peak 1.32 GB; see services.assets.extract.ocr).
     ocr_max_pages: int = 20
     ocr_seconds: float = 60.0
     ocr_dpi: int = 150

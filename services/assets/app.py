@@ -7,7 +7,7 @@ from pathlib import Path
 from services.assets.contents import SourceContents
 from services.assets.eligibility import check_sources
 from services.assets.evidence import EvidenceService
-from services.assets.extraction import Limits
+from services.assets.extract.base import Limits
 from services.assets.lifecycle import Lifecycle
 from services.assets.repository import AssetsRepository
 from services.assets.sandbox import Sandbox

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from services.assets import syscalls
+from services.assets.syscalls import Unconfinable
 
 PARSER_USER = "dossier_parser"
 # The id the service's uid becomes inside the parser's user namespace (when the service is not root).
@@ -59,10 +60,6 @@ _PR_CAP_AMBIENT_CLEAR_ALL = 4
 _PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}
 _CAPSET = {"x86_64": 126, "aarch64": 91}
 _CAP_VERSION_3 = 0x20080522
-
-
-class Unconfinable(Exception):
-    """The confinement cannot be set up here; the message says why (shown in health and on the version)."""
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from services.assets import language
 from services.assets.queueing import ClaimHolder, FairSlots
 from services.assets.repository import AssetsRepository
 from services.assets.sandbox import ExtractionFailed, Sandbox
+from services.assets.splitting import extract_file
 from shared import tracing
 from shared.contracts import assets as c
 from shared.contracts.common import Ref
@@ -144,7 +145,7 @@ class Lifecycle:
                         log.warning("fault injection: a slow parse of %.1f s for %s", delay, row["asset_id"])
                         await asyncio.sleep(delay)
                     started = time.perf_counter()
-                    coverage = await self._sandbox.run(path, row["kind"], writer.add, self.slots)
+                    coverage = await extract_file(self._sandbox, path, row["kind"], writer.add, self.slots)
                     EXTRACTION_SECONDS.labels(row["kind"], coverage["status"]).observe(time.perf_counter() - started)
                     await writer.finish()
                 except BaseException:

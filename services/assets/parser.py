@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 
 from services.assets import confinement
-from services.assets.extraction import Limits
+from services.assets.extract.base import Limits
 
 _OUT_BUFFER = 32 * 1024
 
@@ -48,7 +48,7 @@ def serve(config: dict[str, Any], work: Work) -> int:
     # Die with the service: an orphaned parser has nobody to report to.
     with contextlib.suppress(OSError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
-    # Soft limits for every parser; the hard ones leave room that only the OCR path claims (services.assets.ocr).
+    # Soft limits for every parser; the hard ones leave room that only the OCR path claims (services.assets.extract.ocr).
     cpu = int(config["cpu"])
     limits = Limits(**config["limits"])
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + int(limits.ocr_seconds) + 2))
@@ -74,7 +74,7 @@ def serve(config: dict[str, Any], work: Work) -> int:
     import openpyxl  # noqa: F401
     import pymupdf  # noqa: F401
 
-    from services.assets import ocr, office, pdf, webpage, wordprocessing  # noqa: F401
+    from services.assets.extract import ocr, office, pdf, webpage, wordprocessing  # noqa: F401
 
     write(["ready"])
     out.flush()
@@ -101,7 +101,8 @@ def serve(config: dict[str, Any], work: Work) -> int:
 
 
 def _extract(kind: str, path: Path, limits: Limits, emit: Emit) -> list[Any]:
-    from services.assets.extraction import ExtractionError, extract
+    from services.assets.extract.base import ExtractionError
+    from services.assets.extract.dispatch import extract
 
     try:
         # Passages leave in writes of about eight pages rather than one or two (the output is buffered):
@@ -120,8 +121,9 @@ def _part(
     `{"rest": seed, "cpu": seconds}` reads the rest of the file as one parser would from there, within what
     is left of the file's CPU time; the socket's end dismisses the part. A file that is not one to split
     (encrypted, empty, or shorter than `least` pages) is read whole at once, as without a split."""
-    from services.assets import pdf
-    from services.assets.extraction import Collector, Coverage, ExtractionError, extract, failure
+    from services.assets.extract import pdf
+    from services.assets.extract.base import Collector, Coverage, ExtractionError, failure
+    from services.assets.extract.dispatch import extract
 
     try:
         part = pdf.Part(path, Collector(limits, Coverage(), lambda *_: None))

@@ -33,7 +33,7 @@ from typing import Any, Protocol, TypeVar
 import orjson
 
 from services.assets import confinement
-from services.assets.extraction import Limits
+from services.assets.extract.base import Limits
 from services.assets.output import STDERR_KEEP, ExtractionFailed, Stream
 
 T = TypeVar("T")
@@ -194,17 +194,9 @@ class Sandbox:
             while len(self._helpers) < self.split_width - 1:
                 self._helpers.append(asyncio.create_task(self._spawn()))
 
-    async def run(
-        self, path: Path, kind: str, on_passage: PassageSink, lender: SlotLender | None = None
-    ) -> dict[str, Any]:
-        """Extract `path`; each passage goes to `on_passage`. Returns the coverage, or raises ExtractionFailed.
-
-        With a `lender` of parser slots, a PDF of `split_pages` pages or more is read by as many parsers
-        as it lends free slots (services.assets.splitting)."""
-        if kind == "pdf" and lender is not None and self.split_pages > 0:
-            from services.assets.splitting import Split
-
-            return await Split(self, path, on_passage, lender).run()
+    async def run(self, path: Path, kind: str, on_passage: PassageSink) -> dict[str, Any]:
+        """Extract `path` in one parser; each passage goes to `on_passage`. Returns the coverage, or raises
+        ExtractionFailed. (services.assets.splitting.extract_file reads a long PDF in several.)"""
         stream = Stream(self, await self._take(), on_passage)
         try:
             async with asyncio.timeout(self.wall_seconds) as deadline:

@@ -31,8 +31,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from services.assets.extract.pdf import Seed
 from services.assets.output import ExtractionFailed, Stream, death
-from services.assets.pdf import Seed
 from services.assets.sandbox import PassageSink, Sandbox, SlotLender, _send_job
 from shared.metrics import EXTRACTION_HELPERS
 
@@ -371,3 +371,13 @@ class Split:
         for share in self.shares:
             await share.stream.end()
         self.sandbox._replenish()
+
+
+async def extract_file(
+    sandbox: Sandbox, path: Path, kind: str, on_passage: PassageSink, lender: SlotLender
+) -> dict[str, Any]:
+    """A file through the sandbox: a PDF of `split_pages` pages or more is read by as many parsers as
+    `lender` lends free slots, anything else by one parser."""
+    if kind == "pdf" and sandbox.split_pages > 0:
+        return await Split(sandbox, path, on_passage, lender).run()
+    return await sandbox.run(path, kind, on_passage)

@@ -49,6 +49,10 @@ class _ArgCmp(ctypes.Structure):
     _fields_ = [("arg", ctypes.c_uint), ("op", ctypes.c_int), ("a", ctypes.c_uint64), ("b", ctypes.c_uint64)]
 
 
+class Unconfinable(Exception):
+    """The confinement cannot be set up here; the message says why (shown in health and on the version)."""
+
+
 def _library() -> Any:
     try:
         lib = ctypes.CDLL("libseccomp.so.2", use_errno=True)
@@ -67,9 +71,7 @@ def _library() -> Any:
 
 
 def check_available() -> None:
-    """Raises confinement.Unconfinable when libseccomp cannot be loaded."""
-    from services.assets.confinement import Unconfinable
-
+    """Raises Unconfinable when libseccomp cannot be loaded."""
     try:
         _library()
     except OSError as exc:

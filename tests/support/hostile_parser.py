@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from services.assets.confinement import Plan
-from services.assets.extraction import Limits
+from services.assets.extract.base import Limits
 from services.assets.sandbox import Sandbox
 
 _HARNESS = """

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from services.assets import language, query
-from services.assets.pdf import page_ranges
+from services.assets.extract.pdf import page_ranges
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from services.assets.extraction import Limits
+from services.assets.extract.base import Limits
 from services.assets.sandbox import ExtractionFailed, Sandbox
 
 

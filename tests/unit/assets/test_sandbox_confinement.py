@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from services.assets.extraction import Limits
+from services.assets.extract.base import Limits
 from services.assets.sandbox import Sandbox
 
 SECRETS = {

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from services.assets.extraction import Limits
+from services.assets.extract.base import Limits
 from services.assets.queueing import FairSlots
 from services.assets.sandbox import Sandbox
-from services.assets.splitting import Split
+from services.assets.splitting import Split, extract_file
 from tests.support.documents import big_pdf
 from tests.support.probe import probe_until
 
@@ -36,7 +36,7 @@ async def read_with(box: Sandbox, path: Path, slots: FairSlots, *, kill: int | N
         split = Split(box, path, sink, slots)
         running = asyncio.create_task(split.run()) if box.split_pages else None
         if running is None:
-            return await box.run(path, "pdf", sink, slots), got
+            return await extract_file(box, path, "pdf", sink, slots), got
         if kill is not None:
 
             async def both_answered() -> bool:

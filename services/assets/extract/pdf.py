@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from services.assets.extraction import Collector, Emit, ExtractionError, escape_field
-from services.assets.ocr import Ocr
+from services.assets.extract.base import Collector, Emit, ExtractionError, escape_field
+from services.assets.extract.ocr import Ocr
 
 # An image region is worth OCR when it covers at least this share of the page...
 _IMAGE_SHARE = 0.5

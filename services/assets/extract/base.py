@@ -1,4 +1,5 @@
-"""Passages with locators from one file, bounded. This code runs only inside the sandbox process.
+"""What every format's extractor shares: passages with locators from one file, bounded. This code runs
+only inside the sandbox process.
 
 Each format yields `(locator, text)` passages into a `Collector`, which enforces the passage count, the
 passage size and the total text, and keeps the coverage honest: every loss becomes a note and makes the
@@ -9,11 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
-
-TEXT_LINES_PER_PASSAGE = 40
-TEXT_CHARS_PER_PASSAGE = 2000
 
 
 class ExtractionError(Exception):
@@ -122,65 +119,3 @@ class Collector:
     def finish(self) -> None:
         if self.cut:
             self.coverage.lose(f"{self.cut} passages were cut at {self.limits.max_passage_chars} characters")
-
-
-def extract(path: Path, kind: str, limits: Limits, emit: Emit, *, seed: Any = None) -> dict[str, Any]:
-    """Run the extractor of `kind`; returns the coverage summary or raises ExtractionError.
-
-    `seed` (a `pdf.Seed`) takes a PDF over at a page that other parsers read up to."""
-    from services.assets import office, pdf, webpage, wordprocessing
-
-    coverage = Coverage()
-    out = Collector(limits, coverage, emit)
-    extractors: dict[str, Callable[[Path, Collector], None]] = {
-        "pdf": pdf.extract_pdf,
-        "docx": wordprocessing.extract_docx,
-        "xlsx": office.extract_xlsx,
-        "html": webpage.extract_html,
-        "text": extract_text,
-    }
-    if kind not in extractors:
-        raise ExtractionError(f"no extractor for {kind!r}")
-    try:
-        if seed is not None and kind == "pdf":
-            pdf.extract_pdf(path, out, seed)
-        else:
-            extractors[kind](path, out)
-    except ExtractionError:
-        raise
-    except Exception as exc:
-        raise failure(kind, exc) from exc
-    out.finish()
-    return coverage.summary()
-
-
-def extract_text(path: Path, out: Collector) -> None:
-    """Blocks of lines split at blank lines (and at a size), located by their 1-based line range."""
-    cov = out.coverage
-    raw = path.read_bytes().removeprefix(b"\xef\xbb\xbf")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        text = raw.decode("utf-8", "replace")
-        cov.lose("some bytes are not valid UTF-8 and were replaced")
-    block: list[str] = []
-    start = 0
-
-    def flush(end: int) -> None:
-        nonlocal block
-        if any(line.strip() for line in block):
-            cov.units_total += 1
-            if out.add(f"text:l={start}-{end}", "\n".join(block)):
-                cov.units_extracted += 1
-        block = []
-
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            flush(number - 1)
-            continue
-        if not block:
-            start = number
-        block.append(line)
-        if len(block) >= TEXT_LINES_PER_PASSAGE or sum(len(x) for x in block) >= TEXT_CHARS_PER_PASSAGE:
-            flush(number)
-    flush(start + len(block) - 1)

@@ -15,7 +15,7 @@ from datetime import date, datetime, time
 from pathlib import Path
 from typing import Any
 
-from services.assets.extraction import Collector, ExtractionError, Limits
+from services.assets.extract.base import Collector, ExtractionError, Limits
 
 # Small entries compress well without being dangerous; the ratio is judged on entries above this size.
 _RATIO_FLOOR_BYTES = 1024 * 1024

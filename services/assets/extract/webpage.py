@@ -12,7 +12,7 @@ import re
 from html.parser import HTMLParser
 from pathlib import Path
 
-from services.assets.extraction import Collector
+from services.assets.extract.base import Collector
 from shared.sniff import bom_encoding
 
 # Elements whose content is code, styling, or a nested document: never text for a reader.

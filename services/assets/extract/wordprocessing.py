@@ -20,7 +20,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from services.assets.extraction import Collector, ExtractionError, escape_field
+from services.assets.extract import webpage
+from services.assets.extract.base import Collector, ExtractionError, escape_field
+from services.assets.extract.office import check_zip
 
 _W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 _M = "{http://schemas.openxmlformats.org/officeDocument/2006/math}"
@@ -199,7 +201,6 @@ class _Body:
         return int(match.group(1)) if match else None
 
     def alt_chunk(self, element: Any) -> None:
-        from services.assets import webpage
 
         self.chunks += 1
         part = self.document.part.related_parts.get(element.get(_R_ID, ""))
@@ -292,7 +293,6 @@ def _unread(document: Any, body: _Body) -> None:
 
 
 def extract_docx(path: Path, out: Collector) -> None:
-    from services.assets.office import check_zip
 
     check_zip(path, out.limits)
     document = open_document(path, out)
