@@ -24,11 +24,12 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from services.gateway.errors import envelope
 from services.gateway.limits import has_body
 from shared.bus import BusClient
-from shared.contracts.common import Actor
+from shared.contracts.common import ID_MAX_CHARS, Actor
 from shared.errors import DomainError
 from shared.storable import unstorable_field
 
-# Nine digits always fit the int32 a version is; longer numbers are left to the route's own validation.
+# Nine digits always fit the int32 a version is; longer numbers, a version 0 and ids of the wrong length
+# are left to the route's own validation (services/gateway/deps.py PathVersion, PathId), which words them.
 _PLAIN_INT = re.compile(r"[0-9]{1,9}")
 _JSON = [(b"content-type", b"application/json")]
 
@@ -55,9 +56,11 @@ class HotRoute:
             if unstorable_field(value) is not None:
                 return None
             if name in self.int_params:
-                if not _PLAIN_INT.fullmatch(value):
+                if not _PLAIN_INT.fullmatch(value) or int(value) < 1:
                     return None
                 params[name] = int(value)
+            elif len(value) > ID_MAX_CHARS:
+                return None
             else:
                 params[name] = value
         return params

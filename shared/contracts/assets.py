@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from shared.contracts.common import INT32_MAX, Model, Page, PageRequest, Ref
+from shared.contracts.common import INT32_MAX, NOT_BLANK, Model, Page, PageRequest, Ref
 
 UPLOAD = "dossier.assets.upload"
 IMPORT = "dossier.assets.import"
@@ -101,7 +101,7 @@ class GetAssetRequest(Model):
 
 
 class SearchRequest(Model):
-    q: str = Field(min_length=1, max_length=1000, pattern=r"\S")
+    q: str = Field(min_length=1, max_length=1000, pattern=NOT_BLANK)
     source_id: str | None = Field(default=None, pattern=SOURCE_ID_PATTERN)
     limit: int = Field(default=10, ge=1, le=100)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -46,15 +47,22 @@ def event_subject(event_type: str) -> str:
     return f"{EVENT_SUBJECT_PREFIX}.{event_type}"
 
 
+# Some character that is not white space, as one explicit class: `\s` means three different sets in the
+# schema's regular expressions (ECMA-262), in Python's (which adds U+001C-U+001F) and in pydantic's (Rust),
+# so a text one of them takes for blank could pass another. This class is the union of all three.
+NOT_BLANK = r"[^\t\n\x0b\x0c\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]"
+_NOT_BLANK = re.compile(NOT_BLANK)
+
+
 def _not_blank(value: str) -> str:
-    if not value.strip():
+    if not _NOT_BLANK.search(value):
         raise PydanticCustomError("blank", "must not be blank (only spaces)")
     return value
 
 
 # A question, a title or a goal: whitespace alone says nothing, and makes an empty, unclickable link.
-# The schema says the same to clients (a search: some character that is not whitespace).
-Text = Annotated[str, AfterValidator(_not_blank), Field(json_schema_extra={"pattern": r"\S"})]
+# The schema says the same to clients.
+Text = Annotated[str, AfterValidator(_not_blank), Field(json_schema_extra={"pattern": NOT_BLANK})]
 
 
 class Model(BaseModel):

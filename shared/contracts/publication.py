@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import ConfigDict, Field
 
-from shared.contracts.common import INT32_MAX, Model, Page, PageRequest, Ref, StrictInt, Text
+from shared.contracts.common import INT32_MAX, NOT_BLANK, Model, Page, PageRequest, Ref, StrictInt, Text
 
 COMMIT = "dossier.publication.commit"
 GET = "dossier.publication.get"
@@ -69,7 +69,7 @@ class ReadRequest(Model):
 class PublicationSearchRequest(Model):
     """A run's search over the publications of its own workspace (the workspace comes from its grant)."""
 
-    q: str = Field(min_length=1, max_length=1000, pattern=r"\S")
+    q: str = Field(min_length=1, max_length=1000, pattern=NOT_BLANK)
     limit: int = Field(default=5, ge=1, le=20)
 
 

@@ -143,6 +143,7 @@ def test_the_hot_read_answers_exactly_as_the_router_does(stack: RunningStack, ap
         (api, f"/v1/publications/{pub['id']}/versions/2", 404),
         (api, f"/v1/publications/{pub['id']}/versions/0", 422),
         (api, "/v1/publications/pub_missing/versions/1", 404),
+        (api, f"/v1/publications/{'p' * 201}/versions/1", 422),
         (api, f"/v1/publications/{gone['id']}/versions/1", 409),
         (stranger, f"/v1/publications/{pub['id']}/versions/1", 404),
     ]

@@ -15,7 +15,7 @@ from services.gateway.uploads import StoredUpload, only_fields, stream_multipart
 from shared.blobs import Blobs, content_key
 from shared.bus import BusClient, validation_details
 from shared.contracts import assets as c
-from shared.contracts.common import Actor
+from shared.contracts.common import NOT_BLANK, Actor
 from shared.errors import Invalid
 from shared.settings import GatewaySettings
 
@@ -148,7 +148,7 @@ async def retire_source(
 
 @router.get("/evidence/search", response_model=c.SearchReply)
 async def search_evidence(
-    q: str = Query(min_length=1, max_length=1000, pattern=r"\S"),
+    q: str = Query(min_length=1, max_length=1000, pattern=NOT_BLANK),
     source_id: str | None = Query(default=None, min_length=1, max_length=200),
     limit: int = Query(default=10, ge=1, le=100),
     actor: Actor = Depends(current_actor),
