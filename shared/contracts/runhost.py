@@ -7,7 +7,18 @@ from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, Strict
 
-from shared.contracts.common import INT32_MAX, Integral, Model, Page, PageRequest, PublicationRef, Ref, StrictInt, Text
+from shared.contracts.common import (
+    INT32_MAX,
+    NOT_BLANK,
+    Integral,
+    Model,
+    Page,
+    PageRequest,
+    PublicationRef,
+    Ref,
+    StrictInt,
+    Text,
+)
 from shared.contracts.workspace import Catalog
 
 ADMIT = "dossier.runhost.admit"
@@ -285,7 +296,7 @@ class LeaseRequest(Model):
 
 
 class ExternalSearchRequest(LeaseRequest):
-    q: str = Field(min_length=1, max_length=1000)
+    q: str = Field(min_length=1, max_length=1000, pattern=NOT_BLANK)
     limit: int = Field(default=10, ge=1, le=50)
 
 

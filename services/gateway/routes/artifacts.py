@@ -77,7 +77,7 @@ async def upload_artifact(
             "title": title,
             "media_type": a.MEDIA_TYPE_HTML,
         }
-        if fields.get("expires_at"):
+        if "expires_at" in fields:
             request_data["expires_at"] = fields["expires_at"]
         data = await client.call(a.REGISTER, request_data, actor=actor)
     finally:

@@ -90,7 +90,7 @@ async def register_upload(
         try:
             req = c.UploadRequest(
                 source_id=fields.get("source_id", ""),
-                workspace_id=fields.get("workspace_id") or None,
+                workspace_id=fields.get("workspace_id"),
                 filename=upload.filename[:500],
                 blob=c.BlobRef(bucket=blobs.bucket, key=key, sha256=upload.sha256, size=upload.size),
             )
@@ -149,7 +149,7 @@ async def retire_source(
 @router.get("/evidence/search", response_model=c.SearchReply)
 async def search_evidence(
     q: str = Query(min_length=1, max_length=1000, pattern=NOT_BLANK),
-    source_id: str | None = Query(default=None, min_length=1, max_length=200),
+    source_id: str | None = Query(default=None, pattern=c.SOURCE_ID_PATTERN),
     limit: int = Query(default=10, ge=1, le=100),
     actor: Actor = Depends(current_actor),
     client: BusClient = Depends(bus),

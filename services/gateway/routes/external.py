@@ -12,7 +12,7 @@ from services.gateway.deps import PathId, bus, current_actor
 from services.gateway.openapi import errors
 from shared.bus import BusClient
 from shared.contracts import runhost as c
-from shared.contracts.common import Actor
+from shared.contracts.common import NOT_BLANK, Actor
 from shared.contracts.workspace import Catalog
 from shared.errors import Forbidden
 
@@ -42,7 +42,7 @@ async def external_catalog(
 @router.get("/v1/runs/{run_id}/search", response_model=c.ExternalSearch, responses=LEASE_ERRORS)
 async def external_search(
     run_id: PathId,
-    q: str = Query(min_length=1, max_length=1000, description="What to search for"),
+    q: str = Query(min_length=1, max_length=1000, pattern=NOT_BLANK, description="What to search for"),
     limit: int = Query(default=10, ge=1, le=50),
     lease: str = Depends(lease_token),
     actor: Actor = Depends(current_actor),

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from services.gateway.app import create_app
+from shared.contracts.common import NOT_BLANK
 from shared.settings import GatewaySettings
 
 ENVELOPE = "#/components/schemas/ErrorEnvelope"
@@ -87,7 +88,7 @@ def test_multipart_and_text_bodies_are_described(spec: dict[str, Any]) -> None:
     artifact = spec["paths"]["/v1/artifacts"]["post"]["requestBody"]["content"]["multipart/form-data"]["schema"]
     assert set(artifact["required"]) == {"file", "title"}
     plan = spec["paths"]["/v1/runs/{run_id}/files/{path}"]["put"]["requestBody"]["content"]
-    assert plan == {"text/plain": {"schema": {"type": "string", "pattern": r"\S"}}}
+    assert plan == {"text/plain": {"schema": {"type": "string", "pattern": NOT_BLANK}}}
 
 
 def test_the_run_schema_carries_stats(spec: dict[str, Any]) -> None:
