@@ -52,7 +52,9 @@ async def ensure_database(dsn: str) -> None:
         if not exists:
             try:
                 await admin.execute(f'CREATE DATABASE "{name}"')
-            except asyncpg.DuplicateDatabaseError:
+            except (asyncpg.DuplicateDatabaseError, asyncpg.UniqueViolationError):
+                # Made meanwhile by another process of the same service (gateway workers start together):
+                # two concurrent CREATEs can collide on the catalog's unique index instead.
                 pass
             await admin.execute(f'REVOKE ALL ON DATABASE "{name}" FROM PUBLIC')
     finally:

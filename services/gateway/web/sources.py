@@ -89,7 +89,10 @@ async def upload(request: Request, actor: Actor = Depends(signed_in)) -> Respons
     settings: GatewaySettings = request.app.state.settings
     blobs: Blobs = request.app.state.blobs
     fields, upload = await stream_multipart(request, blobs, max_file_bytes=settings.max_upload_bytes)
-    data = {"source_id": fields.get("source_id", "").strip(), "workspace_id": fields.get("workspace_id", "")}
+    data = {"source_id": fields.get("source_id", "").strip()}
+    # The workbench's form always sends the field, empty outside a workspace (the API refuses an empty one).
+    if fields.get("workspace_id"):
+        data["workspace_id"] = fields["workspace_id"]
     version = await register_upload(request, actor, bus_of(request), data, upload)
     if version.get("reused"):
         notice = f"Those bytes are already version {version['version']}; nothing new was stored."
