@@ -66,7 +66,7 @@ async def measure_bus(options: dict[str, Any], gateway_key: str, scope: str, pub
         samples = []
         for i in range(WARMUP + N):
             t = time.perf_counter()
-            await bus.call(c.READ, {"id": pub_id, "version": 1}, actor=actor)
+            await bus.call_raw(c.READ, {"id": pub_id, "version": 1}, actor=actor)
             if i >= WARMUP:
                 samples.append((time.perf_counter() - t) * 1000)
         return samples

@@ -21,12 +21,11 @@ from faststream.nats import NatsBroker
 from faststream.specification.asyncapi import AsyncAPI
 from pydantic import BaseModel, Field, create_model
 
-from shared.bus import EndpointSpec, described_endpoints
 from shared.contracts import artifact, assets, publication, runhost, workspace
-from shared.contracts.common import Actor, ErrorBody, Event, HealthReply, Model, event_subject, health_subject
+from shared.contracts.common import SERVICES, Actor, ErrorBody, Event, Model, Subject, event_subject, health_subject
 
 DOCUMENT = Path(__file__).resolve().parents[1] / "docs" / "asyncapi.json"
-CONTRACTS = (workspace, runhost, publication, artifact, assets)
+CONTRACTS = (workspace, runhost, publication, artifact, assets)  # in the order of SERVICES
 REF = "#/components/schemas/{model}"
 
 
@@ -34,11 +33,11 @@ def _name(subject: str, suffix: str) -> str:
     return "".join(part.capitalize() for part in re.split(r"[._]", subject.removeprefix("dossier."))) + suffix
 
 
-def _request_envelope(spec: EndpointSpec) -> type[BaseModel]:
+def _request_envelope(subject: Subject[Any, Any]) -> type[BaseModel]:
     return create_model(
-        _name(spec.subject, "Request"),
+        _name(subject, "Request"),
         __base__=Model,
-        __doc__=f"The envelope of a `{spec.subject}` request.",
+        __doc__=f"The envelope of a `{subject}` request.",
         actor=(Actor, ...),
         proof=(
             str | None,
@@ -51,17 +50,18 @@ def _request_envelope(spec: EndpointSpec) -> type[BaseModel]:
         ),
         grant=(str | None, Field(default=None, description="A run grant, for reads made on behalf of a run")),
         request_id=(str | None, Field(default=None, max_length=128)),
-        data=(spec.request, ...),
+        data=(subject.request, ...),
     )
 
 
-def _reply_envelope(spec: EndpointSpec) -> type[BaseModel]:
+def _reply_envelope(subject: Subject[Any, Any]) -> type[BaseModel]:
+    reply: Any = subject.reply
     return create_model(
-        _name(spec.subject, "Reply"),
+        _name(subject, "Reply"),
         __base__=Model,
-        __doc__=f"The reply to `{spec.subject}`: `data` when ok, else the error.",
+        __doc__=f"The reply to `{subject}`: `data` when ok, else the error.",
         ok=(bool, ...),
-        data=(spec.reply | None, None),
+        data=(reply | None, None),
         error=(ErrorBody | None, None),
     )
 
@@ -81,38 +81,21 @@ def _event_envelope(event_type: str, payload: type[Model]) -> type[BaseModel]:
     )
 
 
-def service_endpoints() -> dict[str, list[EndpointSpec]]:
-    """Build every service's app (no connections are made) and read back what it registered."""
-    from services.artifact.app import create_app as artifact_app
-    from services.assets.app import create_app as assets_app
-    from services.publication.app import create_app as publication_app
-    from services.runhost.app import create_app as runhost_app
-    from services.workspace.app import create_app as workspace_app
-    from shared.settings import (
-        ArtifactSettings,
-        AssetsSettings,
-        PublicationSettings,
-        RunhostSettings,
-        WorkspaceSettings,
-    )
-
-    apps = {
-        "workspace": workspace_app(WorkspaceSettings()),
-        "runhost": runhost_app(RunhostSettings()),
-        "publication": publication_app(PublicationSettings()),
-        "artifact": artifact_app(ArtifactSettings()),
-        "assets": assets_app(AssetsSettings()),
-    }
-    return {name: described_endpoints(app.broker) for name, app in apps.items()}
+def contract_subjects() -> dict[str, list[Subject[Any, Any]]]:
+    """Every request subject each service's contract declares, in the order it declares them, plus its health."""
+    subjects: dict[str, list[Subject[Any, Any]]] = {}
+    for service, contract in zip(SERVICES, CONTRACTS, strict=True):
+        declared = [value for value in vars(contract).values() if isinstance(value, Subject)]
+        subjects[service] = [s for s in declared if s.service == service] + [health_subject(service)]
+    return subjects
 
 
 def build() -> dict[str, Any]:
     docs = NatsBroker()
     replies: dict[str, type[BaseModel]] = {}
-    for service, specs in service_endpoints().items():
-        health = EndpointSpec(health_subject(service), service, Model, HealthReply, f"Is the {service} service up?")
-        for spec in [*specs, health]:
-            envelope = _request_envelope(spec)
+    for service, subjects in contract_subjects().items():
+        for subject in subjects:
+            envelope = _request_envelope(subject)
 
             async def handler(body: Any) -> None:
                 return None
@@ -120,14 +103,14 @@ def build() -> dict[str, Any]:
             # Bound now: a string annotation (this module's `from __future__ import annotations`) would be
             # read when the document is made, after the loop, and name the last envelope for every subject.
             handler.__annotations__ = {"body": envelope, "return": None}
-            handler.__name__ = _name(spec.subject, "")
-            docs.subscriber(spec.subject, queue=spec.queue, title=spec.subject, description=spec.description)(handler)
-            replies[spec.subject] = _reply_envelope(spec)
+            handler.__name__ = _name(subject, "")
+            docs.subscriber(subject.name, queue=service, title=subject.name, description=subject.description)(handler)
+            replies[subject.name] = _reply_envelope(subject)
     for contract in CONTRACTS:
         for event_type, payload in contract.EVENTS.items():
-            subject = event_subject(event_type)
+            address = event_subject(event_type)
             description = f"{payload.__doc__ or event_type}".strip()
-            docs.publisher(subject, schema=_event_envelope(event_type, payload), title=subject, description=description)
+            docs.publisher(address, schema=_event_envelope(event_type, payload), title=address, description=description)
     factory = AsyncAPI(
         docs,
         title="Dossier bus",

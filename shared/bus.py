@@ -10,11 +10,10 @@ from __future__ import annotations
 import json
 import logging
 import time
-import typing
 import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import nats
 import orjson
@@ -31,6 +30,9 @@ from shared.contracts.common import (
     ErrorBody,
     HealthReply,
     Model,
+    Q,
+    R,
+    Subject,
     health_subject,
 )
 from shared.errors import DomainError, Invalid, Unreachable, from_envelope
@@ -47,8 +49,6 @@ log = logging.getLogger("dossier.bus")
 # One line per handled request (shared/observe.HandledLog); its own logger, so an operator can silence it alone.
 HANDLED = HandledLog(logging.getLogger("dossier.handled"))
 
-M = TypeVar("M", bound=Model)
-
 
 @dataclass(frozen=True)
 class RequestContext:
@@ -64,15 +64,11 @@ Handler = Callable[[RequestContext, Any], Awaitable[Any]]
 
 @dataclass(frozen=True)
 class EndpointSpec:
-    """What one request subject takes and answers: the source of the bus's AsyncAPI document, and what
-    the runtime serves (shared/serving.py)."""
+    """One request subject a service serves: what the runtime subscribes (shared/serving.py)."""
 
-    subject: str
+    subject: Subject[Any, Any]
     queue: str
-    request: type[Model]
-    reply: Any
-    description: str
-    handler: Handler | None = None
+    handler: Handler
     concurrency: int = 1
 
 
@@ -115,7 +111,7 @@ def _reply_error(err: DomainError) -> bytes:
     return reply.model_dump_json().encode()
 
 
-async def dispatch(raw: bytes, subject: str, model: type[Model], handler: Handler, verifier: ProofVerifier) -> bytes:
+async def dispatch(raw: bytes, subject: Subject[Any, Any], handler: Handler, verifier: ProofVerifier) -> bytes:
     """Decode, check the proof of caller, call the rule, encode. Never raises: every outcome becomes a reply."""
     started = time.perf_counter()
     try:
@@ -127,7 +123,7 @@ async def dispatch(raw: bytes, subject: str, model: type[Model], handler: Handle
     else:
         request_id, scope = request.request_id, request.actor.scope
         with bound(request_id=request_id, scope=scope):
-            reply, code = await _answer(request, subject, model, handler, verifier)
+            reply, code = await _answer(request, subject, handler, verifier)
     seconds = time.perf_counter() - started
     BUS_REQUESTS.labels(subject, code).inc()
     BUS_SECONDS.labels(subject).observe(seconds)
@@ -138,7 +134,7 @@ async def dispatch(raw: bytes, subject: str, model: type[Model], handler: Handle
 
 
 async def _answer(
-    request: BusRequest, subject: str, model: type[Model], handler: Handler, verifier: ProofVerifier
+    request: BusRequest, subject: Subject[Any, Any], handler: Handler, verifier: ProofVerifier
 ) -> tuple[bytes, str]:
     try:
         # No rule sees a request whose actor no trusted signer vouched for, not even to validate it.
@@ -147,7 +143,7 @@ async def _answer(
         require_storable(request.data)
         require_storable(request.actor.principal, "actor.principal")
         try:
-            payload = model.model_validate(request.data)
+            payload = subject.request.model_validate(request.data)
         except ValidationError as exc:
             raise Invalid("the request is malformed", validation_details(exc)) from exc
         ctx = RequestContext(actor=request.actor, grant=request.grant, subject=subject, issuer=issuer)
@@ -181,21 +177,19 @@ HANDLER_CONCURRENCY = 32
 
 
 def endpoint(
-    broker: NatsBroker, subject: str, model: type[M], *, queue: str, concurrency: int = HANDLER_CONCURRENCY
-) -> Callable[[Handler], Handler]:
-    """Register `handler(ctx, payload)` on `subject` in a queue group, behind the envelope.
+    broker: NatsBroker,
+    subject: Subject[Q, R],
+    handler: Callable[[RequestContext, Q], Awaitable[R]],
+    *,
+    queue: str,
+    concurrency: int = HANDLER_CONCURRENCY,
+) -> None:
+    """Serve `handler(ctx, request) -> reply` on `subject` in a queue group, behind the envelope.
 
     The runtime serves it on the broker's connection when it starts (shared/serving.py), not through
     FastStream's subscriber: that path cost about a fifth of a read (issue 14's profile).
     """
-
-    def register(handler: Handler) -> Handler:
-        reply = typing.get_type_hints(handler).get("return")
-        spec = EndpointSpec(subject, queue, model, reply, (handler.__doc__ or "").strip(), handler, concurrency)
-        _ENDPOINTS.setdefault(broker, []).append(spec)
-        return handler
-
-    return register
+    _ENDPOINTS.setdefault(broker, []).append(EndpointSpec(subject, queue, handler, concurrency))
 
 
 def health_endpoint(broker: NatsBroker, service: str, problem: Callable[[], str | None] = lambda: None) -> None:
@@ -239,20 +233,53 @@ class BusClient:
 
     async def call(
         self,
-        subject: str,
-        data: BaseModel | dict[str, Any] | None = None,
+        subject: Subject[Q, R],
+        data: Q,
         *,
         actor: Actor,
         grant: str | None = None,
         timeout: float | None = None,
-    ) -> Any:
-        reply = BusReply.model_validate_json(await self._request(subject, data, actor, grant, timeout))
-        if not reply.ok:
-            raise _refusal(subject, reply)
-        BUS_CALLS.labels(subject, "ok").inc()
-        return reply.data
+    ) -> R:
+        """Ask the owner of `subject`; its reply's data as the subject's reply model. A refusal raises the
+        DomainError it carries."""
+        return subject.parse_reply(await self.call_raw(subject, data, actor=actor, grant=grant, timeout=timeout))
 
     async def call_json(
+        self,
+        subject: Subject[Q, R],
+        data: Q,
+        *,
+        actor: Actor,
+        grant: str | None = None,
+        timeout: float | None = None,
+    ) -> bytes:
+        """Like `call`, but the reply's data as the JSON bytes the owner wrote (a `subject.reply`), for an edge
+        that only passes it on: one C-level decode and encode instead of a model, a dict and an encoder."""
+        raw = await self._request(subject, data, actor, grant, timeout)
+        reply = orjson.loads(raw)
+        if not (isinstance(reply, dict) and reply.get("ok") is True):
+            raise _refusal(subject, BusReply.model_validate_json(raw))
+        BUS_CALLS.labels(subject, "ok").inc()
+        return orjson.dumps(reply.get("data"))
+
+    async def call_json_raw(
+        self,
+        subject: str,
+        data: BaseModel | dict[str, Any] | None,
+        *,
+        actor: Actor,
+        grant: str | None = None,
+        timeout: float | None = None,
+    ) -> bytes:
+        """Transitional: `call_json` for a caller not yet on the typed subjects."""
+        raw = await self._request(subject, data, actor, grant, timeout)
+        reply = orjson.loads(raw)
+        if not (isinstance(reply, dict) and reply.get("ok") is True):
+            raise _refusal(subject, BusReply.model_validate_json(raw))
+        BUS_CALLS.labels(subject, "ok").inc()
+        return orjson.dumps(reply.get("data"))
+
+    async def call_raw(
         self,
         subject: str,
         data: BaseModel | dict[str, Any] | None = None,
@@ -260,15 +287,14 @@ class BusClient:
         actor: Actor,
         grant: str | None = None,
         timeout: float | None = None,
-    ) -> bytes:
-        """Like `call`, but the reply's data as JSON bytes, for an edge that only passes it on: one C-level
-        decode and encode instead of a pydantic envelope, a dict, and the stdlib encoder."""
-        raw = await self._request(subject, data, actor, grant, timeout)
-        reply = orjson.loads(raw)
-        if not (isinstance(reply, dict) and reply.get("ok") is True):
-            raise _refusal(subject, BusReply.model_validate_json(raw))
+    ) -> Any:
+        """Any payload on any subject, the reply's data as decoded JSON: what a program outside the contracts
+        sends (the tests' malformed requests). Services call through `call`."""
+        reply = BusReply.model_validate_json(await self._request(subject, data, actor, grant, timeout))
+        if not reply.ok:
+            raise _refusal(subject, reply)
         BUS_CALLS.labels(subject, "ok").inc()
-        return orjson.dumps(reply.get("data"))
+        return reply.data
 
     async def _request(
         self,
@@ -300,19 +326,6 @@ class BusClient:
                 return await self._send(subject, service, body, timeout, tracing.inject_headers())
         return await self._send(subject, service, body, timeout, None)
 
-    async def fetch(
-        self,
-        subject: str,
-        data: BaseModel | dict[str, Any] | None,
-        reply: type[M],
-        *,
-        actor: Actor,
-        grant: str | None = None,
-        timeout: float | None = None,
-    ) -> M:
-        """`call`, with the reply's data parsed into the contract model the owner answers with."""
-        return reply.model_validate(await self.call(subject, data, actor=actor, grant=grant, timeout=timeout))
-
     async def _send(
         self, subject: str, service: str, body: bytes, timeout: float | None, headers: dict[str, str] | None
     ) -> bytes:
@@ -332,9 +345,7 @@ class BusClient:
     async def health(self, service: str, *, timeout: float = 1.0) -> HealthReply | None:
         """The service's own word on its health; None when it does not answer."""
         try:
-            return HealthReply.model_validate(
-                await self.call(health_subject(service), actor=SYSTEM_ACTOR, timeout=timeout)
-            )
+            return await self.call(health_subject(service), Model(), actor=SYSTEM_ACTOR, timeout=timeout)
         except DomainError:
             return None
 

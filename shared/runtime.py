@@ -15,8 +15,9 @@ from faststream.nats.prometheus import NatsPrometheusMiddleware
 from prometheus_client import REGISTRY
 
 from shared import tracing
-from shared.bus import BusClient, described_endpoints, health_endpoint
+from shared.bus import HANDLER_CONCURRENCY, BusClient, RequestContext, described_endpoints, endpoint, health_endpoint
 from shared.children import wait_for_file
+from shared.contracts.common import Q, R, Subject
 from shared.db import Database
 from shared.gcfreeze import freeze_startup_objects
 from shared.health import HealthReporter, connection_answers
@@ -63,6 +64,16 @@ class ServiceRuntime:
         self._bus: BusClient | None = None
         self._endpoints: EndpointServer | None = None
         health_endpoint(self.broker, name, self.health_problem)
+
+    def serve(
+        self,
+        subject: Subject[Q, R],
+        handler: Callable[[RequestContext, Q], Awaitable[R]],
+        *,
+        concurrency: int = HANDLER_CONCURRENCY,
+    ) -> None:
+        """Answer `subject` with `handler(ctx, request) -> reply`, in this service's queue group."""
+        endpoint(self.broker, subject, handler, queue=self.name, concurrency=concurrency)
 
     def health_problem(self) -> str | None:
         """Why this service cannot do part of its work, for its health reply; None when it can."""

@@ -58,12 +58,11 @@ class EndpointServer:
         return receive
 
     async def _answer(self, spec: EndpointSpec, msg: Msg) -> None:
-        assert spec.handler is not None
         if tracing.enabled():
             with tracing.consumer_span(spec.subject, msg.headers):
-                reply = await dispatch(msg.data, spec.subject, spec.request, spec.handler, self._verifier)
+                reply = await dispatch(msg.data, spec.subject, spec.handler, self._verifier)
         else:
-            reply = await dispatch(msg.data, spec.subject, spec.request, spec.handler, self._verifier)
+            reply = await dispatch(msg.data, spec.subject, spec.handler, self._verifier)
         if not msg.reply:
             return
         try:

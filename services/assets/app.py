@@ -13,9 +13,7 @@ from services.assets.repository import AssetsRepository
 from services.assets.sandbox import Sandbox
 from services.assets.service import AssetsService
 from shared.blobs import Blobs
-from shared.bus import RequestContext, endpoint
 from shared.contracts import assets as c
-from shared.contracts.common import CheckReply, CheckRequest
 from shared.runtime import ServiceRuntime
 from shared.settings import AssetsSettings
 
@@ -81,59 +79,33 @@ def create_app(settings: AssetsSettings) -> AssetsRuntime:
     service = AssetsService(runtime.db, runtime.blobs, lifecycle, settings, repo)
     evidence = EvidenceService(runtime.db, service, repo)
     contents = SourceContents(runtime.db, repo)
-    broker = runtime.broker
+    serve = runtime.serve
     runtime.background(lambda: lifecycle.sweep_forever(service.stage_again))
 
-    @endpoint(broker, c.UPLOAD, c.UploadRequest, queue=NAME)
-    async def upload(ctx: RequestContext, req: c.UploadRequest) -> c.AssetVersion:
-        return await service.upload(ctx.actor, req)
+    serve(c.UPLOAD, lambda ctx, req: service.upload(ctx.actor, req))
 
-    @endpoint(broker, c.IMPORT, c.ImportRequest, queue=NAME)
-    async def import_file(ctx: RequestContext, req: c.ImportRequest) -> c.AssetVersion:
-        return await service.import_file(ctx.actor, req)
+    serve(c.IMPORT, lambda ctx, req: service.import_file(ctx.actor, req))
 
-    @endpoint(broker, c.ATTACH, c.AttachRequest, queue=NAME)
-    async def attach(ctx: RequestContext, req: c.AttachRequest) -> c.AssetVersion:
-        return await service.attach(ctx.actor, req, grant=ctx.grant)
+    serve(c.ATTACH, lambda ctx, req: service.attach(ctx.actor, req, grant=ctx.grant))
 
-    @endpoint(broker, c.PROMOTE, c.PromoteRequest, queue=NAME)
-    async def promote(ctx: RequestContext, req: c.PromoteRequest) -> c.AssetVersion:
-        return await service.promote(ctx.actor, req, grant=ctx.grant)
+    serve(c.PROMOTE, lambda ctx, req: service.promote(ctx.actor, req, grant=ctx.grant))
 
-    @endpoint(broker, c.GET_SOURCE, c.GetSourceRequest, queue=NAME)
-    async def get_source(ctx: RequestContext, req: c.GetSourceRequest) -> c.Source:
-        return await service.get_source(ctx.actor, req, grant=ctx.grant)
+    serve(c.GET_SOURCE, lambda ctx, req: service.get_source(ctx.actor, req, grant=ctx.grant))
 
-    @endpoint(broker, c.GET_ASSET, c.GetAssetRequest, queue=NAME)
-    async def get_asset(ctx: RequestContext, req: c.GetAssetRequest) -> c.AssetVersion:
-        return await service.get_asset(ctx.actor, req, grant=ctx.grant)
+    serve(c.GET_ASSET, lambda ctx, req: service.get_asset(ctx.actor, req, grant=ctx.grant))
 
-    @endpoint(broker, c.RETIRE, c.RetireRequest, queue=NAME)
-    async def retire(ctx: RequestContext, req: c.RetireRequest) -> c.Source:
-        return await service.retire(ctx.actor, req)
+    serve(c.RETIRE, lambda ctx, req: service.retire(ctx.actor, req))
 
-    @endpoint(broker, c.CHECK, CheckRequest, queue=NAME)
-    async def check(ctx: RequestContext, req: CheckRequest) -> CheckReply:
-        return await check_sources(runtime.db, repo, ctx.actor, req.refs)
+    serve(c.CHECK, lambda ctx, req: check_sources(runtime.db, repo, ctx.actor, req.refs))
 
-    @endpoint(broker, c.SEARCH, c.SearchRequest, queue=NAME)
-    async def search(ctx: RequestContext, req: c.SearchRequest) -> c.SearchReply:
-        return await evidence.search(ctx.actor, req, grant=ctx.grant)
+    serve(c.SEARCH, lambda ctx, req: evidence.search(ctx.actor, req, grant=ctx.grant))
 
-    @endpoint(broker, c.READ, c.EvidenceReadRequest, queue=NAME)
-    async def read(ctx: RequestContext, req: c.EvidenceReadRequest) -> c.Evidence:
-        return await evidence.read(ctx.actor, req, grant=ctx.grant)
+    serve(c.READ, lambda ctx, req: evidence.read(ctx.actor, req, grant=ctx.grant))
 
-    @endpoint(broker, c.PASSAGES, c.PassagesRequest, queue=NAME)
-    async def passages(ctx: RequestContext, req: c.PassagesRequest) -> c.PassageList:
-        return await contents.passages(ctx.actor, req)
+    serve(c.PASSAGES, lambda ctx, req: contents.passages(ctx.actor, req))
 
-    @endpoint(broker, c.ORIGINAL, c.VersionRequest, queue=NAME)
-    async def original(ctx: RequestContext, req: c.VersionRequest) -> c.Original:
-        return await contents.original(ctx.actor, req)
+    serve(c.ORIGINAL, lambda ctx, req: contents.original(ctx.actor, req))
 
-    @endpoint(broker, c.LOCATE, c.LocateRequest, queue=NAME)
-    async def locate(ctx: RequestContext, req: c.LocateRequest) -> c.Evidence:
-        return await evidence.locate(ctx.actor, req)
+    serve(c.LOCATE, lambda ctx, req: evidence.locate(ctx.actor, req))
 
     return runtime

@@ -19,73 +19,73 @@ ToolFn = Callable[[BusClient, Actor, Any], Awaitable[Any]]
 
 
 async def list_workspaces(bus: BusClient, actor: Actor, req: workspace.ListRequest) -> Any:
-    return await bus.call(workspace.LIST, req, actor=actor)
+    return await bus.call_raw(workspace.LIST, req, actor=actor)
 
 
 async def show_workspace(bus: BusClient, actor: Actor, req: workspace.CatalogRequest) -> Any:
     # The workspace first: a missing or foreign one answers not_found before anything else is asked.
-    shown = await bus.call(workspace.GET, {"workspace_id": req.workspace_id}, actor=actor)
-    catalog = await bus.call(workspace.CATALOG, req, actor=actor)
+    shown = await bus.call_raw(workspace.GET, {"workspace_id": req.workspace_id}, actor=actor)
+    catalog = await bus.call_raw(workspace.CATALOG, req, actor=actor)
     try:
-        checkpoint = await bus.call(workspace.CHECKPOINT_GET, {"workspace_id": req.workspace_id}, actor=actor)
+        checkpoint = await bus.call_raw(workspace.CHECKPOINT_GET, {"workspace_id": req.workspace_id}, actor=actor)
     except NotFound:
         checkpoint = None  # the workspace exists (read above), so not_found here means "no checkpoint yet"
     return {"workspace": shown, "catalog": catalog, "checkpoint": checkpoint}
 
 
 async def search_evidence(bus: BusClient, actor: Actor, req: assets.SearchRequest) -> Any:
-    return await bus.call(assets.SEARCH, req, actor=actor)
+    return await bus.call_raw(assets.SEARCH, req, actor=actor)
 
 
 async def read_evidence(bus: BusClient, actor: Actor, req: assets.EvidenceReadRequest) -> Any:
-    return await bus.call(assets.READ, req, actor=actor)
+    return await bus.call_raw(assets.READ, req, actor=actor)
 
 
 async def read_publication(bus: BusClient, actor: Actor, req: publication.ReadRequest) -> Any:
-    return await bus.call(publication.READ, req, actor=actor)
+    return await bus.call_raw(publication.READ, req, actor=actor)
 
 
 async def start_run(bus: BusClient, actor: Actor, req: runhost.AdmitRequest) -> Any:
-    return await bus.call(runhost.ADMIT, req, actor=actor)
+    return await bus.call_raw(runhost.ADMIT, req, actor=actor)
 
 
 async def get_run(bus: BusClient, actor: Actor, req: runhost.RunIdRequest) -> Any:
-    return await bus.call(runhost.GET_RUN, req, actor=actor)
+    return await bus.call_raw(runhost.GET_RUN, req, actor=actor)
 
 
 async def get_ledger(bus: BusClient, actor: Actor, req: runhost.RunPageRequest) -> Any:
-    return await bus.call(runhost.LEDGER, req, actor=actor)
+    return await bus.call_raw(runhost.LEDGER, req, actor=actor)
 
 
 async def list_run_files(bus: BusClient, actor: Actor, req: runhost.RunPageRequest) -> Any:
-    return await bus.call(runhost.LIST_FILES, req, actor=actor)
+    return await bus.call_raw(runhost.LIST_FILES, req, actor=actor)
 
 
 async def read_run_file(bus: BusClient, actor: Actor, req: runhost.ReadFileRequest) -> Any:
-    return await bus.call(runhost.READ_FILE, req, actor=actor)
+    return await bus.call_raw(runhost.READ_FILE, req, actor=actor)
 
 
 async def propose_checkpoint_update(bus: BusClient, actor: Actor, req: workspace.UpdateCheckpointRequest) -> Any:
     # exclude_unset, as the HTTP route: an omitted summary keeps the current one, an explicit null clears it.
-    return await bus.call(workspace.CHECKPOINT_UPDATE, req.model_dump(exclude_unset=True), actor=actor)
+    return await bus.call_raw(workspace.CHECKPOINT_UPDATE, req.model_dump(exclude_unset=True), actor=actor)
 
 
 async def begin_run(bus: BusClient, actor: Actor, req: m.BeginRunRequest) -> Any:
     admit = runhost.AdmitRequest(driver="external", **req.model_dump())
-    return (await bus.call(runhost.ADMIT, admit, actor=actor))["run"]
+    return (await bus.call_raw(runhost.ADMIT, admit, actor=actor))["run"]
 
 
 def _bus_tool(subject: str, timeout: float | None = None) -> ToolFn:
     """A tool that is its bus request: the input model is the request the HTTP route sends."""
 
     async def call(bus: BusClient, actor: Actor, req: Any) -> Any:
-        return await bus.call(subject, req, actor=actor, timeout=timeout)
+        return await bus.call_raw(subject, req, actor=actor, timeout=timeout)
 
     return call
 
 
 async def write_run_file(bus: BusClient, actor: Actor, req: runhost.ExternalWriteRequest) -> Any:
-    await bus.call(runhost.EXTERNAL_WRITE, req, actor=actor)
+    await bus.call_raw(runhost.EXTERNAL_WRITE, req, actor=actor)
     return {"path": req.path, "size": len(req.text.encode("utf-8"))}
 
 

@@ -14,7 +14,7 @@ from services.runhost.service import RunService
 from services.runhost.sweeper import AssociationSweeper
 from services.runhost.worker import Worker
 from shared.blobs import Blobs
-from shared.bus import RequestContext, endpoint
+from shared.bus import RequestContext
 from shared.contracts import runhost as c
 from shared.contracts.workspace import Catalog
 from shared.runtime import ServiceRuntime
@@ -40,7 +40,7 @@ def create_app(settings: RunhostSettings, *, workers: bool = True) -> ServiceRun
         db=runtime.db, repo=repo, blobs=blobs, owners=owners, settings=settings, files_for=files_for
     )
     service.external = external
-    broker = runtime.broker
+    serve = runtime.serve
 
     runtime.on_start(blobs.ensure_bucket)
     if workers:
@@ -50,74 +50,41 @@ def create_app(settings: RunhostSettings, *, workers: bool = True) -> ServiceRun
     runtime.background(partial(count_runs_forever, runtime.db, repo))
     runtime.background(external.abandon_forever)
 
-    @endpoint(broker, c.ADMIT, c.AdmitRequest, queue=NAME)
-    async def admit(ctx: RequestContext, req: c.AdmitRequest) -> c.AdmitReply:
-        return await service.admit(ctx.actor, req)
+    serve(c.ADMIT, lambda ctx, req: service.admit(ctx.actor, req))
 
-    @endpoint(broker, c.GET_RUN, c.RunIdRequest, queue=NAME)
-    async def get_run(ctx: RequestContext, req: c.RunIdRequest) -> c.Run:
-        return await service.get(ctx.actor, req.run_id)
+    serve(c.GET_RUN, lambda ctx, req: service.get(ctx.actor, req.run_id))
 
-    @endpoint(broker, c.CANCEL, c.RunIdRequest, queue=NAME)
-    async def cancel(ctx: RequestContext, req: c.RunIdRequest) -> c.Run:
-        return await service.cancel(ctx.actor, req.run_id)
+    serve(c.CANCEL, lambda ctx, req: service.cancel(ctx.actor, req.run_id))
 
-    @endpoint(broker, c.LIST_RUNS, c.ListRunsRequest, queue=NAME)
-    async def list_runs(ctx: RequestContext, req: c.ListRunsRequest) -> c.RunList:
-        return await service.list_runs(ctx.actor, req)
+    serve(c.LIST_RUNS, lambda ctx, req: service.list_runs(ctx.actor, req))
 
-    @endpoint(broker, c.GET_CONVERSATION, c.ConversationRequest, queue=NAME)
-    async def conversation(ctx: RequestContext, req: c.ConversationRequest) -> c.Conversation:
-        return await service.conversation(ctx.actor, req)
+    serve(c.GET_CONVERSATION, lambda ctx, req: service.conversation(ctx.actor, req))
 
-    @endpoint(broker, c.LEDGER, c.RunPageRequest, queue=NAME)
-    async def ledger(ctx: RequestContext, req: c.RunPageRequest) -> c.Ledger:
-        return await service.ledger(ctx.actor, req)
+    serve(c.LEDGER, lambda ctx, req: service.ledger(ctx.actor, req))
 
-    @endpoint(broker, c.PROV, c.RunIdRequest, queue=NAME)
-    async def prov(ctx: RequestContext, req: c.RunIdRequest) -> c.ProvDocument:
-        """The run's lineage as W3C PROV-JSON."""
-        return await service.prov(ctx.actor, req.run_id)
+    serve(c.PROV, lambda ctx, req: service.prov(ctx.actor, req.run_id))
 
-    @endpoint(broker, c.LIST_FILES, c.RunPageRequest, queue=NAME)
-    async def list_files(ctx: RequestContext, req: c.RunPageRequest) -> c.FileList:
-        return await service.list_files(ctx.actor, req)
+    serve(c.LIST_FILES, lambda ctx, req: service.list_files(ctx.actor, req))
 
-    @endpoint(broker, c.READ_FILE, c.ReadFileRequest, queue=NAME)
-    async def read_file(ctx: RequestContext, req: c.ReadFileRequest) -> c.FileText:
-        return await service.read_file(ctx.actor, req)
+    serve(c.READ_FILE, lambda ctx, req: service.read_file(ctx.actor, req))
 
-    @endpoint(broker, c.WRITE_PLAN, c.WritePlanRequest, queue=NAME)
-    async def write_plan(ctx: RequestContext, req: c.WritePlanRequest) -> None:
-        await service.write_plan(ctx.actor, req)
+    serve(c.WRITE_PLAN, lambda ctx, req: service.write_plan(ctx.actor, req))
 
-    @endpoint(broker, c.EXTERNAL_CATALOG, c.LeaseRequest, queue=NAME)
     async def external_catalog(ctx: RequestContext, req: c.LeaseRequest) -> Catalog:
         """The catalog as admitted; each item recorded once as `listed`."""
         return Catalog.model_validate(await external.catalog(ctx.actor, req))
 
-    @endpoint(broker, c.EXTERNAL_SEARCH, c.ExternalSearchRequest, queue=NAME)
-    async def external_search(ctx: RequestContext, req: c.ExternalSearchRequest) -> c.ExternalSearch:
-        return await external.search(ctx.actor, req)
+    serve(c.EXTERNAL_SEARCH, lambda ctx, req: external.search(ctx.actor, req))
 
-    @endpoint(broker, c.EXTERNAL_READ, c.ExternalReadRequest, queue=NAME)
-    async def external_read(ctx: RequestContext, req: c.ExternalReadRequest) -> c.ExternalRead:
-        return await external.read(ctx.actor, req)
+    serve(c.EXTERNAL_READ, lambda ctx, req: external.read(ctx.actor, req))
 
-    @endpoint(broker, c.EXTERNAL_WRITE, c.ExternalWriteRequest, queue=NAME)
-    async def external_write(ctx: RequestContext, req: c.ExternalWriteRequest) -> None:
-        await external.write(ctx.actor, req)
+    serve(c.EXTERNAL_CATALOG, external_catalog)
+    serve(c.EXTERNAL_WRITE, lambda ctx, req: external.write(ctx.actor, req))
 
-    @endpoint(broker, c.EXTERNAL_RENEW, c.LeaseRequest, queue=NAME)
-    async def external_renew(ctx: RequestContext, req: c.LeaseRequest) -> c.Lease:
-        return await external.renew(ctx.actor, req)
+    serve(c.EXTERNAL_RENEW, lambda ctx, req: external.renew(ctx.actor, req))
 
-    @endpoint(broker, c.EXTERNAL_FINISH, c.ExternalFinishRequest, queue=NAME)
-    async def external_finish(ctx: RequestContext, req: c.ExternalFinishRequest) -> c.Run:
-        return await external.finish(ctx.actor, req)
+    serve(c.EXTERNAL_FINISH, lambda ctx, req: external.finish(ctx.actor, req))
 
-    @endpoint(broker, c.EXTERNAL_TAKE, c.TakeRequest, queue=NAME)
-    async def external_take(ctx: RequestContext, req: c.TakeRequest) -> c.TakeReply:
-        return await external.take(ctx.actor, req)
+    serve(c.EXTERNAL_TAKE, lambda ctx, req: external.take(ctx.actor, req))
 
     return runtime

@@ -8,7 +8,7 @@ from shared.bus import BusClient
 from shared.contracts import artifact, assets
 from shared.contracts import publication as pub
 from shared.contracts import workspace as ws
-from shared.contracts.common import Actor, CheckReply, CheckRequest, Eligibility, Ref
+from shared.contracts.common import Actor, CheckRequest, Eligibility, Ref
 from shared.errors import NotFound
 
 WORKSPACE_ADMISSION = ws.ADMISSION
@@ -37,56 +37,55 @@ class Owners:
         self, actor: Actor, *, workspace_id: str, run_id: str, question: str | None = None
     ) -> ws.Admission:
         request = ws.AdmissionRequest(workspace_id=workspace_id, run_id=run_id, question=question)
-        return await self.bus.fetch(WORKSPACE_ADMISSION, request, ws.Admission, actor=actor)
+        return await self.bus.call(WORKSPACE_ADMISSION, request, actor=actor)
 
     async def check_publications(self, actor: Actor, refs: list[Ref]) -> list[Eligibility]:
-        reply = await self.bus.fetch(pub.CHECK, CheckRequest(refs=refs), CheckReply, actor=actor)
+        reply = await self.bus.call(pub.CHECK, CheckRequest(refs=refs), actor=actor)
         return reply.items
 
     async def read_publication_for_run(
         self, actor: Actor, grant: str, *, id: str, version: int
     ) -> pub.PublicationVersion:
         request = pub.ReadRequest(id=id, version=version)
-        return await self.bus.fetch(pub.READ, request, pub.PublicationVersion, actor=actor, grant=grant)
+        return await self.bus.call(pub.READ, request, actor=actor, grant=grant)
 
     async def search_publications_for_run(
         self, actor: Actor, grant: str, *, query: str, limit: int
     ) -> list[pub.PublicationHit]:
         request = pub.PublicationSearchRequest(q=query, limit=limit)
-        return (
-            await self.bus.fetch(pub.RUN_SEARCH, request, pub.PublicationSearchReply, actor=actor, grant=grant)
-        ).items
+        return (await self.bus.call(pub.RUN_SEARCH, request, actor=actor, grant=grant)).items
 
     async def search_evidence_for_run(
         self, actor: Actor, grant: str, *, query: str, limit: int, source_id: str | None = None
     ) -> list[assets.SearchHit]:
         request = assets.SearchRequest(q=query, limit=limit, source_id=source_id)
-        return (await self.bus.fetch(ASSETS_SEARCH, request, assets.SearchReply, actor=actor, grant=grant)).items
+        return (await self.bus.call(ASSETS_SEARCH, request, actor=actor, grant=grant)).items
 
     async def read_evidence_for_run(self, actor: Actor, grant: str, *, evidence_id: str) -> assets.Evidence:
         request = assets.EvidenceReadRequest(evidence_id=evidence_id)
-        return await self.bus.fetch(ASSETS_READ, request, assets.Evidence, actor=actor, grant=grant)
+        return await self.bus.call(ASSETS_READ, request, actor=actor, grant=grant)
 
     async def publish_answer(self, actor: Actor, request: pub.CommitRequest) -> pub.PublicationVersion:
-        return await self.bus.fetch(pub.COMMIT, request, pub.PublicationVersion, actor=actor)
+        return await self.bus.call(pub.COMMIT, request, actor=actor)
 
     async def associate_with_workspace(self, actor: Actor, request: ws.AssociateRequest) -> ws.AssociateReply:
-        return await self.bus.fetch(WORKSPACE_ASSOCIATE, request, ws.AssociateReply, actor=actor)
+        return await self.bus.call(WORKSPACE_ASSOCIATE, request, actor=actor)
 
     async def fetch_checkpoint_revision(self, actor: Actor, *, workspace_id: str) -> int:
         request = ws.WorkspaceIdRequest(workspace_id=workspace_id)
         try:
-            checkpoint = await self.bus.fetch(WORKSPACE_CHECKPOINT_GET, request, ws.Checkpoint, actor=actor)
+            checkpoint = await self.bus.call(WORKSPACE_CHECKPOINT_GET, request, actor=actor)
         except NotFound:
             return 0
         return checkpoint.revision
 
     async def propose_checkpoint(self, actor: Actor, proposal: ws.ProposeRequest) -> ws.ProposeReply:
-        return await self.bus.fetch(WORKSPACE_CHECKPOINT_PROPOSE, proposal, ws.ProposeReply, actor=actor)
+        raw = ws.RawProposal.model_validate(proposal.model_dump())
+        return await self.bus.call(WORKSPACE_CHECKPOINT_PROPOSE, raw, actor=actor)
 
     async def register_report_artifact(self, actor: Actor, blob: artifact.RegisterRequest) -> artifact.Artifact:
-        return await self.bus.fetch(ARTIFACT_REGISTER, blob, artifact.Artifact, actor=actor)
+        return await self.bus.call(ARTIFACT_REGISTER, blob, actor=actor)
 
     async def pin_report_artifact(self, actor: Actor, *, workspace_id: str, artifact_id: str) -> ws.PinReply:
         request = ws.PinRequest(workspace_id=workspace_id, artifact_id=artifact_id)
-        return await self.bus.fetch(WORKSPACE_PIN_ARTIFACT, request, ws.PinReply, actor=actor)
+        return await self.bus.call(WORKSPACE_PIN_ARTIFACT, request, actor=actor)

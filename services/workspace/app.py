@@ -13,10 +13,10 @@ from services.workspace.checkpoint import Checkpoints
 from services.workspace.drift import DriftWatch
 from services.workspace.owners import Owners
 from services.workspace.service import WorkspaceService
-from shared.bus import RequestContext, endpoint
+from shared.bus import RequestContext
 from shared.contracts import workspace as c
 from shared.contracts.assets import EVT_SOURCE_RETIRED, EVT_VERSION_ACTIVATED
-from shared.contracts.common import Event, Model, event_subject
+from shared.contracts.common import Event, event_subject
 from shared.contracts.publication import EVT_COMMITTED, EVT_REVISED, EVT_WITHDRAWN
 from shared.natsauth import connect_options, workspace_durables
 from shared.outbox import consume
@@ -41,87 +41,49 @@ def create_app(settings: WorkspaceSettings) -> ServiceRuntime:
     associations = Associations(runtime.db, owners)
     checkpoints = Checkpoints(runtime.db, owners, settings)
     drift = DriftWatch(runtime.db, checkpoints)
-    broker = runtime.broker
+    serve = runtime.serve
 
-    def on(subject: str, model: type[Model]):  # type: ignore[no-untyped-def]
-        return endpoint(broker, subject, model, queue=NAME)
+    serve(c.CREATE, lambda ctx, req: workspaces.create(ctx.actor, req))
 
-    @on(c.CREATE, c.CreateRequest)
-    async def create(ctx: RequestContext, req: c.CreateRequest) -> c.Workspace:
-        return await workspaces.create(ctx.actor, req)
+    serve(c.LIST, lambda ctx, req: workspaces.list_workspaces(ctx.actor, req))
 
-    @on(c.LIST, c.ListRequest)
-    async def list_(ctx: RequestContext, req: c.ListRequest) -> c.WorkspaceList:
-        return await workspaces.list_workspaces(ctx.actor, req)
+    serve(c.GET, lambda ctx, req: workspaces.get(ctx.actor, req.workspace_id))
 
-    @on(c.GET, c.WorkspaceIdRequest)
-    async def get(ctx: RequestContext, req: c.WorkspaceIdRequest) -> c.Workspace:
-        return await workspaces.get(ctx.actor, req.workspace_id)
+    serve(c.REVISE_GOAL, lambda ctx, req: workspaces.revise_goal(ctx.actor, req))
 
-    @on(c.REVISE_GOAL, c.ReviseGoalRequest)
-    async def revise_goal(ctx: RequestContext, req: c.ReviseGoalRequest) -> c.Workspace:
-        return await workspaces.revise_goal(ctx.actor, req)
+    serve(c.GOAL_VERSIONS, lambda ctx, req: workspaces.goal_versions(ctx.actor, req))
 
-    @on(c.GOAL_VERSIONS, c.WorkspacePageRequest)
-    async def goal_versions(ctx: RequestContext, req: c.WorkspacePageRequest) -> c.GoalVersions:
-        return await workspaces.goal_versions(ctx.actor, req)
+    serve(c.ARCHIVE, lambda ctx, req: workspaces.archive(ctx.actor, req.workspace_id))
 
-    @on(c.ARCHIVE, c.WorkspaceIdRequest)
-    async def archive(ctx: RequestContext, req: c.WorkspaceIdRequest) -> c.Workspace:
-        return await workspaces.archive(ctx.actor, req.workspace_id)
+    serve(c.UNARCHIVE, lambda ctx, req: workspaces.unarchive(ctx.actor, req.workspace_id))
 
-    @on(c.UNARCHIVE, c.WorkspaceIdRequest)
-    async def unarchive(ctx: RequestContext, req: c.WorkspaceIdRequest) -> c.Workspace:
-        return await workspaces.unarchive(ctx.actor, req.workspace_id)
-
-    @on(c.DELETE, c.WorkspaceIdRequest)
     async def delete(ctx: RequestContext, req: c.WorkspaceIdRequest) -> c.DeleteReply:
         await workspaces.delete(ctx.actor, req.workspace_id)
         return c.DeleteReply(workspace_id=req.workspace_id, status="deleted")
 
-    @on(c.CATALOG, c.CatalogRequest)
-    async def catalog(ctx: RequestContext, req: c.CatalogRequest) -> c.Catalog:
-        return await workspaces.catalog(ctx.actor, req)
+    serve(c.DELETE, delete)
 
-    @on(c.CATALOG_BROWSE, c.CatalogBrowseRequest)
-    async def browse_catalog(ctx: RequestContext, req: c.CatalogBrowseRequest) -> c.CatalogPage:
-        return await workspaces.browse_catalog(ctx.actor, req)
+    serve(c.CATALOG, lambda ctx, req: workspaces.catalog(ctx.actor, req))
 
-    @on(c.ADMISSION, c.AdmissionRequest)
-    async def admission(ctx: RequestContext, req: c.AdmissionRequest) -> c.Admission:
-        return await workspaces.admit(ctx.actor, req)
+    serve(c.CATALOG_BROWSE, lambda ctx, req: workspaces.browse_catalog(ctx.actor, req))
 
-    @on(c.ADD_SOURCE, c.AddSourceRequest)
-    async def add_source(ctx: RequestContext, req: c.AddSourceRequest) -> c.Association:
-        return await associations.add_source(ctx.actor, req)
+    serve(c.ADMISSION, lambda ctx, req: workspaces.admit(ctx.actor, req))
 
-    @on(c.PIN_ARTIFACT, c.PinRequest)
-    async def pin_artifact(ctx: RequestContext, req: c.PinRequest) -> c.PinReply:
-        return await associations.pin_artifact(ctx.actor, req)
+    serve(c.ADD_SOURCE, lambda ctx, req: associations.add_source(ctx.actor, req))
 
-    @on(c.ASSOCIATE, c.AssociateRequest)
-    async def associate(ctx: RequestContext, req: c.AssociateRequest) -> c.AssociateReply:
-        return await associations.associate(ctx.actor, req)
+    serve(c.PIN_ARTIFACT, lambda ctx, req: associations.pin_artifact(ctx.actor, req))
 
-    @on(c.CHECKPOINT_GET, c.WorkspaceIdRequest)
-    async def checkpoint(ctx: RequestContext, req: c.WorkspaceIdRequest) -> c.Checkpoint:
-        return await checkpoints.get(ctx.actor, req.workspace_id)
+    serve(c.ASSOCIATE, lambda ctx, req: associations.associate(ctx.actor, req))
 
-    @on(c.CHECKPOINT_UPDATE, c.UpdateCheckpointRequest)
-    async def update_checkpoint(ctx: RequestContext, req: c.UpdateCheckpointRequest) -> c.Checkpoint:
-        return await checkpoints.update(ctx.actor, req)
+    serve(c.CHECKPOINT_GET, lambda ctx, req: checkpoints.get(ctx.actor, req.workspace_id))
 
-    @on(c.CHECKPOINT_REVISIONS, c.WorkspacePageRequest)
-    async def checkpoint_revisions(ctx: RequestContext, req: c.WorkspacePageRequest) -> c.CheckpointRevisions:
-        return await checkpoints.revisions(ctx.actor, req)
+    serve(c.CHECKPOINT_UPDATE, lambda ctx, req: checkpoints.update(ctx.actor, req))
 
-    @on(c.CHECKPOINT_PROPOSE, c.RawProposal)
-    async def propose(ctx: RequestContext, req: c.RawProposal) -> c.ProposeReply:
-        return await checkpoints.propose(ctx.actor, req)
+    serve(c.CHECKPOINT_REVISIONS, lambda ctx, req: checkpoints.revisions(ctx.actor, req))
 
-    @on(c.DRIFT, c.DriftRequest)
-    async def drifts(ctx: RequestContext, req: c.DriftRequest) -> c.DriftList:
-        return await drift.list_drifts(ctx.actor, req)
+    serve(c.CHECKPOINT_PROPOSE, lambda ctx, req: checkpoints.propose(ctx.actor, req))
+
+    serve(c.DRIFT, lambda ctx, req: drift.list_drifts(ctx.actor, req))
 
     async def on_committed(conn: asyncpg.Connection, event: Event) -> None:
         await associations.on_publication_committed(conn, event)

@@ -13,21 +13,21 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from pydantic import ValidationError
 
 from shared.bus import BusClient
 from shared.contracts import artifact as artifact_contract
 from shared.contracts import publication as publication_contract
-from shared.contracts.common import Actor, CheckReply, CheckRequest, Eligibility, Ref
+from shared.contracts.common import Actor, CheckReply, CheckRequest, Eligibility, Ref, Subject
 from shared.contracts.workspace import ASSETS_CHECK
 from shared.errors import DomainError, Unreachable
 
 log = logging.getLogger("dossier.workspace.owners")
 
 # Which owner answers for a ref kind. Evidence refs are not checked here: a checkpoint names the source.
-OWNER_OF_KIND: dict[str, str] = {
+CheckSubject = Subject[CheckRequest, CheckReply]
+OWNER_OF_KIND: dict[str, CheckSubject] = {
     "publication": publication_contract.CHECK,
     "source": ASSETS_CHECK,
     "artifact": artifact_contract.CHECK,
@@ -58,7 +58,7 @@ class Owners:
 
     async def check_eligibility(self, actor: Actor, refs: Sequence[Ref]) -> list[Verdict]:
         """One verdict per ref, in order: one batch per owner service, every owner concurrently."""
-        by_owner: dict[str, list[int]] = {}
+        by_owner: dict[CheckSubject, list[int]] = {}
         verdicts: list[Verdict | None] = [None] * len(refs)
         for i, ref in enumerate(refs):
             if ref.kind in OWNER_OF_KIND:
@@ -66,7 +66,7 @@ class Owners:
             else:
                 verdicts[i] = Verdict(False, "no_owner_to_check")
 
-        async def ask(subject: str, positions: list[int]) -> None:
+        async def ask(subject: CheckSubject, positions: list[int]) -> None:
             answers = await self._check_owner(subject, actor, [refs[i] for i in positions])
             for i, verdict in zip(positions, answers, strict=True):
                 verdicts[i] = verdict
@@ -83,17 +83,16 @@ class Owners:
     async def check_artifacts(self, actor: Actor, refs: Sequence[Ref]) -> list[Verdict]:
         return await self._check_owner(artifact_contract.CHECK, actor, refs)
 
-    async def _check_owner(self, subject: str, actor: Actor, refs: Sequence[Ref]) -> list[Verdict]:
+    async def _check_owner(self, subject: CheckSubject, actor: Actor, refs: Sequence[Ref]) -> list[Verdict]:
         verdicts: list[Verdict] = []
         for start in range(0, len(refs), BATCH_LIMIT):
             batch = list(refs[start : start + BATCH_LIMIT])
             verdicts.extend(await self._check_batch(subject, actor, batch))
         return verdicts
 
-    async def _check_batch(self, subject: str, actor: Actor, refs: list[Ref]) -> list[Verdict]:
+    async def _check_batch(self, subject: CheckSubject, actor: Actor, refs: list[Ref]) -> list[Verdict]:
         try:
-            data = await self._bus().call(subject, CheckRequest(refs=refs), actor=actor, timeout=self._check_timeout)
-            reply = CheckReply.model_validate(data)
+            reply = await self._bus().call(subject, CheckRequest(refs=refs), actor=actor, timeout=self._check_timeout)
         except Unreachable:
             return [Verdict(False, UNREACHABLE) for _ in refs]
         except (DomainError, ValidationError):
@@ -104,15 +103,14 @@ class Owners:
             return [Verdict(False, FAILED) for _ in refs]
         return [_verdict(ref, item) for ref, item in zip(refs, reply.items, strict=True)]
 
-    async def retain_artifact(self, actor: Actor, artifact_id: str) -> dict[str, Any]:
+    async def retain_artifact(self, actor: Actor, artifact_id: str) -> artifact_contract.Retention:
         """Ask the artifact service to keep the file (no expiry). Its refusals propagate as they are."""
-        data: dict[str, Any] = await self._bus().call(
+        return await self._bus().call(
             artifact_contract.RETAIN,
             artifact_contract.RetainRequest(artifact_id=artifact_id),
             actor=actor,
             timeout=self._retain_timeout,
         )
-        return data
 
 
 def _verdict(asked: Ref, item: Eligibility) -> Verdict:

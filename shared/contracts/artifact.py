@@ -7,14 +7,7 @@ from typing import Literal
 
 from pydantic import AwareDatetime, Field
 
-from shared.contracts.common import Model, Text
-
-REGISTER = "dossier.artifact.register"
-GET = "dossier.artifact.get"
-# Internal: where the bytes are, answered only after scope, expiry and the hash reference are checked.
-OPEN = "dossier.artifact.open"
-CHECK = "dossier.artifact.check"
-RETAIN = "dossier.artifact.retain"
+from shared.contracts.common import CheckReply, CheckRequest, Model, Subject, Text
 
 EVT_REGISTERED = "artifact.registered"
 EVT_RETAINED = "artifact.retained"
@@ -70,3 +63,16 @@ class Retention(Model):
 
 
 EVENTS: dict[str, type[Model]] = {EVT_REGISTERED: Artifact, EVT_RETAINED: Retention}
+
+
+# The request subjects this service answers: name, request, reply.
+REGISTER = Subject("dossier.artifact.register", RegisterRequest, Artifact)
+GET = Subject("dossier.artifact.get", ArtifactIdRequest, Artifact)
+OPEN = Subject(
+    "dossier.artifact.open",
+    ArtifactIdRequest,
+    ArtifactLocation,
+    "Internal: where the bytes are, answered only after scope, expiry and the hash reference are checked.",
+)
+RETAIN = Subject("dossier.artifact.retain", RetainRequest, Retention)
+CHECK = Subject("dossier.artifact.check", CheckRequest, CheckReply)

@@ -7,24 +7,17 @@ from typing import Literal
 
 from pydantic import Field
 
-from shared.contracts.common import INT32_MAX, NOT_BLANK, Model, Page, PageRequest, Ref
-
-UPLOAD = "dossier.assets.upload"
-IMPORT = "dossier.assets.import"
-ATTACH = "dossier.assets.attach"
-PROMOTE = "dossier.assets.promote"
-GET_SOURCE = "dossier.assets.source.get"
-RETIRE = "dossier.assets.source.retire"
-GET_ASSET = "dossier.assets.get"
-SEARCH = "dossier.assets.evidence.search"
-READ = "dossier.assets.evidence.read"
-# The passage of a source version at a locator (as a ledger row names it), read under the rules of READ.
-LOCATE = "dossier.assets.evidence.locate"
-# A person's view of one source version: its extracted passages in order, and where its original bytes are.
-PASSAGES = "dossier.assets.source.passages"
-ORIGINAL = "dossier.assets.source.original"
-# Request `shared.contracts.common.CheckRequest`, reply `CheckReply`: refs of kind "source".
-CHECK = "dossier.assets.check"
+from shared.contracts.common import (
+    INT32_MAX,
+    NOT_BLANK,
+    CheckReply,
+    CheckRequest,
+    Model,
+    Page,
+    PageRequest,
+    Ref,
+    Subject,
+)
 
 EVT_VERSION_ACTIVATED = "asset.version_activated"
 EVT_VERSION_FAILED = "asset.version_failed"
@@ -254,3 +247,31 @@ EVENTS: dict[str, type[Model]] = {
     EVT_SOURCE_RETIRED: SourceRetired,
     EVT_ASSOCIATION_REQUESTED: AssociationRequested,
 }
+
+
+# The request subjects this service answers: name, request, reply.
+UPLOAD = Subject("dossier.assets.upload", UploadRequest, AssetVersion)
+IMPORT = Subject("dossier.assets.import", ImportRequest, AssetVersion)
+ATTACH = Subject("dossier.assets.attach", AttachRequest, AssetVersion)
+PROMOTE = Subject("dossier.assets.promote", PromoteRequest, AssetVersion)
+GET_SOURCE = Subject("dossier.assets.source.get", GetSourceRequest, Source)
+GET_ASSET = Subject("dossier.assets.get", GetAssetRequest, AssetVersion)
+RETIRE = Subject("dossier.assets.source.retire", RetireRequest, Source)
+CHECK = Subject(
+    "dossier.assets.check", CheckRequest, CheckReply, "Which of these refs of kind `source` the actor may cite."
+)
+SEARCH = Subject("dossier.assets.evidence.search", SearchRequest, SearchReply)
+READ = Subject("dossier.assets.evidence.read", EvidenceReadRequest, Evidence)
+PASSAGES = Subject(
+    "dossier.assets.source.passages",
+    PassagesRequest,
+    PassageList,
+    "A person's view of one source version: its extracted passages in order, and where its original bytes are.",
+)
+ORIGINAL = Subject("dossier.assets.source.original", VersionRequest, Original)
+LOCATE = Subject(
+    "dossier.assets.evidence.locate",
+    LocateRequest,
+    Evidence,
+    "The passage of a source version at a locator (as a ledger row names it), read under the rules of READ.",
+)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Generic, Literal, TypeVar
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, Strict
 from pydantic_core import PydanticCustomError
@@ -38,8 +38,8 @@ STREAM_NAME = "DOSSIER_EVENTS"
 EVENT_SUBJECT_PREFIX = "dossier.evt"
 
 
-def health_subject(service: str) -> str:
-    return f"dossier.{service}.health"
+def health_subject(service: str) -> Subject[Model, HealthReply]:
+    return Subject(f"dossier.{service}.health", Model, HealthReply, f"Is the {service} service up?")
 
 
 def event_subject(event_type: str) -> str:
@@ -182,3 +182,57 @@ class CheckRequest(Model):
 
 class CheckReply(Model):
     items: list[Eligibility]
+
+
+Q = TypeVar("Q", bound=Model)
+R = TypeVar("R")
+P = TypeVar("P", bound=Model)
+
+
+class Subject(str, Generic[Q, R]):
+    """One request subject: its name on the bus, the request model it takes and the reply it answers.
+
+    The one definition both sides use: the owner serves it (`shared.bus.endpoint`), a caller asks it
+    (`BusClient.call`), and the AsyncAPI document is written from it (devstack/asyncapi.py). It is its name
+    as well, wherever a plain subject string is wanted (a subscription, a metric label, a log line).
+    """
+
+    request: type[Q]
+    reply: type[R]
+    description: str
+
+    def __new__(cls, name: str, request: type[Q], reply: type[R], description: str = "") -> Subject[Q, R]:
+        subject = super().__new__(cls, name)
+        subject.request, subject.reply, subject.description = request, reply, description
+        return subject
+
+    @property
+    def name(self) -> str:
+        return str.__str__(self)
+
+    @property
+    def service(self) -> str:
+        """`dossier.assets.upload` → `assets`: the owner that answers it."""
+        return self.split(".")[1]
+
+    def parse_reply(self, data: Any) -> R:
+        """The reply's `data`, as the model the owner answers with (None for a subject that answers nothing)."""
+        if self.reply is type(None):
+            return None  # type: ignore[return-value]
+        return self.reply.model_validate(data)  # type: ignore[attr-defined, no-any-return]
+
+
+class EventType(str, Generic[P]):
+    """One kind of event: its type (`publication.committed`) and the model of its `data`."""
+
+    payload: type[P]
+    description: str
+
+    def __new__(cls, name: str, payload: type[P], description: str = "") -> EventType[P]:
+        event = super().__new__(cls, name)
+        event.payload, event.description = payload, description
+        return event
+
+    @property
+    def subject(self) -> str:
+        return event_subject(self)

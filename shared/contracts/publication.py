@@ -7,17 +7,19 @@ from typing import Literal
 
 from pydantic import ConfigDict, Field
 
-from shared.contracts.common import INT32_MAX, NOT_BLANK, Model, Page, PageRequest, Ref, StrictInt, Text
-
-COMMIT = "dossier.publication.commit"
-GET = "dossier.publication.get"
-READ = "dossier.publication.read"
-REVISE = "dossier.publication.revise"
-WITHDRAW = "dossier.publication.withdraw"
-CHECK = "dossier.publication.check"
-CLAIMS = "dossier.publication.claims"
-DIFF = "dossier.publication.diff"
-RUN_SEARCH = "dossier.publication.run_search"
+from shared.contracts.common import (
+    INT32_MAX,
+    NOT_BLANK,
+    CheckReply,
+    CheckRequest,
+    Model,
+    Page,
+    PageRequest,
+    Ref,
+    StrictInt,
+    Subject,
+    Text,
+)
 
 EVT_COMMITTED = "publication.committed"
 EVT_REVISED = "publication.revised"
@@ -211,3 +213,15 @@ class Diff(Model):
 
 
 EVENTS: dict[str, type[Model]] = {EVT_COMMITTED: VersionEvent, EVT_REVISED: VersionEvent, EVT_WITHDRAWN: VersionEvent}
+
+
+# The request subjects this service answers: name, request, reply.
+COMMIT = Subject("dossier.publication.commit", CommitRequest, PublicationVersion)
+GET = Subject("dossier.publication.get", GetRequest, Publication)
+READ = Subject("dossier.publication.read", ReadRequest, PublicationVersion)
+RUN_SEARCH = Subject("dossier.publication.run_search", PublicationSearchRequest, PublicationSearchReply)
+CLAIMS = Subject("dossier.publication.claims", ClaimsRequest, ClaimList)
+REVISE = Subject("dossier.publication.revise", ReviseRequest, PublicationVersion)
+WITHDRAW = Subject("dossier.publication.withdraw", WithdrawRequest, PublicationVersion)
+DIFF = Subject("dossier.publication.diff", DiffRequest, Diff)
+CHECK = Subject("dossier.publication.check", CheckRequest, CheckReply)

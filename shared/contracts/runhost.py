@@ -17,28 +17,10 @@ from shared.contracts.common import (
     PublicationRef,
     Ref,
     StrictInt,
+    Subject,
     Text,
 )
 from shared.contracts.workspace import Catalog
-
-ADMIT = "dossier.runhost.admit"
-GET_RUN = "dossier.runhost.run.get"
-CANCEL = "dossier.runhost.run.cancel"
-LIST_RUNS = "dossier.runhost.runs.list"
-GET_CONVERSATION = "dossier.runhost.conversation.get"
-LEDGER = "dossier.runhost.ledger"
-LIST_FILES = "dossier.runhost.files.list"
-READ_FILE = "dossier.runhost.files.read"
-WRITE_PLAN = "dossier.runhost.files.write_plan"
-PROV = "dossier.runhost.run.prov"
-# Runs driven by an outside agent: every call but the take-over carries the run's lease token.
-EXTERNAL_CATALOG = "dossier.runhost.external.catalog"
-EXTERNAL_SEARCH = "dossier.runhost.external.search"
-EXTERNAL_READ = "dossier.runhost.external.read"
-EXTERNAL_WRITE = "dossier.runhost.external.write"
-EXTERNAL_RENEW = "dossier.runhost.external.renew"
-EXTERNAL_FINISH = "dossier.runhost.external.finish"
-EXTERNAL_TAKE = "dossier.runhost.external.take"
 
 EVT_ADMITTED = "run.admitted"
 EVT_STARTED = "run.started"
@@ -404,3 +386,28 @@ EVENTS: dict[str, type[Model]] = {
     EVT_FAILED: RunEvent,
     EVT_CANCELLED: RunEvent,
 }
+
+
+# The request subjects this service answers: name, request, reply.
+ADMIT = Subject("dossier.runhost.admit", AdmitRequest, AdmitReply)
+GET_RUN = Subject("dossier.runhost.run.get", RunIdRequest, Run)
+CANCEL = Subject("dossier.runhost.run.cancel", RunIdRequest, Run)
+LIST_RUNS = Subject("dossier.runhost.runs.list", ListRunsRequest, RunList)
+GET_CONVERSATION = Subject("dossier.runhost.conversation.get", ConversationRequest, Conversation)
+LEDGER = Subject("dossier.runhost.ledger", RunPageRequest, Ledger)
+PROV = Subject("dossier.runhost.run.prov", RunIdRequest, ProvDocument, "The run's lineage as W3C PROV-JSON.")
+LIST_FILES = Subject("dossier.runhost.files.list", RunPageRequest, FileList)
+READ_FILE = Subject("dossier.runhost.files.read", ReadFileRequest, FileText)
+WRITE_PLAN = Subject("dossier.runhost.files.write_plan", WritePlanRequest, type(None))
+EXTERNAL_CATALOG = Subject(
+    "dossier.runhost.external.catalog",
+    LeaseRequest,
+    Catalog,
+    "The catalog as admitted; each item recorded once as `listed`.",
+)
+EXTERNAL_SEARCH = Subject("dossier.runhost.external.search", ExternalSearchRequest, ExternalSearch)
+EXTERNAL_READ = Subject("dossier.runhost.external.read", ExternalReadRequest, ExternalRead)
+EXTERNAL_WRITE = Subject("dossier.runhost.external.write", ExternalWriteRequest, type(None))
+EXTERNAL_RENEW = Subject("dossier.runhost.external.renew", LeaseRequest, Lease)
+EXTERNAL_FINISH = Subject("dossier.runhost.external.finish", ExternalFinishRequest, Run)
+EXTERNAL_TAKE = Subject("dossier.runhost.external.take", TakeRequest, TakeReply)

@@ -8,28 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from shared.contracts import assets
-from shared.contracts.common import INT32_MAX, Model, Page, PageRequest, PublicationRef, Ref, StrictInt, Text
-
-CREATE = "dossier.workspace.create"
-LIST = "dossier.workspace.list"
-GET = "dossier.workspace.get"
-REVISE_GOAL = "dossier.workspace.goal.revise"
-GOAL_VERSIONS = "dossier.workspace.goal.versions"
-ARCHIVE = "dossier.workspace.archive"
-UNARCHIVE = "dossier.workspace.unarchive"
-DELETE = "dossier.workspace.delete"
-CATALOG = "dossier.workspace.catalog"
-CATALOG_BROWSE = "dossier.workspace.catalog.browse"
-ADD_SOURCE = "dossier.workspace.sources.add"
-PIN_ARTIFACT = "dossier.workspace.artifacts.pin"
-# Internal, for runhost: the snapshot a run freezes, and associations of conversations, runs and outputs.
-ADMISSION = "dossier.workspace.admission"
-ASSOCIATE = "dossier.workspace.associate"
-CHECKPOINT_GET = "dossier.workspace.checkpoint.get"
-CHECKPOINT_UPDATE = "dossier.workspace.checkpoint.update"
-CHECKPOINT_REVISIONS = "dossier.workspace.checkpoint.revisions"
-CHECKPOINT_PROPOSE = "dossier.workspace.checkpoint.propose"
-DRIFT = "dossier.workspace.drift"
+from shared.contracts.common import INT32_MAX, Model, Page, PageRequest, PublicationRef, Ref, StrictInt, Subject, Text
 
 EVT_CREATED = "workspace.created"
 EVT_GOAL_REVISED = "workspace.goal_revised"
@@ -400,3 +379,30 @@ EVENTS: dict[str, type[Model]] = {
     EVT_ASSOCIATION_REFUSED: AssociationRefused,
     EVT_DRIFT_DETECTED: DriftDetected,
 }
+
+
+# The request subjects this service answers: name, request, reply.
+CREATE = Subject("dossier.workspace.create", CreateRequest, Workspace)
+LIST = Subject("dossier.workspace.list", ListRequest, WorkspaceList)
+GET = Subject("dossier.workspace.get", WorkspaceIdRequest, Workspace)
+REVISE_GOAL = Subject("dossier.workspace.goal.revise", ReviseGoalRequest, Workspace)
+GOAL_VERSIONS = Subject("dossier.workspace.goal.versions", WorkspacePageRequest, GoalVersions)
+ARCHIVE = Subject("dossier.workspace.archive", WorkspaceIdRequest, Workspace)
+UNARCHIVE = Subject("dossier.workspace.unarchive", WorkspaceIdRequest, Workspace)
+DELETE = Subject("dossier.workspace.delete", WorkspaceIdRequest, DeleteReply)
+CATALOG = Subject("dossier.workspace.catalog", CatalogRequest, Catalog)
+CATALOG_BROWSE = Subject("dossier.workspace.catalog.browse", CatalogBrowseRequest, CatalogPage)
+ADMISSION = Subject(
+    "dossier.workspace.admission",
+    AdmissionRequest,
+    Admission,
+    "Internal, for runhost: the snapshot a run freezes, and associations of conversations, runs and outputs.",
+)
+ADD_SOURCE = Subject("dossier.workspace.sources.add", AddSourceRequest, Association)
+PIN_ARTIFACT = Subject("dossier.workspace.artifacts.pin", PinRequest, PinReply)
+ASSOCIATE = Subject("dossier.workspace.associate", AssociateRequest, AssociateReply)
+CHECKPOINT_GET = Subject("dossier.workspace.checkpoint.get", WorkspaceIdRequest, Checkpoint)
+CHECKPOINT_UPDATE = Subject("dossier.workspace.checkpoint.update", UpdateCheckpointRequest, Checkpoint)
+CHECKPOINT_REVISIONS = Subject("dossier.workspace.checkpoint.revisions", WorkspacePageRequest, CheckpointRevisions)
+CHECKPOINT_PROPOSE = Subject("dossier.workspace.checkpoint.propose", RawProposal, ProposeReply)
+DRIFT = Subject("dossier.workspace.drift", DriftRequest, DriftList)

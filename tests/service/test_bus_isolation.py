@@ -135,7 +135,7 @@ async def test_a_service_may_request_only_what_it_calls(connect_as: Connect, cal
     nc, violations = await connect_as(caller)
     bus = BusClient(nc, timeout=1.0)
     with pytest.raises(Unreachable):
-        await bus.call(subject, {}, actor=Actor(scope="victim", principal="mallory"))
+        await bus.call_raw(subject, {}, actor=Actor(scope="victim", principal="mallory"))
     await violations.wait_for("publish", subject)
 
 

@@ -40,7 +40,7 @@ async def test_event_committed_before_a_crash_is_delivered_once(infra: Infra, bu
     try:
         await wait_healthy(bus)
         who = Actor(scope=f"s{uuid.uuid4().hex[:8]}", principal="alice")
-        pub = await bus.call(
+        pub = await bus.call_raw(
             c.COMMIT, {"title": "A", "body": "committed, not relayed", "workspace_id": "ws_1"}, actor=who
         )
 

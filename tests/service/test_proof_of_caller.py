@@ -55,14 +55,14 @@ async def owners(infra: Infra, bus: BusClient) -> AsyncIterator[dict[str, Any]]:
             serving(create_workspace(ws_settings), bus),
             serving(create_assets(settings_from(infra.settings_env("assets"), AssetsSettings)), bus),
         ):
-            ws = await bus.call(workspace.CREATE, {"title": "Fund X", "goal": "Is it liquid?"}, actor=VICTIM)
+            ws = await bus.call_raw(workspace.CREATE, {"title": "Fund X", "goal": "Is it liquid?"}, actor=VICTIM)
             wid = ws["id"]
-            await bus.call(
+            await bus.call_raw(
                 workspace.CHECKPOINT_UPDATE,
                 {"workspace_id": wid, "expected_revision": 0, "summary": "secret plan"},
                 actor=VICTIM,
             )
-            pub = await bus.call(publication.COMMIT, {"title": "R", "body": "the victim's report"}, actor=VICTIM)
+            pub = await bus.call_raw(publication.COMMIT, {"title": "R", "body": "the victim's report"}, actor=VICTIM)
             yield {"workspace_id": wid, "publication_id": pub["id"]}
     finally:
         await delete_durables(bus._nc, durables)

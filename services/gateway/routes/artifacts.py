@@ -79,7 +79,7 @@ async def upload_artifact(
         }
         if "expires_at" in fields:
             request_data["expires_at"] = fields["expires_at"]
-        data = await client.call(a.REGISTER, request_data, actor=actor)
+        data = await client.call_raw(a.REGISTER, request_data, actor=actor)
     finally:
         upload.discard()
     return JSONResponse(data, status_code=201)
@@ -90,7 +90,7 @@ async def get_artifact(
     artifact_id: PathId, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
 ) -> JSONResponse:
     """The artifact's metadata."""
-    return JSONResponse(await client.call(a.GET, {"artifact_id": artifact_id}, actor=actor))
+    return JSONResponse(await client.call_raw(a.GET, {"artifact_id": artifact_id}, actor=actor))
 
 
 @router.get(
@@ -106,7 +106,9 @@ async def download_artifact(
 ) -> Response:
     """The bytes, served inside a CSP sandbox and never type-sniffed."""
     # The artifact service answers with the location only after checking scope, expiry and the hash reference.
-    location = a.ArtifactLocation.model_validate(await client.call(a.OPEN, {"artifact_id": artifact_id}, actor=actor))
+    location = a.ArtifactLocation.model_validate(
+        await client.call_raw(a.OPEN, {"artifact_id": artifact_id}, actor=actor)
+    )
     blobs = _blobs(request)
     if location.bucket != blobs.bucket:
         raise DomainError("the artifact is stored where the gateway cannot read it", code="internal")

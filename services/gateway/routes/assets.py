@@ -102,7 +102,7 @@ async def register_upload(
         await blobs.copy(upload.key, key)
     finally:
         await blobs.delete(upload.key)
-    return await client.call(c.UPLOAD, req, actor=actor, timeout=settings.ingest_timeout)
+    return await client.call_raw(c.UPLOAD, req, actor=actor, timeout=settings.ingest_timeout)
 
 
 @router.post(
@@ -115,7 +115,7 @@ async def import_asset(
     body: c.ImportRequest, request: Request, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
 ) -> JSONResponse:
     """A file from an approved root; a path that resolves outside the root answers 422."""
-    data = await client.call(c.IMPORT, body, actor=actor, timeout=_settings(request).ingest_timeout)
+    data = await client.call_raw(c.IMPORT, body, actor=actor, timeout=_settings(request).ingest_timeout)
     return _created_or_reused(data)
 
 
@@ -124,7 +124,7 @@ async def get_asset(
     asset_id: AssetId, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
 ) -> JSONResponse:
     """One asset version with its extraction coverage."""
-    return JSONResponse(await client.call(c.GET_ASSET, {"asset_id": asset_id}, actor=actor))
+    return JSONResponse(await client.call_raw(c.GET_ASSET, {"asset_id": asset_id}, actor=actor))
 
 
 @router.get("/sources/{source_id}", response_model=c.Source, responses=errors(404))
@@ -135,7 +135,7 @@ async def get_source(
     client: BusClient = Depends(bus),
 ) -> JSONResponse:
     """A source with its active version and one page of its versions, oldest first; `next_cursor` pages on."""
-    return JSONResponse(await client.call(c.GET_SOURCE, {"source_id": source_id, **paging}, actor=actor))
+    return JSONResponse(await client.call_raw(c.GET_SOURCE, {"source_id": source_id, **paging}, actor=actor))
 
 
 @router.post("/sources/{source_id}/retire", response_model=c.Source, responses=errors(404, 413))
@@ -143,7 +143,7 @@ async def retire_source(
     source_id: SourceIdPath, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
 ) -> JSONResponse:
     """Retire a source: its versions stop being read."""
-    return JSONResponse(await client.call(c.RETIRE, {"source_id": source_id}, actor=actor))
+    return JSONResponse(await client.call_raw(c.RETIRE, {"source_id": source_id}, actor=actor))
 
 
 @router.get("/evidence/search", response_model=c.SearchReply)
@@ -156,7 +156,7 @@ async def search_evidence(
 ) -> Response:
     """Full-text search over active versions; a snippet is not a delivered passage."""
     # Passed on as the service's JSON bytes, like the publication read: no dict in between.
-    data = await client.call_json(c.SEARCH, {"q": q, "source_id": source_id, "limit": limit}, actor=actor)
+    data = await client.call_json_raw(c.SEARCH, {"q": q, "source_id": source_id, "limit": limit}, actor=actor)
     return Response(data, media_type="application/json")
 
 
@@ -165,4 +165,4 @@ async def read_evidence(
     evidence_id: PathId, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
 ) -> JSONResponse:
     """One passage at its exact version."""
-    return JSONResponse(await client.call(c.READ, {"evidence_id": evidence_id}, actor=actor))
+    return JSONResponse(await client.call_raw(c.READ, {"evidence_id": evidence_id}, actor=actor))

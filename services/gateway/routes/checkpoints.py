@@ -19,7 +19,7 @@ async def get_checkpoint(
     workspace_id: PathId, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
 ) -> JSONResponse:
     """The current checkpoint, every source re-validated; 404 when none exists yet."""
-    return JSONResponse(await client.call(c.CHECKPOINT_GET, {"workspace_id": workspace_id}, actor=actor))
+    return JSONResponse(await client.call_raw(c.CHECKPOINT_GET, {"workspace_id": workspace_id}, actor=actor))
 
 
 @router.put("", response_model=c.Checkpoint, responses=errors(404, 409, 413))
@@ -31,7 +31,7 @@ async def update_checkpoint(
 ) -> JSONResponse:
     """A person's edit under CAS; the first revision is made with `expected_revision: 0`."""
     # exclude_unset: an omitted summary keeps the current one, an explicit null clears it.
-    data = await client.call(
+    data = await client.call_raw(
         c.CHECKPOINT_UPDATE, {"workspace_id": workspace_id, **body.model_dump(exclude_unset=True)}, actor=actor
     )
     return JSONResponse(data)
@@ -45,5 +45,5 @@ async def list_checkpoint_revisions(
     client: BusClient = Depends(bus),
 ) -> JSONResponse:
     """One page of the revisions of the checkpoint, oldest first."""
-    data = await client.call(c.CHECKPOINT_REVISIONS, {"workspace_id": workspace_id, **paging}, actor=actor)
+    data = await client.call_raw(c.CHECKPOINT_REVISIONS, {"workspace_id": workspace_id, **paging}, actor=actor)
     return JSONResponse(data)

@@ -36,7 +36,7 @@ async def external_catalog(
 ) -> JSONResponse:
     """The catalog as admitted; each item is recorded once as `listed`."""
     request = c.LeaseRequest(run_id=run_id, lease=lease)
-    return JSONResponse(await client.call(c.EXTERNAL_CATALOG, request, actor=actor))
+    return JSONResponse(await client.call_raw(c.EXTERNAL_CATALOG, request, actor=actor))
 
 
 @router.get("/v1/runs/{run_id}/search", response_model=c.ExternalSearch, responses=LEASE_ERRORS)
@@ -50,7 +50,7 @@ async def external_search(
 ) -> JSONResponse:
     """Evidence hits among what the run may read; each hit's ref is recorded once as `listed`."""
     request = c.ExternalSearchRequest(run_id=run_id, lease=lease, q=q, limit=limit)
-    return JSONResponse(await client.call(c.EXTERNAL_SEARCH, request, actor=actor))
+    return JSONResponse(await client.call_raw(c.EXTERNAL_SEARCH, request, actor=actor))
 
 
 @router.post("/v1/runs/{run_id}/read", response_model=c.ExternalRead, responses=LEASE_POST_ERRORS)
@@ -63,7 +63,7 @@ async def external_read(
 ) -> JSONResponse:
     """The material at that exact version, re-authorised by its owner, kept under `sources/`, read once."""
     request = c.ExternalReadRequest(run_id=run_id, lease=lease, ref=body.ref, locator=body.locator)
-    return JSONResponse(await client.call(c.EXTERNAL_READ, request, actor=actor))
+    return JSONResponse(await client.call_raw(c.EXTERNAL_READ, request, actor=actor))
 
 
 @router.post("/v1/runs/{run_id}/lease", response_model=c.Lease, responses=LEASE_POST_ERRORS)
@@ -75,7 +75,7 @@ async def renew_lease(
 ) -> JSONResponse:
     """The same token, a later expiry."""
     request = c.LeaseRequest(run_id=run_id, lease=lease)
-    return JSONResponse(await client.call(c.EXTERNAL_RENEW, request, actor=actor))
+    return JSONResponse(await client.call_raw(c.EXTERNAL_RENEW, request, actor=actor))
 
 
 @router.post("/v1/runs/{run_id}/finish", response_model=c.Run, responses=LEASE_POST_ERRORS)
@@ -88,7 +88,7 @@ async def finish_run(
 ) -> JSONResponse:
     """Publish the answer: its sources are exactly the refs it cites, each read by this run at that version."""
     request = c.ExternalFinishRequest(run_id=run_id, lease=lease, **body.model_dump())
-    return JSONResponse(await client.call(c.EXTERNAL_FINISH, request, actor=actor, timeout=60))
+    return JSONResponse(await client.call_raw(c.EXTERNAL_FINISH, request, actor=actor, timeout=60))
 
 
 @router.post("/v1/runs/{run_id}/lease/take", response_model=c.TakeReply, responses=errors(404, 409, 413))
@@ -100,4 +100,4 @@ async def take_over_run(
 ) -> JSONResponse:
     """Another session resumes the run under a new epoch (an expired lease, or `force`); the old token is fenced."""
     request = c.TakeRequest(run_id=run_id, force=body.force if body else False)
-    return JSONResponse(await client.call(c.EXTERNAL_TAKE, request, actor=actor))
+    return JSONResponse(await client.call_raw(c.EXTERNAL_TAKE, request, actor=actor))

@@ -20,7 +20,7 @@ async def create_publication(
     body: c.NewPublication, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
 ) -> JSONResponse:
     """Publish version 1 of a new publication; associated with the workspace when one is named."""
-    data = await client.call(c.COMMIT, c.CommitRequest(**body.model_dump()), actor=actor)
+    data = await client.call_raw(c.COMMIT, c.CommitRequest(**body.model_dump()), actor=actor)
     return JSONResponse(data, status_code=201)
 
 
@@ -32,7 +32,7 @@ async def get_publication(
     client: BusClient = Depends(bus),
 ) -> JSONResponse:
     """The publication with one page of its version summaries, oldest first; `next_cursor` pages on."""
-    return JSONResponse(await client.call(c.GET, {"id": pub_id, **paging}, actor=actor))
+    return JSONResponse(await client.call_raw(c.GET, {"id": pub_id, **paging}, actor=actor))
 
 
 @router.get("/{pub_id}/versions/{version}", response_model=c.PublicationVersion, responses=errors(404, 409))
@@ -48,7 +48,7 @@ async def read_publication_version(
 async def read_version(client: BusClient, actor: Actor, params: dict[str, Any]) -> bytes:
     """The hottest read, for the route above and for services/gateway/hot.py: the service's JSON is passed
     on as bytes, not rebuilt as a dict and re-encoded."""
-    return await client.call_json(c.READ, {"id": params["pub_id"], "version": params["version"]}, actor=actor)
+    return await client.call_json_raw(c.READ, {"id": params["pub_id"], "version": params["version"]}, actor=actor)
 
 
 HOT_READS = [HotRoute(route_named(router.routes, "read_publication_version"), read_version, frozenset({"version"}))]
@@ -63,7 +63,7 @@ async def list_publication_claims(
     client: BusClient = Depends(bus),
 ) -> JSONResponse:
     """One page of the cited sentences of a run's answer, each checked against the exact passage it cites."""
-    return JSONResponse(await client.call(c.CLAIMS, {"id": pub_id, "version": version, **paging}, actor=actor))
+    return JSONResponse(await client.call_raw(c.CLAIMS, {"id": pub_id, "version": version, **paging}, actor=actor))
 
 
 @router.post(
@@ -73,7 +73,7 @@ async def revise_publication(
     pub_id: PathId, body: c.Revision, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
 ) -> JSONResponse:
     """A new version, made only when `expected_latest_version` is still the latest (CAS)."""
-    data = await client.call(c.REVISE, c.ReviseRequest(id=pub_id, **body.model_dump()), actor=actor)
+    data = await client.call_raw(c.REVISE, c.ReviseRequest(id=pub_id, **body.model_dump()), actor=actor)
     return JSONResponse(data, status_code=201)
 
 
@@ -88,7 +88,7 @@ async def withdraw_publication_version(
     client: BusClient = Depends(bus),
 ) -> JSONResponse:
     """Withdraw one version; reads of it answer `unavailable(withdrawn)` from then on."""
-    data = await client.call(c.WITHDRAW, {"id": pub_id, "version": version, "reason": body.reason}, actor=actor)
+    data = await client.call_raw(c.WITHDRAW, {"id": pub_id, "version": version, "reason": body.reason}, actor=actor)
     return JSONResponse(data)
 
 
@@ -102,4 +102,4 @@ async def diff_publication_versions(
 ) -> JSONResponse:
     """A line diff of two versions' bodies; each is read under the rules of a version read."""
     req = c.DiffRequest.model_validate({"id": pub_id, "from": from_, "to": to})
-    return JSONResponse(await client.call(c.DIFF, req, actor=actor))
+    return JSONResponse(await client.call_raw(c.DIFF, req, actor=actor))

@@ -41,7 +41,7 @@ async def start_run(
     workspace_id: PathId, body: c.RunRequest, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
 ) -> JSONResponse:
     """Admit a run, idempotently on `request_id`."""
-    reply = await client.call(c.ADMIT, c.AdmitRequest(workspace_id=workspace_id, **body.model_dump()), actor=actor)
+    reply = await client.call_raw(c.ADMIT, c.AdmitRequest(workspace_id=workspace_id, **body.model_dump()), actor=actor)
     return JSONResponse(reply["run"], status_code=202 if reply["created"] else 200)
 
 
@@ -53,7 +53,7 @@ async def list_runs(
     client: BusClient = Depends(bus),
 ) -> JSONResponse:
     """One page of the workspace's runs, newest first."""
-    return JSONResponse(await client.call(c.LIST_RUNS, {"workspace_id": workspace_id, **paging}, actor=actor))
+    return JSONResponse(await client.call_raw(c.LIST_RUNS, {"workspace_id": workspace_id, **paging}, actor=actor))
 
 
 @router.get("/v1/runs/{run_id}", response_model=c.Run, responses=errors(404))
@@ -61,7 +61,7 @@ async def get_run(
     run_id: PathId, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
 ) -> JSONResponse:
     """One run: status, frozen admission, outcome and `stats`."""
-    return JSONResponse(await client.call(c.GET_RUN, {"run_id": run_id}, actor=actor))
+    return JSONResponse(await client.call_raw(c.GET_RUN, {"run_id": run_id}, actor=actor))
 
 
 @router.post("/v1/runs/{run_id}/cancel", response_model=c.Run, responses=errors(404, 413))
@@ -69,7 +69,7 @@ async def cancel_run(
     run_id: PathId, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
 ) -> JSONResponse:
     """Ask the run to stop; the worker stops at its next step."""
-    return JSONResponse(await client.call(c.CANCEL, {"run_id": run_id}, actor=actor))
+    return JSONResponse(await client.call_raw(c.CANCEL, {"run_id": run_id}, actor=actor))
 
 
 @router.get("/v1/conversations/{conversation_id}", response_model=c.Conversation, responses=errors(404))
@@ -80,7 +80,7 @@ async def get_conversation(
     client: BusClient = Depends(bus),
 ) -> JSONResponse:
     """A conversation and one page of its runs, oldest first; `next_cursor` pages on through the runs."""
-    data = await client.call(c.GET_CONVERSATION, {"conversation_id": conversation_id, **paging}, actor=actor)
+    data = await client.call_raw(c.GET_CONVERSATION, {"conversation_id": conversation_id, **paging}, actor=actor)
     return JSONResponse(data)
 
 
@@ -92,7 +92,7 @@ async def get_ledger(
     client: BusClient = Depends(bus),
 ) -> JSONResponse:
     """One page (in `seq` order) of what the run listed, read, included in a model request, and found unavailable."""
-    return JSONResponse(await client.call(c.LEDGER, {"run_id": run_id, **paging}, actor=actor))
+    return JSONResponse(await client.call_raw(c.LEDGER, {"run_id": run_id, **paging}, actor=actor))
 
 
 @router.get("/v1/runs/{run_id}/prov", response_model=c.ProvDocument, responses=errors(404))
@@ -100,7 +100,7 @@ async def get_run_prov(
     run_id: PathId, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
 ) -> JSONResponse:
     """The run's lineage as W3C PROV-JSON: the run, what it used at which version, what it generated, who."""
-    return JSONResponse(await client.call(c.PROV, {"run_id": run_id}, actor=actor))
+    return JSONResponse(await client.call_raw(c.PROV, {"run_id": run_id}, actor=actor))
 
 
 @router.get("/v1/runs/{run_id}/files", response_model=c.FileList, responses=errors(404))
@@ -111,7 +111,7 @@ async def list_run_files(
     client: BusClient = Depends(bus),
 ) -> JSONResponse:
     """One page (by path) of the run's working files: plan.md, sources/, notes/, draft.md."""
-    return JSONResponse(await client.call(c.LIST_FILES, {"run_id": run_id, **paging}, actor=actor))
+    return JSONResponse(await client.call_raw(c.LIST_FILES, {"run_id": run_id, **paging}, actor=actor))
 
 
 @router.get(
@@ -126,7 +126,7 @@ async def read_run_file(
     run_id: PathId, path: RunFile, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
 ) -> PlainTextResponse:
     """One working file as UTF-8 text."""
-    reply = await client.call(c.READ_FILE, {"run_id": run_id, "path": path}, actor=actor)
+    reply = await client.call_raw(c.READ_FILE, {"run_id": run_id, "path": path}, actor=actor)
     return PlainTextResponse(reply["text"], media_type="text/plain; charset=utf-8")
 
 
@@ -157,9 +157,9 @@ async def write_run_file(
     if x_run_lease:
         # A dict, as for the plan below: the owner validates it and answers `invalid` naming the field.
         request_ = {"run_id": run_id, "lease": x_run_lease, "path": path, "text": text}
-        await client.call(c.EXTERNAL_WRITE, request_, actor=actor)
+        await client.call_raw(c.EXTERNAL_WRITE, request_, actor=actor)
     elif path == "plan.md":
-        await client.call(c.WRITE_PLAN, {"run_id": run_id, "text": text}, actor=actor)
+        await client.call_raw(c.WRITE_PLAN, {"run_id": run_id, "text": text}, actor=actor)
     else:
         # Whose the file is, not its shape: the run's own files are its lease holder's to write.
         raise Forbidden("without the run's lease, only plan.md can be written", {"field": "path"})

@@ -36,7 +36,7 @@ async def drifts_of(client: BusClient, actor: Actor, workspace_id: str) -> list[
     for _ in range(DRIFT_PAGES):
         data = {"workspace_id": workspace_id, "limit": PAGE, **({"cursor": cursor} if cursor else {})}
         try:
-            page = await client.call(w.DRIFT, data, actor=actor)
+            page = await client.call_raw(w.DRIFT, data, actor=actor)
         except NotFound:
             return items
         items += page["items"]
@@ -81,16 +81,16 @@ async def _quiet(call: Any) -> Any:
 async def _timeline_events(client: BusClient, actor: Actor, workspace_id: str) -> list[dict[str, Any]]:
     ref = {"workspace_id": workspace_id}
     goals, runs, pubs, sources, drifts = await asyncio.gather(
-        client.call(w.GOAL_VERSIONS, {**ref, "limit": 500}, actor=actor),
-        client.call(r.LIST_RUNS, {**ref, "limit": TIMELINE_ITEMS}, actor=actor),
-        client.call(w.CATALOG_BROWSE, {**ref, "kind": "publication", "limit": TIMELINE_ITEMS}, actor=actor),
-        client.call(w.CATALOG_BROWSE, {**ref, "kind": "source", "limit": TIMELINE_ITEMS}, actor=actor),
+        client.call_raw(w.GOAL_VERSIONS, {**ref, "limit": 500}, actor=actor),
+        client.call_raw(r.LIST_RUNS, {**ref, "limit": TIMELINE_ITEMS}, actor=actor),
+        client.call_raw(w.CATALOG_BROWSE, {**ref, "kind": "publication", "limit": TIMELINE_ITEMS}, actor=actor),
+        client.call_raw(w.CATALOG_BROWSE, {**ref, "kind": "source", "limit": TIMELINE_ITEMS}, actor=actor),
         drifts_of(client, actor, workspace_id),
     )
     found_pubs, found_sources = await asyncio.gather(
-        asyncio.gather(*(_quiet(client.call(p.GET, {"id": i["id"]}, actor=actor)) for i in pubs["items"])),
+        asyncio.gather(*(_quiet(client.call_raw(p.GET, {"id": i["id"]}, actor=actor)) for i in pubs["items"])),
         asyncio.gather(
-            *(_quiet(client.call(a.GET_SOURCE, {"source_id": i["id"]}, actor=actor)) for i in sources["items"])
+            *(_quiet(client.call_raw(a.GET_SOURCE, {"source_id": i["id"]}, actor=actor)) for i in sources["items"])
         ),
     )
     events = [{"at": g["created_at"], "kind": "goal", "goal": g} for g in goals["items"]]
@@ -106,17 +106,17 @@ async def _timeline_events(client: BusClient, actor: Actor, workspace_id: str) -
 @router.get("/workspaces/{workspace_id}/timeline")
 async def timeline(request: Request, workspace_id: str, actor: Actor = Depends(signed_in)) -> Response:
     client = bus_of(request)
-    ws = await client.call(w.GET, {"workspace_id": workspace_id}, actor=actor)
+    ws = await client.call_raw(w.GET, {"workspace_id": workspace_id}, actor=actor)
     events = await _timeline_events(client, actor, workspace_id)
     return render(request, "timeline.html", ws=ws, events=events, bound=TIMELINE_ITEMS)
 
 
 async def _run_answer(client: BusClient, actor: Actor, run_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    run = await client.call(r.GET_RUN, {"run_id": run_id}, actor=actor)
+    run = await client.call_raw(r.GET_RUN, {"run_id": run_id}, actor=actor)
     if not run.get("publication"):
         raise Invalid(f"the run '{run['question']}' has no answer to compare", {"field": "run", "run_id": run_id})
     ref = run["publication"]
-    answer = await client.call(p.READ, {"id": ref["id"], "version": ref["version"]}, actor=actor)
+    answer = await client.call_raw(p.READ, {"id": ref["id"], "version": ref["version"]}, actor=actor)
     return run, answer
 
 
@@ -163,7 +163,7 @@ async def compare_runs(
     )
     hunks, truncated = await asyncio.to_thread(line_diff, old["body"], new["body"], max_lines=MAX_DIFF_LINES)
     diff: dict[str, Any] = {"hunks": [h.model_dump() for h in hunks], "truncated": truncated}
-    ws = await _quiet(client.call(w.GET, {"workspace_id": new_run["workspace_id"]}, actor=actor))
+    ws = await _quiet(client.call_raw(w.GET, {"workspace_id": new_run["workspace_id"]}, actor=actor))
     return render(
         request,
         "compare.html",

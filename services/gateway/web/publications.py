@@ -40,7 +40,7 @@ async def _locators(client: BusClient, actor: Actor, run_id: str | None) -> dict
     cursor = None
     for _ in range(LEDGER_PAGES):
         try:
-            page = await client.call(
+            page = await client.call_raw(
                 r.LEDGER, {"run_id": run_id, **({"cursor": cursor} if cursor else {})}, actor=actor
             )
         except DomainError:
@@ -63,8 +63,8 @@ async def _origin(client: BusClient, actor: Actor, run_id: str | None) -> tuple[
     if not run_id:
         return None, None
     try:
-        run = await client.call(r.GET_RUN, {"run_id": run_id}, actor=actor)
-        return run, await client.call(w.GET, {"workspace_id": run["workspace_id"]}, actor=actor)
+        run = await client.call_raw(r.GET_RUN, {"run_id": run_id}, actor=actor)
+        return run, await client.call_raw(w.GET, {"workspace_id": run["workspace_id"]}, actor=actor)
     except NotFound:
         return None, None
 
@@ -78,7 +78,7 @@ async def version_view(
     request: Request, actor: Actor, pub_id: str, version: int, *, status: int = 200, **extra: Any
 ) -> Response:
     client = bus_of(request)
-    pub = await client.call(p.GET, build(p.GetRequest, id=pub_id), actor=actor)
+    pub = await client.call_raw(p.GET, build(p.GetRequest, id=pub_id), actor=actor)
     summary = next((v for v in pub["versions"] if v["version"] == version), None)
     if summary is None:
         return render(
@@ -92,7 +92,7 @@ async def version_view(
         )
     body, withdrawn = None, None
     try:
-        body = await client.call(p.READ, {"id": pub_id, "version": version}, actor=actor)
+        body = await client.call_raw(p.READ, {"id": pub_id, "version": version}, actor=actor)
     except Unavailable as exc:
         withdrawn = exc
     locators = await _locators(client, actor, body["run_id"] if body else None)
@@ -104,7 +104,9 @@ async def version_view(
     changes = await answer_changes(client, actor, ws["id"], body) if ws else []
     claims = None
     if body is not None and body["run_id"]:
-        claims = await client.call(p.CLAIMS, build(p.ClaimsRequest, id=pub_id, version=version, limit=200), actor=actor)
+        claims = await client.call_raw(
+            p.CLAIMS, build(p.ClaimsRequest, id=pub_id, version=version, limit=200), actor=actor
+        )
     return render(
         request,
         "publication.html",
@@ -132,8 +134,8 @@ async def diff_page(
     actor: Actor = Depends(signed_in),
 ) -> Response:
     client = bus_of(request)
-    pub = await client.call(p.GET, build(p.GetRequest, id=pub_id), actor=actor)
-    diff = await client.call(p.DIFF, build(p.DiffRequest, **{"id": pub_id, "from": from_, "to": to}), actor=actor)
+    pub = await client.call_raw(p.GET, build(p.GetRequest, id=pub_id), actor=actor)
+    diff = await client.call_raw(p.DIFF, build(p.DiffRequest, **{"id": pub_id, "from": from_, "to": to}), actor=actor)
     return render(request, "diff.html", pub=pub, diff=diff, rows=side_by_side(diff["hunks"]))
 
 
@@ -143,7 +145,7 @@ async def revise(request: Request, pub_id: str, actor: Actor = Depends(signed_in
     body, expected = field(form, "body").replace("\r\n", "\n"), number(form, "expected_latest_version")
     try:
         req = build(p.ReviseRequest, id=pub_id, body=body, expected_latest_version=expected)
-        version = await bus_of(request).call(p.REVISE, req, actor=actor)
+        version = await bus_of(request).call_raw(p.REVISE, req, actor=actor)
     except (Invalid, Conflict) as exc:
         # Someone saved a version meanwhile (or the body was refused): the page shows the newest version, and
         # the typed body stays in the form beside the message, to be saved over it knowingly.
@@ -162,7 +164,7 @@ async def revise(request: Request, pub_id: str, actor: Actor = Depends(signed_in
 
 @router.get("/publications/{pub_id}/versions/{version}/withdraw")
 async def confirm_withdraw(request: Request, pub_id: str, version: int, actor: Actor = Depends(signed_in)) -> Response:
-    pub = await bus_of(request).call(p.GET, build(p.GetRequest, id=pub_id), actor=actor)
+    pub = await bus_of(request).call_raw(p.GET, build(p.GetRequest, id=pub_id), actor=actor)
     return render(request, "confirm_withdraw.html", pub=pub, version=version)
 
 
@@ -170,5 +172,5 @@ async def confirm_withdraw(request: Request, pub_id: str, version: int, actor: A
 async def withdraw(request: Request, pub_id: str, version: int, actor: Actor = Depends(signed_in)) -> Response:
     form = await checked_form(request)
     req = build(p.WithdrawRequest, id=pub_id, version=version, reason=field(form, "reason"))
-    await bus_of(request).call(p.WITHDRAW, req, actor=actor)
+    await bus_of(request).call_raw(p.WITHDRAW, req, actor=actor)
     return go(f"/publications/{pub_id}/versions/{version}", "Version withdrawn.")

@@ -37,11 +37,11 @@ async def _answer(client: BusClient, actor: Actor, run: dict[str, Any]) -> tuple
     if not ref:
         return None, None, None
     try:
-        answer = await client.call(p.READ, {"id": ref["id"], "version": ref["version"]}, actor=actor)
+        answer = await client.call_raw(p.READ, {"id": ref["id"], "version": ref["version"]}, actor=actor)
     except DomainError as exc:
         return None, None, exc.message
     try:
-        catalog = await client.call(
+        catalog = await client.call_raw(
             w.CATALOG, {"workspace_id": run["workspace_id"], "limit": REPORT_SEARCH_LIMIT}, actor=actor
         )
     except DomainError:
@@ -71,7 +71,7 @@ async def run_page(
 async def take_over(request: Request, run_id: str, actor: Actor = Depends(signed_in)) -> Response:
     """A person takes an external run over: its new lease token is shown on this page, once."""
     await checked_form(request)
-    taken = await bus_of(request).call(r.EXTERNAL_TAKE, {"run_id": run_id, "force": True}, actor=actor)
+    taken = await bus_of(request).call_raw(r.EXTERNAL_TAKE, {"run_id": run_id, "force": True}, actor=actor)
     return await _run_page(request, run_id, actor, None, taken=taken["lease"])
 
 
@@ -80,12 +80,12 @@ async def _run_page(
 ) -> Response:
     client = bus_of(request)
     ref = {"run_id": run_id}
-    run = await client.call(r.GET_RUN, ref, actor=actor)
+    run = await client.call_raw(r.GET_RUN, ref, actor=actor)
     ledger, files, plan, ws = await asyncio.gather(
         paged(client, r.LEDGER, ref, actor, cursor),
-        client.call(r.LIST_FILES, ref, actor=actor),
-        _optional(client.call(r.READ_FILE, {"run_id": run_id, "path": "plan.md"}, actor=actor)),
-        _optional(client.call(w.GET, {"workspace_id": run["workspace_id"]}, actor=actor)),
+        client.call_raw(r.LIST_FILES, ref, actor=actor),
+        _optional(client.call_raw(r.READ_FILE, {"run_id": run_id, "path": "plan.md"}, actor=actor)),
+        _optional(client.call_raw(w.GET, {"workspace_id": run["workspace_id"]}, actor=actor)),
     )
     answer, report, answer_error = await _answer(client, actor, run)
     changes = await answer_changes(client, actor, run["workspace_id"], answer)
@@ -114,23 +114,23 @@ async def write_plan(request: Request, run_id: str, actor: Actor = Depends(signe
     form = await checked_form(request)
     # Browsers send textarea lines with CRLF; the plan is a markdown file with plain newlines.
     text = field(form, "plan").replace("\r\n", "\n")
-    await bus_of(request).call(r.WRITE_PLAN, build(r.WritePlanRequest, run_id=run_id, text=text), actor=actor)
+    await bus_of(request).call_raw(r.WRITE_PLAN, build(r.WritePlanRequest, run_id=run_id, text=text), actor=actor)
     return go(f"/runs/{run_id}", "plan.md saved: the run's next step reads it.")
 
 
 @router.post("/runs/{run_id}/cancel")
 async def cancel(request: Request, run_id: str, actor: Actor = Depends(signed_in)) -> Response:
     await checked_form(request)
-    await bus_of(request).call(r.CANCEL, {"run_id": run_id}, actor=actor)
+    await bus_of(request).call_raw(r.CANCEL, {"run_id": run_id}, actor=actor)
     return go(f"/runs/{run_id}", "Cancel requested.")
 
 
 @router.get("/runs/{run_id}/files/{path:path}")
 async def run_file(request: Request, run_id: str, path: str, actor: Actor = Depends(signed_in)) -> Response:
     client = bus_of(request)
-    reply = await client.call(r.READ_FILE, build(r.ReadFileRequest, run_id=run_id, path=path), actor=actor)
-    run = await client.call(r.GET_RUN, {"run_id": run_id}, actor=actor)
-    ws = await _optional(client.call(w.GET, {"workspace_id": run["workspace_id"]}, actor=actor))
+    reply = await client.call_raw(r.READ_FILE, build(r.ReadFileRequest, run_id=run_id, path=path), actor=actor)
+    run = await client.call_raw(r.GET_RUN, {"run_id": run_id}, actor=actor)
+    ws = await _optional(client.call_raw(w.GET, {"workspace_id": run["workspace_id"]}, actor=actor))
     return render(request, "run_file.html", run=run, ws=ws, path=path, text=reply["text"])
 
 
@@ -139,9 +139,9 @@ async def report_page(request: Request, run_id: str, actor: Actor = Depends(sign
     """The run's report read inside the workbench (its styles, its links, a way back); the retained HTML
     file is offered as a download, since the sandbox it is served in carries no sign-in to links it holds."""
     client = bus_of(request)
-    run = await client.call(r.GET_RUN, {"run_id": run_id}, actor=actor)
+    run = await client.call_raw(r.GET_RUN, {"run_id": run_id}, actor=actor)
     answer, report, answer_error = await _answer(client, actor, run)
     if answer is None:
         raise NotFound(answer_error or "this run has no answer yet", {"run_id": run_id})
-    ws = await _optional(client.call(w.GET, {"workspace_id": run["workspace_id"]}, actor=actor))
+    ws = await _optional(client.call_raw(w.GET, {"workspace_id": run["workspace_id"]}, actor=actor))
     return render(request, "report.html", run=run, ws=ws, answer=answer, report=report)

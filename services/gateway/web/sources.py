@@ -39,14 +39,14 @@ async def source_page(
     actor: Actor = Depends(signed_in),
 ) -> Response:
     client = bus_of(request)
-    source = await client.call(c.GET_SOURCE, build(c.GetSourceRequest, source_id=source_id), actor=actor)
+    source = await client.call_raw(c.GET_SOURCE, build(c.GetSourceRequest, source_id=source_id), actor=actor)
     versions = sorted(source["versions"], key=lambda v: v["version"], reverse=True)
     shown = version or source["active_version"]
     passages, unreadable = None, None
     if shown:
         req = build(c.PassagesRequest, source_id=source_id, version=shown, limit=PASSAGES_PAGE, cursor=cursor)
         try:
-            passages = await client.call(c.PASSAGES, req, actor=actor)
+            passages = await client.call_raw(c.PASSAGES, req, actor=actor)
         except (Unavailable, NotFound) as exc:
             unreadable = exc.message
     return render(
@@ -66,7 +66,7 @@ async def original(request: Request, source_id: str, version: int, actor: Actor 
     """The file as uploaded: always a download (never shown inline: an HTML original is a document's own
     markup), its bytes checked against the version's hash as they are sent."""
     req = build(c.VersionRequest, source_id=source_id, version=version)
-    where = c.Original.model_validate(await bus_of(request).call(c.ORIGINAL, req, actor=actor))
+    where = c.Original.model_validate(await bus_of(request).call_raw(c.ORIGINAL, req, actor=actor))
     blobs: Blobs = request.app.state.blobs
     if where.bucket != blobs.bucket:
         raise DomainError("the original is stored where the gateway cannot read it", code="internal")
@@ -105,14 +105,14 @@ async def upload(request: Request, actor: Actor = Depends(signed_in)) -> Respons
 
 @router.get("/sources/{source_id}/retire")
 async def confirm_retire(request: Request, source_id: str, actor: Actor = Depends(signed_in)) -> Response:
-    source = await bus_of(request).call(c.GET_SOURCE, build(c.GetSourceRequest, source_id=source_id), actor=actor)
+    source = await bus_of(request).call_raw(c.GET_SOURCE, build(c.GetSourceRequest, source_id=source_id), actor=actor)
     return render(request, "confirm_retire.html", source=source)
 
 
 @router.post("/sources/{source_id}/retire")
 async def retire(request: Request, source_id: str, actor: Actor = Depends(signed_in)) -> Response:
     await checked_form(request)
-    await bus_of(request).call(c.RETIRE, build(c.RetireRequest, source_id=source_id), actor=actor)
+    await bus_of(request).call_raw(c.RETIRE, build(c.RetireRequest, source_id=source_id), actor=actor)
     return go(_source_url(source_id), "Source retired: no version of it can be read any more.")
 
 
@@ -125,7 +125,7 @@ async def passage(
     actor: Actor = Depends(signed_in),
 ) -> Response:
     req = build(c.LocateRequest, source_id=source_id, version=version, locator=locator)
-    evidence = await bus_of(request).call(c.LOCATE, req, actor=actor)
+    evidence = await bus_of(request).call_raw(c.LOCATE, req, actor=actor)
     return go(f"/evidence/{quote(evidence['evidence_id'], safe='')}")
 
 
@@ -139,13 +139,13 @@ async def search(
     hits = None
     if q.strip():
         req = build(c.SearchRequest, q=q, source_id=source_id.strip() or None, limit=50)
-        hits = (await bus_of(request).call(c.SEARCH, req, actor=actor))["items"]
+        hits = (await bus_of(request).call_raw(c.SEARCH, req, actor=actor))["items"]
     return render(request, "search.html", q=q, source_id=source_id, hits=hits)
 
 
 @router.get("/evidence/{evidence_id}")
 async def evidence(request: Request, evidence_id: str, actor: Actor = Depends(signed_in)) -> Response:
-    passage = await bus_of(request).call(c.READ, build(c.EvidenceReadRequest, evidence_id=evidence_id), actor=actor)
+    passage = await bus_of(request).call_raw(c.READ, build(c.EvidenceReadRequest, evidence_id=evidence_id), actor=actor)
     return render(request, "evidence.html", passage=passage)
 
 
@@ -161,7 +161,7 @@ async def import_file(request: Request, actor: Actor = Depends(signed_in)) -> Re
     values = {name: field(form, name).strip() for name in ("root", "path", "source_id", "workspace_id")}
     try:
         req = build(c.ImportRequest, **{**values, "workspace_id": values["workspace_id"] or None})
-        version = await bus_of(request).call(c.IMPORT, req, actor=actor, timeout=settings.ingest_timeout)
+        version = await bus_of(request).call_raw(c.IMPORT, req, actor=actor, timeout=settings.ingest_timeout)
     except (Invalid, NotFound, Unsupported, TooLarge) as exc:
         # Beside the field it is about, with what was typed; an unknown root comes with the approved ones.
         errors = problem(exc, {name: name for name in values}, "path")

@@ -48,7 +48,7 @@ def build(model: type[Model], **data: Any) -> Any:
 
 async def paged(client: BusClient, subject: str, data: dict[str, Any], actor: Actor, cursor: str | None) -> Any:
     """One page of a list; the cursor is sent only when the user followed a `next_cursor`."""
-    return await client.call(subject, {**data, "cursor": cursor} if cursor else data, actor=actor)
+    return await client.call_raw(subject, {**data, "cursor": cursor} if cursor else data, actor=actor)
 
 
 @router.get("/workspaces")
@@ -62,7 +62,7 @@ async def create(request: Request, actor: Actor = Depends(signed_in)) -> Respons
     form = await checked_form(request)
     values = {"title": field(form, "title"), "goal": field(form, "goal").replace("\r\n", "\n")}
     try:
-        ws = await bus_of(request).call(c.CREATE, build(c.CreateRequest, **values), actor=actor)
+        ws = await bus_of(request).call_raw(c.CREATE, build(c.CreateRequest, **values), actor=actor)
     except DomainError as exc:
         page = await paged(bus_of(request), c.LIST, {}, actor, None)
         errors = problem(exc, {"title": "title", "goal": "goal"}, "title")
@@ -79,7 +79,7 @@ async def _optional(call: Any) -> Any:
 
 async def _history_choices(client: BusClient, actor: Actor, ids: list[str]) -> list[dict[str, Any]]:
     """These publications with their recent versions, so a run can be pointed at an earlier one."""
-    found = await asyncio.gather(*(_optional(client.call(p.GET, {"id": i}, actor=actor)) for i in ids))
+    found = await asyncio.gather(*(_optional(client.call_raw(p.GET, {"id": i}, actor=actor)) for i in ids))
     choices = []
     for pub in found:
         if pub is None:
@@ -102,22 +102,22 @@ async def workspace_view(
     `history_cursor`), and carries what the ask form held (`question`, `picked`) across those pages."""
     client = bus_of(request)
     query = request.query_params
-    ws = await client.call(c.GET, {"workspace_id": workspace_id}, actor=actor)
+    ws = await client.call_raw(c.GET, {"workspace_id": workspace_id}, actor=actor)
     ref = {"workspace_id": workspace_id}
     kind = query.get("kind") if query.get("kind") in CATALOG_KINDS else None
     history_q = query.get("history_q", "").strip()[:200]
     versions, catalog, history, checkpoint, runs = await asyncio.gather(
-        client.call(c.GOAL_VERSIONS, ref, actor=actor),
-        client.call(
+        client.call_raw(c.GOAL_VERSIONS, ref, actor=actor),
+        client.call_raw(
             c.CATALOG_BROWSE, _browse(workspace_id, CATALOG_PAGE, kind=kind, cursor=query.get("cursor")), actor=actor
         ),
-        client.call(
+        client.call_raw(
             c.CATALOG_BROWSE,
             _browse(workspace_id, HISTORY_PAGE, kind="publication", q=history_q, cursor=query.get("history_cursor")),
             actor=actor,
         ),
-        _optional(client.call(c.CHECKPOINT_GET, ref, actor=actor)),
-        client.call(r.LIST_RUNS, ref, actor=actor),
+        _optional(client.call_raw(c.CHECKPOINT_GET, ref, actor=actor)),
+        client.call_raw(r.LIST_RUNS, ref, actor=actor),
     )
     picked = list(extra.pop("picked", None) or query.getlist("picked"))[: r.HISTORY_MAX]
     shown = [i["id"] for i in history["items"]]
@@ -164,7 +164,7 @@ async def revise_goal(request: Request, workspace_id: str, actor: Actor = Depend
     text, expected = field(form, "goal").replace("\r\n", "\n"), number(form, "expected_version")
     try:
         req = build(c.ReviseGoalRequest, workspace_id=workspace_id, text=text, expected_version=expected)
-        await bus_of(request).call(c.REVISE_GOAL, req, actor=actor)
+        await bus_of(request).call_raw(c.REVISE_GOAL, req, actor=actor)
     except Conflict as exc:
         # Nothing typed is lost: the page comes back with the text in the form and the current goal beside it.
         return await workspace_view(request, actor, workspace_id, status=409, conflict=exc, goal_draft=text)
@@ -182,34 +182,34 @@ def exc_status(exc: DomainError) -> int:
 
 @router.get("/workspaces/{workspace_id}/archive")
 async def confirm_archive(request: Request, workspace_id: str, actor: Actor = Depends(signed_in)) -> Response:
-    ws = await bus_of(request).call(c.GET, {"workspace_id": workspace_id}, actor=actor)
+    ws = await bus_of(request).call_raw(c.GET, {"workspace_id": workspace_id}, actor=actor)
     return render(request, "confirm_archive.html", ws=ws)
 
 
 @router.post("/workspaces/{workspace_id}/archive")
 async def archive(request: Request, workspace_id: str, actor: Actor = Depends(signed_in)) -> Response:
     await checked_form(request)
-    await bus_of(request).call(c.ARCHIVE, {"workspace_id": workspace_id}, actor=actor)
+    await bus_of(request).call_raw(c.ARCHIVE, {"workspace_id": workspace_id}, actor=actor)
     return go(f"/workspaces/{workspace_id}", "Workspace archived: it takes no new runs until it is unarchived.")
 
 
 @router.post("/workspaces/{workspace_id}/unarchive")
 async def unarchive(request: Request, workspace_id: str, actor: Actor = Depends(signed_in)) -> Response:
     await checked_form(request)
-    await bus_of(request).call(c.UNARCHIVE, {"workspace_id": workspace_id}, actor=actor)
+    await bus_of(request).call_raw(c.UNARCHIVE, {"workspace_id": workspace_id}, actor=actor)
     return go(f"/workspaces/{workspace_id}", "Workspace unarchived.")
 
 
 @router.get("/workspaces/{workspace_id}/delete")
 async def confirm_delete(request: Request, workspace_id: str, actor: Actor = Depends(signed_in)) -> Response:
-    ws = await bus_of(request).call(c.GET, {"workspace_id": workspace_id}, actor=actor)
+    ws = await bus_of(request).call_raw(c.GET, {"workspace_id": workspace_id}, actor=actor)
     return render(request, "confirm_delete.html", ws=ws)
 
 
 @router.post("/workspaces/{workspace_id}/delete")
 async def delete(request: Request, workspace_id: str, actor: Actor = Depends(signed_in)) -> Response:
     await checked_form(request)
-    await bus_of(request).call(c.DELETE, {"workspace_id": workspace_id}, actor=actor)
+    await bus_of(request).call_raw(c.DELETE, {"workspace_id": workspace_id}, actor=actor)
     return go("/workspaces", "Workspace deleted. Its runs, publications and sources stay readable.")
 
 
@@ -233,7 +233,7 @@ async def start_run(request: Request, workspace_id: str, actor: Actor = Depends(
             request_id=field(form, "request_id") or uuid.uuid4().hex,
             history=history,
         )
-        reply = await bus_of(request).call(r.ADMIT, req, actor=actor)
+        reply = await bus_of(request).call_raw(r.ADMIT, req, actor=actor)
     except (Invalid, Conflict) as exc:
         # The question and the picks come back as typed, the refusal beside the question.
         errors = problem(exc, {}, "question")
@@ -249,7 +249,7 @@ async def publish(request: Request, workspace_id: str, actor: Actor = Depends(si
     title, body = field(form, "title"), field(form, "body").replace("\r\n", "\n")
     try:
         req = build(p.CommitRequest, title=title, body=body, workspace_id=workspace_id)
-        version = await bus_of(request).call(p.COMMIT, req, actor=actor)
+        version = await bus_of(request).call_raw(p.COMMIT, req, actor=actor)
     except (Invalid, Conflict) as exc:
         errors = problem(exc, {"title": "pub-title", "body": "pub-body"}, "pub-title")
         drafts = {"title": title, "body": body}

@@ -59,17 +59,17 @@ def ref(artifact_id: str, version: int | None = None) -> dict[str, object]:
 async def test_register_get_open_check(artifact: tuple[ArtifactSettings, Blobs], bus: BusClient) -> None:
     _, blobs = artifact
     who = actor()
-    art = await bus.call(a.REGISTER, await store(blobs), actor=who)
+    art = await bus.call_raw(a.REGISTER, await store(blobs), actor=who)
     assert art["content_hash"] == hashlib.sha256(HTML).hexdigest() and art["size"] == len(HTML)
     assert art["media_type"] == "text/html" and art["expires_at"] is None and art["id"].startswith("art_")
-    assert await bus.call(a.GET, {"artifact_id": art["id"]}, actor=who) == art
+    assert await bus.call_raw(a.GET, {"artifact_id": art["id"]}, actor=who) == art
 
-    location = await bus.call(a.OPEN, {"artifact_id": art["id"]}, actor=who)
+    location = await bus.call_raw(a.OPEN, {"artifact_id": art["id"]}, actor=who)
     assert location["key"] == content_key(art["content_hash"]) and location["bucket"] == blobs.bucket
     assert await blobs.get_bytes(location["key"]) == HTML
 
     refs = [ref(art["id"]), ref(art["id"], 1), ref(art["id"], 2), ref("art_missing", 1)]
-    items = (await bus.call(a.CHECK, {"refs": refs}, actor=who))["items"]
+    items = (await bus.call_raw(a.CHECK, {"refs": refs}, actor=who))["items"]
     assert [(i["ref"]["version"], i["available"], i["reason"]) for i in items] == [
         (1, True, None),
         (1, True, None),
@@ -86,21 +86,21 @@ async def test_register_refuses_what_it_cannot_vouch_for(
     who = actor()
     good = await store(blobs)
     with pytest.raises(Invalid) as err:
-        await bus.call(a.REGISTER, good | {"key": "elsewhere/report.html"}, actor=who)
+        await bus.call_raw(a.REGISTER, good | {"key": "elsewhere/report.html"}, actor=who)
     assert err.value.details["field"] == "key"
     absent = hashlib.sha256(b"never stored").hexdigest()
     with pytest.raises(Invalid):
-        await bus.call(a.REGISTER, good | {"sha256": absent, "key": content_key(absent)}, actor=who)
+        await bus.call_raw(a.REGISTER, good | {"sha256": absent, "key": content_key(absent)}, actor=who)
     with pytest.raises(TooLarge) as big:
-        await bus.call(a.REGISTER, good | {"size": 5000}, actor=who)
+        await bus.call_raw(a.REGISTER, good | {"size": 5000}, actor=who)
     assert big.value.details["limit"] == 4096
     with pytest.raises(Invalid):
-        await bus.call(a.REGISTER, good | {"media_type": "application/pdf"}, actor=who)
+        await bus.call_raw(a.REGISTER, good | {"media_type": "application/pdf"}, actor=who)
     with pytest.raises(Invalid) as past:
-        await bus.call(a.REGISTER, good | {"expires_at": "2020-01-01T00:00:00Z"}, actor=who)
+        await bus.call_raw(a.REGISTER, good | {"expires_at": "2020-01-01T00:00:00Z"}, actor=who)
     assert past.value.details["field"] == "expires_at"
     with pytest.raises(Invalid):
-        await bus.call(a.REGISTER, good | {"title": "  "}, actor=who)
+        await bus.call_raw(a.REGISTER, good | {"title": "  "}, actor=who)
 
 
 async def test_expiry_and_retention(artifact: tuple[ArtifactSettings, Blobs], bus: BusClient) -> None:
@@ -110,28 +110,28 @@ async def test_expiry_and_retention(artifact: tuple[ArtifactSettings, Blobs], bu
     later = datetime.now(UTC) + timedelta(days=30)
 
     # Retaining lifts an expiry; a later retention with an expiry never shortens it again.
-    kept = await bus.call(a.REGISTER, await store(blobs, expires_at=later.isoformat()), actor=who)
+    kept = await bus.call_raw(a.REGISTER, await store(blobs, expires_at=later.isoformat()), actor=who)
     assert kept["expires_at"] is not None
-    retention = await bus.call(a.RETAIN, {"artifact_id": kept["id"]}, actor=who)
+    retention = await bus.call_raw(a.RETAIN, {"artifact_id": kept["id"]}, actor=who)
     assert retention["status"] == "retained" and retention["expires_at"] is None and retention["retained_at"]
-    again = await bus.call(a.RETAIN, {"artifact_id": kept["id"], "expires_at": soon.isoformat()}, actor=who)
+    again = await bus.call_raw(a.RETAIN, {"artifact_id": kept["id"], "expires_at": soon.isoformat()}, actor=who)
     assert again["expires_at"] is None
 
     # An unretained file expires: its reads and its retention are refused, its record stays readable.
-    fleeting = await bus.call(a.REGISTER, await store(blobs, expires_at=soon.isoformat()), actor=who)
+    fleeting = await bus.call_raw(a.REGISTER, await store(blobs, expires_at=soon.isoformat()), actor=who)
 
     async def expired() -> bool:
-        items = (await bus.call(a.CHECK, {"refs": [ref(fleeting["id"])]}, actor=who))["items"]
+        items = (await bus.call_raw(a.CHECK, {"refs": [ref(fleeting["id"])]}, actor=who))["items"]
         return items[0]["reason"] == "expired"
 
     await probe_until(expired, timeout=30, interval=0.2)
     with pytest.raises(Unavailable) as err:
-        await bus.call(a.OPEN, {"artifact_id": fleeting["id"]}, actor=who)
+        await bus.call_raw(a.OPEN, {"artifact_id": fleeting["id"]}, actor=who)
     assert err.value.details["reason"] == "expired"
     with pytest.raises(Unavailable):
-        await bus.call(a.RETAIN, {"artifact_id": fleeting["id"]}, actor=who)
-    assert (await bus.call(a.GET, {"artifact_id": fleeting["id"]}, actor=who))["id"] == fleeting["id"]
-    kept_check = (await bus.call(a.CHECK, {"refs": [ref(kept["id"])]}, actor=who))["items"][0]
+        await bus.call_raw(a.RETAIN, {"artifact_id": fleeting["id"]}, actor=who)
+    assert (await bus.call_raw(a.GET, {"artifact_id": fleeting["id"]}, actor=who))["id"] == fleeting["id"]
+    kept_check = (await bus.call_raw(a.CHECK, {"refs": [ref(kept["id"])]}, actor=who))["items"][0]
     assert kept_check["available"] is True
 
 
@@ -139,22 +139,22 @@ async def test_missing_bytes_are_unavailable(artifact: tuple[ArtifactSettings, B
     _, blobs = artifact
     who = actor()
     data = b"<p>only this artifact has these bytes " + uuid.uuid4().hex.encode() + b"</p>"
-    art = await bus.call(a.REGISTER, await store(blobs, data), actor=who)
+    art = await bus.call_raw(a.REGISTER, await store(blobs, data), actor=who)
     await blobs.delete(content_key(art["content_hash"]))
     with pytest.raises(Unavailable) as err:
-        await bus.call(a.OPEN, {"artifact_id": art["id"]}, actor=who)
+        await bus.call_raw(a.OPEN, {"artifact_id": art["id"]}, actor=who)
     assert err.value.details["reason"] == "failed"
 
 
 async def test_other_scope_sees_nothing(artifact: tuple[ArtifactSettings, Blobs], bus: BusClient) -> None:
     _, blobs = artifact
     owner, stranger = actor(), actor()
-    art = await bus.call(a.REGISTER, await store(blobs), actor=owner)
+    art = await bus.call_raw(a.REGISTER, await store(blobs), actor=owner)
     for subject in (a.GET, a.OPEN, a.RETAIN):
         with pytest.raises(NotFound) as err:
-            await bus.call(subject, {"artifact_id": art["id"]}, actor=stranger)
+            await bus.call_raw(subject, {"artifact_id": art["id"]}, actor=stranger)
         with pytest.raises(NotFound) as missing:
-            await bus.call(subject, {"artifact_id": "art_missing"}, actor=owner)
+            await bus.call_raw(subject, {"artifact_id": "art_missing"}, actor=owner)
         assert err.value.message == missing.value.message
-    item = (await bus.call(a.CHECK, {"refs": [ref(art["id"])]}, actor=stranger))["items"][0]
+    item = (await bus.call_raw(a.CHECK, {"refs": [ref(art["id"])]}, actor=stranger))["items"][0]
     assert item["available"] is False and item["reason"] == "not_found"

@@ -40,7 +40,7 @@ class AssetsUnderTest:
     async def upload(self, who: Actor, source_id: str, data: bytes, **extra: Any) -> dict[str, Any]:
         blob = await self.put(data)
         payload = {"source_id": source_id, "blob": blob, "filename": extra.pop("filename", "file.bin"), **extra}
-        result: dict[str, Any] = await self.bus.call(c.UPLOAD, payload, actor=who, timeout=120)
+        result: dict[str, Any] = await self.bus.call_raw(c.UPLOAD, payload, actor=who, timeout=120)
         return result
 
     async def db(self) -> asyncpg.Connection:

@@ -37,11 +37,13 @@ async def test_import_reads_only_inside_the_root(rooted: tuple[AssetsUnderTest, 
     assets, root, outside = rooted
     who = actor()
     (root / "sub" / "note.txt").write_text("Imported liquidity note.\n")
-    v = await assets.bus.call(
+    v = await assets.bus.call_raw(
         c.IMPORT, {"root": "docs", "path": "sub/note.txt", "source_id": "note", "workspace_id": "ws_9"}, actor=who
     )
     assert (v["version"], v["status"], v["kind"], v["filename"]) == (1, "active", "text", "note.txt")
-    again = await assets.bus.call(c.IMPORT, {"root": "docs", "path": "./sub/note.txt", "source_id": "note"}, actor=who)
+    again = await assets.bus.call_raw(
+        c.IMPORT, {"root": "docs", "path": "./sub/note.txt", "source_id": "note"}, actor=who
+    )
     assert again["reused"] is True and again["asset_id"] == v["asset_id"]
     stored = await assets.blobs.get_bytes(f"sha256/{v['content_hash'][:2]}/{v['content_hash']}")
     assert stored == b"Imported liquidity note.\n"
@@ -52,21 +54,21 @@ async def test_import_reads_only_inside_the_root(rooted: tuple[AssetsUnderTest, 
     os.symlink("../sub/note.txt", root / "sub" / "inside-link.txt")
     for path in ["../outside/secret.txt", str(outside / "secret.txt"), "link.txt", "sub/escape/secret.txt", ".", "sub"]:
         with pytest.raises(Invalid) as err:
-            await assets.bus.call(c.IMPORT, {"root": "docs", "path": path, "source_id": "x"}, actor=who)
+            await assets.bus.call_raw(c.IMPORT, {"root": "docs", "path": path, "source_id": "x"}, actor=who)
         assert err.value.details["field"] == "path", path
     # A symlink that stays inside the root is fine: only the resolved path matters.
-    inner = await assets.bus.call(
+    inner = await assets.bus.call_raw(
         c.IMPORT, {"root": "docs", "path": "sub/inside-link.txt", "source_id": "note"}, actor=who
     )
     assert inner["reused"] is True
     with pytest.raises(Invalid) as err:
-        await assets.bus.call(c.IMPORT, {"root": "elsewhere", "path": "a.txt", "source_id": "x"}, actor=who)
+        await assets.bus.call_raw(c.IMPORT, {"root": "elsewhere", "path": "a.txt", "source_id": "x"}, actor=who)
     assert err.value.details["field"] == "root"
     with pytest.raises(NotFound):
-        await assets.bus.call(c.IMPORT, {"root": "docs", "path": "missing.txt", "source_id": "x"}, actor=who)
+        await assets.bus.call_raw(c.IMPORT, {"root": "docs", "path": "missing.txt", "source_id": "x"}, actor=who)
     (root / "big.txt").write_bytes(b"a" * 100_001)
     with pytest.raises(TooLarge) as big:
-        await assets.bus.call(c.IMPORT, {"root": "docs", "path": "big.txt", "source_id": "x"}, actor=who)
+        await assets.bus.call_raw(c.IMPORT, {"root": "docs", "path": "big.txt", "source_id": "x"}, actor=who)
     assert big.value.details["limit"] == 100_000
 
 
@@ -84,7 +86,7 @@ async def test_twenty_concurrent_identical_uploads_make_one_version(two_replicas
     assets, who = two_replicas, actor()
     blob = await assets.put(documents.big_pdf(30, seed=5))
     results = await asyncio.gather(
-        *(assets.bus.call(c.UPLOAD, {"source_id": "race", "blob": blob}, actor=who, timeout=120) for _ in range(20))
+        *(assets.bus.call_raw(c.UPLOAD, {"source_id": "race", "blob": blob}, actor=who, timeout=120) for _ in range(20))
     )
     assert len({r["asset_id"] for r in results}) == 1
     assert sorted(r["reused"] for r in results) == [False] + [True] * 19
@@ -101,8 +103,8 @@ async def test_racing_new_versions_leave_the_newest_active(two_replicas: AssetsU
     assets, who = two_replicas, actor()
     blobs = [await assets.put(documents.big_pdf(5, seed=100 + i)) for i in range(6)]
     await asyncio.gather(
-        *(assets.bus.call(c.UPLOAD, {"source_id": "S", "blob": b}, actor=who, timeout=120) for b in blobs)
+        *(assets.bus.call_raw(c.UPLOAD, {"source_id": "S", "blob": b}, actor=who, timeout=120) for b in blobs)
     )
-    source = await assets.bus.call(c.GET_SOURCE, {"source_id": "S"}, actor=who)
+    source = await assets.bus.call_raw(c.GET_SOURCE, {"source_id": "S"}, actor=who)
     statuses = [v["status"] for v in source["versions"]]
     assert statuses == ["superseded"] * 5 + ["active"] and source["active_version"] == 6

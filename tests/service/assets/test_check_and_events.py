@@ -16,7 +16,7 @@ async def test_batch_check_in_request_order(assets: AssetsUnderTest) -> None:
     v2 = await assets.upload(who, "S", documents.pdf(["two"]), filename="two.pdf")
     await assets.upload(who, "S", b"%PDF-1.5\n" + documents.random_bytes(500))
     await assets.upload(who, "R", documents.pdf(["retired"]))
-    await assets.bus.call(c.RETIRE, {"source_id": "R"}, actor=who)
+    await assets.bus.call_raw(c.RETIRE, {"source_id": "R"}, actor=who)
     await assets.upload(who, "F", b"%PDF-1.5\n" + documents.random_bytes(600))
     refs = [
         {"kind": "source", "id": "S", "version": 1},
@@ -28,7 +28,7 @@ async def test_batch_check_in_request_order(assets: AssetsUnderTest) -> None:
         {"kind": "source", "id": "S", "version": 9},
         {"kind": "source", "id": "nope", "version": None},
     ]
-    items = (await assets.bus.call(c.CHECK, {"refs": refs}, actor=who))["items"]
+    items = (await assets.bus.call_raw(c.CHECK, {"refs": refs}, actor=who))["items"]
     got = [(i["ref"]["kind"], i["ref"]["id"], i["ref"]["version"], i["available"], i["reason"]) for i in items]
     assert got == [
         ("source", "S", 1, False, "superseded"),
@@ -42,7 +42,7 @@ async def test_batch_check_in_request_order(assets: AssetsUnderTest) -> None:
     ]
     active = items[2]
     assert active["content_hash"] == v2["content_hash"] and active["title"] == "two.pdf" and active["created_at"]
-    stranger = (await assets.bus.call(c.CHECK, {"refs": refs[:1]}, actor=actor()))["items"]
+    stranger = (await assets.bus.call_raw(c.CHECK, {"refs": refs[:1]}, actor=actor()))["items"]
     assert stranger[0]["available"] is False and stranger[0]["reason"] == "not_found"
 
 
@@ -62,8 +62,8 @@ async def test_events_commit_with_each_change(assets: AssetsUnderTest) -> None:
     await assets.upload(who, "S", data, workspace_id="ws_2")
     v2 = await assets.upload(who, "S", documents.pdf(["v2"]))
     bad = await assets.upload(who, "S", b"%PDF-1.5\n" + documents.random_bytes(700))
-    await assets.bus.call(c.RETIRE, {"source_id": "S"}, actor=who)
-    await assets.bus.call(c.RETIRE, {"source_id": "S"}, actor=who)  # idempotent: no second event
+    await assets.bus.call_raw(c.RETIRE, {"source_id": "S"}, actor=who)
+    await assets.bus.call_raw(c.RETIRE, {"source_id": "S"}, actor=who)  # idempotent: no second event
     got = await events(assets, who.scope)
     assert [t for t, _ in got] == [
         c.EVT_ASSOCIATION_REQUESTED,

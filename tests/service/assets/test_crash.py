@@ -72,7 +72,9 @@ async def test_killed_mid_activation_never_leaves_a_half_state(infra: Infra, bus
         child = start(name, PAUSE)
         await healthy()
         blob = await assets.put(data)
-        pending = asyncio.create_task(bus.call(c.UPLOAD, {"source_id": source, "blob": blob}, actor=who, timeout=60))
+        pending = asyncio.create_task(
+            bus.call_raw(c.UPLOAD, {"source_id": source, "blob": blob}, actor=who, timeout=60)
+        )
         log = tmp_path / name / "assets.log"
         await probe_until(lambda: asyncio.sleep(0, log.exists() and "fault injection: pausing" in log.read_text()))
         assert child.pid is not None
@@ -107,7 +109,7 @@ async def test_killed_mid_activation_never_leaves_a_half_state(infra: Infra, bus
             lambda: _when(versions(dsn, source), lambda rows: rows[-1][1] not in ("registered", "extracting"))
         )
         assert got == [(1, "superseded", 1, 3), (2, "active", 2, 3), (3, "failed", 1, 0)]
-        v3 = (await bus.call(c.GET_SOURCE, {"source_id": source}, actor=who))["versions"][2]
+        v3 = (await bus.call_raw(c.GET_SOURCE, {"source_id": source}, actor=who))["versions"][2]
         assert v3["error"] == "extraction was interrupted 1 time"
     finally:
         for child in children:

@@ -34,7 +34,7 @@ PARAGRAPHS = [
 
 
 async def search(assets: AssetsUnderTest, who: Actor, q: str, **extra: Any) -> list[dict[str, Any]]:
-    reply = await assets.bus.call(c.SEARCH, {"q": q, **extra}, actor=who)
+    reply = await assets.bus.call_raw(c.SEARCH, {"q": q, **extra}, actor=who)
     items: list[dict[str, Any]] = reply["items"]
     return items
 

@@ -36,7 +36,7 @@ async def test_lifecycle_reuse_supersede_fail_retire(assets: AssetsUnderTest) ->
     assert (v3["version"], v3["status"]) == (3, "failed") and v3["error"]
     assert v3["extraction"]["status"] == "failed"
 
-    source = await assets.bus.call(c.GET_SOURCE, {"source_id": "prospectus"}, actor=who)
+    source = await assets.bus.call_raw(c.GET_SOURCE, {"source_id": "prospectus"}, actor=who)
     assert source["active_version"] == 2
     assert [(v["version"], v["status"]) for v in source["versions"]] == [
         (1, "superseded"),
@@ -44,7 +44,7 @@ async def test_lifecycle_reuse_supersede_fail_retire(assets: AssetsUnderTest) ->
         (3, "failed"),
     ]
 
-    retired = await assets.bus.call(c.RETIRE, {"source_id": "prospectus"}, actor=who)
+    retired = await assets.bus.call_raw(c.RETIRE, {"source_id": "prospectus"}, actor=who)
     assert retired["active_version"] is None and {v["status"] for v in retired["versions"]} == {"retired"}
     with pytest.raises(Unavailable) as err:
         await assets.upload(who, "prospectus", documents.pdf(["new"]))
@@ -64,7 +64,7 @@ async def test_other_scope_sees_nothing(assets: AssetsUnderTest) -> None:
         (c.RETIRE, {"source_id": "S1"}),
     ]:
         with pytest.raises(NotFound):
-            await assets.bus.call(subject, payload, actor=third)
+            await assets.bus.call_raw(subject, payload, actor=third)
 
 
 async def test_a_source_retired_during_extraction_never_activates(
@@ -79,16 +79,16 @@ async def test_a_source_retired_during_extraction_never_activates(
             if source and source["versions"] and source["versions"][0]["status"] == "extracting":
                 break
             await asyncio.sleep(0.05)
-        retired = await bus.call(c.RETIRE, {"source_id": "late"}, actor=who)
+        retired = await bus.call_raw(c.RETIRE, {"source_id": "late"}, actor=who)
         assert retired["versions"][0]["status"] == "extracting"
         version = await pending
         assert version["status"] == "retired"
-        check = await bus.call(c.CHECK, {"refs": [{"kind": "source", "id": "late", "version": 1}]}, actor=who)
+        check = await bus.call_raw(c.CHECK, {"refs": [{"kind": "source", "id": "late", "version": 1}]}, actor=who)
         assert check["items"][0]["reason"] == "retired"
 
 
 async def _try_source(assets: AssetsUnderTest, who: Actor, source_id: str) -> dict | None:
     try:
-        return dict(await assets.bus.call(c.GET_SOURCE, {"source_id": source_id}, actor=who))
+        return dict(await assets.bus.call_raw(c.GET_SOURCE, {"source_id": source_id}, actor=who))
     except NotFound:
         return None

@@ -36,7 +36,7 @@ def actor(scope: str | None = None) -> Actor:
 
 
 async def commit(bus: BusClient, who: Actor, body: str = "Fund X is liquid.", **extra: object) -> dict:
-    return await bus.call(c.COMMIT, {"title": "Report A", "body": body, **extra}, actor=who)
+    return await bus.call_raw(c.COMMIT, {"title": "Report A", "body": body, **extra}, actor=who)
 
 
 async def test_commit_then_read_exact_version(publication: PublicationSettings, bus: BusClient) -> None:
@@ -48,20 +48,20 @@ async def test_commit_then_read_exact_version(publication: PublicationSettings, 
     import hashlib
 
     assert v1["content_hash"] == hashlib.sha256(b"Fund X is liquid.").hexdigest()
-    read = await bus.call(c.READ, {"id": v1["id"], "version": 1}, actor=who)
+    read = await bus.call_raw(c.READ, {"id": v1["id"], "version": 1}, actor=who)
     assert read == v1
 
 
 async def test_revise_is_compare_and_swap(publication: PublicationSettings, bus: BusClient) -> None:
     who = actor()
     v1 = await commit(bus, who)
-    v2 = await bus.call(c.REVISE, {"id": v1["id"], "body": "v2", "expected_latest_version": 1}, actor=who)
+    v2 = await bus.call_raw(c.REVISE, {"id": v1["id"], "body": "v2", "expected_latest_version": 1}, actor=who)
     assert v2["version"] == 2 and v2["title"] == "Report A"
     with pytest.raises(Conflict) as err:
-        await bus.call(c.REVISE, {"id": v1["id"], "body": "lost", "expected_latest_version": 1}, actor=who)
+        await bus.call_raw(c.REVISE, {"id": v1["id"], "body": "lost", "expected_latest_version": 1}, actor=who)
     assert err.value.details == {"current_latest_version": 2}
-    assert (await bus.call(c.READ, {"id": v1["id"], "version": 1}, actor=who))["body"] == "Fund X is liquid."
-    summary = await bus.call(c.GET, {"id": v1["id"]}, actor=who)
+    assert (await bus.call_raw(c.READ, {"id": v1["id"], "version": 1}, actor=who))["body"] == "Fund X is liquid."
+    summary = await bus.call_raw(c.GET, {"id": v1["id"]}, actor=who)
     assert summary["latest_version"] == 2 and [v["version"] for v in summary["versions"]] == [1, 2]
 
 
@@ -69,7 +69,7 @@ async def test_concurrent_revisions_exactly_one_wins(publication: PublicationSet
     who = actor()
     v1 = await commit(bus, who)
     attempts = [
-        bus.call(c.REVISE, {"id": v1["id"], "body": f"v2-{i}", "expected_latest_version": 1}, actor=who)
+        bus.call_raw(c.REVISE, {"id": v1["id"], "body": f"v2-{i}", "expected_latest_version": 1}, actor=who)
         for i in range(10)
     ]
     results = await asyncio.gather(*attempts, return_exceptions=True)
@@ -80,12 +80,12 @@ async def test_concurrent_revisions_exactly_one_wins(publication: PublicationSet
 async def test_withdrawn_version_is_unavailable(publication: PublicationSettings, bus: BusClient) -> None:
     who = actor()
     v1 = await commit(bus, who)
-    out = await bus.call(c.WITHDRAW, {"id": v1["id"], "version": 1, "reason": "wrong numbers"}, actor=who)
+    out = await bus.call_raw(c.WITHDRAW, {"id": v1["id"], "version": 1, "reason": "wrong numbers"}, actor=who)
     assert out["status"] == "withdrawn"
     with pytest.raises(Unavailable) as err:
-        await bus.call(c.READ, {"id": v1["id"], "version": 1}, actor=who)
+        await bus.call_raw(c.READ, {"id": v1["id"], "version": 1}, actor=who)
     assert err.value.details["reason"] == "withdrawn"
-    again = await bus.call(c.WITHDRAW, {"id": v1["id"], "version": 1, "reason": "twice"}, actor=who)
+    again = await bus.call_raw(c.WITHDRAW, {"id": v1["id"], "version": 1, "reason": "twice"}, actor=who)
     assert again["status"] == "withdrawn"
 
 
@@ -101,8 +101,8 @@ async def test_reads_waiting_together_share_a_statement_and_each_gets_its_own_an
 ) -> None:
     owner, stranger = actor(), actor()
     v1 = await commit(bus, owner)
-    await bus.call(c.REVISE, {"id": v1["id"], "body": "v2", "expected_latest_version": 1}, actor=owner)
-    await bus.call(c.WITHDRAW, {"id": v1["id"], "version": 2, "reason": "wrong"}, actor=owner)
+    await bus.call_raw(c.REVISE, {"id": v1["id"], "body": "v2", "expected_latest_version": 1}, actor=owner)
+    await bus.call_raw(c.WITHDRAW, {"id": v1["id"], "version": 2, "reason": "wrong"}, actor=owner)
     expected: list[tuple[Actor, int, type[DomainError] | None]] = [
         (owner, 1, None),
         (owner, 2, Unavailable),
@@ -111,7 +111,7 @@ async def test_reads_waiting_together_share_a_statement_and_each_gets_its_own_an
     ] * 25
     statements, lookups = coalesced(c.READ)
     results = await asyncio.gather(
-        *(bus.call(c.READ, {"id": v1["id"], "version": n}, actor=who) for who, n, _ in expected),
+        *(bus.call_raw(c.READ, {"id": v1["id"], "version": n}, actor=who) for who, n, _ in expected),
         return_exceptions=True,
     )
     for (_, n, error), result in zip(expected, results, strict=True):
@@ -135,13 +135,15 @@ async def test_a_read_sent_after_a_withdrawal_never_answers_from_a_statement_sen
     async def keep_reading() -> None:
         while not stop.is_set():
             with contextlib.suppress(Unavailable):
-                await bus.call(c.READ, read, actor=who)
+                await bus.call_raw(c.READ, read, actor=who)
 
     readers = [asyncio.create_task(keep_reading()) for _ in range(16)]
     try:
         await asyncio.sleep(0.3)
-        await bus.call(c.WITHDRAW, {**read, "reason": "wrong"}, actor=who)
-        after = await asyncio.gather(*(bus.call(c.READ, read, actor=who) for _ in range(50)), return_exceptions=True)
+        await bus.call_raw(c.WITHDRAW, {**read, "reason": "wrong"}, actor=who)
+        after = await asyncio.gather(
+            *(bus.call_raw(c.READ, read, actor=who) for _ in range(50)), return_exceptions=True
+        )
     finally:
         stop.set()
         await asyncio.gather(*readers)
@@ -158,8 +160,10 @@ async def test_other_scope_sees_nothing(publication: PublicationSettings, bus: B
         (c.WITHDRAW, {"id": v1["id"], "version": 1, "reason": "x"}),
     ]:
         with pytest.raises(NotFound):
-            await bus.call(subject, data, actor=stranger)
-    check = await bus.call(c.CHECK, {"refs": [{"kind": "publication", "id": v1["id"], "version": 1}]}, actor=stranger)
+            await bus.call_raw(subject, data, actor=stranger)
+    check = await bus.call_raw(
+        c.CHECK, {"refs": [{"kind": "publication", "id": v1["id"], "version": 1}]}, actor=stranger
+    )
     assert check["items"][0]["available"] is False and check["items"][0]["reason"] == "not_found"
 
 
@@ -168,7 +172,7 @@ async def test_grant_read_checks_signature_expiry_scope_and_ref(
 ) -> None:
     who = actor()
     v1 = await commit(bus, who)
-    await bus.call(c.REVISE, {"id": v1["id"], "body": "v2", "expected_latest_version": 1}, actor=who)
+    await bus.call_raw(c.REVISE, {"id": v1["id"], "body": "v2", "expected_latest_version": 1}, actor=who)
     ref_v1 = Ref(kind="publication", id=v1["id"], version=1).key()
 
     def grant(key: SigningKey = load_private_key(infra.proof_keys["runhost"]), **kw: object) -> str:
@@ -181,19 +185,19 @@ async def test_grant_read_checks_signature_expiry_scope_and_ref(
         values.update(kw)
         return sign_grant(key, GrantClaims.model_validate(values))
 
-    read = await bus.call(c.READ, {"id": v1["id"], "version": 1}, actor=who, grant=grant())
+    read = await bus.call_raw(c.READ, {"id": v1["id"], "version": 1}, actor=who, grant=grant())
     assert read["version"] == 1
     with pytest.raises(NotFound):  # v2 exists, but this run was admitted with v1 only
-        await bus.call(c.READ, {"id": v1["id"], "version": 2}, actor=who, grant=grant())
+        await bus.call_raw(c.READ, {"id": v1["id"], "version": 2}, actor=who, grant=grant())
     with pytest.raises(Unauthenticated):
-        await bus.call(c.READ, {"id": v1["id"], "version": 1}, actor=who, grant=grant(key=SigningKey.generate()))
+        await bus.call_raw(c.READ, {"id": v1["id"], "version": 1}, actor=who, grant=grant(key=SigningKey.generate()))
     with pytest.raises(Unauthenticated):
-        await bus.call(c.READ, {"id": v1["id"], "version": 1}, actor=who, grant=grant(expires_at=time.time() - 1))
+        await bus.call_raw(c.READ, {"id": v1["id"], "version": 1}, actor=who, grant=grant(expires_at=time.time() - 1))
     with pytest.raises(NotFound):
-        await bus.call(c.READ, {"id": v1["id"], "version": 1}, actor=who, grant=grant(scope="elsewhere"))
-    await bus.call(c.WITHDRAW, {"id": v1["id"], "version": 1, "reason": "retracted"}, actor=who)
+        await bus.call_raw(c.READ, {"id": v1["id"], "version": 1}, actor=who, grant=grant(scope="elsewhere"))
+    await bus.call_raw(c.WITHDRAW, {"id": v1["id"], "version": 1, "reason": "retracted"}, actor=who)
     with pytest.raises(Unavailable) as err:
-        await bus.call(c.READ, {"id": v1["id"], "version": 1}, actor=who, grant=grant())
+        await bus.call_raw(c.READ, {"id": v1["id"], "version": 1}, actor=who, grant=grant())
     assert err.value.details["reason"] == "withdrawn"
 
 
@@ -212,31 +216,33 @@ async def test_a_runs_search_reaches_its_workspace_and_what_it_found_is_readable
 
     memo_v1 = {"id": memo["id"], "version": 1}
     with pytest.raises(NotFound):  # neither admitted with the run nor found by its search yet
-        await bus.call(c.READ, memo_v1, actor=who, grant=grant("run_1"))
-    found = await bus.call(c.RUN_SEARCH, {"q": "when was the redemption gate lifted?"}, actor=who, grant=grant("run_1"))
+        await bus.call_raw(c.READ, memo_v1, actor=who, grant=grant("run_1"))
+    found = await bus.call_raw(
+        c.RUN_SEARCH, {"q": "when was the redemption gate lifted?"}, actor=who, grant=grant("run_1")
+    )
     # Only the grant's workspace, best match first; another workspace's publication is never a hit.
     assert [h["id"] for h in found["items"]][:1] == [memo["id"]]
     assert elsewhere["id"] not in {h["id"] for h in found["items"]}
     assert "lifted" in found["items"][0]["snippet"] and found["items"][0]["version"] == 1
-    assert (await bus.call(c.READ, memo_v1, actor=who, grant=grant("run_1")))["body"].startswith("The redemption")
+    assert (await bus.call_raw(c.READ, memo_v1, actor=who, grant=grant("run_1")))["body"].startswith("The redemption")
     with pytest.raises(NotFound):  # what one run found, another run may not read
-        await bus.call(c.READ, memo_v1, actor=who, grant=grant("run_2"))
+        await bus.call_raw(c.READ, memo_v1, actor=who, grant=grant("run_2"))
     with pytest.raises(Unauthenticated):  # a person's call: the search is a run's
-        await bus.call(c.RUN_SEARCH, {"q": "gate"}, actor=who)
+        await bus.call_raw(c.RUN_SEARCH, {"q": "gate"}, actor=who)
     with pytest.raises(Invalid):
-        await bus.call(c.RUN_SEARCH, {"q": "gate"}, actor=who, grant=grant("run_3", workspace_id=None))
-    assert (await bus.call(c.RUN_SEARCH, {"q": "the of"}, actor=who, grant=grant("run_1")))["items"] == []
-    await bus.call(c.WITHDRAW, {"id": memo["id"], "version": 1, "reason": "retracted"}, actor=who)
-    found = await bus.call(c.RUN_SEARCH, {"q": "redemption gate lifted"}, actor=who, grant=grant("run_1"))
+        await bus.call_raw(c.RUN_SEARCH, {"q": "gate"}, actor=who, grant=grant("run_3", workspace_id=None))
+    assert (await bus.call_raw(c.RUN_SEARCH, {"q": "the of"}, actor=who, grant=grant("run_1")))["items"] == []
+    await bus.call_raw(c.WITHDRAW, {"id": memo["id"], "version": 1, "reason": "retracted"}, actor=who)
+    found = await bus.call_raw(c.RUN_SEARCH, {"q": "redemption gate lifted"}, actor=who, grant=grant("run_1"))
     assert memo["id"] not in {h["id"] for h in found["items"]}
 
 
 async def test_batch_check(publication: PublicationSettings, bus: BusClient) -> None:
     who = actor()
     a = await commit(bus, who)
-    await bus.call(c.REVISE, {"id": a["id"], "body": "a2", "expected_latest_version": 1}, actor=who)
+    await bus.call_raw(c.REVISE, {"id": a["id"], "body": "a2", "expected_latest_version": 1}, actor=who)
     b = await commit(bus, who, body="B body")
-    await bus.call(c.WITHDRAW, {"id": b["id"], "version": 1, "reason": "bad"}, actor=who)
+    await bus.call_raw(c.WITHDRAW, {"id": b["id"], "version": 1, "reason": "bad"}, actor=who)
     refs = [
         {"kind": "publication", "id": a["id"], "version": 1},
         {"kind": "publication", "id": a["id"], "version": None},
@@ -244,7 +250,7 @@ async def test_batch_check(publication: PublicationSettings, bus: BusClient) -> 
         {"kind": "publication", "id": "pub_missing", "version": 1},
         {"kind": "publication", "id": a["id"], "version": 7},
     ]
-    items = (await bus.call(c.CHECK, {"refs": refs}, actor=who))["items"]
+    items = (await bus.call_raw(c.CHECK, {"refs": refs}, actor=who))["items"]
     got = [(i["ref"]["version"], i["available"], i["reason"]) for i in items]
     assert got == [
         (1, True, None),
@@ -270,10 +276,10 @@ async def test_request_key_makes_commit_idempotent(publication: PublicationSetti
 async def test_bad_payloads_get_replies_not_timeouts(publication: PublicationSettings, bus: BusClient) -> None:
     who = actor()
     with pytest.raises(Invalid) as err:
-        await bus.call(c.COMMIT, {"title": "t"}, actor=who)
+        await bus.call_raw(c.COMMIT, {"title": "t"}, actor=who)
     assert err.value.details["field"] == "body"
     with pytest.raises(Invalid):
-        await bus.call(c.READ, {"id": "x", "version": 0}, actor=who)
+        await bus.call_raw(c.READ, {"id": "x", "version": 0}, actor=who)
     with pytest.raises(TooLarge) as big:
         await commit(bus, who, body="x" * 5000)
     assert big.value.details["limit"] == 4096
@@ -286,5 +292,5 @@ async def test_bad_payloads_get_replies_not_timeouts(publication: PublicationSet
 
 async def test_unreachable_service_is_a_typed_error(bus: BusClient) -> None:
     with pytest.raises(DomainError) as err:
-        await bus.call("dossier.nobody.here", {}, actor=actor(), timeout=0.5)
+        await bus.call_raw("dossier.nobody.here", {}, actor=actor(), timeout=0.5)
     assert err.value.code == "timeout"

@@ -80,7 +80,7 @@ class ArtifactOwner:
             "title": "Chart pack",
             "media_type": "text/html",
         }
-        return dict(await bus.call(a.REGISTER, request | extra, actor=who))
+        return dict(await bus.call_raw(a.REGISTER, request | extra, actor=who))
 
 
 @pytest.fixture
@@ -133,8 +133,8 @@ async def ws_db(workspace: WorkspaceSettings) -> AsyncIterator[asyncpg.Connectio
 async def create(
     bus: BusClient, who: Actor, title: str = "Fund X liquidity", goal: str = "Assess it"
 ) -> dict[str, Any]:
-    return dict(await bus.call(w.CREATE, {"title": title, "goal": goal}, actor=who))
+    return dict(await bus.call_raw(w.CREATE, {"title": title, "goal": goal}, actor=who))
 
 
 async def catalog(bus: BusClient, who: Actor, workspace_id: str, limit: int | None = None) -> dict[str, Any]:
-    return dict(await bus.call(w.CATALOG, {"workspace_id": workspace_id, "limit": limit}, actor=who))
+    return dict(await bus.call_raw(w.CATALOG, {"workspace_id": workspace_id, "limit": limit}, actor=who))

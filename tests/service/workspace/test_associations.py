@@ -38,7 +38,7 @@ async def test_publication_committed_is_associated_once(
     ws_db: asyncpg.Connection,
 ) -> None:
     ws = await create(bus, who)
-    pub = await bus.call(
+    pub = await bus.call_raw(
         p.COMMIT, {"title": "Report A", "body": "A", "workspace_id": ws["id"], "run_id": "run_7"}, actor=who
     )
 
@@ -77,10 +77,10 @@ async def test_late_publication_after_delete_recreates_nothing(
     ws_db: asyncpg.Connection,
 ) -> None:
     ws = await create(bus, who)
-    await bus.call(w.ADMISSION, {"workspace_id": ws["id"], "run_id": "run_late"}, actor=who)
-    await bus.call(w.DELETE, {"workspace_id": ws["id"]}, actor=who)
+    await bus.call_raw(w.ADMISSION, {"workspace_id": ws["id"], "run_id": "run_late"}, actor=who)
+    await bus.call_raw(w.DELETE, {"workspace_id": ws["id"]}, actor=who)
     # The run finishes after the delete: it still publishes; the association is refused.
-    pub = await bus.call(
+    pub = await bus.call_raw(
         p.COMMIT, {"title": "Late", "body": "late", "workspace_id": ws["id"], "run_id": "run_late"}, actor=who
     )
     refused = await refusal_for(events, pub["id"])
@@ -95,9 +95,9 @@ async def test_late_publication_after_delete_recreates_nothing(
     assert await associations_of(ws_db, ws["id"]) == []
     assert await ws_db.fetchval("SELECT status FROM workspaces WHERE id = $1", ws["id"]) == "deleted"
     with pytest.raises(NotFound):
-        await bus.call(w.GET, {"workspace_id": ws["id"]}, actor=who)
+        await bus.call_raw(w.GET, {"workspace_id": ws["id"]}, actor=who)
     # The publication itself is untouched and readable at its exact version.
-    assert (await bus.call(p.READ, {"id": pub["id"], "version": 1}, actor=who))["body"] == "late"
+    assert (await bus.call_raw(p.READ, {"id": pub["id"], "version": 1}, actor=who))["body"] == "late"
 
 
 async def test_archived_workspace_takes_only_runs_admitted_before(
@@ -110,15 +110,15 @@ async def test_archived_workspace_takes_only_runs_admitted_before(
 ) -> None:
     ws = await create(bus, who)
     wid = ws["id"]
-    await bus.call(w.ADMISSION, {"workspace_id": wid, "run_id": "run_before"}, actor=who)
-    await bus.call(w.ARCHIVE, {"workspace_id": wid}, actor=who)
+    await bus.call_raw(w.ADMISSION, {"workspace_id": wid, "run_id": "run_before"}, actor=who)
+    await bus.call_raw(w.ARCHIVE, {"workspace_id": wid}, actor=who)
 
     def commit(run_id: str | None) -> dict:
         return {"title": f"by {run_id}", "body": f"body {run_id}", "workspace_id": wid, "run_id": run_id}
 
-    allowed = await bus.call(p.COMMIT, commit("run_before"), actor=who)
-    stranger_run = await bus.call(p.COMMIT, commit("run_never_admitted"), actor=who)
-    by_hand = await bus.call(p.COMMIT, commit(None), actor=who)
+    allowed = await bus.call_raw(p.COMMIT, commit("run_before"), actor=who)
+    stranger_run = await bus.call_raw(p.COMMIT, commit("run_never_admitted"), actor=who)
+    by_hand = await bus.call_raw(p.COMMIT, commit(None), actor=who)
     for pub in (stranger_run, by_hand):
         assert (await refusal_for(events, pub["id"])).data["reason"] == "workspace_archived"
     await probe_until(lambda: _has_rows(ws_db, wid))
@@ -126,11 +126,14 @@ async def test_archived_workspace_takes_only_runs_admitted_before(
 
     # The same rule for runhost's direct associations.
     run_ok = {"workspace_id": wid, "kind": "conversation", "ref_id": "conv_1", "run_id": "run_before"}
-    assert (await bus.call(w.ASSOCIATE, run_ok, actor=who))["association"] == "confirmed"
+    assert (await bus.call_raw(w.ASSOCIATE, run_ok, actor=who))["association"] == "confirmed"
     run_no = {"workspace_id": wid, "kind": "conversation", "ref_id": "conv_2", "run_id": "run_after"}
-    assert await bus.call(w.ASSOCIATE, run_no, actor=who) == {"association": "refused", "reason": "workspace_archived"}
+    assert await bus.call_raw(w.ASSOCIATE, run_no, actor=who) == {
+        "association": "refused",
+        "reason": "workspace_archived",
+    }
     # Confirmed once stays confirmed: asking again is idempotent.
-    assert (await bus.call(w.ASSOCIATE, run_ok | {"run_id": None}, actor=who))["association"] == "confirmed"
+    assert (await bus.call_raw(w.ASSOCIATE, run_ok | {"run_id": None}, actor=who))["association"] == "confirmed"
 
 
 async def test_asset_association_requests_are_consumed(
@@ -144,7 +147,7 @@ async def test_asset_association_requests_are_consumed(
 ) -> None:
     ws = await create(bus, who)
     gone = await create(bus, who)
-    await bus.call(w.DELETE, {"workspace_id": gone["id"]}, actor=who)
+    await bus.call_raw(w.DELETE, {"workspace_id": gone["id"]}, actor=who)
     assets.put(who.scope, "S-upload", active=2, v1="superseded", v2=None)
 
     def request(workspace_id: str, source_id: str) -> dict:
@@ -177,23 +180,23 @@ async def test_add_source_checks_the_owner(
     assets.put(who.scope, "S1")
     assets.put(who.scope, "S-retired", active=None, v1="retired")
     assets.put(stranger.scope, "S-theirs")
-    first = await bus.call(w.ADD_SOURCE, {"workspace_id": ws["id"], "source_id": "S1"}, actor=who)
+    first = await bus.call_raw(w.ADD_SOURCE, {"workspace_id": ws["id"], "source_id": "S1"}, actor=who)
     assert first["kind"] == "source" and first["ref_id"] == "S1" and first["version"] == 1
-    again = await bus.call(w.ADD_SOURCE, {"workspace_id": ws["id"], "source_id": "S1"}, actor=who)
+    again = await bus.call_raw(w.ADD_SOURCE, {"workspace_id": ws["id"], "source_id": "S1"}, actor=who)
     assert again == first
     with pytest.raises(NotFound):
-        await bus.call(w.ADD_SOURCE, {"workspace_id": ws["id"], "source_id": "S-unknown"}, actor=who)
+        await bus.call_raw(w.ADD_SOURCE, {"workspace_id": ws["id"], "source_id": "S-unknown"}, actor=who)
     with pytest.raises(NotFound):  # exists, in another scope
-        await bus.call(w.ADD_SOURCE, {"workspace_id": ws["id"], "source_id": "S-theirs"}, actor=who)
+        await bus.call_raw(w.ADD_SOURCE, {"workspace_id": ws["id"], "source_id": "S-theirs"}, actor=who)
     with pytest.raises(Unavailable) as err:
-        await bus.call(w.ADD_SOURCE, {"workspace_id": ws["id"], "source_id": "S-retired"}, actor=who)
+        await bus.call_raw(w.ADD_SOURCE, {"workspace_id": ws["id"], "source_id": "S-retired"}, actor=who)
     assert err.value.details["reason"] == "retired"
     await assets.stop()
     with pytest.raises(Timeout):
-        await bus.call(w.ADD_SOURCE, {"workspace_id": ws["id"], "source_id": "S2"}, actor=who)
-    await bus.call(w.ARCHIVE, {"workspace_id": ws["id"]}, actor=who)
+        await bus.call_raw(w.ADD_SOURCE, {"workspace_id": ws["id"], "source_id": "S2"}, actor=who)
+    await bus.call_raw(w.ARCHIVE, {"workspace_id": ws["id"]}, actor=who)
     with pytest.raises(Conflict):
-        await bus.call(w.ADD_SOURCE, {"workspace_id": ws["id"], "source_id": "S1"}, actor=who)
+        await bus.call_raw(w.ADD_SOURCE, {"workspace_id": ws["id"], "source_id": "S1"}, actor=who)
     assert [i["id"] for i in (await catalog(bus, who, ws["id"]))["items"]] == ["S1"]
 
 
@@ -202,7 +205,7 @@ async def test_conversations_and_runs_are_associated_but_not_catalogued(
 ) -> None:
     ws = await create(bus, who)
     for kind, ref_id in (("conversation", "conv_1"), ("run", "run_1"), ("run", "run_1")):
-        reply = await bus.call(w.ASSOCIATE, {"workspace_id": ws["id"], "kind": kind, "ref_id": ref_id}, actor=who)
+        reply = await bus.call_raw(w.ASSOCIATE, {"workspace_id": ws["id"], "kind": kind, "ref_id": ref_id}, actor=who)
         assert reply == {"association": "confirmed", "reason": None}
     assert await associations_of(ws_db, ws["id"]) == [("conversation", "conv_1"), ("run", "run_1")]
     assert await catalog(bus, who, ws["id"]) == {"items": [], "complete": True, "omitted": 0}

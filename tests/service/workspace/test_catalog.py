@@ -19,7 +19,9 @@ from tests.support.probe import probe_until
 async def publish_into(bus: BusClient, who: Actor, workspace_id: str, n: int) -> list[dict]:
     """Commit n real publications for the workspace and wait until the workspace has associated them."""
     pubs = [
-        await bus.call(p.COMMIT, {"title": f"Report {i}", "body": f"body {i}", "workspace_id": workspace_id}, actor=who)
+        await bus.call_raw(
+            p.COMMIT, {"title": f"Report {i}", "body": f"body {i}", "workspace_id": workspace_id}, actor=who
+        )
         for i in range(n)
     ]
 
@@ -36,7 +38,7 @@ async def test_catalog_is_bounded_newest_first_and_honest(
 ) -> None:
     ws = await create(bus, who)
     pubs = await publish_into(bus, who, ws["id"], 7)
-    await bus.call(p.REVISE, {"id": pubs[0]["id"], "body": "v2", "expected_latest_version": 1}, actor=who)
+    await bus.call_raw(p.REVISE, {"id": pubs[0]["id"], "body": "v2", "expected_latest_version": 1}, actor=who)
 
     page = await catalog(bus, who, ws["id"], limit=5)
     assert page["complete"] is False and page["omitted"] == 2
@@ -68,10 +70,10 @@ async def test_availability_is_one_batch_per_owner(
     await publish_into(bus, who, ws["id"], 3)
     for source_id in ("S1", "S2", "S3"):
         assets.put(who.scope, source_id)
-        await bus.call(w.ADD_SOURCE, {"workspace_id": ws["id"], "source_id": source_id}, actor=who)
+        await bus.call_raw(w.ADD_SOURCE, {"workspace_id": ws["id"], "source_id": source_id}, actor=who)
     for _ in range(2):
         art = await artifact.register(bus, who)
-        await bus.call(w.PIN_ARTIFACT, {"workspace_id": ws["id"], "artifact_id": art["id"]}, actor=who)
+        await bus.call_raw(w.PIN_ARTIFACT, {"workspace_id": ws["id"], "artifact_id": art["id"]}, actor=who)
     assets.batches.clear()
 
     taps = {subject: await RequestTap(bus._nc, subject).start() for subject in (p.CHECK, a.CHECK)}
@@ -100,9 +102,9 @@ async def test_an_owner_that_does_not_answer_is_marked_not_hidden(
     ws = await create(bus, who)
     await publish_into(bus, who, ws["id"], 2)
     assets.put(who.scope, "S1")
-    await bus.call(w.ADD_SOURCE, {"workspace_id": ws["id"], "source_id": "S1"}, actor=who)
+    await bus.call_raw(w.ADD_SOURCE, {"workspace_id": ws["id"], "source_id": "S1"}, actor=who)
     # The artifact service is not running at all: nobody answers its check.
-    await bus.call(w.ASSOCIATE, {"workspace_id": ws["id"], "kind": "artifact", "ref_id": "art_1"}, actor=who)
+    await bus.call_raw(w.ASSOCIATE, {"workspace_id": ws["id"], "kind": "artifact", "ref_id": "art_1"}, actor=who)
 
     # The assets owner is there but never answers within the deadline.
     await assets.stop()
@@ -124,25 +126,29 @@ async def test_admission_snapshot_and_refusals(
     workspace: WorkspaceSettings, publication: PublicationSettings, bus: BusClient, who: Actor, stranger: Actor
 ) -> None:
     ws = await create(bus, who, goal="first goal")
-    await bus.call(w.REVISE_GOAL, {"workspace_id": ws["id"], "text": "second goal", "expected_version": 1}, actor=who)
+    await bus.call_raw(
+        w.REVISE_GOAL, {"workspace_id": ws["id"], "text": "second goal", "expected_version": 1}, actor=who
+    )
     await publish_into(bus, who, ws["id"], 3)
 
-    snap = await bus.call(w.ADMISSION, {"workspace_id": ws["id"], "run_id": "run_1", "limit": 2}, actor=who)
+    snap = await bus.call_raw(w.ADMISSION, {"workspace_id": ws["id"], "run_id": "run_1", "limit": 2}, actor=who)
     assert snap["workspace_id"] == ws["id"] and snap["status"] == "active"
     assert snap["goal"]["version"] == 2 and snap["goal"]["text"] == "second goal"
     assert len(snap["catalog"]["items"]) == 2 and snap["catalog"]["omitted"] == 1
     assert snap["catalog"]["complete"] is False
 
-    await bus.call(w.ARCHIVE, {"workspace_id": ws["id"]}, actor=who)
+    await bus.call_raw(w.ARCHIVE, {"workspace_id": ws["id"]}, actor=who)
     with pytest.raises(Conflict):
-        await bus.call(w.ADMISSION, {"workspace_id": ws["id"], "run_id": "run_2"}, actor=who)
+        await bus.call_raw(w.ADMISSION, {"workspace_id": ws["id"], "run_id": "run_2"}, actor=who)
     with pytest.raises(NotFound):
-        await bus.call(w.ADMISSION, {"workspace_id": ws["id"], "run_id": "run_3"}, actor=stranger)
-    await bus.call(w.UNARCHIVE, {"workspace_id": ws["id"]}, actor=who)
-    assert (await bus.call(w.ADMISSION, {"workspace_id": ws["id"], "run_id": "run_2"}, actor=who))["status"] == "active"
-    await bus.call(w.DELETE, {"workspace_id": ws["id"]}, actor=who)
+        await bus.call_raw(w.ADMISSION, {"workspace_id": ws["id"], "run_id": "run_3"}, actor=stranger)
+    await bus.call_raw(w.UNARCHIVE, {"workspace_id": ws["id"]}, actor=who)
+    assert (await bus.call_raw(w.ADMISSION, {"workspace_id": ws["id"], "run_id": "run_2"}, actor=who))[
+        "status"
+    ] == "active"
+    await bus.call_raw(w.DELETE, {"workspace_id": ws["id"]}, actor=who)
     with pytest.raises(NotFound):
-        await bus.call(w.ADMISSION, {"workspace_id": ws["id"], "run_id": "run_4"}, actor=who)
+        await bus.call_raw(w.ADMISSION, {"workspace_id": ws["id"], "run_id": "run_4"}, actor=who)
 
 
 async def test_a_runs_catalog_ranks_by_the_questions_words_then_by_recency(
@@ -150,19 +156,19 @@ async def test_a_runs_catalog_ranks_by_the_questions_words_then_by_recency(
 ) -> None:
     ws = await create(bus, who)
     pubs = await publish_into(bus, who, ws["id"], 6)
-    titled = await bus.call(
+    titled = await bus.call_raw(
         p.COMMIT, {"title": "Fund X redemption liquidity", "body": "b", "workspace_id": ws["id"]}, actor=who
     )
     await probe_until(lambda: _has(bus, who, ws["id"], titled["id"]))
     newer = await publish_into(bus, who, ws["id"], 3)
 
     asked = {"workspace_id": ws["id"], "run_id": "run_q", "limit": 3, "question": "Is Fund X liquidity enough?"}
-    snap = await bus.call(w.ADMISSION, asked, actor=who)
+    snap = await bus.call_raw(w.ADMISSION, asked, actor=who)
     ids = [i["id"] for i in snap["catalog"]["items"]]
     # The older report that holds the question's words comes first; the rest by recency.
     assert ids == [titled["id"], newer[2]["id"], newer[1]["id"]]
     assert snap["catalog"]["omitted"] == len(pubs) + len(newer) + 1 - 3
-    plain = await bus.call(w.ADMISSION, {"workspace_id": ws["id"], "run_id": "run_p", "limit": 3}, actor=who)
+    plain = await bus.call_raw(w.ADMISSION, {"workspace_id": ws["id"], "run_id": "run_p", "limit": 3}, actor=who)
     assert [i["id"] for i in plain["catalog"]["items"]] == [x["id"] for x in reversed(newer)]
 
 

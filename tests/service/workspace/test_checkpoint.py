@@ -19,16 +19,16 @@ from tests.support.owners import AssetsStandIn, RequestTap
 
 async def put(bus: BusClient, who: Actor, workspace_id: str, expected: int, **fields: Any) -> dict[str, Any]:
     body = {"workspace_id": workspace_id, "expected_revision": expected, **fields}
-    return dict(await bus.call(w.CHECKPOINT_UPDATE, body, actor=who))
+    return dict(await bus.call_raw(w.CHECKPOINT_UPDATE, body, actor=who))
 
 
 async def get(bus: BusClient, who: Actor, workspace_id: str) -> dict[str, Any]:
-    return dict(await bus.call(w.CHECKPOINT_GET, {"workspace_id": workspace_id}, actor=who))
+    return dict(await bus.call_raw(w.CHECKPOINT_GET, {"workspace_id": workspace_id}, actor=who))
 
 
 async def propose(bus: BusClient, who: Actor, workspace_id: str, expected: int, **fields: Any) -> dict[str, Any]:
     body = {"workspace_id": workspace_id, "expected_revision": expected, **fields}
-    return dict(await bus.call(w.CHECKPOINT_PROPOSE, body, actor=who))
+    return dict(await bus.call_raw(w.CHECKPOINT_PROPOSE, body, actor=who))
 
 
 async def test_revisions_are_compare_and_swap_from_zero(
@@ -62,7 +62,7 @@ async def test_twenty_concurrent_updates_exactly_one_wins(
     winners = [r for r in results if isinstance(r, dict)]
     assert len(winners) == 1 and winners[0]["revision"] == 2
     assert all(isinstance(r, Conflict) for r in results if r not in winners)
-    revisions = (await bus.call(w.CHECKPOINT_REVISIONS, {"workspace_id": ws["id"]}, actor=who))["items"]
+    revisions = (await bus.call_raw(w.CHECKPOINT_REVISIONS, {"workspace_id": ws["id"]}, actor=who))["items"]
     assert [r["revision"] for r in revisions] == [1, 2]
 
 
@@ -99,7 +99,7 @@ async def test_proposals_answer_applied_stale_or_invalid(
     who: Actor,
 ) -> None:
     ws = await create(bus, who)
-    pub = await bus.call(p.COMMIT, {"title": "Report A", "body": "A"}, actor=who)
+    pub = await bus.call_raw(p.COMMIT, {"title": "Report A", "body": "A"}, actor=who)
     assets.put(who.scope, "S1")
     derived = {
         "run_id": "run_9",
@@ -127,12 +127,12 @@ async def test_proposals_answer_applied_stale_or_invalid(
     for fields in bad_proposals:
         answer = await propose(bus, who, ws["id"], 1, **fields)
         assert answer["result"] == "invalid" and answer["revision"] is None and answer["reason"], fields
-    wrong_revision = await bus.call(
+    wrong_revision = await bus.call_raw(
         w.CHECKPOINT_PROPOSE, {"workspace_id": ws["id"], "expected_revision": "one", "summary": "x"}, actor=who
     )
     assert wrong_revision["result"] == "invalid"
     assert (await get(bus, who, ws["id"]))["revision"] == 1  # nothing changed
-    await bus.call(w.DELETE, {"workspace_id": ws["id"]}, actor=who)
+    await bus.call_raw(w.DELETE, {"workspace_id": ws["id"]}, actor=who)
     gone = await propose(bus, who, ws["id"], 1, summary="after delete")
     assert gone == {"result": "invalid", "revision": None, "reason": "workspace_not_found"}
 
@@ -145,8 +145,8 @@ async def test_a_withdrawn_source_makes_the_checkpoint_unavailable(
     who: Actor,
 ) -> None:
     ws = await create(bus, who)
-    pub_a = await bus.call(p.COMMIT, {"title": "Report A", "body": "A"}, actor=who)
-    pub_b = await bus.call(p.COMMIT, {"title": "Report B", "body": "B"}, actor=who)
+    pub_a = await bus.call_raw(p.COMMIT, {"title": "Report A", "body": "A"}, actor=who)
+    pub_b = await bus.call_raw(p.COMMIT, {"title": "Report B", "body": "B"}, actor=who)
     assets.put(who.scope, "S1", active=1, v1=None)
     assets.put(who.scope, "S2")
     sources = [
@@ -158,7 +158,7 @@ async def test_a_withdrawn_source_makes_the_checkpoint_unavailable(
     await propose(bus, who, ws["id"], 0, summary="B contradicts A.", add_questions=["Q1"], derived_from=derived)
     assert (await get(bus, who, ws["id"]))["status"] == "valid"
 
-    await bus.call(p.WITHDRAW, {"id": pub_b["id"], "version": 1, "reason": "wrong numbers"}, actor=who)
+    await bus.call_raw(p.WITHDRAW, {"id": pub_b["id"], "version": 1, "reason": "wrong numbers"}, actor=who)
     assets.put(who.scope, "S1", active=2, v1="superseded", v2=None)
     assets.batches.clear()
     tap = await RequestTap(bus._nc, p.CHECK).start()
@@ -190,13 +190,13 @@ async def test_revisions_are_listed_and_each_is_validated(
     workspace: WorkspaceSettings, publication: PublicationSettings, bus: BusClient, who: Actor
 ) -> None:
     ws = await create(bus, who)
-    pub = await bus.call(p.COMMIT, {"title": "Report A", "body": "A"}, actor=who)
+    pub = await bus.call_raw(p.COMMIT, {"title": "Report A", "body": "A"}, actor=who)
     derived = {"run_id": "run_1", "publication": {"id": pub["id"], "version": 1}, "sources": []}
     await propose(bus, who, ws["id"], 0, summary="from run 1", derived_from=derived)
     await put(bus, who, ws["id"], 1, add_questions=["kept summary, new question"])
     await put(bus, who, ws["id"], 2, summary="the person's own words")
-    await bus.call(p.WITHDRAW, {"id": pub["id"], "version": 1, "reason": "retracted"}, actor=who)
-    items = (await bus.call(w.CHECKPOINT_REVISIONS, {"workspace_id": ws["id"]}, actor=who))["items"]
+    await bus.call_raw(p.WITHDRAW, {"id": pub["id"], "version": 1, "reason": "retracted"}, actor=who)
+    items = (await bus.call_raw(w.CHECKPOINT_REVISIONS, {"workspace_id": ws["id"]}, actor=who))["items"]
     assert [(r["revision"], r["author"], r["status"], r["summary"]) for r in items] == [
         (1, "model", "unavailable", None),
         (2, "user", "unavailable", None),  # the summary it kept still derives from the withdrawn report

@@ -28,14 +28,14 @@ async def test_pin_retains_then_associates(
     ws = await create(bus, who)
     art = await artifact.register(bus, who, expires_at=(datetime.now(UTC) + timedelta(days=1)).isoformat())
     assert art["expires_at"] is not None
-    reply = await bus.call(w.PIN_ARTIFACT, pin(ws["id"], art["id"]), actor=who)
+    reply = await bus.call_raw(w.PIN_ARTIFACT, pin(ws["id"], art["id"]), actor=who)
     assert reply == {"artifact_id": art["id"], "retention": "retained", "association": "confirmed", "reason": None}
-    assert (await bus.call(a.GET, {"artifact_id": art["id"]}, actor=who))["expires_at"] is None
+    assert (await bus.call_raw(a.GET, {"artifact_id": art["id"]}, actor=who))["expires_at"] is None
     items = (await catalog(bus, who, ws["id"]))["items"]
     assert [(i["kind"], i["id"], i["version"], i["title"], i["available"]) for i in items] == [
         ("artifact", art["id"], 1, "Chart pack", True)
     ]
-    assert (await bus.call(w.PIN_ARTIFACT, pin(ws["id"], art["id"]), actor=who))["association"] == "confirmed"
+    assert (await bus.call_raw(w.PIN_ARTIFACT, pin(ws["id"], art["id"]), actor=who))["association"] == "confirmed"
     assert len((await catalog(bus, who, ws["id"]))["items"]) == 1
 
 
@@ -56,7 +56,7 @@ async def test_pin_reports_an_association_lost_to_a_delete_in_between(
         hold = holder.transaction()
         await hold.start()
         await holder.execute("SELECT 1 FROM artifacts WHERE id = $1 FOR UPDATE", art["id"])
-        pinning = asyncio.create_task(bus.call(w.PIN_ARTIFACT, pin(ws["id"], art["id"]), actor=who, timeout=90))
+        pinning = asyncio.create_task(bus.call_raw(w.PIN_ARTIFACT, pin(ws["id"], art["id"]), actor=who, timeout=90))
 
         async def retention_waits() -> bool:
             # Asked outside the holding transaction: pg_stat_activity is a snapshot within one.
@@ -67,7 +67,7 @@ async def test_pin_reports_an_association_lost_to_a_delete_in_between(
             return bool(waiting)
 
         await probe_until(retention_waits)
-        await bus.call(w.DELETE, {"workspace_id": ws["id"]}, actor=who)
+        await bus.call_raw(w.DELETE, {"workspace_id": ws["id"]}, actor=who)
         await hold.commit()
         reply = await pinning
     finally:
@@ -80,9 +80,9 @@ async def test_pin_reports_an_association_lost_to_a_delete_in_between(
         "reason": "workspace_deleted",
     }
     assert await ws_db.fetchval("SELECT count(*) FROM associations WHERE workspace_id = $1", ws["id"]) == 0
-    retained = await bus.call(a.GET, {"artifact_id": art["id"]}, actor=who)
+    retained = await bus.call_raw(a.GET, {"artifact_id": art["id"]}, actor=who)
     assert retained["id"] == art["id"]
-    check = await bus.call(a.CHECK, {"refs": [{"kind": "artifact", "id": art["id"]}]}, actor=who)
+    check = await bus.call_raw(a.CHECK, {"refs": [{"kind": "artifact", "id": art["id"]}]}, actor=who)
     assert check["items"][0]["available"] is True
 
 
@@ -92,13 +92,13 @@ async def test_pin_refusals(
     ws = await create(bus, who)
     theirs = await artifact.register(bus, stranger)
     with pytest.raises(NotFound):
-        await bus.call(w.PIN_ARTIFACT, pin(ws["id"], "art_missing"), actor=who)
+        await bus.call_raw(w.PIN_ARTIFACT, pin(ws["id"], "art_missing"), actor=who)
     with pytest.raises(NotFound):  # exists, in another scope
-        await bus.call(w.PIN_ARTIFACT, pin(ws["id"], theirs["id"]), actor=who)
+        await bus.call_raw(w.PIN_ARTIFACT, pin(ws["id"], theirs["id"]), actor=who)
     mine = await artifact.register(bus, who)
-    await bus.call(w.ARCHIVE, {"workspace_id": ws["id"]}, actor=who)
+    await bus.call_raw(w.ARCHIVE, {"workspace_id": ws["id"]}, actor=who)
     with pytest.raises(Conflict):
-        await bus.call(w.PIN_ARTIFACT, pin(ws["id"], mine["id"]), actor=who)
+        await bus.call_raw(w.PIN_ARTIFACT, pin(ws["id"], mine["id"]), actor=who)
     assert (await catalog(bus, who, ws["id"]))["items"] == []
 
 
@@ -106,6 +106,6 @@ async def test_pin_with_the_artifact_service_down_reports_failed_retention(
     workspace: WorkspaceSettings, bus: BusClient, who: Actor
 ) -> None:
     ws = await create(bus, who)
-    reply = await bus.call(w.PIN_ARTIFACT, pin(ws["id"], "art_somewhere"), actor=who)
+    reply = await bus.call_raw(w.PIN_ARTIFACT, pin(ws["id"], "art_somewhere"), actor=who)
     assert reply["retention"] == "failed" and reply["association"] == "unconfirmed" and reply["reason"]
     assert await catalog(bus, who, ws["id"]) == {"items": [], "complete": True, "omitted": 0}

@@ -9,7 +9,7 @@ import pytest
 from pydantic import Field
 
 from shared.bus import RequestContext, _encode_envelope, dispatch
-from shared.contracts.common import Actor, BusReply, BusRequest, Model
+from shared.contracts.common import Actor, BusReply, BusRequest, Model, Subject
 from shared.errors import HTTP_STATUS, Conflict, DomainError, Invalid, Unavailable, from_envelope
 from tests.unit.shared.proofs import SIGNER, VERIFIER
 
@@ -33,7 +33,7 @@ def request(data: dict[str, object], subject: str = "t.echo") -> bytes:
 
 
 async def call(raw: bytes) -> BusReply:
-    return BusReply.model_validate_json(await dispatch(raw, "t.echo", Echo, echo, VERIFIER))
+    return BusReply.model_validate_json(await dispatch(raw, Subject("t.echo", Echo, Echo), echo, VERIFIER))
 
 
 async def test_success_carries_data() -> None:
@@ -106,7 +106,7 @@ async def answer_with(value: object) -> BusReply:
         return value
 
     return BusReply.model_validate_json(
-        await dispatch(request({"text": "x"}, "t.any"), "t.any", Echo, handler, VERIFIER)
+        await dispatch(request({"text": "x"}, "t.any"), Subject("t.any", Echo, Echo), handler, VERIFIER)
     )
 
 

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import pytest
 
 from shared.bus import RequestContext, dispatch
-from shared.contracts.common import Actor, BusReply, BusRequest, Model
+from shared.contracts.common import Actor, BusReply, BusRequest, Model, Subject
 from shared.errors import Invalid
 from shared.paging import Int32, Int64, cut_page, decode_cursor, encode_cursor
 from shared.storable import require_storable, unstorable_field
@@ -86,5 +86,5 @@ async def test_the_bus_envelope_refuses_unstorable_text() -> None:
     nul = BusRequest(actor=actor, proof=proof, request_id="req-1", data={"text": "a\x00"}).model_dump_json().encode()
     lone = b'{"actor": {"scope": "acme", "principal": "alice"}, "data": {"text": "a\\ud800"}}'
     for raw in (nul, lone):
-        reply = BusReply.model_validate_json(await dispatch(raw, "s", Text, never, VERIFIER))
+        reply = BusReply.model_validate_json(await dispatch(raw, Subject("s", Text, Text), never, VERIFIER))
         assert reply.error is not None and reply.error.code == "invalid" and reply.error.details["field"] == "text"
