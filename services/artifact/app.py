@@ -23,13 +23,9 @@ def create_app(settings: ArtifactSettings) -> ServiceRuntime:
     runtime.background(blobs.ensure_bucket)
 
     serve(c.REGISTER, lambda ctx, req: service.register(ctx.actor, req))
-
     serve(c.GET, lambda ctx, req: service.get(ctx.actor, req.artifact_id))
-
     serve(c.OPEN, lambda ctx, req: service.open(ctx.actor, req.artifact_id))
-
     serve(c.RETAIN, lambda ctx, req: service.retain(ctx.actor, req))
-
     serve(c.CHECK, lambda ctx, req: service.check(ctx.actor, req.refs))
 
     return runtime

@@ -83,29 +83,17 @@ def create_app(settings: AssetsSettings) -> AssetsRuntime:
     runtime.background(lambda: lifecycle.sweep_forever(service.stage_again))
 
     serve(c.UPLOAD, lambda ctx, req: service.upload(ctx.actor, req))
-
     serve(c.IMPORT, lambda ctx, req: service.import_file(ctx.actor, req))
-
     serve(c.ATTACH, lambda ctx, req: service.attach(ctx.actor, req, grant=ctx.grant))
-
     serve(c.PROMOTE, lambda ctx, req: service.promote(ctx.actor, req, grant=ctx.grant))
-
     serve(c.GET_SOURCE, lambda ctx, req: service.get_source(ctx.actor, req, grant=ctx.grant))
-
     serve(c.GET_ASSET, lambda ctx, req: service.get_asset(ctx.actor, req, grant=ctx.grant))
-
     serve(c.RETIRE, lambda ctx, req: service.retire(ctx.actor, req))
-
     serve(c.CHECK, lambda ctx, req: check_sources(runtime.db, repo, ctx.actor, req.refs))
-
     serve(c.SEARCH, lambda ctx, req: evidence.search(ctx.actor, req, grant=ctx.grant))
-
     serve(c.READ, lambda ctx, req: evidence.read(ctx.actor, req, grant=ctx.grant))
-
     serve(c.PASSAGES, lambda ctx, req: contents.passages(ctx.actor, req))
-
     serve(c.ORIGINAL, lambda ctx, req: contents.original(ctx.actor, req))
-
     serve(c.LOCATE, lambda ctx, req: evidence.locate(ctx.actor, req))
 
     return runtime

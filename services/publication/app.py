@@ -20,21 +20,13 @@ def create_app(settings: PublicationSettings) -> ServiceRuntime:
     serve = runtime.serve
 
     serve(c.COMMIT, lambda ctx, req: service.commit(ctx.actor, req))
-
     serve(c.GET, lambda ctx, req: service.get(ctx.actor, req))
-
     serve(c.READ, lambda ctx, req: service.read(ctx.actor, req, grant=ctx.grant))
-
     serve(c.RUN_SEARCH, lambda ctx, req: service.run_search(ctx.actor, req, grant=ctx.grant))
-
     serve(c.CLAIMS, lambda ctx, req: service.claims(ctx.actor, req))
-
     serve(c.REVISE, lambda ctx, req: service.revise(ctx.actor, req))
-
     serve(c.WITHDRAW, lambda ctx, req: service.withdraw(ctx.actor, req))
-
     serve(c.DIFF, lambda ctx, req: service.diff(ctx.actor, req))
-
     serve(c.CHECK, lambda ctx, req: service.check(ctx.actor, req.refs))
 
     return runtime

@@ -44,17 +44,11 @@ def create_app(settings: WorkspaceSettings) -> ServiceRuntime:
     serve = runtime.serve
 
     serve(c.CREATE, lambda ctx, req: workspaces.create(ctx.actor, req))
-
     serve(c.LIST, lambda ctx, req: workspaces.list_workspaces(ctx.actor, req))
-
     serve(c.GET, lambda ctx, req: workspaces.get(ctx.actor, req.workspace_id))
-
     serve(c.REVISE_GOAL, lambda ctx, req: workspaces.revise_goal(ctx.actor, req))
-
     serve(c.GOAL_VERSIONS, lambda ctx, req: workspaces.goal_versions(ctx.actor, req))
-
     serve(c.ARCHIVE, lambda ctx, req: workspaces.archive(ctx.actor, req.workspace_id))
-
     serve(c.UNARCHIVE, lambda ctx, req: workspaces.unarchive(ctx.actor, req.workspace_id))
 
     async def delete(ctx: RequestContext, req: c.WorkspaceIdRequest) -> c.DeleteReply:
@@ -62,27 +56,16 @@ def create_app(settings: WorkspaceSettings) -> ServiceRuntime:
         return c.DeleteReply(workspace_id=req.workspace_id, status="deleted")
 
     serve(c.DELETE, delete)
-
     serve(c.CATALOG, lambda ctx, req: workspaces.catalog(ctx.actor, req))
-
     serve(c.CATALOG_BROWSE, lambda ctx, req: workspaces.browse_catalog(ctx.actor, req))
-
     serve(c.ADMISSION, lambda ctx, req: workspaces.admit(ctx.actor, req))
-
     serve(c.ADD_SOURCE, lambda ctx, req: associations.add_source(ctx.actor, req))
-
     serve(c.PIN_ARTIFACT, lambda ctx, req: associations.pin_artifact(ctx.actor, req))
-
     serve(c.ASSOCIATE, lambda ctx, req: associations.associate(ctx.actor, req))
-
     serve(c.CHECKPOINT_GET, lambda ctx, req: checkpoints.get(ctx.actor, req.workspace_id))
-
     serve(c.CHECKPOINT_UPDATE, lambda ctx, req: checkpoints.update(ctx.actor, req))
-
     serve(c.CHECKPOINT_REVISIONS, lambda ctx, req: checkpoints.revisions(ctx.actor, req))
-
     serve(c.CHECKPOINT_PROPOSE, lambda ctx, req: checkpoints.propose(ctx.actor, req))
-
     serve(c.DRIFT, lambda ctx, req: drift.list_drifts(ctx.actor, req))
 
     async def on_committed(conn: asyncpg.Connection, event: Event) -> None:
