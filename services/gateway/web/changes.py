@@ -8,13 +8,14 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 
-from services.gateway.web.render import WebRoute, bus_of, render, signed_in
+from services.gateway.web.render import WebRoute, build, bus_of, optional, render, signed_in
+from services.gateway.web.workspaces import browse, get_workspace
 from shared.bus import BusClient
 from shared.contracts import assets as a
 from shared.contracts import publication as p
 from shared.contracts import runhost as r
 from shared.contracts import workspace as w
-from shared.contracts.common import Actor
+from shared.contracts.common import Actor, Ref
 from shared.errors import DomainError, Invalid, NotFound
 from shared.textdiff import line_diff
 
@@ -30,97 +31,93 @@ MAX_DIFF_LINES = 5000
 Key = tuple[str, str, int | None]
 
 
-async def drifts_of(client: BusClient, actor: Actor, workspace_id: str) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = []
+async def drifts_of(client: BusClient, actor: Actor, workspace_id: str) -> list[w.Drift]:
+    items: list[w.Drift] = []
     cursor = None
     for _ in range(DRIFT_PAGES):
-        data = {"workspace_id": workspace_id, "limit": PAGE, **({"cursor": cursor} if cursor else {})}
         try:
-            page = await client.call_raw(w.DRIFT, data, actor=actor)
+            page = await client.call(
+                w.DRIFT, w.DriftRequest(workspace_id=workspace_id, limit=PAGE, cursor=cursor), actor=actor
+            )
         except NotFound:
             return items
-        items += page["items"]
-        cursor = page.get("next_cursor")
+        items += page.items
+        cursor = page.next_cursor
         if not cursor:
             break
     return items
 
 
-def _key(ref: dict[str, Any]) -> Key:
-    return (ref["kind"], ref["id"], ref.get("version"))
+def _key(ref: Ref) -> Key:
+    return (ref.kind, ref.id, ref.version)
 
 
-def changed_since(drifts: list[dict[str, Any]], answer: dict[str, Any] | None) -> list[dict[str, Any]]:
+def changed_since(drifts: list[w.Drift], answer: p.PublicationVersion | None) -> list[w.Drift]:
     """The drifts that touch this answer: a ref it cites has a newer version or was withdrawn or retired, or
     the answer itself is named as citing a changed ref. Newest first."""
     if answer is None:
         return []
-    cited = {_key(s) for s in answer.get("sources", [])}
-    itself = ("publication", answer["id"], answer["version"])
+    cited = {_key(s) for s in answer.sources}
+    itself = ("publication", answer.id, answer.version)
     found = [
-        d
-        for d in drifts
-        if _key(d["ref"]) in cited or itself in {_key(b) for b in d["cited_by"]} or _key(d["ref"]) == itself
+        d for d in drifts if _key(d.ref) in cited or itself in {_key(b) for b in d.cited_by} or _key(d.ref) == itself
     ]
-    return sorted(found, key=lambda d: str(d["detected_at"]), reverse=True)
+    return sorted(found, key=lambda d: d.detected_at, reverse=True)
 
 
-async def answer_changes(client: BusClient, actor: Actor, workspace_id: str, answer: Any) -> list[dict[str, Any]]:
+async def answer_changes(
+    client: BusClient, actor: Actor, workspace_id: str, answer: p.PublicationVersion | None
+) -> list[w.Drift]:
     if answer is None:
         return []
     return changed_since(await drifts_of(client, actor, workspace_id), answer)
 
 
-async def _quiet(call: Any) -> Any:
-    try:
-        return await call
-    except DomainError:
-        return None
-
-
 async def _timeline_events(client: BusClient, actor: Actor, workspace_id: str) -> list[dict[str, Any]]:
-    ref = {"workspace_id": workspace_id}
     goals, runs, pubs, sources, drifts = await asyncio.gather(
-        client.call_raw(w.GOAL_VERSIONS, {**ref, "limit": 500}, actor=actor),
-        client.call_raw(r.LIST_RUNS, {**ref, "limit": TIMELINE_ITEMS}, actor=actor),
-        client.call_raw(w.CATALOG_BROWSE, {**ref, "kind": "publication", "limit": TIMELINE_ITEMS}, actor=actor),
-        client.call_raw(w.CATALOG_BROWSE, {**ref, "kind": "source", "limit": TIMELINE_ITEMS}, actor=actor),
+        client.call(w.GOAL_VERSIONS, w.WorkspacePageRequest(workspace_id=workspace_id, limit=500), actor=actor),
+        client.call(r.LIST_RUNS, r.ListRunsRequest(workspace_id=workspace_id, limit=TIMELINE_ITEMS), actor=actor),
+        client.call(w.CATALOG_BROWSE, browse(workspace_id, TIMELINE_ITEMS, kind="publication"), actor=actor),
+        client.call(w.CATALOG_BROWSE, browse(workspace_id, TIMELINE_ITEMS, kind="source"), actor=actor),
         drifts_of(client, actor, workspace_id),
     )
+    pub_reads = [client.call(p.GET, p.GetRequest(id=i.id), actor=actor) for i in pubs.items]
+    source_reads = [client.call(a.GET_SOURCE, a.GetSourceRequest(source_id=i.id), actor=actor) for i in sources.items]
     found_pubs, found_sources = await asyncio.gather(
-        asyncio.gather(*(_quiet(client.call_raw(p.GET, {"id": i["id"]}, actor=actor)) for i in pubs["items"])),
-        asyncio.gather(
-            *(_quiet(client.call_raw(a.GET_SOURCE, {"source_id": i["id"]}, actor=actor)) for i in sources["items"])
-        ),
+        asyncio.gather(*(optional(read, DomainError) for read in pub_reads)),
+        asyncio.gather(*(optional(read, DomainError) for read in source_reads)),
     )
-    events = [{"at": g["created_at"], "kind": "goal", "goal": g} for g in goals["items"]]
-    events += [{"at": run["created_at"], "kind": "run", "run": run} for run in runs["items"]]
+    events = [{"at": g.created_at, "kind": "goal", "goal": g} for g in goals.items]
+    events += [{"at": run.created_at, "kind": "run", "run": run} for run in runs.items]
     for pub in filter(None, found_pubs):
-        events += [{"at": v["created_at"], "kind": "publication", "pub": pub, "v": v} for v in pub["versions"]]
+        events += [{"at": v.created_at, "kind": "publication", "pub": pub, "v": v} for v in pub.versions]
     for source in filter(None, found_sources):
-        events += [{"at": v["created_at"], "kind": "source", "source": source, "v": v} for v in source["versions"]]
-    events += [{"at": d["detected_at"], "kind": "drift", "drift": d} for d in drifts]
-    return sorted(events, key=lambda e: str(e["at"]), reverse=True)
+        events += [{"at": v.created_at, "kind": "source", "source": source, "v": v} for v in source.versions]
+    events += [{"at": d.detected_at, "kind": "drift", "drift": d} for d in drifts]
+    return sorted(events, key=lambda e: e["at"], reverse=True)
 
 
 @router.get("/workspaces/{workspace_id}/timeline")
 async def timeline(request: Request, workspace_id: str, actor: Actor = Depends(signed_in)) -> Response:
     client = bus_of(request)
-    ws = await client.call_raw(w.GET, {"workspace_id": workspace_id}, actor=actor)
+    ws = await get_workspace(client, actor, workspace_id)
     events = await _timeline_events(client, actor, workspace_id)
     return render(request, "timeline.html", ws=ws, events=events, bound=TIMELINE_ITEMS)
 
 
-async def _run_answer(client: BusClient, actor: Actor, run_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    run = await client.call_raw(r.GET_RUN, {"run_id": run_id}, actor=actor)
-    if not run.get("publication"):
-        raise Invalid(f"the run '{run['question']}' has no answer to compare", {"field": "run", "run_id": run_id})
-    ref = run["publication"]
-    answer = await client.call_raw(p.READ, {"id": ref["id"], "version": ref["version"]}, actor=actor)
+async def _run_answer(client: BusClient, actor: Actor, run_id: str) -> tuple[r.Run, p.PublicationVersion]:
+    run = await client.call(r.GET_RUN, build(r.RunIdRequest, run_id=run_id), actor=actor)
+    if not run.publication:
+        raise Invalid(f"the run '{run.question}' has no answer to compare", {"field": "run", "run_id": run_id})
+    ref = run.publication
+    answer = await client.call(p.READ, p.ReadRequest(id=ref.id, version=ref.version), actor=actor)
     return run, answer
 
 
-def _pairs(removed: list[dict[str, Any]], added: list[dict[str, Any]]) -> list[dict[str, Any]]:
+Row = dict[str, p.DiffLine | None]
+
+
+def _pairs(removed: list[p.DiffLine], added: list[p.DiffLine]) -> list[Row]:
     size = max(len(removed), len(added))
     return [
         {"left": removed[i] if i < len(removed) else None, "right": added[i] if i < len(added) else None}
@@ -128,20 +125,20 @@ def _pairs(removed: list[dict[str, Any]], added: list[dict[str, Any]]) -> list[d
     ]
 
 
-def side_by_side(hunks: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+def side_by_side(hunks: list[p.DiffHunk]) -> list[list[Row]]:
     """Each hunk as rows of (left, right): context on both sides, a removed run beside the added run after it."""
     table = []
     for hunk in hunks:
-        rows: list[dict[str, Any]] = []
-        removed: list[dict[str, Any]] = []
-        added: list[dict[str, Any]] = []
-        for line in hunk["lines"]:
-            if line["op"] == "context" or (line["op"] == "removed" and added):
+        rows: list[Row] = []
+        removed: list[p.DiffLine] = []
+        added: list[p.DiffLine] = []
+        for line in hunk.lines:
+            if line.op == "context" or (line.op == "removed" and added):
                 rows += _pairs(removed, added)
                 removed, added = [], []
-            if line["op"] == "context":
+            if line.op == "context":
                 rows.append({"left": line, "right": line})
-            elif line["op"] == "removed":
+            elif line.op == "removed":
                 removed.append(line)
             else:
                 added.append(line)
@@ -161,15 +158,15 @@ async def compare_runs(
     (old_run, old), (new_run, new) = await asyncio.gather(
         _run_answer(client, actor, from_), _run_answer(client, actor, to)
     )
-    hunks, truncated = await asyncio.to_thread(line_diff, old["body"], new["body"], max_lines=MAX_DIFF_LINES)
-    diff: dict[str, Any] = {"hunks": [h.model_dump() for h in hunks], "truncated": truncated}
-    ws = await _quiet(client.call_raw(w.GET, {"workspace_id": new_run["workspace_id"]}, actor=actor))
+    hunks, truncated = await asyncio.to_thread(line_diff, old.body, new.body, max_lines=MAX_DIFF_LINES)
+    ws = await optional(get_workspace(client, actor, new_run.workspace_id), DomainError)
     return render(
         request,
         "compare.html",
         ws=ws,
         old_run=old_run,
         new_run=new_run,
-        diff=diff,
-        rows=side_by_side(diff["hunks"]),
+        hunks=hunks,
+        truncated=truncated,
+        rows=side_by_side(hunks),
     )

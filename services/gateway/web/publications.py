@@ -6,25 +6,28 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 
-from services.gateway.web.changes import answer_changes, side_by_side
+from services.gateway.web.changes import Key, answer_changes, side_by_side
 from services.gateway.web.render import (
     WebRoute,
+    build,
     bus_of,
     checked_form,
+    exc_status,
     field,
     go,
     number,
     problem,
     render,
     signed_in,
+    submit,
 )
-from services.gateway.web.workspaces import build
+from services.gateway.web.workspaces import get_workspace
 from shared.bus import BusClient
 from shared.contracts import publication as p
 from shared.contracts import runhost as r
 from shared.contracts import workspace as w
 from shared.contracts.common import Actor
-from shared.errors import HTTP_STATUS, Conflict, DomainError, Invalid, NotFound, Unavailable
+from shared.errors import Conflict, DomainError, Invalid, NotFound, Unavailable
 
 router = APIRouter(route_class=WebRoute, include_in_schema=False, dependencies=[Depends(signed_in)])
 
@@ -32,39 +35,37 @@ router = APIRouter(route_class=WebRoute, include_in_schema=False, dependencies=[
 LEDGER_PAGES = 20
 
 
-async def _locators(client: BusClient, actor: Actor, run_id: str | None) -> dict[tuple[str, str, Any], list[str]]:
+async def _locators(client: BusClient, actor: Actor, run_id: str | None) -> dict[Key, list[str]]:
     """Which passages of each source the producing run included (its ledger's `included` rows)."""
-    found: dict[tuple[str, str, Any], list[str]] = {}
+    found: dict[Key, list[str]] = {}
     if not run_id:
         return found
     cursor = None
     for _ in range(LEDGER_PAGES):
         try:
-            page = await client.call_raw(
-                r.LEDGER, {"run_id": run_id, **({"cursor": cursor} if cursor else {})}, actor=actor
-            )
+            page = await client.call(r.LEDGER, r.RunPageRequest(run_id=run_id, cursor=cursor), actor=actor)
         except DomainError:
             return found
-        for row in page["items"]:
-            ref, locator = row["ref"], row["locator"]
+        for row in page.items:
+            ref, locator = row.ref, row.locator
             if ref is None:  # a `replayed` row names a model request, not a material
                 continue
-            key = (ref["kind"], ref["id"], ref["version"])
-            if row["stage"] == "included" and locator and locator not in found.setdefault(key, []):
+            key = (ref.kind, ref.id, ref.version)
+            if row.stage == "included" and locator and locator not in found.setdefault(key, []):
                 found[key].append(locator)
-        cursor = page.get("next_cursor")
+        cursor = page.next_cursor
         if not cursor:
             break
     return found
 
 
-async def _origin(client: BusClient, actor: Actor, run_id: str | None) -> tuple[Any, Any]:
+async def _origin(client: BusClient, actor: Actor, run_id: str | None) -> tuple[r.Run | None, w.Workspace | None]:
     """The run that made a version and its workspace, for the breadcrumbs (neither, when a person wrote it)."""
     if not run_id:
         return None, None
     try:
-        run = await client.call_raw(r.GET_RUN, {"run_id": run_id}, actor=actor)
-        return run, await client.call_raw(w.GET, {"workspace_id": run["workspace_id"]}, actor=actor)
+        run = await client.call(r.GET_RUN, r.RunIdRequest(run_id=run_id), actor=actor)
+        return run, await get_workspace(client, actor, run.workspace_id)
     except NotFound:
         return None, None
 
@@ -78,8 +79,8 @@ async def version_view(
     request: Request, actor: Actor, pub_id: str, version: int, *, status: int = 200, **extra: Any
 ) -> Response:
     client = bus_of(request)
-    pub = await client.call_raw(p.GET, build(p.GetRequest, id=pub_id), actor=actor)
-    summary = next((v for v in pub["versions"] if v["version"] == version), None)
+    pub = await client.call(p.GET, build(p.GetRequest, id=pub_id), actor=actor)
+    summary = next((v for v in pub.versions if v.version == version), None)
     if summary is None:
         return render(
             request,
@@ -92,21 +93,18 @@ async def version_view(
         )
     body, withdrawn = None, None
     try:
-        body = await client.call_raw(p.READ, {"id": pub_id, "version": version}, actor=actor)
+        body = await client.call(p.READ, p.ReadRequest(id=pub_id, version=version), actor=actor)
     except Unavailable as exc:
         withdrawn = exc
-    locators = await _locators(client, actor, body["run_id"] if body else None)
+    locators = await _locators(client, actor, body.run_id if body else None)
     sources = [
-        {**s, "locators": locators.get((s["kind"], s["id"], s["version"]), [])}
-        for s in (body["sources"] if body else [])
+        {"ref": s, "locators": locators.get((s.kind, s.id, s.version), [])} for s in (body.sources if body else [])
     ]
-    run, ws = await _origin(client, actor, summary["run_id"])
-    changes = await answer_changes(client, actor, ws["id"], body) if ws else []
+    run, ws = await _origin(client, actor, summary.run_id)
+    changes = await answer_changes(client, actor, ws.id, body) if ws else []
     claims = None
-    if body is not None and body["run_id"]:
-        claims = await client.call_raw(
-            p.CLAIMS, build(p.ClaimsRequest, id=pub_id, version=version, limit=200), actor=actor
-        )
+    if body is not None and body.run_id:
+        claims = await client.call(p.CLAIMS, p.ClaimsRequest(id=pub_id, version=version, limit=200), actor=actor)
     return render(
         request,
         "publication.html",
@@ -134,9 +132,9 @@ async def diff_page(
     actor: Actor = Depends(signed_in),
 ) -> Response:
     client = bus_of(request)
-    pub = await client.call_raw(p.GET, build(p.GetRequest, id=pub_id), actor=actor)
-    diff = await client.call_raw(p.DIFF, build(p.DiffRequest, **{"id": pub_id, "from": from_, "to": to}), actor=actor)
-    return render(request, "diff.html", pub=pub, diff=diff, rows=side_by_side(diff["hunks"]))
+    pub = await client.call(p.GET, build(p.GetRequest, id=pub_id), actor=actor)
+    diff = await client.call(p.DIFF, build(p.DiffRequest, id=pub_id, from_=from_, to=to), actor=actor)
+    return render(request, "diff.html", pub=pub, diff=diff, rows=side_by_side(diff.hunks))
 
 
 @router.post("/publications/{pub_id}/versions")
@@ -145,7 +143,7 @@ async def revise(request: Request, pub_id: str, actor: Actor = Depends(signed_in
     body, expected = field(form, "body").replace("\r\n", "\n"), number(form, "expected_latest_version")
     try:
         req = build(p.ReviseRequest, id=pub_id, body=body, expected_latest_version=expected)
-        version = await bus_of(request).call_raw(p.REVISE, req, actor=actor)
+        version = await bus_of(request).call(p.REVISE, req, actor=actor)
     except (Invalid, Conflict) as exc:
         # Someone saved a version meanwhile (or the body was refused): the page shows the newest version, and
         # the typed body stays in the form beside the message, to be saved over it knowingly.
@@ -155,22 +153,26 @@ async def revise(request: Request, pub_id: str, actor: Actor = Depends(signed_in
             actor,
             pub_id,
             shown,
-            status=HTTP_STATUS.get(exc.code, 500),
+            status=exc_status(exc),
             errors=problem(exc, {"body": "new-body"}, "new-body"),
             body_draft=body,
         )
-    return go(f"/publications/{pub_id}/versions/{version['version']}", "New version saved.")
+    return go(f"/publications/{pub_id}/versions/{version.version}", "New version saved.")
 
 
 @router.get("/publications/{pub_id}/versions/{version}/withdraw")
 async def confirm_withdraw(request: Request, pub_id: str, version: int, actor: Actor = Depends(signed_in)) -> Response:
-    pub = await bus_of(request).call_raw(p.GET, build(p.GetRequest, id=pub_id), actor=actor)
+    pub = await bus_of(request).call(p.GET, build(p.GetRequest, id=pub_id), actor=actor)
     return render(request, "confirm_withdraw.html", pub=pub, version=version)
 
 
 @router.post("/publications/{pub_id}/versions/{version}/withdraw")
 async def withdraw(request: Request, pub_id: str, version: int, actor: Actor = Depends(signed_in)) -> Response:
-    form = await checked_form(request)
-    req = build(p.WithdrawRequest, id=pub_id, version=version, reason=field(form, "reason"))
-    await bus_of(request).call_raw(p.WITHDRAW, req, actor=actor)
-    return go(f"/publications/{pub_id}/versions/{version}", "Version withdrawn.")
+    return await submit(
+        request,
+        actor,
+        p.WITHDRAW,
+        lambda form: build(p.WithdrawRequest, id=pub_id, version=version, reason=field(form, "reason")),
+        f"/publications/{pub_id}/versions/{version}",
+        "Version withdrawn.",
+    )

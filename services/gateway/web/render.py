@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
+from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 from fastapi import Request, Response
@@ -16,6 +17,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.routing import APIRoute
 from jinja2 import Environment, FileSystemLoader
 from markupsafe import Markup
+from pydantic import TypeAdapter, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from services.gateway.web.security import (
@@ -27,9 +29,9 @@ from services.gateway.web.security import (
     session_actor,
     set_presession,
 )
-from shared.bus import BusClient
-from shared.contracts.common import Actor
-from shared.errors import HTTP_STATUS, DomainError, Invalid, RateLimited
+from shared.bus import BusClient, validation_details
+from shared.contracts.common import Actor, Model, Q, Subject
+from shared.errors import HTTP_STATUS, DomainError, Invalid, NotFound, RateLimited
 from shared.markdown import Known, render_markdown
 
 log = logging.getLogger("dossier.gateway.web")
@@ -38,6 +40,9 @@ TEMPLATES = Path(__file__).parent / "templates"
 # Every template is HTML: escape everything, whatever the file name says.
 env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=True, trim_blocks=True, lstrip_blocks=True)
 env.filters["q"] = lambda value: quote(str(value), safe="")
+_TIME = TypeAdapter(datetime)
+# A time as the API writes it (ISO 8601, `Z` for UTC): what a `<time datetime>` holds and its text is cut from.
+env.filters["stamp"] = lambda value: _TIME.dump_python(value, mode="json")
 
 
 def _markdown(text: str, shift: int = 2, known: Known | None = None) -> Markup:
@@ -196,3 +201,46 @@ def problem(exc: DomainError, fields: dict[str, str], default: str) -> dict[str,
     if exc.code != "invalid":
         message = exc.message
     return {fields.get(named, default): message}
+
+
+M = TypeVar("M", bound=Model)
+T = TypeVar("T")
+
+
+def build(model: type[M], **data: Any) -> M:
+    """A contract built from form fields and the address; a malformed field is `invalid`, named, like the API says."""
+    try:
+        return model(**data)
+    except ValidationError as exc:
+        details = validation_details(exc)
+        raise Invalid(f"{details['field']}: {details['problem']}", details) from exc
+
+
+def exc_status(exc: DomainError) -> int:
+    return HTTP_STATUS.get(exc.code, 500)
+
+
+async def optional(call: Awaitable[T], refused: type[DomainError] = NotFound) -> T | None:
+    """What the owner answers, or None when it refuses as `refused`: the page shows the rest without it.
+
+    Pass a call made beforehand (`optional(read)`, `map(optional, reads)`): written inline inside
+    `asyncio.gather`, mypy would take the call's reply type from this function's `T | None`."""
+    try:
+        return await call
+    except refused:
+        return None
+
+
+async def submit(
+    request: Request,
+    actor: Actor,
+    subject: Subject[Q, Any],
+    make: Callable[[dict[str, Any]], Q],
+    target: str,
+    notice: str | None = None,
+) -> RedirectResponse:
+    """A form that asks one thing of an owner: the form is checked, `make` turns it into the request, and the
+    answer is a redirect to the page that shows the outcome (`go`)."""
+    form = await checked_form(request)
+    await bus_of(request).call(subject, make(form), actor=actor)
+    return go(target, notice)

@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from fastapi import APIRouter, Depends, Request, Response
 
 from services.gateway.web.changes import answer_changes
-from services.gateway.web.render import WebRoute, bus_of, checked_form, field, go, render, signed_in
-from services.gateway.web.workspaces import build, paged
+from services.gateway.web.render import (
+    WebRoute,
+    build,
+    bus_of,
+    checked_form,
+    field,
+    optional,
+    render,
+    signed_in,
+    submit,
+)
+from services.gateway.web.workspaces import get_workspace
 from shared.bus import BusClient
 from shared.contracts import publication as p
 from shared.contracts import runhost as r
@@ -24,40 +33,35 @@ FINAL = ("completed", "failed", "cancelled")
 REPORT_SEARCH_LIMIT = 200
 
 
-async def _optional(call: Any) -> Any:
-    try:
-        return await call
-    except NotFound:
-        return None
-
-
-async def _answer(client: BusClient, actor: Actor, run: dict[str, Any]) -> tuple[Any, Any, str | None]:
+async def _answer(
+    client: BusClient, actor: Actor, run: r.Run
+) -> tuple[p.PublicationVersion | None, w.CatalogItem | None, str | None]:
     """The run's publication version, and the report artifact retained under the same title (if any)."""
-    ref = run.get("publication")
+    ref = run.publication
     if not ref:
         return None, None, None
     try:
-        answer = await client.call_raw(p.READ, {"id": ref["id"], "version": ref["version"]}, actor=actor)
+        answer = await client.call(p.READ, p.ReadRequest(id=ref.id, version=ref.version), actor=actor)
     except DomainError as exc:
         return None, None, exc.message
     try:
-        catalog = await client.call_raw(
-            w.CATALOG, {"workspace_id": run["workspace_id"], "limit": REPORT_SEARCH_LIMIT}, actor=actor
+        catalog = await client.call(
+            w.CATALOG, w.CatalogRequest(workspace_id=run.workspace_id, limit=REPORT_SEARCH_LIMIT), actor=actor
         )
     except DomainError:
         return answer, None, None
-    own = f"{r.REPORT_TITLE_PREFIX}{run['id']}:"
-    artifacts = [i for i in catalog["items"] if i["kind"] == "artifact"]
+    own = f"{r.REPORT_TITLE_PREFIX}{run.id}:"
+    artifacts = [i for i in catalog.items if i.kind == "artifact"]
     # Earlier runs titled their report as their answer ("Run <id>: ..."), which names the run too.
-    reports = [i for i in artifacts if i["title"].startswith(own)] or [
-        i for i in artifacts if i["title"] == answer["title"] and answer["title"].startswith(f"Run {run['id']}:")
+    reports = [i for i in artifacts if i.title.startswith(own)] or [
+        i for i in artifacts if i.title == answer.title and answer.title.startswith(f"Run {run.id}:")
     ]
     return answer, (reports[0] if reports else None), None
 
 
-def titles_of(run: dict[str, Any]) -> dict[str, str]:
+def titles_of(run: r.Run) -> dict[str, str]:
     """What the run was offered, by `kind:id`: the ledger names materials by title, not by id."""
-    return {f"{i['kind']}:{i['id']}": i["title"] for i in run["catalog"]["items"]}
+    return {f"{i.kind}:{i.id}": i.title for i in run.catalog.items}
 
 
 @router.get("/runs/{run_id}")
@@ -71,24 +75,27 @@ async def run_page(
 async def take_over(request: Request, run_id: str, actor: Actor = Depends(signed_in)) -> Response:
     """A person takes an external run over: its new lease token is shown on this page, once."""
     await checked_form(request)
-    taken = await bus_of(request).call_raw(r.EXTERNAL_TAKE, {"run_id": run_id, "force": True}, actor=actor)
-    return await _run_page(request, run_id, actor, None, taken=taken["lease"])
+    req = build(r.TakeRequest, run_id=run_id, force=True)
+    taken = await bus_of(request).call(r.EXTERNAL_TAKE, req, actor=actor)
+    return await _run_page(request, run_id, actor, None, taken=taken.lease)
 
 
 async def _run_page(
-    request: Request, run_id: str, actor: Actor, cursor: str | None, *, taken: dict[str, Any] | None = None
+    request: Request, run_id: str, actor: Actor, cursor: str | None, *, taken: r.Lease | None = None
 ) -> Response:
     client = bus_of(request)
-    ref = {"run_id": run_id}
-    run = await client.call_raw(r.GET_RUN, ref, actor=actor)
+    run = await client.call(r.GET_RUN, build(r.RunIdRequest, run_id=run_id), actor=actor)
+    # An empty cursor is the first page, as no cursor is.
+    ledger_page = build(r.RunPageRequest, run_id=run_id, cursor=cursor or None)
+    plan_read = client.call(r.READ_FILE, r.ReadFileRequest(run_id=run_id, path="plan.md"), actor=actor)
     ledger, files, plan, ws = await asyncio.gather(
-        paged(client, r.LEDGER, ref, actor, cursor),
-        client.call_raw(r.LIST_FILES, ref, actor=actor),
-        _optional(client.call_raw(r.READ_FILE, {"run_id": run_id, "path": "plan.md"}, actor=actor)),
-        _optional(client.call_raw(w.GET, {"workspace_id": run["workspace_id"]}, actor=actor)),
+        client.call(r.LEDGER, ledger_page, actor=actor),
+        client.call(r.LIST_FILES, r.RunPageRequest(run_id=run_id), actor=actor),
+        optional(plan_read),
+        optional(get_workspace(client, actor, run.workspace_id)),
     )
     answer, report, answer_error = await _answer(client, actor, run)
-    changes = await answer_changes(client, actor, run["workspace_id"], answer)
+    changes = await answer_changes(client, actor, run.workspace_id, answer)
     return render(
         request,
         "run.html",
@@ -97,41 +104,45 @@ async def _run_page(
         ws=ws,
         titles=titles_of(run),
         # The page that shows a new lease token once never reloads itself (the token would be gone).
-        live=run["status"] not in FINAL and taken is None,
+        live=run.status not in FINAL and taken is None,
         ledger=ledger,
-        files=files["items"],
-        plan=plan["text"] if plan else None,
+        files=files.items,
+        plan=plan.text if plan else None,
         answer=answer,
         answer_error=answer_error,
         report=report,
-        stats=run.get("stats"),
+        stats=run.stats.model_dump(),
         taken=taken,
     )
 
 
 @router.post("/runs/{run_id}/plan")
 async def write_plan(request: Request, run_id: str, actor: Actor = Depends(signed_in)) -> Response:
-    form = await checked_form(request)
     # Browsers send textarea lines with CRLF; the plan is a markdown file with plain newlines.
-    text = field(form, "plan").replace("\r\n", "\n")
-    await bus_of(request).call_raw(r.WRITE_PLAN, build(r.WritePlanRequest, run_id=run_id, text=text), actor=actor)
-    return go(f"/runs/{run_id}", "plan.md saved: the run's next step reads it.")
+    return await submit(
+        request,
+        actor,
+        r.WRITE_PLAN,
+        lambda form: build(r.WritePlanRequest, run_id=run_id, text=field(form, "plan").replace("\r\n", "\n")),
+        f"/runs/{run_id}",
+        "plan.md saved: the run's next step reads it.",
+    )
 
 
 @router.post("/runs/{run_id}/cancel")
 async def cancel(request: Request, run_id: str, actor: Actor = Depends(signed_in)) -> Response:
-    await checked_form(request)
-    await bus_of(request).call_raw(r.CANCEL, {"run_id": run_id}, actor=actor)
-    return go(f"/runs/{run_id}", "Cancel requested.")
+    return await submit(
+        request, actor, r.CANCEL, lambda _: build(r.RunIdRequest, run_id=run_id), f"/runs/{run_id}", "Cancel requested."
+    )
 
 
 @router.get("/runs/{run_id}/files/{path:path}")
 async def run_file(request: Request, run_id: str, path: str, actor: Actor = Depends(signed_in)) -> Response:
     client = bus_of(request)
-    reply = await client.call_raw(r.READ_FILE, build(r.ReadFileRequest, run_id=run_id, path=path), actor=actor)
-    run = await client.call_raw(r.GET_RUN, {"run_id": run_id}, actor=actor)
-    ws = await _optional(client.call_raw(w.GET, {"workspace_id": run["workspace_id"]}, actor=actor))
-    return render(request, "run_file.html", run=run, ws=ws, path=path, text=reply["text"])
+    reply = await client.call(r.READ_FILE, build(r.ReadFileRequest, run_id=run_id, path=path), actor=actor)
+    run = await client.call(r.GET_RUN, build(r.RunIdRequest, run_id=run_id), actor=actor)
+    ws = await optional(get_workspace(client, actor, run.workspace_id))
+    return render(request, "run_file.html", run=run, ws=ws, path=path, text=reply.text)
 
 
 @router.get("/runs/{run_id}/report")
@@ -139,9 +150,9 @@ async def report_page(request: Request, run_id: str, actor: Actor = Depends(sign
     """The run's report read inside the workbench (its styles, its links, a way back); the retained HTML
     file is offered as a download, since the sandbox it is served in carries no sign-in to links it holds."""
     client = bus_of(request)
-    run = await client.call_raw(r.GET_RUN, {"run_id": run_id}, actor=actor)
+    run = await client.call(r.GET_RUN, build(r.RunIdRequest, run_id=run_id), actor=actor)
     answer, report, answer_error = await _answer(client, actor, run)
     if answer is None:
         raise NotFound(answer_error or "this run has no answer yet", {"run_id": run_id})
-    ws = await _optional(client.call_raw(w.GET, {"workspace_id": run["workspace_id"]}, actor=actor))
+    ws = await optional(get_workspace(client, actor, run.workspace_id))
     return render(request, "report.html", run=run, ws=ws, answer=answer, report=report)

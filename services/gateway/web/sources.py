@@ -10,9 +10,19 @@ from fastapi.responses import StreamingResponse
 from services.gateway.routes.artifacts import CHUNK_BYTES, SANDBOX_HEADERS, download_artifact, stream_checked
 from services.gateway.routes.assets import register_upload
 from services.gateway.uploads import stream_multipart
-from services.gateway.web.render import WebRoute, bus_of, checked_form, field, go, problem, render, signed_in
+from services.gateway.web.render import (
+    WebRoute,
+    build,
+    bus_of,
+    checked_form,
+    field,
+    go,
+    problem,
+    render,
+    signed_in,
+    submit,
+)
 from services.gateway.web.security import check_csrf
-from services.gateway.web.workspaces import build
 from shared.blobs import Blobs
 from shared.contracts import assets as c
 from shared.contracts.common import INT32_MAX, Actor
@@ -30,6 +40,10 @@ def _source_url(source_id: str) -> str:
     return f"/sources/{quote(source_id, safe='')}"
 
 
+async def _source(request: Request, actor: Actor, source_id: str) -> c.Source:
+    return await bus_of(request).call(c.GET_SOURCE, build(c.GetSourceRequest, source_id=source_id), actor=actor)
+
+
 @router.get("/sources/{source_id}")
 async def source_page(
     request: Request,
@@ -39,14 +53,14 @@ async def source_page(
     actor: Actor = Depends(signed_in),
 ) -> Response:
     client = bus_of(request)
-    source = await client.call_raw(c.GET_SOURCE, build(c.GetSourceRequest, source_id=source_id), actor=actor)
-    versions = sorted(source["versions"], key=lambda v: v["version"], reverse=True)
-    shown = version or source["active_version"]
+    source = await _source(request, actor, source_id)
+    versions = sorted(source.versions, key=lambda v: v.version, reverse=True)
+    shown = version or source.active_version
     passages, unreadable = None, None
     if shown:
         req = build(c.PassagesRequest, source_id=source_id, version=shown, limit=PASSAGES_PAGE, cursor=cursor)
         try:
-            passages = await client.call_raw(c.PASSAGES, req, actor=actor)
+            passages = await client.call(c.PASSAGES, req, actor=actor)
         except (Unavailable, NotFound) as exc:
             unreadable = exc.message
     return render(
@@ -66,7 +80,7 @@ async def original(request: Request, source_id: str, version: int, actor: Actor 
     """The file as uploaded: always a download (never shown inline: an HTML original is a document's own
     markup), its bytes checked against the version's hash as they are sent."""
     req = build(c.VersionRequest, source_id=source_id, version=version)
-    where = c.Original.model_validate(await bus_of(request).call_raw(c.ORIGINAL, req, actor=actor))
+    where = await bus_of(request).call(c.ORIGINAL, req, actor=actor)
     blobs: Blobs = request.app.state.blobs
     if where.bucket != blobs.bucket:
         raise DomainError("the original is stored where the gateway cannot read it", code="internal")
@@ -93,27 +107,31 @@ async def upload(request: Request, actor: Actor = Depends(signed_in)) -> Respons
     # The workbench's form always sends the field, empty outside a workspace (the API refuses an empty one).
     if fields.get("workspace_id"):
         data["workspace_id"] = fields["workspace_id"]
-    version = await register_upload(request, actor, bus_of(request), data, upload)
-    if version.get("reused"):
-        notice = f"Those bytes are already version {version['version']}; nothing new was stored."
-    elif version["status"] == "failed":
-        notice = f"Version {version['version']} failed extraction; the active version stays active."
+    version = c.AssetVersion.model_validate(await register_upload(request, actor, bus_of(request), data, upload))
+    if version.reused:
+        notice = f"Those bytes are already version {version.version}; nothing new was stored."
+    elif version.status == "failed":
+        notice = f"Version {version.version} failed extraction; the active version stays active."
     else:
-        notice = f"Version {version['version']} is {version['status']}."
-    return go(_source_url(version["source_id"]), notice)
+        notice = f"Version {version.version} is {version.status}."
+    return go(_source_url(version.source_id), notice)
 
 
 @router.get("/sources/{source_id}/retire")
 async def confirm_retire(request: Request, source_id: str, actor: Actor = Depends(signed_in)) -> Response:
-    source = await bus_of(request).call_raw(c.GET_SOURCE, build(c.GetSourceRequest, source_id=source_id), actor=actor)
-    return render(request, "confirm_retire.html", source=source)
+    return render(request, "confirm_retire.html", source=await _source(request, actor, source_id))
 
 
 @router.post("/sources/{source_id}/retire")
 async def retire(request: Request, source_id: str, actor: Actor = Depends(signed_in)) -> Response:
-    await checked_form(request)
-    await bus_of(request).call_raw(c.RETIRE, build(c.RetireRequest, source_id=source_id), actor=actor)
-    return go(_source_url(source_id), "Source retired: no version of it can be read any more.")
+    return await submit(
+        request,
+        actor,
+        c.RETIRE,
+        lambda _: build(c.RetireRequest, source_id=source_id),
+        _source_url(source_id),
+        "Source retired: no version of it can be read any more.",
+    )
 
 
 @router.get("/sources/{source_id}/versions/{version}/passage")
@@ -125,8 +143,8 @@ async def passage(
     actor: Actor = Depends(signed_in),
 ) -> Response:
     req = build(c.LocateRequest, source_id=source_id, version=version, locator=locator)
-    evidence = await bus_of(request).call_raw(c.LOCATE, req, actor=actor)
-    return go(f"/evidence/{quote(evidence['evidence_id'], safe='')}")
+    evidence = await bus_of(request).call(c.LOCATE, req, actor=actor)
+    return go(f"/evidence/{quote(evidence.evidence_id, safe='')}")
 
 
 @router.get("/evidence")
@@ -139,13 +157,13 @@ async def search(
     hits = None
     if q.strip():
         req = build(c.SearchRequest, q=q, source_id=source_id.strip() or None, limit=50)
-        hits = (await bus_of(request).call_raw(c.SEARCH, req, actor=actor))["items"]
+        hits = (await bus_of(request).call(c.SEARCH, req, actor=actor)).items
     return render(request, "search.html", q=q, source_id=source_id, hits=hits)
 
 
 @router.get("/evidence/{evidence_id}")
 async def evidence(request: Request, evidence_id: str, actor: Actor = Depends(signed_in)) -> Response:
-    passage = await bus_of(request).call_raw(c.READ, build(c.EvidenceReadRequest, evidence_id=evidence_id), actor=actor)
+    passage = await bus_of(request).call(c.READ, build(c.EvidenceReadRequest, evidence_id=evidence_id), actor=actor)
     return render(request, "evidence.html", passage=passage)
 
 
@@ -161,13 +179,13 @@ async def import_file(request: Request, actor: Actor = Depends(signed_in)) -> Re
     values = {name: field(form, name).strip() for name in ("root", "path", "source_id", "workspace_id")}
     try:
         req = build(c.ImportRequest, **{**values, "workspace_id": values["workspace_id"] or None})
-        version = await bus_of(request).call_raw(c.IMPORT, req, actor=actor, timeout=settings.ingest_timeout)
+        version = await bus_of(request).call(c.IMPORT, req, actor=actor, timeout=settings.ingest_timeout)
     except (Invalid, NotFound, Unsupported, TooLarge) as exc:
         # Beside the field it is about, with what was typed; an unknown root comes with the approved ones.
         errors = problem(exc, {name: name for name in values}, "path")
         roots = exc.details.get("roots")
         return render(request, "import.html", status=HTTP_STATUS[exc.code], values=values, errors=errors, roots=roots)
-    return go(_source_url(version["source_id"]), f"Imported as version {version['version']} ({version['status']}).")
+    return go(_source_url(version.source_id), f"Imported as version {version.version} ({version.status}).")
 
 
 @router.get("/artifacts/{artifact_id}")

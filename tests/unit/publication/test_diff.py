@@ -48,8 +48,8 @@ def test_the_bound_cuts_whole_hunks_and_says_so() -> None:
 
 def test_side_by_side_pairs_a_removed_run_with_the_added_run_after_it() -> None:
     hunks, _ = line_diff("a\nb\nc\nd", "a\nB\nC\nd", max_lines=100)
-    rows = side_by_side([h.model_dump() for h in hunks])[0]
-    assert [(r["left"]["text"] if r["left"] else None, r["right"]["text"] if r["right"] else None) for r in rows] == [
+    rows = side_by_side(hunks)[0]
+    assert [(r["left"].text if r["left"] else None, r["right"].text if r["right"] else None) for r in rows] == [
         ("a", "a"),
         ("b", "B"),
         ("c", "C"),
