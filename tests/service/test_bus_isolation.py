@@ -175,7 +175,7 @@ async def test_external_read_only_credentials_read_events_through_an_ext_consume
         await reader.publish("dossier.evt.artifact.registered", b"{}")
         await violations.wait_for("publish", "dossier.evt.artifact.registered")
         with pytest.raises(Unreachable):
-            await BusClient(reader, timeout=1.0).call(publication.READ, {}, actor=Actor(scope="s", principal="p"))
+            await BusClient(reader, timeout=1.0).call_raw(publication.READ, {}, actor=Actor(scope="s", principal="p"))
         await violations.wait_for("publish", publication.READ)
         assert await reader.jetstream(timeout=2).delete_consumer(STREAM_NAME, durable)
         with pytest.raises(nats.errors.TimeoutError):
