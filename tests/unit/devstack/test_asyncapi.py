@@ -4,6 +4,7 @@ holds it to what a running stack serves and publishes."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import shutil
@@ -19,8 +20,10 @@ from pydantic import BaseModel
 
 from devstack import asyncapi
 from shared import tracing
+from shared.bus import described_endpoints
 from shared.contracts import artifact, common, gateway, mcp
 from shared.contracts.common import SERVICES, EventType, Subject, health_subject
+from shared.settings import ArtifactSettings, AssetsSettings, PublicationSettings, RunhostSettings, WorkspaceSettings
 from tests.support.asyncapi import COMMITTED, payload, resolve
 
 # Subjects whose reply carries no data (an acknowledgement).
@@ -72,6 +75,22 @@ def test_every_subject_has_its_own_request_and_reply_from_its_contract() -> None
     # Two subjects share a request schema only when they take the same model; each has its own envelopes.
     assert all(len(models) == 1 for models in requests_by_schema.values())
     assert len(envelopes) == 2 * len(declared)
+
+
+def test_each_service_serves_exactly_the_subjects_its_contract_declares() -> None:
+    """Its app built (no I/O): the endpoints it registers (shared/bus.endpoint) and its health subscriber."""
+    settings = {
+        "workspace": WorkspaceSettings,
+        "runhost": RunhostSettings,
+        "publication": PublicationSettings,
+        "artifact": ArtifactSettings,
+        "assets": AssetsSettings,
+    }
+    for service, subjects in asyncapi.contract_subjects().items():
+        runtime = importlib.import_module(f"services.{service}.app").create_app(settings[service]())
+        served = [spec.subject.name for spec in described_endpoints(runtime.broker)]
+        served += [subscriber.subject.broker_address for subscriber in runtime.broker.subscribers]
+        assert sorted(served) == sorted(s.name for s in subjects), service
 
 
 def test_every_event_type_of_the_contracts_is_described_with_its_payload() -> None:
