@@ -1,10 +1,12 @@
-"""The bus's AsyncAPI 3.0 document, generated from the code by FastStream's own generator.
+"""The bus's AsyncAPI 3.1 document, written from the contracts (shared/contracts).
 
-Every service's app is built (no I/O), and the endpoints it registered (`shared.bus.endpoint`) and the
-events its contract declares (`EVENTS` in each contract module) are declared on a documentation broker
-with typed envelopes: a request subject's payload is the request envelope around its request model, its
-reply is the reply envelope around the handler's return type, and an event's payload is the event
-envelope around its data model. `python -m devstack.asyncapi` writes `docs/asyncapi.json`; a test
+Every `Subject` a contract module declares is a channel its owner receives on, in the owner's queue group:
+its request message is the request envelope around the subject's own request model, and its reply, sent to
+the requester's inbox, is the reply envelope around its reply model. Every `EventType` is a channel its owner
+sends on through the outbox (shared/outbox.py) into stream DOSSIER_EVENTS: the event envelope around its
+payload model. The headers are the ones a receiver gets: a request carries only the trace context, when
+tracing is on (shared/bus.py, shared/tracing.py); a reply none, but for FastStream's on a health reply; an
+event its id as `Nats-Msg-Id`, and the trace context. `python -m devstack.asyncapi` writes `docs/asyncapi.json`; a test
 regenerates it and fails on any difference.
 """
 
@@ -17,16 +19,70 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from faststream.nats import NatsBroker
-from faststream.specification.asyncapi import AsyncAPI
 from pydantic import BaseModel, Field, create_model
+from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from shared.contracts import artifact, assets, publication, runhost, workspace
-from shared.contracts.common import SERVICES, Actor, ErrorBody, Event, Model, Subject, event_subject, health_subject
+from shared.contracts.common import (
+    SERVICES,
+    STREAM_NAME,
+    Actor,
+    BusRequest,
+    ErrorBody,
+    Event,
+    EventType,
+    Model,
+    Subject,
+    health_subject,
+)
 
 DOCUMENT = Path(__file__).resolve().parents[1] / "docs" / "asyncapi.json"
 CONTRACTS = (workspace, runhost, publication, artifact, assets)  # in the order of SERVICES
-REF = "#/components/schemas/{model}"
+SCHEMA = "#/components/schemas/{model}"
+SERVER = {"$ref": "#/servers/nats"}
+# The NATS bindings' version (github.com/asyncapi/bindings, nats): an operation's `queue` group.
+NATS_BINDING = "0.1.0"
+# The channel of every reply: the requester's inbox, a subject only the requester knows.
+INBOX = "inbox"
+
+# The W3C trace context (and baggage) of the caller's trace, as `opentelemetry.propagate.inject` writes it.
+TRACE_HEADERS: dict[str, Any] = {
+    "traceparent": {
+        "type": "string",
+        "pattern": "^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$",
+        "description": "W3C Trace Context: the trace and span this message continues.",
+    },
+    "tracestate": {"type": "string", "description": "W3C Trace Context, when the trace carries vendor state."},
+    "baggage": {"type": "string", "description": "W3C Baggage, when the trace carries some."},
+}
+REQUEST_HEADERS: dict[str, Any] = {
+    "type": "object",
+    "description": "Only with tracing on (shared/tracing.py): the caller's trace context. Nothing else.",
+    "properties": TRACE_HEADERS,
+    "additionalProperties": False,
+}
+# A health subject is answered by a FastStream subscriber (shared/bus.py `health_endpoint`), which adds its own
+# headers to the reply: a correlation id it makes up for the request, and an empty content type. The other
+# replies carry none (shared/serving.py).
+HEALTH_REPLY_HEADERS: dict[str, Any] = {
+    "type": "object",
+    "description": "FastStream's own; nothing a requester needs.",
+    "properties": {
+        "correlation_id": {"type": "string", "description": "Made up by FastStream for the request it answers."},
+        "content-type": {"const": "", "description": "Empty: FastStream does not name the reply's type."},
+    },
+    "required": ["correlation_id", "content-type"],
+    "additionalProperties": False,
+}
+EVENT_HEADERS: dict[str, Any] = {
+    "type": "object",
+    "description": "Set by the outbox relay (shared/outbox.py): the event's id, so the stream drops a second "
+    "message of the same id within its duplicate window; with tracing on, the trace context of the change that "
+    "caused the event. (The relay's `Nats-Expected-Stream` is the server's check at publish, not stored.)",
+    "properties": {"Nats-Msg-Id": {"type": "string", "description": "The event's `id`."}, **TRACE_HEADERS},
+    "required": ["Nats-Msg-Id"],
+    "additionalProperties": False,
+}
 
 
 def _name(subject: str, suffix: str) -> str:
@@ -34,6 +90,7 @@ def _name(subject: str, suffix: str) -> str:
 
 
 def _request_envelope(subject: Subject[Any, Any]) -> type[BaseModel]:
+    fields = BusRequest.model_fields
     return create_model(
         _name(subject, "Request"),
         __base__=Model,
@@ -49,7 +106,7 @@ def _request_envelope(subject: Subject[Any, Any]) -> type[BaseModel]:
             ),
         ),
         grant=(str | None, Field(default=None, description="A run grant, for reads made on behalf of a run")),
-        request_id=(str | None, Field(default=None, max_length=128)),
+        request_id=(str | None, fields["request_id"]),
         data=(subject.request, ...),
     )
 
@@ -66,18 +123,18 @@ def _reply_envelope(subject: Subject[Any, Any]) -> type[BaseModel]:
     )
 
 
-def _event_envelope(event_type: str, payload: type[Model]) -> type[BaseModel]:
+def _event_envelope(event_type: EventType[Any]) -> type[BaseModel]:
+    fields = Event.model_fields
     return create_model(
-        _name(event_subject(event_type), "Event"),
+        _name(event_type.subject, "Event"),
         __base__=Model,
-        __doc__=f"`{event_type}`: published through the outbox with Nats-Msg-Id = id.",
-        id=(str, ...),
-        type=(Literal[event_type], ...),  # type: ignore[valid-type,arg-type]
+        __doc__=f"`{event_type}`: {event_type.description}",
+        id=(str, Field(description="Unique per event; also its `Nats-Msg-Id`.")),
+        type=(Literal[event_type.name], ...),  # type: ignore[valid-type,arg-type]
         scope=(str, ...),
-        occurred_at=(datetime, ...),
-        data=(payload, ...),
-        # The same field as the envelope shared/contracts/common.Event that the outbox publishes.
-        request_id=(str | None, Event.model_fields["request_id"]),
+        occurred_at=(datetime, fields["occurred_at"]),
+        data=(event_type.payload, ...),
+        request_id=(str | None, fields["request_id"]),
     )
 
 
@@ -90,56 +147,120 @@ def contract_subjects() -> dict[str, list[Subject[Any, Any]]]:
     return subjects
 
 
+def contract_events() -> list[EventType[Any]]:
+    """Every event type the contracts declare, once (a module may name another's, as workspace names one of assets')."""
+    events: dict[str, EventType[Any]] = {}
+    for contract in CONTRACTS:
+        for value in vars(contract).values():
+            if isinstance(value, EventType):
+                events.setdefault(value.name, value)
+    return list(events.values())
+
+
+def _schemas(models: list[tuple[type[BaseModel], JsonSchemaMode]]) -> dict[str, Any]:
+    """The JSON Schema of every model, named as pydantic names them: a model whose input and output differ
+    (an alias, a default) gets one of each, so a request is described as taken and a reply as written."""
+    _, top = models_json_schema(models, ref_template=SCHEMA)
+    return dict(top["$defs"])
+
+
+def _message(name: str, envelope: type[BaseModel], summary: str, headers: dict[str, Any] | None) -> dict[str, Any]:
+    message: dict[str, Any] = {
+        "name": name,
+        "title": name,
+        "summary": summary,
+        "contentType": "application/json",
+        "payload": {"$ref": SCHEMA.format(model=envelope.__name__)},
+    }
+    if headers is not None:
+        message["headers"] = headers
+    return message
+
+
 def build() -> dict[str, Any]:
-    docs = NatsBroker()
-    replies: dict[str, type[BaseModel]] = {}
+    channels: dict[str, Any] = {}
+    operations: dict[str, Any] = {}
+    messages: dict[str, Any] = {}
+    inbox: dict[str, Any] = {}
+    models: list[tuple[type[BaseModel], JsonSchemaMode]] = []
     for service, subjects in contract_subjects().items():
         for subject in subjects:
-            envelope = _request_envelope(subject)
-
-            async def handler(body: Any) -> None:
-                return None
-
-            # Bound now: a string annotation (this module's `from __future__ import annotations`) would be
-            # read when the document is made, after the loop, and name the last envelope for every subject.
-            handler.__annotations__ = {"body": envelope, "return": None}
-            handler.__name__ = _name(subject, "")
-            docs.subscriber(subject.name, queue=service, title=subject.name, description=subject.description)(handler)
-            replies[subject.name] = _reply_envelope(subject)
-    for contract in CONTRACTS:
-        for event_type, payload in contract.EVENTS.items():
-            address = event_subject(event_type)
-            description = f"{payload.__doc__ or event_type}".strip()
-            docs.publisher(address, schema=_event_envelope(event_type, payload), title=address, description=description)
-    factory = AsyncAPI(
-        docs,
-        title="Dossier bus",
-        version="1",
-        description="Request/reply subjects (queue groups per service) and JetStream events (stream DOSSIER_EVENTS).",
-        schema_version="3.0.0",
-    )
-    document: dict[str, Any] = factory.to_specification().to_jsonable()
-    _add_replies(document, replies)
-    return document
-
-
-def _add_replies(document: dict[str, Any], replies: dict[str, type[BaseModel]]) -> None:
-    """FastStream documents what a subscriber receives; the reply it sends is added as AsyncAPI 3 `reply`."""
-    components = document["components"]
-    for subject, model in replies.items():
-        schema = model.model_json_schema(ref_template=REF)
-        for name, definition in schema.pop("$defs", {}).items():
-            components["schemas"].setdefault(name, definition)
-        components["schemas"][model.__name__] = schema
-        message = f"{subject}:Reply"
-        components["messages"][message] = {
-            "title": message,
-            "payload": {"$ref": REF.format(model=model.__name__)},
+            request, reply = _request_envelope(subject), _reply_envelope(subject)
+            models += [(request, "validation"), (reply, "serialization")]
+            asked, answered = f"{subject}.Request", f"{subject}.Reply"
+            messages[asked] = _message(asked, request, f"A `{subject}` request.", REQUEST_HEADERS)
+            headers = HEALTH_REPLY_HEADERS if subject == health_subject(service) else None
+            messages[answered] = _message(answered, reply, f"The reply to `{subject}`.", headers)
+            inbox[answered] = {"$ref": f"#/components/messages/{answered}"}
+            channels[subject.name] = {
+                "address": subject.name,
+                "title": subject.name,
+                "description": subject.description,
+                "messages": {"request": {"$ref": f"#/components/messages/{asked}"}},
+                "servers": [SERVER],
+            }
+            operations[subject.name] = {
+                "action": "receive",
+                "title": subject.name,
+                "summary": subject.description,
+                "description": f"The {service} service answers in its queue group `{service}`.",
+                "channel": {"$ref": f"#/channels/{subject}"},
+                "messages": [{"$ref": f"#/channels/{subject}/messages/request"}],
+                "reply": {
+                    "channel": {"$ref": f"#/channels/{INBOX}"},
+                    "messages": [{"$ref": f"#/channels/{INBOX}/messages/{answered}"}],
+                },
+                "bindings": {"nats": {"queue": service, "bindingVersion": NATS_BINDING}},
+            }
+    channels[INBOX] = {
+        "address": None,
+        "title": "The requester's inbox",
+        "description": "The reply subject of a request (`_INBOX_<process>.…`): its owner sends its one reply there.",
+        "messages": inbox,
+        "servers": [SERVER],
+    }
+    for event_type in contract_events():
+        envelope = _event_envelope(event_type)
+        models.append((envelope, "serialization"))
+        address = event_type.subject
+        messages[address] = _message(address, envelope, event_type.description, EVENT_HEADERS)
+        channels[address] = {
+            "address": address,
+            "title": address,
+            "description": f"{event_type.description} Stored in stream {STREAM_NAME}.",
+            "messages": {"event": {"$ref": f"#/components/messages/{address}"}},
+            "servers": [SERVER],
         }
-        document["operations"][subject]["reply"] = {
-            "address": {"location": "$message.header#/reply", "description": "the requester's inbox"},
-            "messages": [{"$ref": f"#/components/messages/{message}"}],
+        operations[address] = {
+            "action": "send",
+            "title": address,
+            "summary": event_type.description,
+            "description": f"Published by the outbox relay of its owner, once per `{event_type}` event.",
+            "channel": {"$ref": f"#/channels/{address}"},
+            "messages": [{"$ref": f"#/channels/{address}/messages/event"}],
         }
+    return {
+        "asyncapi": "3.1.0",
+        "info": {
+            "title": "Dossier bus",
+            "version": "1",
+            "description": "Request/reply subjects (one queue group per service; every request is answered once) "
+            f"and the events each service publishes through its outbox into JetStream stream {STREAM_NAME}.",
+        },
+        "defaultContentType": "application/json",
+        "servers": {
+            "nats": {
+                "host": "{host}",
+                "protocol": "nats",
+                "description": "A stack's NATS: the local stack names it in $DOSSIER_HOME/stack.json (`nats_url`), "
+                "and an outside subscriber's in nats/events.json.",
+                "variables": {"host": {"default": "127.0.0.1:4222", "description": "The client address."}},
+            }
+        },
+        "channels": channels,
+        "operations": operations,
+        "components": {"messages": messages, "schemas": _schemas(models)},
+    }
 
 
 def render() -> str:

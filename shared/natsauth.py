@@ -133,13 +133,13 @@ CALLS: dict[str, tuple[str, ...]] = {
 # Event subjects each service follows with durable consumers.
 CONSUMES: dict[str, tuple[str, ...]] = {
     "workspace": (
-        f"{EVENT_SUBJECT_PREFIX}.{publication.EVT_COMMITTED}",
-        f"{EVENT_SUBJECT_PREFIX}.{assets.EVT_ASSOCIATION_REQUESTED}",
+        publication.EVT_COMMITTED.subject,
+        assets.EVT_ASSOCIATION_REQUESTED.subject,
         # Drift: a cited ref got a new version, or was withdrawn or retired.
-        f"{EVENT_SUBJECT_PREFIX}.{publication.EVT_REVISED}",
-        f"{EVENT_SUBJECT_PREFIX}.{publication.EVT_WITHDRAWN}",
-        f"{EVENT_SUBJECT_PREFIX}.{assets.EVT_VERSION_ACTIVATED}",
-        f"{EVENT_SUBJECT_PREFIX}.{assets.EVT_SOURCE_RETIRED}",
+        publication.EVT_REVISED.subject,
+        publication.EVT_WITHDRAWN.subject,
+        assets.EVT_VERSION_ACTIVATED.subject,
+        assets.EVT_SOURCE_RETIRED.subject,
     ),
 }
 

@@ -32,7 +32,7 @@ from nats.js.errors import NoStreamResponseError, ServiceUnavailableError
 
 from shared import tracing
 from shared.aio import wait_event
-from shared.contracts.common import STREAM_NAME, Event, event_subject
+from shared.contracts.common import STREAM_NAME, Event, EventType, P, event_subject
 from shared.db import Database
 from shared.metrics import (
     CONSUMER_PENDING,
@@ -79,14 +79,19 @@ def new_event_id() -> str:
     return f"evt_{uuid.uuid4().hex}"
 
 
-async def enqueue(conn: asyncpg.Connection, *, type: str, scope: str, data: dict[str, Any]) -> Event:
-    """Record an event inside the caller's transaction. It becomes visible to the relay at commit."""
+async def enqueue(conn: asyncpg.Connection, event_type: EventType[P], payload: P, *, scope: str) -> Event:
+    """Record an event inside the caller's transaction. It becomes visible to the relay at commit.
+
+    `payload` is the model the event type declares (shared/contracts), exactly: a subscriber reads `data` as that.
+    """
+    if type(payload) is not event_type.payload:
+        raise TypeError(f"a {event_type} event carries a {event_type.payload.__name__}, not a {type(payload).__name__}")
     event = Event(
         id=new_event_id(),
-        type=type,
+        type=event_type.name,
         scope=scope,
         occurred_at=datetime.now(UTC),
-        data=data,
+        data=payload.model_dump(mode="json"),
         request_id=request_id_var.get(),
     )
     await conn.execute(

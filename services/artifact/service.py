@@ -84,7 +84,7 @@ class ArtifactService:
                 expires_at=req.expires_at,
             )
             artifact = _artifact(row)
-            await enqueue(conn, type=c.EVT_REGISTERED, scope=actor.scope, data=artifact.model_dump(mode="json"))
+            await enqueue(conn, c.EVT_REGISTERED, artifact, scope=actor.scope)
         return artifact
 
     async def get(self, actor: Actor, artifact_id: str) -> c.Artifact:
@@ -116,7 +116,7 @@ class ArtifactService:
                 raise Unavailable(f"artifact {req.artifact_id} has expired", {"id": req.artifact_id}, reason="expired")
             row = await self._repo.retain(conn, scope=actor.scope, id=req.artifact_id, expires_at=req.expires_at)
             retention = _retention(row)
-            await enqueue(conn, type=c.EVT_RETAINED, scope=actor.scope, data=retention.model_dump(mode="json"))
+            await enqueue(conn, c.EVT_RETAINED, retention, scope=actor.scope)
         return retention
 
     async def check(self, actor: Actor, refs: list[Ref]) -> CheckReply:

@@ -189,7 +189,7 @@ class Lifecycle:
             superseded=Ref(kind="source", id=row["source_id"], version=current["version"]) if current else None,
             created_at=row["created_at"],
         )
-        await enqueue(conn, type=c.EVT_VERSION_ACTIVATED, scope=row["scope"], data=event.model_dump(mode="json"))
+        await enqueue(conn, c.EVT_VERSION_ACTIVATED, event, scope=row["scope"])
 
     async def _fail(self, conn: asyncpg.Connection, row: asyncpg.Record, error: str) -> None:
         source = await self._repo.lock_source(conn, pk=row["source_pk"])
@@ -201,7 +201,7 @@ class Lifecycle:
         event = c.VersionFailed(
             **version_event(row), content_hash=row["content_hash"], error=error, run_id=row["run_id"]
         )
-        await enqueue(conn, type=c.EVT_VERSION_FAILED, scope=row["scope"], data=event.model_dump(mode="json"))
+        await enqueue(conn, c.EVT_VERSION_FAILED, event, scope=row["scope"])
 
     async def wait_settled(self, asset_id: str) -> asyncpg.Record:
         """For a reused version another request is still ingesting: its reply waits for the outcome."""

@@ -201,7 +201,7 @@ class AssetsService:
         event = c.AssociationRequested(
             workspace_id=workspace_id, source_id=source_id, asset_id=asset_id, version=version
         )
-        await enqueue(conn, type=c.EVT_ASSOCIATION_REQUESTED, scope=actor.scope, data=event.model_dump(mode="json"))
+        await enqueue(conn, c.EVT_ASSOCIATION_REQUESTED, event, scope=actor.scope)
 
     async def stage_again(self, row: asyncpg.Record) -> StagedFile:
         """The bytes of a recorded version, for re-extraction after a crash (verified against its hash)."""
@@ -309,5 +309,5 @@ class AssetsService:
             if source["status"] != "retired":
                 versions = await self._repo.retire_source(conn, pk=source["pk"])
                 event = c.SourceRetired(source_id=req.source_id, versions=versions)
-                await enqueue(conn, type=c.EVT_SOURCE_RETIRED, scope=actor.scope, data=event.model_dump(mode="json"))
+                await enqueue(conn, c.EVT_SOURCE_RETIRED, event, scope=actor.scope)
             return await self._source_view(conn, actor, "", req.source_id, PageRequest())

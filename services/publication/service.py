@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import uuid
-from typing import Any
 
 import asyncpg
 
@@ -46,7 +45,7 @@ def _version(row: asyncpg.Record) -> c.PublicationVersion:
     )
 
 
-def _event(v: c.PublicationVersion, workspace_id: str | None, reason: str | None = None) -> dict[str, Any]:
+def _event(v: c.PublicationVersion, workspace_id: str | None, reason: str | None = None) -> c.VersionEvent:
     return c.VersionEvent(
         id=v.id,
         version=v.version,
@@ -57,7 +56,7 @@ def _event(v: c.PublicationVersion, workspace_id: str | None, reason: str | None
         sources=v.sources,
         created_at=v.created_at,
         reason=reason,
-    ).model_dump(mode="json")
+    )
 
 
 class PublicationService:
@@ -120,7 +119,7 @@ class PublicationService:
             row = await self._repo.get_version(conn, scope=actor.scope, id=pub_id, version=1)
             assert row is not None
             version = _version(row)
-            await enqueue(conn, type=c.EVT_COMMITTED, scope=actor.scope, data=_event(version, req.workspace_id))
+            await enqueue(conn, c.EVT_COMMITTED, _event(version, req.workspace_id), scope=actor.scope)
         return version
 
     async def _replay_commit(
@@ -246,7 +245,7 @@ class PublicationService:
             row = await self._repo.get_version(conn, scope=actor.scope, id=req.id, version=version_no)
             assert row is not None
             version = _version(row)
-            await enqueue(conn, type=c.EVT_REVISED, scope=actor.scope, data=_event(version, pub["workspace_id"]))
+            await enqueue(conn, c.EVT_REVISED, _event(version, pub["workspace_id"]), scope=actor.scope)
         return version
 
     async def withdraw(self, actor: Actor, req: c.WithdrawRequest) -> c.PublicationVersion:
@@ -260,12 +259,8 @@ class PublicationService:
             row = await self._repo.get_version(conn, scope=actor.scope, id=req.id, version=req.version)
             assert row is not None
             version = _version(row)
-            await enqueue(
-                conn,
-                type=c.EVT_WITHDRAWN,
-                scope=actor.scope,
-                data=_event(version, row["workspace_id"], reason=req.reason),
-            )
+            withdrawn = _event(version, row["workspace_id"], reason=req.reason)
+            await enqueue(conn, c.EVT_WITHDRAWN, withdrawn, scope=actor.scope)
         return version
 
     async def check(self, actor: Actor, refs: list[Ref]) -> CheckReply:

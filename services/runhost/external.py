@@ -81,7 +81,7 @@ class ExternalRuns:
         row = await self.leases.start_lease(
             conn, run_id=row["id"], token_hash=digest, lease_seconds=lease_seconds, holder=row["principal"]
         )
-        await enqueue(conn, type=c.EVT_STARTED, scope=row["scope"], data=run_event(row, "running"))
+        await enqueue(conn, c.EVT_STARTED, run_event(row, "running"), scope=row["scope"])
         run = to_run(row)
         run.lease = c.Lease(token=token, epoch=1, expires_at=row["lease_expires_at"])
         return run
@@ -306,7 +306,7 @@ class ExternalRuns:
             row = await self.leases.cancel_external(conn, scope=actor.scope, id=run_id)
             if row is None:
                 return None
-            await enqueue(conn, type=c.EVT_CANCELLED, scope=actor.scope, data=run_event(row, "cancelled"))
+            await enqueue(conn, c.EVT_CANCELLED, run_event(row, "cancelled"), scope=actor.scope)
         return to_run(row)
 
     async def abandon_forever(self, interval: float = 60.0) -> None:
@@ -321,7 +321,7 @@ class ExternalRuns:
                         event = run_event(row, "failed", error=ABANDONED)
                         # The run's end belongs to the trace of its admission, not to this sweep.
                         with tracing.continued(row.get("trace_headers")):
-                            await enqueue(conn, type=c.EVT_FAILED, scope=row["scope"], data=event)
+                            await enqueue(conn, c.EVT_FAILED, event, scope=row["scope"])
                 for row in rows:
                     log.info("run %s: abandoned by its outside agent", row["id"])
             except (OSError, asyncpg.PostgresError, DomainError) as exc:

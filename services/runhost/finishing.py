@@ -27,7 +27,7 @@ from shared.contracts import artifact
 from shared.contracts import publication as pub
 from shared.contracts import runhost as c
 from shared.contracts import workspace as ws
-from shared.contracts.common import Actor, Model, PublicationRef, Ref
+from shared.contracts.common import Actor, EventType, Model, PublicationRef, Ref
 from shared.db import Database
 from shared.errors import DomainError, NotFound
 from shared.outbox import enqueue
@@ -48,12 +48,14 @@ class Finisher:
         self.run, self.epoch = run, epoch
         self.actor = Actor(scope=run["scope"], principal=f"run:{run['id']}")
 
-    async def _fenced(self, values: dict[str, Any], *, event: tuple[str, dict[str, Any]] | None = None) -> None:
+    async def _fenced(
+        self, values: dict[str, Any], *, event: tuple[EventType[c.RunEvent], c.RunEvent] | None = None
+    ) -> None:
         async with self.db.transaction() as conn:
             if not await self.repo.fenced_update(conn, run_id=self.run["id"], epoch=self.epoch, values=values):
                 raise StaleLease(self.run["id"])
             if event is not None:
-                await enqueue(conn, type=event[0], scope=self.run["scope"], data=event[1])
+                await enqueue(conn, *event, scope=self.run["scope"])
 
     async def _check_fence(self) -> None:
         async with self.db.pool.acquire() as conn:

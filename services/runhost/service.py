@@ -79,14 +79,14 @@ def to_run(row: asyncpg.Record) -> c.Run:
     )
 
 
-def run_event(row: asyncpg.Record | dict[str, Any], status: str, **extra: Any) -> dict[str, Any]:
+def run_event(row: asyncpg.Record | dict[str, Any], status: str, **extra: Any) -> c.RunEvent:
     return c.RunEvent(
         run_id=row["id"],
         workspace_id=row["workspace_id"],
         conversation_id=row["conversation_id"],
         status=status,  # type: ignore[arg-type]
         **extra,
-    ).model_dump(mode="json")
+    )
 
 
 class RunService:
@@ -143,7 +143,7 @@ class RunService:
                     "trace_headers": tracing.current_headers(),
                 },
             )
-            await enqueue(conn, type=c.EVT_ADMITTED, scope=actor.scope, data=run_event(row, "admitted"))
+            await enqueue(conn, c.EVT_ADMITTED, run_event(row, "admitted"), scope=actor.scope)
             if req.driver == "external" and self.external is not None:
                 lease_seconds = req.lease_seconds or c.LEASE_SECONDS_DEFAULT
                 run = await self.external.begin(conn, row, lease_seconds)
@@ -224,7 +224,7 @@ class RunService:
             if row["status"] == "admitted":
                 cancelled = await self._repo.cancel_unclaimed(conn, scope=actor.scope, id=run_id)
                 if cancelled is not None:
-                    await enqueue(conn, type=c.EVT_CANCELLED, scope=actor.scope, data=run_event(cancelled, "cancelled"))
+                    await enqueue(conn, c.EVT_CANCELLED, run_event(cancelled, "cancelled"), scope=actor.scope)
                     return to_run(cancelled)
             if row["status"] in ("admitted", "running"):
                 # The worker that holds the lease ends the run at its next step.

@@ -117,7 +117,7 @@ class Worker:
             if row is not None and row["lease_epoch"] == 1:
                 # `run.started` belongs to the run's trace, not to the claim's idle poll.
                 with tracing.continued(row.get("trace_headers")):
-                    await enqueue(conn, type=c.EVT_STARTED, scope=row["scope"], data=run_event(row, "running"))
+                    await enqueue(conn, c.EVT_STARTED, run_event(row, "running"), scope=row["scope"])
         if row is not None and row["lease_epoch"] > 1:
             LEASE_TAKEOVERS.inc()
         return row

@@ -16,7 +16,7 @@ from services.workspace.service import WorkspaceService
 from shared.bus import RequestContext
 from shared.contracts import workspace as c
 from shared.contracts.assets import EVT_SOURCE_RETIRED, EVT_VERSION_ACTIVATED
-from shared.contracts.common import Event, event_subject
+from shared.contracts.common import Event
 from shared.contracts.publication import EVT_COMMITTED, EVT_REVISED, EVT_WITHDRAWN
 from shared.natsauth import connect_options, workspace_durables
 from shared.outbox import consume
@@ -73,12 +73,12 @@ def create_app(settings: WorkspaceSettings) -> ServiceRuntime:
         await drift.on_publication_committed(conn, event)  # what the new version cites, for later drift
 
     handlers = {
-        event_subject(EVT_COMMITTED): on_committed,
-        event_subject(c.EVT_ASSET_ASSOCIATION_REQUESTED): associations.on_asset_association_requested,
-        event_subject(EVT_REVISED): drift.on_publication_revised,
-        event_subject(EVT_WITHDRAWN): drift.on_publication_withdrawn,
-        event_subject(EVT_VERSION_ACTIVATED): drift.on_version_activated,
-        event_subject(EVT_SOURCE_RETIRED): drift.on_source_retired,
+        EVT_COMMITTED.subject: on_committed,
+        c.EVT_ASSET_ASSOCIATION_REQUESTED.subject: associations.on_asset_association_requested,
+        EVT_REVISED.subject: drift.on_publication_revised,
+        EVT_WITHDRAWN.subject: drift.on_publication_withdrawn,
+        EVT_VERSION_ACTIVATED.subject: drift.on_version_activated,
+        EVT_SOURCE_RETIRED.subject: drift.on_source_retired,
     }
     for durable, subject in consumer_names(settings.consumer_prefix).items():
 

@@ -239,4 +239,4 @@ class Associations:
             run_id=run_id,
             reason=reason,  # type: ignore[arg-type]
         )
-        await enqueue(conn, type=c.EVT_ASSOCIATION_REFUSED, scope=event.scope, data=refused.model_dump(mode="json"))
+        await enqueue(conn, c.EVT_ASSOCIATION_REFUSED, refused, scope=event.scope)

@@ -295,12 +295,8 @@ class Checkpoints:
             derived_from=content.derived_from.model_dump(mode="json"),
             author=author,
         )
-        await enqueue(
-            conn,
-            type=c.EVT_CHECKPOINT_REVISED,
-            scope=scope,
-            data=c.CheckpointRevised(
-                workspace_id=workspace_id, revision=current + 1, author=author, run_id=content.derived_from.run_id
-            ).model_dump(),
+        revised = c.CheckpointRevised(
+            workspace_id=workspace_id, revision=current + 1, author=author, run_id=content.derived_from.run_id
         )
+        await enqueue(conn, c.EVT_CHECKPOINT_REVISED, revised, scope=scope)
         return row

@@ -180,7 +180,7 @@ class DriftWatch:
             return  # this change of this ref was already recorded for this workspace
         drift = self._drift(row)
         data = c.DriftDetected(workspace_id=workspace_id, **drift.model_dump())
-        await enqueue(conn, type=c.EVT_DRIFT_DETECTED, scope=scope, data=data.model_dump(mode="json"))
+        await enqueue(conn, c.EVT_DRIFT_DETECTED, data, scope=scope)
         text = question_text(ref, cited_by, new_version, reason)
 
         def ask(previous: Content) -> Content:

@@ -14,7 +14,7 @@ import asyncpg
 from services.workspace.catalog import CATALOG_KINDS, CatalogReader, candidate_window, question_words
 from services.workspace.repository import WorkspaceRepository
 from shared.contracts import workspace as c
-from shared.contracts.common import Actor
+from shared.contracts.common import Actor, EventType
 from shared.db import Database
 from shared.errors import Conflict, Invalid, NotFound, TooLarge
 from shared.outbox import enqueue
@@ -94,12 +94,8 @@ class WorkspaceService:
                 conn, scope=actor.scope, workspace_id=workspace_id, version=1, text=goal
             )
             workspace = workspace_view(await self._live(conn, actor, workspace_id))
-            await enqueue(
-                conn,
-                type=c.EVT_CREATED,
-                scope=actor.scope,
-                data=c.WorkspaceCreated(workspace_id=workspace_id, title=title, goal_version=1).model_dump(),
-            )
+            created = c.WorkspaceCreated(workspace_id=workspace_id, title=title, goal_version=1)
+            await enqueue(conn, c.EVT_CREATED, created, scope=actor.scope)
         return workspace
 
     async def list_workspaces(self, actor: Actor, req: c.ListRequest) -> c.WorkspaceList:
@@ -127,12 +123,8 @@ class WorkspaceService:
             )
             await self._repo.set_goal_version(conn, scope=actor.scope, id=req.workspace_id, version=version)
             workspace = workspace_view(await self._live(conn, actor, req.workspace_id))
-            await enqueue(
-                conn,
-                type=c.EVT_GOAL_REVISED,
-                scope=actor.scope,
-                data=c.GoalRevised(workspace_id=req.workspace_id, version=version).model_dump(),
-            )
+            revised = c.GoalRevised(workspace_id=req.workspace_id, version=version)
+            await enqueue(conn, c.EVT_GOAL_REVISED, revised, scope=actor.scope)
         return workspace
 
     async def goal_versions(self, actor: Actor, req: c.WorkspacePageRequest) -> c.GoalVersions:
@@ -153,7 +145,9 @@ class WorkspaceService:
     async def unarchive(self, actor: Actor, workspace_id: str) -> c.Workspace:
         return await self._set_status(actor, workspace_id, "active", c.EVT_UNARCHIVED)
 
-    async def _set_status(self, actor: Actor, workspace_id: str, status: str, event: str) -> c.Workspace:
+    async def _set_status(
+        self, actor: Actor, workspace_id: str, status: str, event: EventType[c.WorkspaceChanged]
+    ) -> c.Workspace:
         async with self._db.transaction() as conn:
             row = await self._repo.lock_workspace(conn, scope=actor.scope, id=workspace_id)
             if row is None or row["status"] == "deleted":
@@ -162,8 +156,7 @@ class WorkspaceService:
             if changed:
                 # Repeating an archive would move its instant and so change which runs count as "before" it.
                 await self._repo.set_status(conn, scope=actor.scope, id=workspace_id, status=status)
-                changed = c.WorkspaceChanged(workspace_id=workspace_id).model_dump()
-                await enqueue(conn, type=event, scope=actor.scope, data=changed)
+                await enqueue(conn, event, c.WorkspaceChanged(workspace_id=workspace_id), scope=actor.scope)
             return workspace_view(await self._live(conn, actor, workspace_id))
 
     async def delete(self, actor: Actor, workspace_id: str) -> None:
@@ -173,8 +166,7 @@ class WorkspaceService:
             if row is None or row["status"] == "deleted":
                 raise not_found(workspace_id)
             await self._repo.tombstone(conn, scope=actor.scope, id=workspace_id)
-            deleted = c.WorkspaceChanged(workspace_id=workspace_id).model_dump()
-            await enqueue(conn, type=c.EVT_DELETED, scope=actor.scope, data=deleted)
+            await enqueue(conn, c.EVT_DELETED, c.WorkspaceChanged(workspace_id=workspace_id), scope=actor.scope)
 
     # -- catalog and admission ----------------------------------------------------------------------
 

@@ -7,10 +7,7 @@ from typing import Literal
 
 from pydantic import AwareDatetime, Field
 
-from shared.contracts.common import CheckReply, CheckRequest, Model, Subject, Text
-
-EVT_REGISTERED = "artifact.registered"
-EVT_RETAINED = "artifact.retained"
+from shared.contracts.common import CheckReply, CheckRequest, EventType, Model, Subject, Text
 
 MEDIA_TYPE_HTML = "text/html"
 
@@ -62,17 +59,31 @@ class Retention(Model):
     expires_at: datetime | None
 
 
-EVENTS: dict[str, type[Model]] = {EVT_REGISTERED: Artifact, EVT_RETAINED: Retention}
+# The events this service publishes through its outbox: type, payload, meaning.
+EVT_REGISTERED = EventType("artifact.registered", Artifact, "A file was registered as an artifact of the scope.")
+EVT_RETAINED = EventType("artifact.retained", Retention, "An artifact's retention was set or extended.")
 
 
-# The request subjects this service answers: name, request, reply.
-REGISTER = Subject("dossier.artifact.register", RegisterRequest, Artifact)
-GET = Subject("dossier.artifact.get", ArtifactIdRequest, Artifact)
+# The request subjects this service answers: name, request, reply, what it answers.
+REGISTER = Subject(
+    "dossier.artifact.register",
+    RegisterRequest,
+    Artifact,
+    "Registers an HTML file already in object storage (checked against its hash and size) as an artifact.",
+)
+GET = Subject("dossier.artifact.get", ArtifactIdRequest, Artifact, "One artifact of the scope, unless expired.")
 OPEN = Subject(
     "dossier.artifact.open",
     ArtifactIdRequest,
     ArtifactLocation,
     "Internal: where the bytes are, answered only after scope, expiry and the hash reference are checked.",
 )
-RETAIN = Subject("dossier.artifact.retain", RetainRequest, Retention)
-CHECK = Subject("dossier.artifact.check", CheckRequest, CheckReply)
+RETAIN = Subject(
+    "dossier.artifact.retain",
+    RetainRequest,
+    Retention,
+    "Keeps an artifact until the given expiry (none: for ever); never shortens an earlier retention.",
+)
+CHECK = Subject(
+    "dossier.artifact.check", CheckRequest, CheckReply, "Which of these refs of kind `artifact` the actor may cite."
+)

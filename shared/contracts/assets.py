@@ -12,18 +12,13 @@ from shared.contracts.common import (
     NOT_BLANK,
     CheckReply,
     CheckRequest,
+    EventType,
     Model,
     Page,
     PageRequest,
     Ref,
     Subject,
 )
-
-EVT_VERSION_ACTIVATED = "asset.version_activated"
-EVT_VERSION_FAILED = "asset.version_failed"
-EVT_SOURCE_RETIRED = "asset.source_retired"
-# Consumed by the workspace service: associate `source_id` with `workspace_id` (recorded with the version).
-EVT_ASSOCIATION_REQUESTED = "asset.association_requested"
 
 # A source id is chosen by people and tools (often a file name); it must fit in a URL path segment.
 SOURCE_ID_PATTERN = r"^[^/\x00-\x1f\x7f]{1,200}$"
@@ -241,34 +236,88 @@ class AssociationRequested(Model):
     version: int
 
 
-EVENTS: dict[str, type[Model]] = {
-    EVT_VERSION_ACTIVATED: VersionActivated,
-    EVT_VERSION_FAILED: VersionFailed,
-    EVT_SOURCE_RETIRED: SourceRetired,
-    EVT_ASSOCIATION_REQUESTED: AssociationRequested,
-}
+# The events this service publishes through its outbox: type, payload, meaning.
+EVT_VERSION_ACTIVATED = EventType(
+    "asset.version_activated",
+    VersionActivated,
+    "A version of a source was extracted and is now the one reads, search and citations use.",
+)
+EVT_VERSION_FAILED = EventType(
+    "asset.version_failed", VersionFailed, "A version of a source could not be extracted; it is never read."
+)
+EVT_SOURCE_RETIRED = EventType(
+    "asset.source_retired", SourceRetired, "A source and its settled versions were retired: none can be read or cited."
+)
+# Consumed by the workspace service: associate `source_id` with `workspace_id` (recorded with the version).
+EVT_ASSOCIATION_REQUESTED = EventType(
+    "asset.association_requested",
+    AssociationRequested,
+    "An upload, import or promotion named a workspace: the workspace service associates the source with it.",
+)
 
 
-# The request subjects this service answers: name, request, reply.
-UPLOAD = Subject("dossier.assets.upload", UploadRequest, AssetVersion)
-IMPORT = Subject("dossier.assets.import", ImportRequest, AssetVersion)
-ATTACH = Subject("dossier.assets.attach", AttachRequest, AssetVersion)
-PROMOTE = Subject("dossier.assets.promote", PromoteRequest, AssetVersion)
-GET_SOURCE = Subject("dossier.assets.source.get", GetSourceRequest, Source)
-GET_ASSET = Subject("dossier.assets.get", GetAssetRequest, AssetVersion)
-RETIRE = Subject("dossier.assets.source.retire", RetireRequest, Source)
+# The request subjects this service answers: name, request, reply, what it answers.
+UPLOAD = Subject(
+    "dossier.assets.upload",
+    UploadRequest,
+    AssetVersion,
+    "A new version of a source from bytes already in object storage, answered once it is extracted or failed.",
+)
+IMPORT = Subject(
+    "dossier.assets.import",
+    ImportRequest,
+    AssetVersion,
+    "A new version of a source from a file under an approved import root, answered once it is settled.",
+)
+ATTACH = Subject(
+    "dossier.assets.attach",
+    AttachRequest,
+    AssetVersion,
+    "With a run grant: a run-local attachment, visible to that run alone until it is promoted.",
+)
+PROMOTE = Subject(
+    "dossier.assets.promote",
+    PromoteRequest,
+    AssetVersion,
+    "With the same run's grant: a run's attachment becomes a version of a source of the scope.",
+)
+GET_SOURCE = Subject(
+    "dossier.assets.source.get", GetSourceRequest, Source, "A source of the scope with one page of its versions."
+)
+GET_ASSET = Subject("dossier.assets.get", GetAssetRequest, AssetVersion, "One asset version by its id.")
+RETIRE = Subject(
+    "dossier.assets.source.retire",
+    RetireRequest,
+    Source,
+    "Retires a source and every settled version of it; versions still extracting retire when they settle.",
+)
 CHECK = Subject(
     "dossier.assets.check", CheckRequest, CheckReply, "Which of these refs of kind `source` the actor may cite."
 )
-SEARCH = Subject("dossier.assets.evidence.search", SearchRequest, SearchReply)
-READ = Subject("dossier.assets.evidence.read", EvidenceReadRequest, Evidence)
+SEARCH = Subject(
+    "dossier.assets.evidence.search",
+    SearchRequest,
+    SearchReply,
+    "Passages of active versions matching any term of the query, those matching more terms first.",
+)
+READ = Subject(
+    "dossier.assets.evidence.read",
+    EvidenceReadRequest,
+    Evidence,
+    "One passage by its evidence id: exactly that locator of that version, with the version's hash.",
+)
 PASSAGES = Subject(
     "dossier.assets.source.passages",
     PassagesRequest,
     PassageList,
     "A person's view of one source version: its extracted passages in order, and where its original bytes are.",
 )
-ORIGINAL = Subject("dossier.assets.source.original", VersionRequest, Original)
+ORIGINAL = Subject(
+    "dossier.assets.source.original",
+    VersionRequest,
+    Original,
+    "Where a version's original bytes are in object storage (the bytes never travel on the bus).",
+)
 LOCATE = Subject(
     "dossier.assets.evidence.locate",
     LocateRequest,

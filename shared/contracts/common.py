@@ -228,11 +228,16 @@ class EventType(str, Generic[P]):
     payload: type[P]
     description: str
 
-    def __new__(cls, name: str, payload: type[P], description: str = "") -> EventType[P]:
+    def __new__(cls, name: str, payload: type[P], description: str) -> EventType[P]:
         event = super().__new__(cls, name)
         event.payload, event.description = payload, description
         return event
 
     @property
+    def name(self) -> str:
+        return str.__str__(self)
+
+    @property
     def subject(self) -> str:
+        """`publication.committed` → `dossier.evt.publication.committed`: where the outbox publishes it."""
         return event_subject(self)

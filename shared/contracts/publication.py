@@ -12,6 +12,7 @@ from shared.contracts.common import (
     NOT_BLANK,
     CheckReply,
     CheckRequest,
+    EventType,
     Model,
     Page,
     PageRequest,
@@ -20,10 +21,6 @@ from shared.contracts.common import (
     Subject,
     Text,
 )
-
-EVT_COMMITTED = "publication.committed"
-EVT_REVISED = "publication.revised"
-EVT_WITHDRAWN = "publication.withdrawn"
 
 Id = Field(min_length=1, max_length=200)
 
@@ -212,16 +209,61 @@ class Diff(Model):
     truncated: bool = False
 
 
-EVENTS: dict[str, type[Model]] = {EVT_COMMITTED: VersionEvent, EVT_REVISED: VersionEvent, EVT_WITHDRAWN: VersionEvent}
+# The events this service publishes through its outbox: type, payload, meaning.
+EVT_COMMITTED = EventType("publication.committed", VersionEvent, "A new publication was committed at version 1.")
+EVT_REVISED = EventType("publication.revised", VersionEvent, "A publication got a new version.")
+EVT_WITHDRAWN = EventType(
+    "publication.withdrawn", VersionEvent, "A version of a publication was withdrawn (`reason` says why)."
+)
 
 
-# The request subjects this service answers: name, request, reply.
-COMMIT = Subject("dossier.publication.commit", CommitRequest, PublicationVersion)
-GET = Subject("dossier.publication.get", GetRequest, Publication)
-READ = Subject("dossier.publication.read", ReadRequest, PublicationVersion)
-RUN_SEARCH = Subject("dossier.publication.run_search", PublicationSearchRequest, PublicationSearchReply)
-CLAIMS = Subject("dossier.publication.claims", ClaimsRequest, ClaimList)
-REVISE = Subject("dossier.publication.revise", ReviseRequest, PublicationVersion)
-WITHDRAW = Subject("dossier.publication.withdraw", WithdrawRequest, PublicationVersion)
-DIFF = Subject("dossier.publication.diff", DiffRequest, Diff)
-CHECK = Subject("dossier.publication.check", CheckRequest, CheckReply)
+# The request subjects this service answers: name, request, reply, what it answers.
+COMMIT = Subject(
+    "dossier.publication.commit",
+    CommitRequest,
+    PublicationVersion,
+    "A new publication at version 1; its `request_key` again with the same parameters answers the same one.",
+)
+GET = Subject("dossier.publication.get", GetRequest, Publication, "A publication with one page of its versions.")
+READ = Subject(
+    "dossier.publication.read",
+    ReadRequest,
+    PublicationVersion,
+    "One exact version; with a run grant, only one the run was admitted with or found by its own search.",
+)
+RUN_SEARCH = Subject(
+    "dossier.publication.run_search",
+    PublicationSearchRequest,
+    PublicationSearchReply,
+    "With a run grant: the latest active versions of the run's workspace's publications matching the query.",
+)
+CLAIMS = Subject(
+    "dossier.publication.claims",
+    ClaimsRequest,
+    ClaimList,
+    "A page of a version's checked claims, under the rules of reading it (a withdrawn one is unavailable).",
+)
+REVISE = Subject(
+    "dossier.publication.revise",
+    ReviseRequest,
+    PublicationVersion,
+    "A new version of a publication, on the version the caller expects to be the latest.",
+)
+WITHDRAW = Subject(
+    "dossier.publication.withdraw",
+    WithdrawRequest,
+    PublicationVersion,
+    "Withdraws one version with a reason; withdrawing it again answers it as it is.",
+)
+DIFF = Subject(
+    "dossier.publication.diff",
+    DiffRequest,
+    Diff,
+    "A line diff of two versions of a publication, each read under the rules of READ.",
+)
+CHECK = Subject(
+    "dossier.publication.check",
+    CheckRequest,
+    CheckReply,
+    "Which of these refs of kind `publication` the actor may cite: identity, exact version, hash and state.",
+)

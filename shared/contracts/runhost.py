@@ -10,6 +10,7 @@ from pydantic import ConfigDict, Field, Strict
 from shared.contracts.common import (
     INT32_MAX,
     NOT_BLANK,
+    EventType,
     Integral,
     Model,
     Page,
@@ -21,12 +22,6 @@ from shared.contracts.common import (
     Text,
 )
 from shared.contracts.workspace import Catalog
-
-EVT_ADMITTED = "run.admitted"
-EVT_STARTED = "run.started"
-EVT_COMPLETED = "run.completed"
-EVT_FAILED = "run.failed"
-EVT_CANCELLED = "run.cancelled"
 
 RunStatus = Literal["admitted", "running", "completed", "failed", "cancelled"]
 Driver = Literal["dossier", "external"]
@@ -379,35 +374,85 @@ class RunEvent(Model):
     extra: dict[str, Any] = Field(default_factory=dict)
 
 
-EVENTS: dict[str, type[Model]] = {
-    EVT_ADMITTED: RunEvent,
-    EVT_STARTED: RunEvent,
-    EVT_COMPLETED: RunEvent,
-    EVT_FAILED: RunEvent,
-    EVT_CANCELLED: RunEvent,
-}
+# The events this service publishes through its outbox: type, payload, meaning.
+EVT_ADMITTED = EventType("run.admitted", RunEvent, "A run was admitted with its frozen snapshot of the workspace.")
+EVT_STARTED = EventType("run.started", RunEvent, "A worker (or an outside agent's lease) started a run.")
+EVT_COMPLETED = EventType(
+    "run.completed", RunEvent, "A run finished and published its answer (`publication` names the version)."
+)
+EVT_FAILED = EventType("run.failed", RunEvent, "A run ended without an answer (`error` says why).")
+EVT_CANCELLED = EventType("run.cancelled", RunEvent, "A run ended because it was cancelled.")
 
 
-# The request subjects this service answers: name, request, reply.
-ADMIT = Subject("dossier.runhost.admit", AdmitRequest, AdmitReply)
-GET_RUN = Subject("dossier.runhost.run.get", RunIdRequest, Run)
-CANCEL = Subject("dossier.runhost.run.cancel", RunIdRequest, Run)
-LIST_RUNS = Subject("dossier.runhost.runs.list", ListRunsRequest, RunList)
-GET_CONVERSATION = Subject("dossier.runhost.conversation.get", ConversationRequest, Conversation)
-LEDGER = Subject("dossier.runhost.ledger", RunPageRequest, Ledger)
+# The request subjects this service answers: name, request, reply, what it answers.
+ADMIT = Subject(
+    "dossier.runhost.admit",
+    AdmitRequest,
+    AdmitReply,
+    "Admits a run on a workspace: freezes its snapshot, then a worker (or an outside agent) runs it.",
+)
+GET_RUN = Subject("dossier.runhost.run.get", RunIdRequest, Run, "One run of the scope with its state and results.")
+CANCEL = Subject("dossier.runhost.run.cancel", RunIdRequest, Run, "Asks a run to stop; an external run ends at once.")
+LIST_RUNS = Subject("dossier.runhost.runs.list", ListRunsRequest, RunList, "A page of the scope's runs, newest first.")
+GET_CONVERSATION = Subject(
+    "dossier.runhost.conversation.get",
+    ConversationRequest,
+    Conversation,
+    "A conversation with one page of its runs, oldest first.",
+)
+LEDGER = Subject(
+    "dossier.runhost.ledger",
+    RunPageRequest,
+    Ledger,
+    "A page of a run's ledger (what it listed, read, included), with the whole run's totals by stage.",
+)
 PROV = Subject("dossier.runhost.run.prov", RunIdRequest, ProvDocument, "The run's lineage as W3C PROV-JSON.")
-LIST_FILES = Subject("dossier.runhost.files.list", RunPageRequest, FileList)
-READ_FILE = Subject("dossier.runhost.files.read", ReadFileRequest, FileText)
-WRITE_PLAN = Subject("dossier.runhost.files.write_plan", WritePlanRequest, type(None))
+LIST_FILES = Subject(
+    "dossier.runhost.files.list", RunPageRequest, FileList, "A page of a run's working files, by path."
+)
+READ_FILE = Subject("dossier.runhost.files.read", ReadFileRequest, FileText, "The text of one working file of a run.")
+WRITE_PLAN = Subject(
+    "dossier.runhost.files.write_plan",
+    WritePlanRequest,
+    type(None),
+    "A person's edit of the plan of a run that is still admitted or running; answers nothing.",
+)
 EXTERNAL_CATALOG = Subject(
     "dossier.runhost.external.catalog",
     LeaseRequest,
     Catalog,
     "The catalog as admitted; each item recorded once as `listed`.",
 )
-EXTERNAL_SEARCH = Subject("dossier.runhost.external.search", ExternalSearchRequest, ExternalSearch)
-EXTERNAL_READ = Subject("dossier.runhost.external.read", ExternalReadRequest, ExternalRead)
-EXTERNAL_WRITE = Subject("dossier.runhost.external.write", ExternalWriteRequest, type(None))
-EXTERNAL_RENEW = Subject("dossier.runhost.external.renew", LeaseRequest, Lease)
-EXTERNAL_FINISH = Subject("dossier.runhost.external.finish", ExternalFinishRequest, Run)
-EXTERNAL_TAKE = Subject("dossier.runhost.external.take", TakeRequest, TakeReply)
+EXTERNAL_SEARCH = Subject(
+    "dossier.runhost.external.search",
+    ExternalSearchRequest,
+    ExternalSearch,
+    "For the lease holder of an external run: passages and earlier publications of its workspace matching a query.",
+)
+EXTERNAL_READ = Subject(
+    "dossier.runhost.external.read",
+    ExternalReadRequest,
+    ExternalRead,
+    "For the lease holder of an external run: a ref at its exact version (a passage by locator), recorded as read.",
+)
+EXTERNAL_WRITE = Subject(
+    "dossier.runhost.external.write",
+    ExternalWriteRequest,
+    type(None),
+    "For the lease holder of an external run: writes one of its working files; answers nothing.",
+)
+EXTERNAL_RENEW = Subject(
+    "dossier.runhost.external.renew", LeaseRequest, Lease, "Extends the lease of an external run for its holder."
+)
+EXTERNAL_FINISH = Subject(
+    "dossier.runhost.external.finish",
+    ExternalFinishRequest,
+    Run,
+    "Ends an external run with its answer: the cited refs are included, and the answer is published.",
+)
+EXTERNAL_TAKE = Subject(
+    "dossier.runhost.external.take",
+    TakeRequest,
+    TakeReply,
+    "A new lease for another session of an external run (older ones are fenced off), with what it needs to go on.",
+)

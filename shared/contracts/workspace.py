@@ -8,16 +8,18 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from shared.contracts import assets
-from shared.contracts.common import INT32_MAX, Model, Page, PageRequest, PublicationRef, Ref, StrictInt, Subject, Text
-
-EVT_CREATED = "workspace.created"
-EVT_GOAL_REVISED = "workspace.goal_revised"
-EVT_ARCHIVED = "workspace.archived"
-EVT_UNARCHIVED = "workspace.unarchived"
-EVT_DELETED = "workspace.deleted"
-EVT_CHECKPOINT_REVISED = "workspace.checkpoint_revised"
-EVT_ASSOCIATION_REFUSED = "workspace.association_refused"
-EVT_DRIFT_DETECTED = "workspace.drift_detected"
+from shared.contracts.common import (
+    INT32_MAX,
+    EventType,
+    Model,
+    Page,
+    PageRequest,
+    PublicationRef,
+    Ref,
+    StrictInt,
+    Subject,
+    Text,
+)
 
 # What the assets service answers and announces: its own contract module owns these names.
 ASSETS_CHECK = assets.CHECK
@@ -369,40 +371,119 @@ class CheckpointRevised(Model):
     run_id: str | None
 
 
-EVENTS: dict[str, type[Model]] = {
-    EVT_CREATED: WorkspaceCreated,
-    EVT_GOAL_REVISED: GoalRevised,
-    EVT_ARCHIVED: WorkspaceChanged,
-    EVT_UNARCHIVED: WorkspaceChanged,
-    EVT_DELETED: WorkspaceChanged,
-    EVT_CHECKPOINT_REVISED: CheckpointRevised,
-    EVT_ASSOCIATION_REFUSED: AssociationRefused,
-    EVT_DRIFT_DETECTED: DriftDetected,
-}
+# The events this service publishes through its outbox: type, payload, meaning.
+EVT_CREATED = EventType("workspace.created", WorkspaceCreated, "A workspace was created with its first goal.")
+EVT_GOAL_REVISED = EventType("workspace.goal_revised", GoalRevised, "A workspace's goal got a new version.")
+EVT_ARCHIVED = EventType("workspace.archived", WorkspaceChanged, "A workspace was archived: it admits no new runs.")
+EVT_UNARCHIVED = EventType("workspace.unarchived", WorkspaceChanged, "An archived workspace is active again.")
+EVT_DELETED = EventType(
+    "workspace.deleted", WorkspaceChanged, "A workspace was deleted; what other services own is left as it is."
+)
+EVT_CHECKPOINT_REVISED = EventType(
+    "workspace.checkpoint_revised",
+    CheckpointRevised,
+    "A workspace's checkpoint got a new revision, by a person, a run's proposal or the system (a drift).",
+)
+EVT_ASSOCIATION_REFUSED = EventType(
+    "workspace.association_refused",
+    AssociationRefused,
+    "An association asked for by an event was refused: the workspace is deleted, missing or archived.",
+)
+EVT_DRIFT_DETECTED = EventType(
+    "workspace.drift_detected",
+    DriftDetected,
+    "A ref the workspace cites got a new version, or was withdrawn or retired.",
+)
 
 
-# The request subjects this service answers: name, request, reply.
-CREATE = Subject("dossier.workspace.create", CreateRequest, Workspace)
-LIST = Subject("dossier.workspace.list", ListRequest, WorkspaceList)
-GET = Subject("dossier.workspace.get", WorkspaceIdRequest, Workspace)
-REVISE_GOAL = Subject("dossier.workspace.goal.revise", ReviseGoalRequest, Workspace)
-GOAL_VERSIONS = Subject("dossier.workspace.goal.versions", WorkspacePageRequest, GoalVersions)
-ARCHIVE = Subject("dossier.workspace.archive", WorkspaceIdRequest, Workspace)
-UNARCHIVE = Subject("dossier.workspace.unarchive", WorkspaceIdRequest, Workspace)
-DELETE = Subject("dossier.workspace.delete", WorkspaceIdRequest, DeleteReply)
-CATALOG = Subject("dossier.workspace.catalog", CatalogRequest, Catalog)
-CATALOG_BROWSE = Subject("dossier.workspace.catalog.browse", CatalogBrowseRequest, CatalogPage)
+# The request subjects this service answers: name, request, reply, what it answers.
+CREATE = Subject("dossier.workspace.create", CreateRequest, Workspace, "Creates a workspace with its title and goal.")
+LIST = Subject("dossier.workspace.list", ListRequest, WorkspaceList, "A page of the scope's workspaces, newest first.")
+GET = Subject("dossier.workspace.get", WorkspaceIdRequest, Workspace, "One live workspace with its current goal.")
+REVISE_GOAL = Subject(
+    "dossier.workspace.goal.revise",
+    ReviseGoalRequest,
+    Workspace,
+    "A new version of the goal, on the version the caller expects to be current.",
+)
+GOAL_VERSIONS = Subject(
+    "dossier.workspace.goal.versions",
+    WorkspacePageRequest,
+    GoalVersions,
+    "A page of the goal's versions, oldest first.",
+)
+ARCHIVE = Subject(
+    "dossier.workspace.archive", WorkspaceIdRequest, Workspace, "Archives a workspace (again: nothing changes)."
+)
+UNARCHIVE = Subject(
+    "dossier.workspace.unarchive", WorkspaceIdRequest, Workspace, "Makes an archived workspace active again."
+)
+DELETE = Subject(
+    "dossier.workspace.delete",
+    WorkspaceIdRequest,
+    DeleteReply,
+    "Deletes a workspace, keeping only the tombstone that reserves its id.",
+)
+CATALOG = Subject(
+    "dossier.workspace.catalog",
+    CatalogRequest,
+    Catalog,
+    "The bounded catalog of a workspace: its newest associations, each checked with its owner.",
+)
+CATALOG_BROWSE = Subject(
+    "dossier.workspace.catalog.browse",
+    CatalogBrowseRequest,
+    CatalogPage,
+    "A page of a workspace's associations of some kinds, newest first, with how many there are.",
+)
 ADMISSION = Subject(
     "dossier.workspace.admission",
     AdmissionRequest,
     Admission,
     "Internal, for runhost: the snapshot a run freezes, and associations of conversations, runs and outputs.",
 )
-ADD_SOURCE = Subject("dossier.workspace.sources.add", AddSourceRequest, Association)
-PIN_ARTIFACT = Subject("dossier.workspace.artifacts.pin", PinRequest, PinReply)
-ASSOCIATE = Subject("dossier.workspace.associate", AssociateRequest, AssociateReply)
-CHECKPOINT_GET = Subject("dossier.workspace.checkpoint.get", WorkspaceIdRequest, Checkpoint)
-CHECKPOINT_UPDATE = Subject("dossier.workspace.checkpoint.update", UpdateCheckpointRequest, Checkpoint)
-CHECKPOINT_REVISIONS = Subject("dossier.workspace.checkpoint.revisions", WorkspacePageRequest, CheckpointRevisions)
-CHECKPOINT_PROPOSE = Subject("dossier.workspace.checkpoint.propose", RawProposal, ProposeReply)
-DRIFT = Subject("dossier.workspace.drift", DriftRequest, DriftList)
+ADD_SOURCE = Subject(
+    "dossier.workspace.sources.add",
+    AddSourceRequest,
+    Association,
+    "Associates a source with a workspace once the assets service confirms it is usable in the scope.",
+)
+PIN_ARTIFACT = Subject(
+    "dossier.workspace.artifacts.pin",
+    PinRequest,
+    PinReply,
+    "The artifact service retains the file, then the workspace records the link; both are reported.",
+)
+ASSOCIATE = Subject(
+    "dossier.workspace.associate",
+    AssociateRequest,
+    AssociateReply,
+    "Records an association of a conversation, run or output with a workspace, or says why it is refused.",
+)
+CHECKPOINT_GET = Subject(
+    "dossier.workspace.checkpoint.get", WorkspaceIdRequest, Checkpoint, "A workspace's current checkpoint."
+)
+CHECKPOINT_UPDATE = Subject(
+    "dossier.workspace.checkpoint.update",
+    UpdateCheckpointRequest,
+    Checkpoint,
+    "A person's edit of the checkpoint, on the revision the caller expects to be current.",
+)
+CHECKPOINT_REVISIONS = Subject(
+    "dossier.workspace.checkpoint.revisions",
+    WorkspacePageRequest,
+    CheckpointRevisions,
+    "A page of the checkpoint's revisions.",
+)
+CHECKPOINT_PROPOSE = Subject(
+    "dossier.workspace.checkpoint.propose",
+    RawProposal,
+    ProposeReply,
+    "From runhost at the end of a run: a proposed revision, answered applied, stale or invalid (never an error).",
+)
+DRIFT = Subject(
+    "dossier.workspace.drift",
+    DriftRequest,
+    DriftList,
+    "A page of the refs the workspace cites that changed since they were cited.",
+)

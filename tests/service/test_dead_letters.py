@@ -14,7 +14,7 @@ import nats
 import pytest
 from prometheus_client import REGISTRY
 
-from shared.contracts.common import STREAM_NAME, Event, event_subject
+from shared.contracts.common import STREAM_NAME, Event, EventType, Model, event_subject
 from shared.db import Database
 from shared.outbox import OutboxRelay, consume, enqueue
 from shared.streams import DLQ_STREAM, dlq_subject, ensure_stream
@@ -44,6 +44,14 @@ async def db(infra: Infra) -> AsyncIterator[Database]:
 
 def dead_letters(consumer: str) -> float:
     return REGISTRY.get_sample_value("dossier_dead_letters_total", {"consumer": consumer}) or 0.0
+
+
+class Numbered(Model):
+    n: int
+
+
+class Blob(Model):
+    blob: str
 
 
 def parked(kind: str) -> float:
@@ -116,8 +124,10 @@ async def test_a_poison_outbox_row_is_parked_while_the_rows_behind_it_publish(nc
             bad_subject.type,
             bad_subject.model_dump(mode="json"),
         )
-        too_large = await enqueue(conn, type=kind, scope="s", data={"blob": "x" * (9 * 1024 * 1024)})
-        good = await enqueue(conn, type=kind, scope="s", data={"n": 1})
+        too_large = await enqueue(
+            conn, EventType(kind, Blob, "too large"), Blob(blob="x" * (9 * 1024 * 1024)), scope="s"
+        )
+        good = await enqueue(conn, EventType(kind, Numbered, "fits"), Numbered(n=1), scope="s")
 
     sub = await nc.jetstream().subscribe(event_subject(kind), ordered_consumer=True)
     relay = OutboxRelay(db, nc, idle_seconds=0.1)

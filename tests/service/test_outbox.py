@@ -13,12 +13,18 @@ import pytest
 
 from shared.bus import BusClient
 from shared.contracts import publication as c
-from shared.contracts.common import STREAM_NAME, Actor, Event, event_subject
+from shared.contracts.common import STREAM_NAME, Actor, Event, EventType, Model, event_subject
 from shared.db import Database
 from shared.outbox import OutboxRelay, consume
 from tests.support.infra import Infra
 from tests.support.probe import probe_until
 from tests.support.service import service_process
+
+
+class Counted(Model):
+    """The payload of the events these tests make up."""
+
+    n: int
 
 
 async def wait_healthy(bus: BusClient) -> None:
@@ -134,7 +140,7 @@ async def test_relay_publishing_twice_is_deduplicated_by_message_id(infra: Infra
         await ensure_stream(nc)
         scope = f"s{uuid.uuid4().hex[:8]}"
         async with db.transaction() as conn:
-            event = await enqueue(conn, type="test.happened", scope=scope, data={"n": 1})
+            event = await enqueue(conn, EventType("test.happened", Counted, "a test's"), Counted(n=1), scope=scope)
         relay = OutboxRelay(db, nc)
         async with db.pool.acquire() as conn:
             row = await conn.fetchrow("SELECT seq, id, payload FROM outbox WHERE id = $1", event.id)
@@ -170,7 +176,7 @@ async def test_enqueue_rolls_back_with_the_change(infra: Infra, n: int) -> None:
         with pytest.raises(RuntimeError):
             async with db.transaction() as conn:
                 for i in range(n):
-                    await enqueue(conn, type="test.rolled_back", scope="s", data={"i": i})
+                    await enqueue(conn, EventType("test.rolled_back", Counted, "a test's"), Counted(n=i), scope="s")
                 raise RuntimeError("the change failed")
         async with db.pool.acquire() as conn:
             assert await conn.fetchval("SELECT count(*) FROM outbox") == 0
@@ -189,11 +195,11 @@ async def test_two_relays_publish_each_event_once_in_commit_order(infra: Infra) 
         from shared.streams import ensure_stream
 
         await ensure_stream(nc)
-        kind = f"test.relayed_{uuid.uuid4().hex[:8]}"
+        kind = EventType(f"test.relayed_{uuid.uuid4().hex[:8]}", Counted, "a test's")
         committed: list[str] = []
         for i in range(120):
             async with db.transaction() as conn:
-                committed.append((await enqueue(conn, type=kind, scope="s", data={"n": i})).id)
+                committed.append((await enqueue(conn, kind, Counted(n=i), scope="s")).id)
         # Both start on a full outbox, as after an outage: each could take its own batch.
         relays = [asyncio.create_task(OutboxRelay(db, nc, batch=7, idle_seconds=0.05).run()) for _ in range(2)]
 

@@ -31,7 +31,8 @@ async def read_until_quiet(sub: Any, quiet: float = 1.0) -> list[dict[str, Any]]
     while True:
         try:
             batch = await sub.fetch(256, timeout=quiet)
-        except nats.errors.TimeoutError:
+        except (nats.errors.TimeoutError, TimeoutError):
+            # nats-py raises either when nothing came: its own, or asyncio's once the deadline passed mid-fetch.
             return events
         for msg in batch:
             events.append(json.loads(msg.data))
