@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup up test test-corpus test-containers images lint bench bench-growth asyncapi
+.PHONY: setup up test test-corpus test-containers images lint bench bench-growth generated
 
 setup: $(STAMP)
 
@@ -61,5 +61,5 @@ bench-growth: setup
 	$(PY) bench/ingest.py --search-only --passages $(GROWTH)
 	$(PY) bench/catalog.py --large $(GROWTH)
 
-asyncapi: setup
-	$(PY) -m devstack.asyncapi
+generated: setup
+	$(PY) -m devstack.generated

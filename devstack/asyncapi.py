@@ -6,15 +6,14 @@ the requester's inbox, is the reply envelope around its reply model. Every `Even
 sends on through the outbox (shared/outbox.py) into stream DOSSIER_EVENTS: the event envelope around its
 payload model. The headers are the ones a receiver gets: a request carries only the trace context, when
 tracing is on (shared/bus.py, shared/tracing.py); a reply none, but for FastStream's on a health reply; an
-event its id as `Nats-Msg-Id`, and the trace context. `python -m devstack.asyncapi` writes `docs/asyncapi.json`; a test
-regenerates it and fails on any difference.
+event its id as `Nats-Msg-Id`, and the trace context. `python -m devstack.generated` writes
+`docs/asyncapi.json`; a test regenerates it and fails on any difference.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import sys
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -22,9 +21,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, create_model
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
-from shared.contracts import artifact, assets, publication, runhost, workspace
 from shared.contracts.common import (
-    SERVICES,
     STREAM_NAME,
     Actor,
     BusRequest,
@@ -35,9 +32,9 @@ from shared.contracts.common import (
     Subject,
     health_subject,
 )
+from shared.contracts.registry import contract_events, contract_subjects
 
 DOCUMENT = Path(__file__).resolve().parents[1] / "docs" / "asyncapi.json"
-CONTRACTS = (workspace, runhost, publication, artifact, assets)  # in the order of SERVICES
 SCHEMA = "#/components/schemas/{model}"
 SERVER = {"$ref": "#/servers/nats"}
 # The NATS bindings' version (github.com/asyncapi/bindings, nats): an operation's `queue` group.
@@ -136,25 +133,6 @@ def _event_envelope(event_type: EventType[Any]) -> type[BaseModel]:
         data=(event_type.payload, ...),
         request_id=(str | None, fields["request_id"]),
     )
-
-
-def contract_subjects() -> dict[str, list[Subject[Any, Any]]]:
-    """Every request subject each service's contract declares, in the order it declares them, plus its health."""
-    subjects: dict[str, list[Subject[Any, Any]]] = {}
-    for service, contract in zip(SERVICES, CONTRACTS, strict=True):
-        declared = [value for value in vars(contract).values() if isinstance(value, Subject)]
-        subjects[service] = [s for s in declared if s.service == service] + [health_subject(service)]
-    return subjects
-
-
-def contract_events() -> list[EventType[Any]]:
-    """Every event type the contracts declare, once (a module may name another's, as workspace names one of assets')."""
-    events: dict[str, EventType[Any]] = {}
-    for contract in CONTRACTS:
-        for value in vars(contract).values():
-            if isinstance(value, EventType):
-                events.setdefault(value.name, value)
-    return list(events.values())
 
 
 def _schemas(models: list[tuple[type[BaseModel], JsonSchemaMode]]) -> dict[str, Any]:
@@ -265,14 +243,3 @@ def build() -> dict[str, Any]:
 
 def render() -> str:
     return json.dumps(build(), indent=2, sort_keys=True) + "\n"
-
-
-def main() -> int:
-    DOCUMENT.parent.mkdir(parents=True, exist_ok=True)
-    DOCUMENT.write_text(render())
-    print(f"wrote {DOCUMENT}", file=sys.stderr)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

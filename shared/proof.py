@@ -32,7 +32,7 @@ PROOF_TAG = b"dossier-proof\n"
 # Long enough for a request that waits for a handler slot, short enough that a copied envelope soon dies.
 PROOF_SECONDS = 60.0
 # The processes that sign: those that call another service.
-SIGNERS: tuple[str, ...] = tuple(name for name, calls in CALLS.items() if calls)
+SIGNERS: tuple[str, ...] = tuple(sorted(name for name, calls in CALLS.items() if calls))
 # A run's attachments are commands of a run only: no tool sends them yet (runhost's NATS permissions leave
 # them out), and whoever does must be runhost, with the run's grant.
 RUN_COMMANDS: tuple[str, ...] = (assets.ATTACH, assets.PROMOTE)

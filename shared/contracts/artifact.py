@@ -70,20 +70,33 @@ REGISTER = Subject(
     RegisterRequest,
     Artifact,
     "Registers an HTML file already in object storage (checked against its hash and size) as an artifact.",
+    callers=("gateway", "runhost"),
 )
-GET = Subject("dossier.artifact.get", ArtifactIdRequest, Artifact, "One artifact of the scope, unless expired.")
+GET = Subject(
+    "dossier.artifact.get",
+    ArtifactIdRequest,
+    Artifact,
+    "One artifact of the scope, unless expired.",
+    callers=("gateway",),
+)
 OPEN = Subject(
     "dossier.artifact.open",
     ArtifactIdRequest,
     ArtifactLocation,
     "Internal: where the bytes are, answered only after scope, expiry and the hash reference are checked.",
+    callers=("gateway",),
 )
 RETAIN = Subject(
     "dossier.artifact.retain",
     RetainRequest,
     Retention,
     "Keeps an artifact until the given expiry (none: for ever); never shortens an earlier retention.",
+    callers=("workspace",),
 )
 CHECK = Subject(
-    "dossier.artifact.check", CheckRequest, CheckReply, "Which of these refs of kind `artifact` the actor may cite."
+    "dossier.artifact.check",
+    CheckRequest,
+    CheckReply,
+    "Which of these refs of kind `artifact` the actor may cite.",
+    callers=("workspace",),
 )

@@ -262,65 +262,85 @@ UPLOAD = Subject(
     UploadRequest,
     AssetVersion,
     "A new version of a source from bytes already in object storage, answered once it is extracted or failed.",
+    callers=("gateway",),
 )
 IMPORT = Subject(
     "dossier.assets.import",
     ImportRequest,
     AssetVersion,
     "A new version of a source from a file under an approved import root, answered once it is settled.",
+    callers=("gateway",),
 )
 ATTACH = Subject(
     "dossier.assets.attach",
     AttachRequest,
     AssetVersion,
     "With a run grant: a run-local attachment, visible to that run alone until it is promoted.",
+    callers=(),
 )
 PROMOTE = Subject(
     "dossier.assets.promote",
     PromoteRequest,
     AssetVersion,
     "With the same run's grant: a run's attachment becomes a version of a source of the scope.",
+    callers=(),
 )
 GET_SOURCE = Subject(
-    "dossier.assets.source.get", GetSourceRequest, Source, "A source of the scope with one page of its versions."
+    "dossier.assets.source.get",
+    GetSourceRequest,
+    Source,
+    "A source of the scope with one page of its versions.",
+    callers=("gateway",),
 )
-GET_ASSET = Subject("dossier.assets.get", GetAssetRequest, AssetVersion, "One asset version by its id.")
+GET_ASSET = Subject(
+    "dossier.assets.get", GetAssetRequest, AssetVersion, "One asset version by its id.", callers=("gateway",)
+)
 RETIRE = Subject(
     "dossier.assets.source.retire",
     RetireRequest,
     Source,
     "Retires a source and every settled version of it; versions still extracting retire when they settle.",
+    callers=("gateway",),
 )
 CHECK = Subject(
-    "dossier.assets.check", CheckRequest, CheckReply, "Which of these refs of kind `source` the actor may cite."
+    "dossier.assets.check",
+    CheckRequest,
+    CheckReply,
+    "Which of these refs of kind `source` the actor may cite.",
+    callers=("workspace",),
 )
 SEARCH = Subject(
     "dossier.assets.evidence.search",
     SearchRequest,
     SearchReply,
     "Passages of active versions matching any term of the query, those matching more terms first.",
+    callers=("gateway", "runhost"),
 )
 READ = Subject(
     "dossier.assets.evidence.read",
     EvidenceReadRequest,
     Evidence,
     "One passage by its evidence id: exactly that locator of that version, with the version's hash.",
+    callers=("gateway", "runhost"),
 )
 PASSAGES = Subject(
     "dossier.assets.source.passages",
     PassagesRequest,
     PassageList,
     "A person's view of one source version: its extracted passages in order, and where its original bytes are.",
+    callers=("gateway",),
 )
 ORIGINAL = Subject(
     "dossier.assets.source.original",
     VersionRequest,
     Original,
     "Where a version's original bytes are in object storage (the bytes never travel on the bus).",
+    callers=("gateway",),
 )
 LOCATE = Subject(
     "dossier.assets.evidence.locate",
     LocateRequest,
     Evidence,
     "The passage of a source version at a locator (as a ledger row names it), read under the rules of READ.",
+    callers=("gateway",),
 )

@@ -193,17 +193,25 @@ class Subject(str, Generic[Q, R]):
     """One request subject: its name on the bus, the request model it takes and the reply it answers.
 
     The one definition both sides use: the owner serves it (`shared.bus.endpoint`), a caller asks it
-    (`BusClient.call`), and the AsyncAPI document is written from it (devstack/asyncapi.py). It is its name
+    (`BusClient.call`), the bus permissions come from its callers, and the AsyncAPI document is written from
+    it (devstack/asyncapi.py). It is its name
     as well, wherever a plain subject string is wanted (a subscription, a metric label, a log line).
     """
 
     request: type[Q]
     reply: type[R]
     description: str
+    # The processes that may send it: their NATS users may publish to it, and the owner trusts their proof
+    # of caller for it (shared/natsauth.py, shared/proof.py). A health subject names none: every process
+    # may ask its own, and the gateway asks every service's.
+    callers: tuple[str, ...]
 
-    def __new__(cls, name: str, request: type[Q], reply: type[R], description: str = "") -> Subject[Q, R]:
+    def __new__(
+        cls, name: str, request: type[Q], reply: type[R], description: str = "", *, callers: tuple[str, ...] = ()
+    ) -> Subject[Q, R]:
         subject = super().__new__(cls, name)
         subject.request, subject.reply, subject.description = request, reply, description
+        subject.callers = callers
         return subject
 
     @property

@@ -223,47 +223,61 @@ COMMIT = Subject(
     CommitRequest,
     PublicationVersion,
     "A new publication at version 1; its `request_key` again with the same parameters answers the same one.",
+    callers=("gateway", "runhost"),
 )
-GET = Subject("dossier.publication.get", GetRequest, Publication, "A publication with one page of its versions.")
+GET = Subject(
+    "dossier.publication.get",
+    GetRequest,
+    Publication,
+    "A publication with one page of its versions.",
+    callers=("gateway",),
+)
 READ = Subject(
     "dossier.publication.read",
     ReadRequest,
     PublicationVersion,
     "One exact version; with a run grant, only one the run was admitted with or found by its own search.",
+    callers=("gateway", "runhost"),
 )
 RUN_SEARCH = Subject(
     "dossier.publication.run_search",
     PublicationSearchRequest,
     PublicationSearchReply,
     "With a run grant: the latest active versions of the run's workspace's publications matching the query.",
+    callers=("runhost",),
 )
 CLAIMS = Subject(
     "dossier.publication.claims",
     ClaimsRequest,
     ClaimList,
     "A page of a version's checked claims, under the rules of reading it (a withdrawn one is unavailable).",
+    callers=("gateway",),
 )
 REVISE = Subject(
     "dossier.publication.revise",
     ReviseRequest,
     PublicationVersion,
     "A new version of a publication, on the version the caller expects to be the latest.",
+    callers=("gateway",),
 )
 WITHDRAW = Subject(
     "dossier.publication.withdraw",
     WithdrawRequest,
     PublicationVersion,
     "Withdraws one version with a reason; withdrawing it again answers it as it is.",
+    callers=("gateway",),
 )
 DIFF = Subject(
     "dossier.publication.diff",
     DiffRequest,
     Diff,
     "A line diff of two versions of a publication, each read under the rules of READ.",
+    callers=("gateway",),
 )
 CHECK = Subject(
     "dossier.publication.check",
     CheckRequest,
     CheckReply,
     "Which of these refs of kind `publication` the actor may cite: identity, exact version, hash and state.",
+    callers=("runhost", "workspace"),
 )

@@ -390,69 +390,113 @@ ADMIT = Subject(
     AdmitRequest,
     AdmitReply,
     "Admits a run on a workspace: freezes its snapshot, then a worker (or an outside agent) runs it.",
+    callers=("gateway",),
 )
-GET_RUN = Subject("dossier.runhost.run.get", RunIdRequest, Run, "One run of the scope with its state and results.")
-CANCEL = Subject("dossier.runhost.run.cancel", RunIdRequest, Run, "Asks a run to stop; an external run ends at once.")
-LIST_RUNS = Subject("dossier.runhost.runs.list", ListRunsRequest, RunList, "A page of the scope's runs, newest first.")
+GET_RUN = Subject(
+    "dossier.runhost.run.get",
+    RunIdRequest,
+    Run,
+    "One run of the scope with its state and results.",
+    callers=("gateway",),
+)
+CANCEL = Subject(
+    "dossier.runhost.run.cancel",
+    RunIdRequest,
+    Run,
+    "Asks a run to stop; an external run ends at once.",
+    callers=("gateway",),
+)
+LIST_RUNS = Subject(
+    "dossier.runhost.runs.list",
+    ListRunsRequest,
+    RunList,
+    "A page of the scope's runs, newest first.",
+    callers=("gateway",),
+)
 GET_CONVERSATION = Subject(
     "dossier.runhost.conversation.get",
     ConversationRequest,
     Conversation,
     "A conversation with one page of its runs, oldest first.",
+    callers=("gateway",),
 )
 LEDGER = Subject(
     "dossier.runhost.ledger",
     RunPageRequest,
     Ledger,
     "A page of a run's ledger (what it listed, read, included), with the whole run's totals by stage.",
+    callers=("gateway",),
 )
-PROV = Subject("dossier.runhost.run.prov", RunIdRequest, ProvDocument, "The run's lineage as W3C PROV-JSON.")
+PROV = Subject(
+    "dossier.runhost.run.prov", RunIdRequest, ProvDocument, "The run's lineage as W3C PROV-JSON.", callers=("gateway",)
+)
 LIST_FILES = Subject(
-    "dossier.runhost.files.list", RunPageRequest, FileList, "A page of a run's working files, by path."
+    "dossier.runhost.files.list",
+    RunPageRequest,
+    FileList,
+    "A page of a run's working files, by path.",
+    callers=("gateway",),
 )
-READ_FILE = Subject("dossier.runhost.files.read", ReadFileRequest, FileText, "The text of one working file of a run.")
+READ_FILE = Subject(
+    "dossier.runhost.files.read",
+    ReadFileRequest,
+    FileText,
+    "The text of one working file of a run.",
+    callers=("gateway",),
+)
 WRITE_PLAN = Subject(
     "dossier.runhost.files.write_plan",
     WritePlanRequest,
     type(None),
     "A person's edit of the plan of a run that is still admitted or running; answers nothing.",
+    callers=("gateway",),
 )
 EXTERNAL_CATALOG = Subject(
     "dossier.runhost.external.catalog",
     LeaseRequest,
     Catalog,
     "The catalog as admitted; each item recorded once as `listed`.",
+    callers=("gateway",),
 )
 EXTERNAL_SEARCH = Subject(
     "dossier.runhost.external.search",
     ExternalSearchRequest,
     ExternalSearch,
     "For the lease holder of an external run: passages and earlier publications of its workspace matching a query.",
+    callers=("gateway",),
 )
 EXTERNAL_READ = Subject(
     "dossier.runhost.external.read",
     ExternalReadRequest,
     ExternalRead,
     "For the lease holder of an external run: a ref at its exact version (a passage by locator), recorded as read.",
+    callers=("gateway",),
 )
 EXTERNAL_WRITE = Subject(
     "dossier.runhost.external.write",
     ExternalWriteRequest,
     type(None),
     "For the lease holder of an external run: writes one of its working files; answers nothing.",
+    callers=("gateway",),
 )
 EXTERNAL_RENEW = Subject(
-    "dossier.runhost.external.renew", LeaseRequest, Lease, "Extends the lease of an external run for its holder."
+    "dossier.runhost.external.renew",
+    LeaseRequest,
+    Lease,
+    "Extends the lease of an external run for its holder.",
+    callers=("gateway",),
 )
 EXTERNAL_FINISH = Subject(
     "dossier.runhost.external.finish",
     ExternalFinishRequest,
     Run,
     "Ends an external run with its answer: the cited refs are included, and the answer is published.",
+    callers=("gateway",),
 )
 EXTERNAL_TAKE = Subject(
     "dossier.runhost.external.take",
     TakeRequest,
     TakeReply,
     "A new lease for another session of an external run (older ones are fenced off), with what it needs to go on.",
+    callers=("gateway",),
 )

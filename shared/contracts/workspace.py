@@ -397,93 +397,136 @@ EVT_DRIFT_DETECTED = EventType(
 
 
 # The request subjects this service answers: name, request, reply, what it answers.
-CREATE = Subject("dossier.workspace.create", CreateRequest, Workspace, "Creates a workspace with its title and goal.")
-LIST = Subject("dossier.workspace.list", ListRequest, WorkspaceList, "A page of the scope's workspaces, newest first.")
-GET = Subject("dossier.workspace.get", WorkspaceIdRequest, Workspace, "One live workspace with its current goal.")
+CREATE = Subject(
+    "dossier.workspace.create",
+    CreateRequest,
+    Workspace,
+    "Creates a workspace with its title and goal.",
+    callers=("gateway",),
+)
+LIST = Subject(
+    "dossier.workspace.list",
+    ListRequest,
+    WorkspaceList,
+    "A page of the scope's workspaces, newest first.",
+    callers=("gateway",),
+)
+GET = Subject(
+    "dossier.workspace.get",
+    WorkspaceIdRequest,
+    Workspace,
+    "One live workspace with its current goal.",
+    callers=("gateway", "runhost"),
+)
 REVISE_GOAL = Subject(
     "dossier.workspace.goal.revise",
     ReviseGoalRequest,
     Workspace,
     "A new version of the goal, on the version the caller expects to be current.",
+    callers=("gateway",),
 )
 GOAL_VERSIONS = Subject(
     "dossier.workspace.goal.versions",
     WorkspacePageRequest,
     GoalVersions,
     "A page of the goal's versions, oldest first.",
+    callers=("gateway",),
 )
 ARCHIVE = Subject(
-    "dossier.workspace.archive", WorkspaceIdRequest, Workspace, "Archives a workspace (again: nothing changes)."
+    "dossier.workspace.archive",
+    WorkspaceIdRequest,
+    Workspace,
+    "Archives a workspace (again: nothing changes).",
+    callers=("gateway",),
 )
 UNARCHIVE = Subject(
-    "dossier.workspace.unarchive", WorkspaceIdRequest, Workspace, "Makes an archived workspace active again."
+    "dossier.workspace.unarchive",
+    WorkspaceIdRequest,
+    Workspace,
+    "Makes an archived workspace active again.",
+    callers=("gateway",),
 )
 DELETE = Subject(
     "dossier.workspace.delete",
     WorkspaceIdRequest,
     DeleteReply,
     "Deletes a workspace, keeping only the tombstone that reserves its id.",
+    callers=("gateway",),
 )
 CATALOG = Subject(
     "dossier.workspace.catalog",
     CatalogRequest,
     Catalog,
     "The bounded catalog of a workspace: its newest associations, each checked with its owner.",
+    callers=("gateway",),
 )
 CATALOG_BROWSE = Subject(
     "dossier.workspace.catalog.browse",
     CatalogBrowseRequest,
     CatalogPage,
     "A page of a workspace's associations of some kinds, newest first, with how many there are.",
+    callers=("gateway",),
 )
 ADMISSION = Subject(
     "dossier.workspace.admission",
     AdmissionRequest,
     Admission,
     "Internal, for runhost: the snapshot a run freezes, and associations of conversations, runs and outputs.",
+    callers=("runhost",),
 )
 ADD_SOURCE = Subject(
     "dossier.workspace.sources.add",
     AddSourceRequest,
     Association,
     "Associates a source with a workspace once the assets service confirms it is usable in the scope.",
+    callers=("gateway",),
 )
 PIN_ARTIFACT = Subject(
     "dossier.workspace.artifacts.pin",
     PinRequest,
     PinReply,
     "The artifact service retains the file, then the workspace records the link; both are reported.",
+    callers=("gateway", "runhost"),
 )
 ASSOCIATE = Subject(
     "dossier.workspace.associate",
     AssociateRequest,
     AssociateReply,
     "Records an association of a conversation, run or output with a workspace, or says why it is refused.",
+    callers=("runhost",),
 )
 CHECKPOINT_GET = Subject(
-    "dossier.workspace.checkpoint.get", WorkspaceIdRequest, Checkpoint, "A workspace's current checkpoint."
+    "dossier.workspace.checkpoint.get",
+    WorkspaceIdRequest,
+    Checkpoint,
+    "A workspace's current checkpoint.",
+    callers=("gateway", "runhost"),
 )
 CHECKPOINT_UPDATE = Subject(
     "dossier.workspace.checkpoint.update",
     UpdateCheckpointRequest,
     Checkpoint,
     "A person's edit of the checkpoint, on the revision the caller expects to be current.",
+    callers=("gateway",),
 )
 CHECKPOINT_REVISIONS = Subject(
     "dossier.workspace.checkpoint.revisions",
     WorkspacePageRequest,
     CheckpointRevisions,
     "A page of the checkpoint's revisions.",
+    callers=("gateway",),
 )
 CHECKPOINT_PROPOSE = Subject(
     "dossier.workspace.checkpoint.propose",
     RawProposal,
     ProposeReply,
     "From runhost at the end of a run: a proposed revision, answered applied, stale or invalid (never an error).",
+    callers=("runhost",),
 )
 DRIFT = Subject(
     "dossier.workspace.drift",
     DriftRequest,
     DriftList,
     "A page of the refs the workspace cites that changed since they were cited.",
+    callers=("gateway",),
 )

@@ -26,11 +26,15 @@ def test_no_service_may_administer_the_stream() -> None:
 
 
 def _called_constants(folder: Path) -> set[str]:
-    """`<module>.<CONSTANT>` (or a bare constant) passed as the first argument of `.call(...)`."""
+    """`<module>.<CONSTANT>` (or a bare constant) passed as the first argument of `.call(...)` or `.call_json(...)`."""
     found: set[str] = set()
     for path in folder.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "call":
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("call", "call_json")
+            ):
                 first = node.args[0] if node.args else None
                 if isinstance(first, ast.Attribute):
                     found.add(first.attr)
