@@ -14,9 +14,7 @@ from services.runhost.service import RunService
 from services.runhost.sweeper import AssociationSweeper
 from services.runhost.worker import Worker
 from shared.blobs import Blobs
-from shared.bus import RequestContext
 from shared.contracts import runhost as c
-from shared.contracts.workspace import Catalog
 from shared.runtime import ServiceRuntime
 from shared.settings import RunhostSettings
 
@@ -70,15 +68,12 @@ def create_app(settings: RunhostSettings, *, workers: bool = True) -> ServiceRun
 
     serve(c.WRITE_PLAN, lambda ctx, req: service.write_plan(ctx.actor, req))
 
-    async def external_catalog(ctx: RequestContext, req: c.LeaseRequest) -> Catalog:
-        """The catalog as admitted; each item recorded once as `listed`."""
-        return Catalog.model_validate(await external.catalog(ctx.actor, req))
-
     serve(c.EXTERNAL_SEARCH, lambda ctx, req: external.search(ctx.actor, req))
 
     serve(c.EXTERNAL_READ, lambda ctx, req: external.read(ctx.actor, req))
 
-    serve(c.EXTERNAL_CATALOG, external_catalog)
+    serve(c.EXTERNAL_CATALOG, lambda ctx, req: external.catalog(ctx.actor, req))
+
     serve(c.EXTERNAL_WRITE, lambda ctx, req: external.write(ctx.actor, req))
 
     serve(c.EXTERNAL_RENEW, lambda ctx, req: external.renew(ctx.actor, req))

@@ -6,8 +6,8 @@ import json
 import re
 from typing import Any
 
+from services.runhost.admitted import AdmittedRun
 from services.runhost.policies.base import RunView, ToolResult
-from services.runhost.repository import RunRow
 
 # The model's input is bounded whatever the run reads: the task carries counts and pointers (never the
 # listing of working files), plan.md is recited by its active part (the sources still to do; the rest stays
@@ -35,11 +35,11 @@ SYSTEM_PROMPT = (
 _ENTRY = re.compile(r"^- (?P<name>\S+) :: ")
 
 
-def initial_plan(run: RunRow) -> str:
-    history = "\n".join(f"- publication {h['publication_id']}@{h['version']} (selected)" for h in run["history"])
+def initial_plan(run: AdmittedRun) -> str:
+    history = "\n".join(f"- publication {h.publication_id}@{h.version} (selected)" for h in run.history)
     return (
-        f"# Plan of run {run['id']}\n\n## Goal (v{run['goal_version']})\n{run['goal_text']}\n\n"
-        f"## Question\n{run['question']}\n\n## Selected history\n{history or '(none)'}\n\n"
+        f"# Plan of run {run.id}\n\n## Goal (v{run.goal_version})\n{run.goal_text}\n\n"
+        f"## Question\n{run.question}\n\n## Selected history\n{history or '(none)'}\n\n"
         "## Sources\n(to be chosen)\n\n## Next steps\n- list the catalog and search the evidence\n"
     )
 
@@ -49,8 +49,8 @@ def build_messages(view: RunView, transcript: list[ToolResult]) -> list[dict[str
     task = (
         f"Goal (version {view.goal_version}): {_clip(view.goal, FIELD_CHARS)}\n"
         f"Question: {_clip(view.question, FIELD_CHARS)}\n"
-        f"Catalog frozen at admission: {len(catalog['items'])} items"
-        f" ({'complete' if catalog['complete'] else str(catalog['omitted']) + ' omitted'});"
+        f"Catalog frozen at admission: {len(catalog.items)} items"
+        f" ({'complete' if catalog.complete else str(catalog.omitted) + ' omitted'});"
         " call list_catalog (it writes catalog.md).\n"
         f"Checkpoint revision: {view.checkpoint_revision} (a checkpoint_proposal applies against it).\n"
         f"Working files: {files_summary(view.files)}"

@@ -1,55 +1,46 @@
 """Runs driven by an outside agent: the agent's calls become the run's steps, through the run host's own
 tools, grant, ledger, files and finishing, under a lease the agent holds by a secret token.
 
-The token is shown once (admission, take-over) and kept only as its SHA-256, one per epoch. Every call
-checks it against the run: unknown → forbidden; an older epoch's → conflict naming the current epoch;
-expired → conflict. Every write below that check is fenced by the epoch in SQL, as a worker's are, so
+The token is shown once (admission, take-over) and kept only as its SHA-256, one per epoch
+(services/runhost/leases.py). Every call checks it against the run: unknown → forbidden; an older
+epoch's → conflict naming the current epoch; expired → conflict. Every write below that check is fenced by the epoch in SQL, as a worker's are, so
 after a take-over exactly one session's writes land.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
-import secrets
 from collections.abc import Callable
-from typing import Any
 
 import asyncpg
 
+from services.runhost import leases
+from services.runhost.admitted import AdmittedRun
 from services.runhost.claims import citations, claim_units, ledger_key
+from services.runhost.events import emit
 from services.runhost.external_repository import ExternalRepository
 from services.runhost.finishing import Finisher
+from services.runhost.leases import StaleLease, new_token, token_hash
 from services.runhost.ledger import Inclusion, RunLedger
-from services.runhost.memory import RunFiles, StaleLease, validate_path
+from services.runhost.memory import RunFiles, validate_path
 from services.runhost.owners import Owners
 from services.runhost.policies.base import ToolCall, ToolResult
-from services.runhost.repository import RunRepository, RunRow, WorkDone, run_row
-from services.runhost.service import run_event, to_run
+from services.runhost.repository import RunRepository, WorkDone
 from services.runhost.tools import ToolBox
 from services.runhost.worker import run_grant
 from shared import tracing
 from shared.blobs import Blobs
 from shared.contracts import runhost as c
 from shared.contracts.common import Actor, Ref
+from shared.contracts.workspace import Catalog
 from shared.db import Database
-from shared.errors import Conflict, DomainError, Forbidden, Invalid, NotFound, TooLarge, Unavailable
-from shared.outbox import enqueue
+from shared.errors import Conflict, DomainError, Invalid, NotFound, TooLarge, Unavailable
 from shared.settings import RunhostSettings
 
 log = logging.getLogger("dossier.runhost.external")
 MAX_WRITE_BYTES = 1024 * 1024
 ABANDONED = "abandoned"
-
-
-def new_token() -> tuple[str, str]:
-    token = "rl_" + secrets.token_urlsafe(32)
-    return token, token_hash(token)
-
-
-def token_hash(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
 
 
 def writable(path: str) -> str:
@@ -75,54 +66,55 @@ class ExternalRuns:
         self.files_for = files_for
         self.leases = ExternalRepository()
 
-    async def begin(self, conn: asyncpg.Connection, row: asyncpg.Record, lease_seconds: int) -> c.Run:
+    async def begin(self, conn: asyncpg.Connection, admitted: AdmittedRun, lease_seconds: int) -> c.Run:
         """Inside the admission's transaction: the run starts under epoch 1; the reply shows the token."""
         token, digest = new_token()
-        row = await self.leases.start_lease(
-            conn, run_id=row["id"], token_hash=digest, lease_seconds=lease_seconds, holder=row["principal"]
+        run = await self.leases.start_lease(
+            conn, run_id=admitted.id, token_hash=digest, lease_seconds=lease_seconds, holder=admitted.principal
         )
-        await enqueue(conn, c.EVT_STARTED, run_event(row, "running"), scope=row["scope"])
-        run = to_run(row)
-        run.lease = c.Lease(token=token, epoch=1, expires_at=row["lease_expires_at"])
-        return run
+        await emit(conn, c.EVT_STARTED, run)
+        reply = run.to_contract()
+        if run.lease_expires_at is not None:
+            reply.lease = c.Lease(token=token, epoch=1, expires_at=run.lease_expires_at)
+        return reply
 
-    async def _session(self, actor: Actor, run_id: str, token: str) -> tuple[RunRow, int]:
+    async def _session(self, actor: Actor, run_id: str, token: str) -> tuple[AdmittedRun, int]:
         async with self.db.pool.acquire() as conn:
-            row = await self.repo.get_run(conn, scope=actor.scope, id=run_id)
-            if row is None:
+            run = await self.repo.get_run(conn, scope=actor.scope, id=run_id)
+            if run is None:
                 raise NotFound("run not found", {"id": run_id})
             epoch = await self.leases.token_epoch(conn, run_id=run_id, token_hash=token_hash(token))
             now = await conn.fetchval("SELECT now()")
         if epoch is None:
-            raise Forbidden("this is not the run's lease token", {"header": "X-Run-Lease"})
-        if row["status"] != "running":
-            raise Conflict("the run is not running", {"status": row["status"]})
-        if epoch != row["lease_epoch"]:
-            raise Conflict("another session took the run over", {"current_epoch": row["lease_epoch"]})
-        if row["lease_expires_at"] is None or row["lease_expires_at"] <= now:
-            raise Conflict("the lease has expired; take the run over to go on", {"lease": "expired"})
-        return run_row(row), epoch
+            raise leases.not_the_token()
+        if run.status != "running":
+            raise leases.not_running(run.status)
+        if epoch != run.lease_epoch:
+            raise leases.superseded(run.lease_epoch)
+        if run.lease_expires_at is None or run.lease_expires_at <= now:
+            raise leases.expired()
+        return run, epoch
 
-    def _toolbox(self, run: RunRow, epoch: int) -> ToolBox:
+    def _toolbox(self, run: AdmittedRun, epoch: int) -> ToolBox:
         return ToolBox(
-            actor=Actor(scope=run["scope"], principal=f"run:{run['id']}"),
+            actor=run.actor,
             grant=run_grant(run, self.settings),
-            catalog=run["catalog"],
-            files=self.files_for(run["id"], epoch),
-            ledger=RunLedger(self.db, self.repo, run["id"], epoch),
+            catalog=run.catalog,
+            files=self.files_for(run.id, epoch),
+            ledger=RunLedger(self.db, self.repo, run.id, epoch),
             owners=self.owners,
         )
 
-    async def _step(self, run: RunRow, epoch: int, result: ToolResult | None = None) -> None:
+    async def _step(self, run: AdmittedRun, epoch: int, result: ToolResult | None = None) -> None:
         """Every call is one step of the run, counted under the fence."""
         work = WorkDone(steps=1)
         if result is not None:
             work = WorkDone(steps=1, chars=len(result.text), source_chars=int(result.data.get("fresh_chars", 0)))
         async with self.db.transaction() as conn:
-            if await self.repo.add_counters(conn, run_id=run["id"], epoch=epoch, work=work) is None:
+            if await self.repo.add_counters(conn, run_id=run.id, epoch=epoch, work=work) is None:
                 raise await self._superseded(run)
 
-    async def _tool(self, run: RunRow, epoch: int, name: str, **arguments: Any) -> ToolResult:
+    async def _tool(self, run: AdmittedRun, epoch: int, name: str, **arguments: object) -> ToolResult:
         toolbox = self._toolbox(run, epoch)
         await toolbox.ledger.load()
         try:
@@ -132,10 +124,10 @@ class ExternalRuns:
         await self._step(run, epoch, result)
         return result
 
-    async def catalog(self, actor: Actor, req: c.LeaseRequest) -> dict[str, Any]:
+    async def catalog(self, actor: Actor, req: c.LeaseRequest) -> Catalog:
         run, epoch = await self._session(actor, req.run_id, req.lease)
         await self._tool(run, epoch, "list_catalog")
-        return dict(run["catalog"])
+        return run.catalog
 
     async def search(self, actor: Actor, req: c.ExternalSearchRequest) -> c.ExternalSearch:
         run, epoch = await self._session(actor, req.run_id, req.lease)
@@ -182,7 +174,7 @@ class ExternalRuns:
                 raise NotFound(f"{ref.kind} {ref.id} not found", {"ref": ref.model_dump()})
             raise Unavailable(f"{ref.kind} {ref.id} cannot be read now", {"reason": reason})
         path = str(result.data["path"])
-        files = self.files_for(run["id"], epoch)
+        files = self.files_for(run.id, epoch)
         text = await files.read(path)
         prov = await files.provenance(path) or {}
         kept = Ref.model_validate(prov["ref"]) if prov.get("ref") else ref
@@ -196,7 +188,7 @@ class ExternalRuns:
             raise TooLarge("a working file is at most 1 MiB", {"limit": MAX_WRITE_BYTES})
         run, epoch = await self._session(actor, req.run_id, req.lease)
         try:
-            await self.files_for(run["id"], epoch).write(req.path, req.text)
+            await self.files_for(run.id, epoch).write(req.path, req.text)
         except StaleLease:
             raise await self._superseded(run) from None
         await self._step(run, epoch)
@@ -204,7 +196,7 @@ class ExternalRuns:
     async def renew(self, actor: Actor, req: c.LeaseRequest) -> c.Lease:
         run, epoch = await self._session(actor, req.run_id, req.lease)
         async with self.db.transaction() as conn:
-            row = await self.leases.renew(conn, run_id=run["id"], epoch=epoch)
+            row = await self.leases.renew(conn, run_id=run.id, epoch=epoch)
         if row is None:
             raise await self._superseded(run)
         return c.Lease(token=req.lease, epoch=row["lease_epoch"], expires_at=row["lease_expires_at"])
@@ -212,15 +204,16 @@ class ExternalRuns:
     async def take(self, actor: Actor, req: c.TakeRequest) -> c.TakeReply:
         token, digest = new_token()
         async with self.db.transaction() as conn:
-            row = await self.leases.lock_run(conn, scope=actor.scope, id=req.run_id)
-            if row is None:
+            locked = await self.leases.lock_run(conn, scope=actor.scope, id=req.run_id)
+            if locked is None:
                 raise NotFound("run not found", {"id": req.run_id})
-            if row["driver"] != "external":
-                raise Conflict("only a run driven by an outside agent can be taken over", {"driver": row["driver"]})
-            if row["status"] != "running":
-                raise Conflict("the run is not running", {"status": row["status"]})
-            if row["lease_expires_at"] > row["now"] and not req.force:
-                raise Conflict("the lease is held; wait for it to expire or take it with force", {"lease": "held"})
+            run, now = locked
+            if run.driver != "external":
+                raise leases.not_external(run.driver)
+            if run.status != "running":
+                raise leases.not_running(run.status)
+            if run.lease_expires_at is not None and run.lease_expires_at > now and not req.force:
+                raise leases.held()
             lease = await self.leases.take(conn, run_id=req.run_id, token_hash=digest, holder=actor.principal)
         files = self.files_for(req.run_id, lease["lease_epoch"])
         listing = await files.listing()
@@ -250,22 +243,22 @@ class ExternalRuns:
         if not answer:
             raise Invalid("the answer is empty", {"field": "answer"})
         try:
-            if run.get("final_answer") is None:
+            if run.final_answer is None:
                 inclusions = await self._cited(run, answer)
                 kept = {
                     "final_answer": answer,
                     "final_proposal": await self._proposal(run, req.checkpoint, answer),
                     "final_title": (req.title or "").strip() or None,
                 }
-                ledger = RunLedger(self.db, self.repo, run["id"], epoch)
+                ledger = RunLedger(self.db, self.repo, run.id, epoch)
                 async with self.db.transaction() as conn:
                     for item in inclusions:
                         fields = {"content_hash": item.content_hash, "locator": item.locator, "model_request": "answer"}
                         if not await ledger.append_in(conn, "included", item.ref, **fields):
-                            raise StaleLease(run["id"])
-                    if not await self.repo.fenced_update(conn, run_id=run["id"], epoch=epoch, values=kept):
-                        raise StaleLease(run["id"])
-                run = run | kept  # type: ignore[assignment]
+                            raise StaleLease(run.id)
+                    if not await self.repo.fenced_update(conn, run_id=run.id, epoch=epoch, values=kept):
+                        raise StaleLease(run.id)
+                run = run.model_copy(update=kept)
                 if self.settings.run_step_delay_seconds:
                     # Between the kept answer and the publish: where the crash tests kill the run host.
                     await asyncio.sleep(self.settings.run_step_delay_seconds)
@@ -274,12 +267,15 @@ class ExternalRuns:
         except StaleLease:
             raise await self._superseded(run) from None
         async with self.db.pool.acquire() as conn:
-            return to_run(await self.repo.get_run(conn, scope=actor.scope, id=run["id"]))
+            finished = await self.repo.get_run(conn, scope=actor.scope, id=run.id)
+        if finished is None:
+            raise NotFound("run not found", {"id": run.id})
+        return finished.to_contract()
 
-    async def _cited(self, run: RunRow, answer: str) -> list[Inclusion]:
+    async def _cited(self, run: AdmittedRun, answer: str) -> list[Inclusion]:
         """Every ref the answer cites must be one this run read at that version."""
         async with self.db.pool.acquire() as conn:
-            rows = await self.repo.list_ledger(conn, run_id=run["id"])
+            rows = await self.repo.list_ledger(conn, run_id=run.id)
         read = {ledger_key(r): r for r in rows if r["stage"] == "read" and r["ref"] is not None}
         locators: dict[tuple[str, int], list[str]] = {}
         for kind, id_, version, locator in read:
@@ -292,46 +288,47 @@ class ExternalRuns:
             raise Invalid("the answer cites material this run did not read at that version", {"refs": refs})
         return [Inclusion(c.ref, read[c.key]["content_hash"], c.key[3]) for c in cited]
 
-    async def _proposal(self, run: RunRow, checkpoint: c.CheckpointUpdate | None, answer: str) -> dict[str, Any] | None:
+    async def _proposal(
+        self, run: AdmittedRun, checkpoint: c.CheckpointUpdate | None, answer: str
+    ) -> dict[str, object] | None:
+        """The agent's checkpoint update as the run keeps a proposal (`AdmittedRun.final_proposal`)."""
         if checkpoint is None:
             return None
-        actor = Actor(scope=run["scope"], principal=f"run:{run['id']}")
-        revision = await self.owners.fetch_checkpoint_revision(actor, workspace_id=run["workspace_id"])
+        revision = await self.owners.fetch_checkpoint_revision(run.actor, workspace_id=run.workspace_id)
         summary = (checkpoint.summary or "").strip() or answer[:2000]
         return {"summary": summary, "add_questions": checkpoint.add_questions, "expected_revision": revision}
 
     async def cancel(self, actor: Actor, run_id: str) -> c.Run | None:
         """An external run has no worker to notice a cancel request: it ends at once."""
         async with self.db.transaction() as conn:
-            row = await self.leases.cancel_external(conn, scope=actor.scope, id=run_id)
-            if row is None:
+            run = await self.leases.cancel_external(conn, scope=actor.scope, id=run_id)
+            if run is None:
                 return None
-            await enqueue(conn, c.EVT_CANCELLED, run_event(row, "cancelled"), scope=actor.scope)
-        return to_run(row)
+            await emit(conn, c.EVT_CANCELLED, run)
+        return run.to_contract()
 
     async def abandon_forever(self, interval: float = 60.0) -> None:
         """External runs whose lease stayed expired for DOSSIER_EXTERNAL_ABANDON_SECONDS fail as abandoned."""
         while True:
             try:
                 async with self.db.transaction() as conn:
-                    rows = await self.leases.abandon(
+                    runs = await self.leases.abandon(
                         conn, after_seconds=self.settings.external_abandon_seconds, error=ABANDONED
                     )
-                    for row in rows:
-                        event = run_event(row, "failed", error=ABANDONED)
+                    for run in runs:
                         # The run's end belongs to the trace of its admission, not to this sweep.
-                        with tracing.continued(row.get("trace_headers")):
-                            await enqueue(conn, c.EVT_FAILED, event, scope=row["scope"])
-                for row in rows:
-                    log.info("run %s: abandoned by its outside agent", row["id"])
+                        with tracing.continued(run.trace_headers):
+                            await emit(conn, c.EVT_FAILED, run, error=ABANDONED)
+                for run in runs:
+                    log.info("run %s: abandoned by its outside agent", run.id)
             except (OSError, asyncpg.PostgresError, DomainError) as exc:
                 log.warning("abandoning expired external runs failed: %s", exc)
             await asyncio.sleep(min(interval, max(self.settings.external_abandon_seconds / 4, 1.0)))
 
-    async def _superseded(self, run: RunRow) -> Conflict:
+    async def _superseded(self, run: AdmittedRun) -> Conflict:
         """A write refused by the fence: another session holds a newer epoch (or the run has ended)."""
         async with self.db.pool.acquire() as conn:
-            row = await self.repo.get_run_unscoped(conn, id=run["id"])
-        if row is not None and row["status"] != "running":
-            return Conflict("the run is not running", {"status": row["status"]})
-        return Conflict("another session took the run over", {"current_epoch": row["lease_epoch"] if row else None})
+            now = await self.repo.get_run_unscoped(conn, id=run.id)
+        if now is not None and now.status != "running":
+            return leases.not_running(now.status)
+        return leases.superseded(now.lease_epoch if now else None)

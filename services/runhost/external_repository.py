@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import asyncpg
+
+from services.runhost.admitted import AdmittedRun
 
 
 class ExternalRepository:
     async def start_lease(
-        self, conn: asyncpg.Connection, *, run_id: str, token_hash: str, lease_seconds: int, holder: str
-    ) -> asyncpg.Record:
+        self, conn: asyncpg.Connection, *, run_id: str, token_hash: str, lease_seconds: int, holder: str | None
+    ) -> AdmittedRun:
         """An admitted external run starts at once, under epoch 1 held by the agent (`holder`: its principal)."""
         row = await conn.fetchrow(
             "UPDATE runs SET status = 'running', lease_owner = $3, lease_epoch = 1,"
@@ -19,12 +23,13 @@ class ExternalRepository:
             holder,
         )
         await conn.execute("INSERT INTO run_leases (run_id, epoch, token_hash) VALUES ($1, 1, $2)", run_id, token_hash)
-        return row
+        return AdmittedRun.of(row)
 
     async def token_epoch(self, conn: asyncpg.Connection, *, run_id: str, token_hash: str) -> int | None:
-        return await conn.fetchval(
+        epoch: int | None = await conn.fetchval(
             "SELECT epoch FROM run_leases WHERE run_id = $1 AND token_hash = $2", run_id, token_hash
         )
+        return epoch
 
     async def renew(self, conn: asyncpg.Connection, *, run_id: str, epoch: int) -> asyncpg.Record | None:
         return await conn.fetchrow(
@@ -35,10 +40,10 @@ class ExternalRepository:
             epoch,
         )
 
-    async def lock_run(self, conn: asyncpg.Connection, *, scope: str, id: str) -> asyncpg.Record | None:
-        return await conn.fetchrow(
-            "SELECT *, now() AS now FROM runs WHERE id = $1 AND scope = $2 FOR UPDATE", id, scope
-        )
+    async def lock_run(self, conn: asyncpg.Connection, *, scope: str, id: str) -> tuple[AdmittedRun, datetime] | None:
+        """The run, locked for the rest of the transaction, and the database's time."""
+        row = await conn.fetchrow("SELECT *, now() AS now FROM runs WHERE id = $1 AND scope = $2 FOR UPDATE", id, scope)
+        return None if row is None else (AdmittedRun.of(row), row["now"])
 
     async def take(self, conn: asyncpg.Connection, *, run_id: str, token_hash: str, holder: str) -> asyncpg.Record:
         """A new epoch for another session: every write under an older one is fenced off from now on."""
@@ -57,20 +62,22 @@ class ExternalRepository:
         )
         return row
 
-    async def abandon(self, conn: asyncpg.Connection, *, after_seconds: float, error: str) -> list[asyncpg.Record]:
+    async def abandon(self, conn: asyncpg.Connection, *, after_seconds: float, error: str) -> list[AdmittedRun]:
         """External runs whose lease has stayed expired this long fail."""
-        return await conn.fetch(
+        rows = await conn.fetch(
             "UPDATE runs SET status = 'failed', error = $2, finished_at = now()"
             " WHERE driver = 'external' AND status = 'running'"
             "   AND lease_expires_at < now() - make_interval(secs => $1) RETURNING *",
             after_seconds,
             error,
         )
+        return [AdmittedRun.of(r) for r in rows]
 
-    async def cancel_external(self, conn: asyncpg.Connection, *, scope: str, id: str) -> asyncpg.Record | None:
-        return await conn.fetchrow(
+    async def cancel_external(self, conn: asyncpg.Connection, *, scope: str, id: str) -> AdmittedRun | None:
+        row = await conn.fetchrow(
             "UPDATE runs SET status = 'cancelled', cancel_requested = true, finished_at = now()"
             " WHERE id = $1 AND scope = $2 AND driver = 'external' AND status = 'running' RETURNING *",
             id,
             scope,
         )
+        return None if row is None else AdmittedRun.of(row)

@@ -14,144 +14,151 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
-from pydantic import Field, ValidationError
+from pydantic import ValidationError
 
+from services.runhost.admitted import AdmittedRun, Proposal
 from services.runhost.claims import check_answer, claim_counts
-from services.runhost.memory import RunFiles, StaleLease
+from services.runhost.events import emit
+from services.runhost.leases import StaleLease
+from services.runhost.memory import RunFiles
 from services.runhost.owners import Owners
 from services.runhost.report import render_report
-from services.runhost.repository import RunRepository, RunRow
-from services.runhost.service import run_event
+from services.runhost.repository import RunRepository
 from shared.blobs import Blobs, content_key
 from shared.contracts import artifact
 from shared.contracts import publication as pub
 from shared.contracts import runhost as c
 from shared.contracts import workspace as ws
-from shared.contracts.common import Actor, EventType, Model, PublicationRef, Ref
+from shared.contracts.common import EventType, PublicationRef, Ref
 from shared.db import Database
 from shared.errors import DomainError, NotFound
-from shared.outbox import enqueue
 
 log = logging.getLogger("dossier.runhost")
 
 
-class Proposal(Model):
-    summary: str = Field(min_length=1, max_length=20_000)
-    add_questions: list[str] = Field(default_factory=list, max_length=50)
-    resolve_questions: list[str] = Field(default_factory=list, max_length=50)
-    expected_revision: int = Field(default=0, ge=0)
-
-
 class Finisher:
-    def __init__(self, *, db: Database, repo: RunRepository, owners: Owners, blobs: Blobs, run: RunRow, epoch: int):
+    def __init__(
+        self, *, db: Database, repo: RunRepository, owners: Owners, blobs: Blobs, run: AdmittedRun, epoch: int
+    ):
         self.db, self.repo, self.owners, self.blobs = db, repo, owners, blobs
         self.run, self.epoch = run, epoch
-        self.actor = Actor(scope=run["scope"], principal=f"run:{run['id']}")
+        self.actor = run.actor
 
     async def _fenced(
-        self, values: dict[str, Any], *, event: tuple[EventType[c.RunEvent], c.RunEvent] | None = None
+        self,
+        values: dict[str, Any],
+        *,
+        event: EventType[c.RunEvent] | None = None,
+        publication: PublicationRef | None = None,
+        error: str | None = None,
     ) -> None:
         async with self.db.transaction() as conn:
-            if not await self.repo.fenced_update(conn, run_id=self.run["id"], epoch=self.epoch, values=values):
-                raise StaleLease(self.run["id"])
+            if not await self.repo.fenced_update(conn, run_id=self.run.id, epoch=self.epoch, values=values):
+                raise StaleLease(self.run.id)
             if event is not None:
-                await enqueue(conn, *event, scope=self.run["scope"])
+                await emit(conn, event, self.run, publication=publication, error=error)
 
     async def _check_fence(self) -> None:
         async with self.db.pool.acquire() as conn:
-            if not await self.repo.holds_lease(conn, run_id=self.run["id"], epoch=self.epoch):
-                raise StaleLease(self.run["id"])
+            if not await self.repo.holds_lease(conn, run_id=self.run.id, epoch=self.epoch):
+                raise StaleLease(self.run.id)
 
     async def consumed_sources(self) -> list[Ref]:
         async with self.db.pool.acquire() as conn:
-            rows = await self.repo.included_refs(conn, run_id=self.run["id"])
+            rows = await self.repo.included_refs(conn, run_id=self.run.id)
         return [Ref.model_validate(r["ref"]) for r in rows]
 
     async def complete(self, answer: str, proposal: dict[str, Any] | None) -> None:
-        if self.run.get("final_answer") is None:
+        if self.run.final_answer is None:
             await self._fenced({"final_answer": answer, "final_proposal": proposal})
-            self.run = self.run | {"final_answer": answer, "final_proposal": proposal}
+            self.run = self.run.model_copy(update={"final_answer": answer, "final_proposal": proposal})
         await self.resume_finish()
 
     async def resume_finish(self) -> None:
         """Every finishing step, from the kept answer; safe to repeat from the start by a later worker."""
-        answer, proposal = self.run["final_answer"], self.run["final_proposal"]
+        answer, proposal = self.run.final_answer, self.run.final_proposal
         if answer is None:
-            raise RuntimeError(f"run {self.run['id']} has no kept answer to finish with")
+            raise RuntimeError(f"run {self.run.id} has no kept answer to finish with")
         sources = await self.consumed_sources()
-        files = RunFiles(self.blobs, self.db, self.repo, self.run["id"], self.epoch)
+        files = RunFiles(self.blobs, self.db, self.repo, self.run.id, self.epoch)
         claims = await check_answer(self.db, self.repo, files, answer)
         # The answer is titled by its question, as a person would (or as an outside agent asked); the
         # report file names its run (see below).
-        title = self.run.get("final_title") or c.short_title(self.run["question"])
+        title = self.run.final_title or c.short_title(self.run.question)
         request = pub.CommitRequest(
             claims=claims,
             title=title,
             body=answer,
-            workspace_id=self.run["workspace_id"],
-            run_id=self.run["id"],
+            workspace_id=self.run.workspace_id,
+            run_id=self.run.id,
             sources=sources,
-            request_key=f"run:{self.run['id']}",
+            request_key=f"run:{self.run.id}",
         )
         await self._check_fence()
         published = await self.owners.publish_answer(self.actor, request)
-        published_ref = {"publication_id": published.id, "publication_version": published.version}
-        await self._fenced(published_ref | claim_counts(claims))
+        publication = PublicationRef(id=published.id, version=published.version)
+        await self._fenced(
+            {"publication_id": published.id, "publication_version": published.version} | claim_counts(claims)
+        )
         association = await self._associate(published)
         await self._check_fence()
-        checkpoint = await self._propose(proposal, published, sources)
+        checkpoint = await self._propose(proposal, publication, sources)
         await self._check_fence()
-        await self._retain_report(f"{c.REPORT_TITLE_PREFIX}{self.run['id']}: {title}", answer)
-        result = {"workspace_association": association, "checkpoint_proposal": checkpoint, "status": "completed"}
-        event = run_event(self.run, "completed", publication={"id": published.id, "version": published.version})
-        await self._fenced(result | {"finished_at": datetime.now(UTC)}, event=(c.EVT_COMPLETED, event))
+        await self._retain_report(f"{c.REPORT_TITLE_PREFIX}{self.run.id}: {title}", answer)
+        result = {
+            "workspace_association": association,
+            "checkpoint_proposal": checkpoint.model_dump(),
+            "status": "completed",
+            "finished_at": datetime.now(UTC),
+        }
+        await self._fenced(result, event=c.EVT_COMPLETED, publication=publication)
 
     async def _associate(self, published: pub.PublicationVersion) -> str:
         request = ws.AssociateRequest(
-            workspace_id=self.run["workspace_id"],
+            workspace_id=self.run.workspace_id,
             kind="publication",
             ref_id=published.id,
             version=published.version,
-            run_id=self.run["id"],
+            run_id=self.run.id,
         )
         try:
             reply = await self.owners.associate_with_workspace(self.actor, request)
         except NotFound:
             return "refused"
         except DomainError as exc:
-            log.warning("run %s: association pending (%s)", self.run["id"], exc.message)
+            log.warning("run %s: association pending (%s)", self.run.id, exc.message)
             return "pending"
         return reply.association
 
     async def _propose(
-        self, proposal: dict[str, Any] | None, published: pub.PublicationVersion, sources: list[Ref]
-    ) -> dict[str, Any]:
+        self, proposal: dict[str, Any] | None, publication: PublicationRef, sources: list[Ref]
+    ) -> c.CheckpointProposalResult:
         """An invalid or missing proposal never fails an otherwise valid run."""
         if proposal is None:
-            return {"status": "none", "revision": None}
+            return c.CheckpointProposalResult(status="none")
         try:
             valid = Proposal.model_validate(proposal)
             payload = ws.ProposeRequest(
                 **valid.model_dump(),
-                workspace_id=self.run["workspace_id"],
+                workspace_id=self.run.workspace_id,
                 derived_from=ws.DerivedFrom(
-                    run_id=self.run["id"],
-                    publication=PublicationRef(id=published.id, version=published.version),
+                    run_id=self.run.id,
+                    publication=publication,
                     sources=sources,
                 ),
             )
         except ValidationError:
-            return {"status": "invalid", "revision": None}
+            return c.CheckpointProposalResult(status="invalid")
         try:
             reply = await self.owners.propose_checkpoint(self.actor, payload)
         except DomainError as exc:
-            log.warning("run %s: checkpoint proposal not applied (%s)", self.run["id"], exc.message)
-            return {"status": "stale", "revision": None}
-        return {"status": reply.result, "revision": reply.revision}
+            log.warning("run %s: checkpoint proposal not applied (%s)", self.run.id, exc.message)
+            return c.CheckpointProposalResult(status="stale")
+        return c.CheckpointProposalResult(status=reply.result, revision=reply.revision)
 
     async def _retain_report(self, title: str, answer: str) -> None:
         """The HTML report is retained as an artifact and pinned; its failure is logged, not fatal."""
-        data = render_report(title, answer, run_id=self.run["id"]).encode("utf-8")
+        data = render_report(title, answer, run_id=self.run.id).encode("utf-8")
         digest = hashlib.sha256(data).hexdigest()
         key = content_key(digest)
         try:
@@ -166,19 +173,14 @@ class Finisher:
             )
             registered = await self.owners.register_report_artifact(self.actor, blob)
             await self.owners.pin_report_artifact(
-                self.actor, workspace_id=self.run["workspace_id"], artifact_id=registered.id
+                self.actor, workspace_id=self.run.workspace_id, artifact_id=registered.id
             )
         except (DomainError, OSError) as exc:
-            log.warning("run %s: report artifact not retained (%s)", self.run["id"], exc)
+            log.warning("run %s: report artifact not retained (%s)", self.run.id, exc)
 
     async def cancelled(self) -> None:
-        await self._fenced(
-            {"status": "cancelled", "finished_at": datetime.now(UTC)},
-            event=(c.EVT_CANCELLED, run_event(self.run, "cancelled")),
-        )
+        await self._fenced({"status": "cancelled", "finished_at": datetime.now(UTC)}, event=c.EVT_CANCELLED)
 
     async def failed(self, error: str) -> None:
-        event = run_event(self.run, "failed", error=error)
-        await self._fenced(
-            {"status": "failed", "error": error[:2000], "finished_at": datetime.now(UTC)}, event=(c.EVT_FAILED, event)
-        )
+        values = {"status": "failed", "error": error[:2000], "finished_at": datetime.now(UTC)}
+        await self._fenced(values, event=c.EVT_FAILED, error=error)

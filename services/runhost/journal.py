@@ -15,7 +15,7 @@ from dataclasses import asdict
 from typing import Any
 
 from services.runhost.journal_repository import JournalRepository
-from services.runhost.memory import StaleLease
+from services.runhost.leases import StaleLease
 from services.runhost.policies.base import ModelInput, Policy, ToolCall, ToolResult
 from shared.db import Database
 

@@ -63,9 +63,10 @@ class JournalRepository:
         )
 
     async def results(self, conn: asyncpg.Connection, *, run_id: str) -> list[asyncpg.Record]:
-        return await conn.fetch(
+        rows: list[asyncpg.Record] = await conn.fetch(
             "SELECT result FROM model_journal WHERE run_id = $1 AND result IS NOT NULL ORDER BY seq", run_id
         )
+        return rows
 
     async def append_replayed(
         self, conn: asyncpg.Connection, *, run_id: str, epoch: int, request_id: str, input_hash: str

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import asyncpg
 
-from services.runhost.memory import StaleLease
+from services.runhost.leases import StaleLease
 from services.runhost.repository import RunRepository
 from shared.contracts.common import Ref
 from shared.db import Database

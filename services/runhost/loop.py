@@ -15,28 +15,21 @@ from typing import Any
 
 import asyncpg
 
+from services.runhost.admitted import AdmittedRun
 from services.runhost.context import build_messages, initial_plan, input_chars
 from services.runhost.journal import ModelJournal
+from services.runhost.leases import StaleLease
 from services.runhost.ledger import Inclusion, RunLedger
-from services.runhost.memory import RunFiles, StaleLease
+from services.runhost.memory import RunFiles
 from services.runhost.policies.base import TOOLS, ModelInput, Policy, RunView, ToolCall, ToolResult
 from services.runhost.replies import answer_back, check_repetition
-from services.runhost.repository import RunRepository, RunRow, WorkDone
-from services.runhost.tool_args import BadArguments, FinishArgs, parse_arguments
+from services.runhost.repository import RunRepository, WorkDone
+from services.runhost.tool_args import BadArguments, FinishArgs, check_arguments
 from services.runhost.tools import ToolBox
 from shared import tracing
 from shared.db import Database
 
 log = logging.getLogger("dossier.runhost.loop")
-
-
-@dataclass
-class Limits:
-    max_steps: int
-    max_chars: int
-    max_seconds: float
-    # The same failing step this many times in a row fails the run.
-    same_failures: int = 3
 
 
 # While a model request is in flight, the run's cancel flag is checked this often.
@@ -69,7 +62,7 @@ class RunLoop:
     def __init__(
         self,
         *,
-        run: RunRow,
+        run: AdmittedRun,
         epoch: int,
         policy: Policy,
         toolbox: ToolBox,
@@ -77,21 +70,23 @@ class RunLoop:
         ledger: RunLedger,
         db: Database,
         repo: RunRepository,
-        limits: Limits,
         checkpoint_revision: int,
+        same_failures: int = 3,
         step_delay: float = 0.0,
         journal: ModelJournal | None = None,
     ):
         self.run, self.epoch, self.policy, self.toolbox = run, epoch, policy, toolbox
         self.files, self.ledger, self.db, self.repo = files, ledger, db, repo
-        self.limits, self.checkpoint_revision, self.step_delay = limits, checkpoint_revision, step_delay
+        self.limits, self.checkpoint_revision, self.step_delay = run.limits, checkpoint_revision, step_delay
+        # The same failing step this many times in a row fails the run.
+        self.same_failures = same_failures
         # Wall time counts from the run's first start, so a resumed run does not get a fresh clock.
-        started = run["started_at"]
+        started = run.started_at
         already = (datetime.now(UTC) - started).total_seconds() if started is not None else 0.0
         self.counters = Counters(
-            steps=run["steps"],
-            chars=run["chars_read"],
-            requests=run["model_requests"],
+            steps=run.steps,
+            chars=run.chars_read,
+            requests=run.model_requests,
             started_at=time.monotonic() - max(already, 0.0),
         )
         self.transcript: list[ToolResult] = []
@@ -101,9 +96,9 @@ class RunLoop:
     async def _bump(self, work: WorkDone = NO_WORK) -> bool:
         """Count work under the fence; returns whether a cancel was requested."""
         async with self.db.transaction() as conn:
-            row = await self.repo.add_counters(conn, run_id=self.run["id"], epoch=self.epoch, work=work)
+            row = await self.repo.add_counters(conn, run_id=self.run.id, epoch=self.epoch, work=work)
         if row is None:
-            raise StaleLease(self.run["id"])
+            raise StaleLease(self.run.id)
         self.counters.steps, self.counters.chars, self.counters.requests = (
             row["steps"],
             row["chars_read"],
@@ -166,7 +161,7 @@ class RunLoop:
             finished = await self._run_calls(calls)
             if finished is not None:
                 return finished
-            check_repetition(self.transcript, self.limits.same_failures)
+            check_repetition(self.transcript, self.same_failures)
 
     async def _run_calls(self, calls: list[ToolCall]) -> Finished | None:
         """The calls of one answer, in order, each journaled as it ends (a resumed attempt runs the rest)."""
@@ -177,7 +172,7 @@ class RunLoop:
             outcome = await self._run_call(call)
             if isinstance(outcome, Finished):
                 if position < len(calls) - 1:
-                    log.warning("run %s: %d calls after finish not run", self.run["id"], len(calls) - position - 1)
+                    log.warning("run %s: %d calls after finish not run", self.run.id, len(calls) - position - 1)
                 return outcome
             result, inclusions = outcome
             await self._bump(WorkDone(chars=len(result.text), source_chars=int(result.data.get("fresh_chars", 0))))
@@ -217,11 +212,11 @@ class RunLoop:
             await asyncio.sleep(CANCEL_POLL_SECONDS)
             try:
                 async with self.db.pool.acquire() as conn:
-                    cancelled = await self.repo.cancel_state(conn, run_id=self.run["id"], epoch=self.epoch)
+                    cancelled = await self.repo.cancel_state(conn, run_id=self.run.id, epoch=self.epoch)
             except (OSError, asyncpg.PostgresError):
                 continue  # a database blip is no reason to drop the model's answer; the next look decides
             if cancelled is None:
-                raise StaleLease(self.run["id"])
+                raise StaleLease(self.run.id)
             if cancelled:
                 return
 
@@ -233,11 +228,10 @@ class RunLoop:
     def _finish(self, call: ToolCall) -> Finished | ToolResult:
         """A finish with a usable answer ends the loop; any other is answered back to the model."""
         try:
-            args = parse_arguments("finish", call.arguments)
+            args = check_arguments(FinishArgs, "finish", call.arguments)
         except BadArguments as exc:
             problem = str(exc)
         else:
-            assert isinstance(args, FinishArgs)
             if args.answer.strip():
                 proposal = args.checkpoint_proposal
                 if isinstance(proposal, dict) and "expected_revision" not in proposal:
@@ -250,16 +244,16 @@ class RunLoop:
     async def _model_input(self) -> ModelInput:
         plan = await self.files.read("plan.md")
         view = RunView(
-            run_id=self.run["id"],
-            goal_version=self.run["goal_version"],
-            goal=self.run["goal_text"],
-            question=self.run["question"],
-            catalog=self.run["catalog"],
-            history=self.run["history"],
+            run_id=self.run.id,
+            goal_version=self.run.goal_version,
+            goal=self.run.goal_text,
+            question=self.run.question,
+            catalog=self.run.catalog,
+            history=self.run.history,
             files=await self.files.listing(),
             plan=plan,
             checkpoint_revision=self.checkpoint_revision,
             results=self.transcript[-400:],
         )
-        request_id = f"{self.run['id']}:r{self.counters.requests + 1}"
+        request_id = f"{self.run.id}:r{self.counters.requests + 1}"
         return ModelInput(request_id=request_id, messages=build_messages(view, self.transcript), tools=TOOLS, view=view)

@@ -17,6 +17,7 @@ from typing import Any
 
 import asyncpg
 
+from services.runhost.leases import StaleLease
 from services.runhost.repository import RunRepository
 from shared.blobs import Blobs
 from shared.contracts.runhost import RUN_FILE_PATTERN
@@ -25,10 +26,6 @@ from shared.errors import Invalid, NotFound
 
 PATH = re.compile(RUN_FILE_PATTERN)
 MAX_FILE_CHARS = 4 * 1024 * 1024
-
-
-class StaleLease(Exception):
-    """This worker's lease epoch is no longer current: another worker owns the run now."""
 
 
 def source_name(kind: str, id: str, version: int | None) -> str:

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
+from services.runhost.admitted import AdmittedRun
 from shared.contracts.common import Ref
 from shared.contracts.runhost import ProvDocument
 
@@ -37,9 +38,9 @@ def _time(value: datetime | None) -> str | None:
 
 
 class ProvBuilder:
-    def __init__(self, run: Mapping[str, Any]):
+    def __init__(self, run: AdmittedRun):
         self._run = run
-        self.run_id = f"dossier:run/{run['id']}"
+        self.run_id = f"dossier:run/{run.id}"
         self.doc = ProvDocument(prefix={"dossier": NAMESPACE, "prov": "http://www.w3.org/ns/prov#"})
         self._blank = 0
 
@@ -51,31 +52,31 @@ class ProvBuilder:
         run = self._run
         record: dict[str, Any] = {
             "prov:type": qualified("dossier:Run"),
-            "prov:label": str(run["question"])[:500],
-            "dossier:status": run["status"],
-            "dossier:workspace": run["workspace_id"],
-            "dossier:conversation": run["conversation_id"],
+            "prov:label": str(run.question)[:500],
+            "dossier:status": run.status,
+            "dossier:workspace": run.workspace_id,
+            "dossier:conversation": run.conversation_id,
         }
         start = self._began()
         if start is not None:
             record["prov:startTime"] = start
-        end = _time(run["finished_at"])
+        end = _time(run.finished_at)
         if end is not None:
             record["prov:endTime"] = end
         self.doc.activity[self.run_id] = record
 
     def _began(self) -> str | None:
-        return _time(self._run["started_at"] or self._run["created_at"])
+        return _time(self._run.started_at or self._run.created_at)
 
     def agents(self) -> None:
         run = self._run
-        model_id = f"dossier:model/{run['model']}"
-        self.doc.agent[model_id] = {"prov:type": qualified("prov:SoftwareAgent"), "prov:label": run["model"]}
+        model_id = f"dossier:model/{run.model}"
+        self.doc.agent[model_id] = {"prov:type": qualified("prov:SoftwareAgent"), "prov:label": run.model}
         self.doc.wasAssociatedWith[self._next("assoc")] = {"prov:activity": self.run_id, "prov:agent": model_id}
-        if run["principal"] is None:
+        if run.principal is None:
             return
-        person_id = f"dossier:principal/{run['scope']}/{run['principal']}"
-        self.doc.agent[person_id] = {"prov:type": qualified("prov:Person"), "prov:label": run["principal"]}
+        person_id = f"dossier:principal/{run.scope}/{run.principal}"
+        self.doc.agent[person_id] = {"prov:type": qualified("prov:Person"), "prov:label": run.principal}
         self.doc.wasAssociatedWith[self._next("assoc")] = {"prov:activity": self.run_id, "prov:agent": person_id}
         self.doc.actedOnBehalfOf[self._next("deleg")] = {
             "prov:delegate": model_id,
@@ -85,19 +86,19 @@ class ProvBuilder:
 
     def goal(self) -> None:
         run = self._run
-        goal_id = f"dossier:workspace/{run['workspace_id']}/goal@{run['goal_version']}"
+        goal_id = f"dossier:workspace/{run.workspace_id}/goal@{run.goal_version}"
         self.doc.entity[goal_id] = {
             "prov:type": qualified("dossier:GoalVersion"),
-            "prov:value": run["goal_text"],
-            "dossier:version": run["goal_version"],
+            "prov:value": run.goal_text,
+            "dossier:version": run.goal_version,
         }
         # Used when the activity began: a `used` time before the run's startTime breaks PROV-CONSTRAINTS.
         self._use(goal_id, self._began(), role="goal")
 
     def history(self) -> None:
         """The user's explicit selection: a collection of the publication versions the run was pointed at."""
-        selected = [Ref(kind="publication", id=h["publication_id"], version=h["version"]) for h in self._run["history"]]
-        collection = f"dossier:run/{self._run['id']}/history"
+        selected = [Ref(kind="publication", id=h.publication_id, version=h.version) for h in self._run.history]
+        collection = f"dossier:run/{self._run.id}/history"
         self.doc.entity[collection] = {"prov:type": qualified("prov:Collection"), "prov:label": "history selection"}
         for ref in selected:
             self._entity(ref)
@@ -134,13 +135,13 @@ class ProvBuilder:
 
     def publication(self, included: list[Ref]) -> None:
         run = self._run
-        if run["publication_id"] is None:
+        if run.publication_id is None:
             return
-        pub = Ref(kind="publication", id=run["publication_id"], version=run["publication_version"])
+        pub = Ref(kind="publication", id=run.publication_id, version=run.publication_version)
         pub_id = self._entity(pub)
         generation: dict[str, Any] = {"prov:entity": pub_id, "prov:activity": self.run_id}
-        if run["finished_at"] is not None:
-            generation["prov:time"] = _time(run["finished_at"])
+        if run.finished_at is not None:
+            generation["prov:time"] = _time(run.finished_at)
         self.doc.wasGeneratedBy[self._next("gen")] = generation
         for ref in included:
             self.doc.wasDerivedFrom[self._next("deriv")] = {
@@ -168,7 +169,7 @@ class ProvBuilder:
         self.doc.used[self._next("use")] = use
 
 
-def run_prov(run: Mapping[str, Any], ledger: Iterable[Mapping[str, Any]]) -> ProvDocument:
+def run_prov(run: AdmittedRun, ledger: Iterable[Mapping[str, Any]]) -> ProvDocument:
     builder = ProvBuilder(run)
     builder.activity()
     builder.agents()

@@ -3,66 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any, TypedDict, cast
+from typing import Any
 
 import asyncpg
 
+from services.runhost.admitted import AdmittedRun
+
 _FENCE = "EXISTS (SELECT 1 FROM runs WHERE id = $1 AND lease_epoch = $2 AND status = 'running')"
-
-
-class RunRow(TypedDict):
-    """One row of `runs` as the worker holds it (`dict(record)`): every column, typed."""
-
-    id: str
-    scope: str
-    workspace_id: str
-    conversation_id: str
-    request_id: str
-    params_hash: str
-    status: str
-    question: str
-    model: str
-    goal_version: int
-    goal_text: str
-    catalog: dict[str, Any]
-    history: list[dict[str, Any]]
-    limits: dict[str, float]
-    publication_id: str | None
-    publication_version: int | None
-    checkpoint_proposal: dict[str, Any]
-    workspace_association: str
-    error: str | None
-    cancel_requested: bool
-    lease_owner: str | None
-    lease_epoch: int
-    lease_expires_at: datetime | None
-    steps: int
-    chars_read: int
-    model_requests: int
-    created_at: datetime
-    started_at: datetime | None
-    finished_at: datetime | None
-    model_input_chars_max: int
-    model_input_chars_total: int
-    source_chars_read: int
-    tokens_in: int | None
-    tokens_out: int | None
-    final_answer: str | None
-    final_proposal: dict[str, Any] | None
-    principal: str | None
-    claims_supported: int
-    claims_weak: int
-    claims_unsupported: int
-    driver: str
-    lease_seconds: int | None
-    final_title: str | None
-    # The admitting request's trace context (shared/tracing.py), when tracing was on.
-    trace_headers: dict[str, str] | None
-
-
-def run_row(record: asyncpg.Record) -> RunRow:
-    return cast(RunRow, dict(record))
 
 
 @dataclass(frozen=True)
@@ -76,6 +23,10 @@ class WorkDone:
     source_chars: int = 0
     tokens_in: int | None = None
     tokens_out: int | None = None
+
+
+def _run(record: asyncpg.Record | None) -> AdmittedRun | None:
+    return None if record is None else AdmittedRun.of(record)
 
 
 class RunRepository:
@@ -93,7 +44,7 @@ class RunRepository:
     ) -> list[asyncpg.Record]:
         """Oldest first; `after` is the (created_at, id) of the last run of the previous page."""
         created_at, id = after if after is not None else (None, None)
-        return await conn.fetch(
+        rows: list[asyncpg.Record] = await conn.fetch(
             "SELECT id, question, status, created_at FROM runs WHERE conversation_id = $1"
             " AND ($3::timestamptz IS NULL OR (created_at, id) > ($3, $4::text)) ORDER BY created_at, id LIMIT $2",
             conversation_id,
@@ -101,33 +52,35 @@ class RunRepository:
             created_at,
             id,
         )
+        return rows
 
     # -- runs ---------------------------------------------------------------------------------------
     async def lock_request(self, conn: asyncpg.Connection, *, scope: str, request_id: str) -> None:
         """Serialise admissions of one (scope, request_id) for the rest of the transaction."""
         await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", f"{scope}|{request_id}")
 
-    async def find_by_request(self, conn: asyncpg.Connection, *, scope: str, request_id: str) -> asyncpg.Record | None:
-        return await conn.fetchrow("SELECT * FROM runs WHERE scope = $1 AND request_id = $2", scope, request_id)
+    async def find_by_request(self, conn: asyncpg.Connection, *, scope: str, request_id: str) -> AdmittedRun | None:
+        return _run(await conn.fetchrow("SELECT * FROM runs WHERE scope = $1 AND request_id = $2", scope, request_id))
 
-    async def insert_run(self, conn: asyncpg.Connection, *, values: dict[str, Any]) -> asyncpg.Record:
+    async def insert_run(self, conn: asyncpg.Connection, *, values: dict[str, Any]) -> AdmittedRun:
         columns = ", ".join(values)
         params = ", ".join(f"${i}" for i in range(1, len(values) + 1))
-        return await conn.fetchrow(f"INSERT INTO runs ({columns}) VALUES ({params}) RETURNING *", *values.values())
+        sql = f"INSERT INTO runs ({columns}) VALUES ({params}) RETURNING *"
+        return AdmittedRun.of(await conn.fetchrow(sql, *values.values()))
 
-    async def get_run(self, conn: asyncpg.Connection, *, scope: str, id: str) -> asyncpg.Record | None:
-        return await conn.fetchrow("SELECT * FROM runs WHERE id = $1 AND scope = $2", id, scope)
+    async def get_run(self, conn: asyncpg.Connection, *, scope: str, id: str) -> AdmittedRun | None:
+        return _run(await conn.fetchrow("SELECT * FROM runs WHERE id = $1 AND scope = $2", id, scope))
 
-    async def get_run_unscoped(self, conn: asyncpg.Connection, *, id: str) -> asyncpg.Record | None:
+    async def get_run_unscoped(self, conn: asyncpg.Connection, *, id: str) -> AdmittedRun | None:
         """Only for the worker that holds the run's lease."""
-        return await conn.fetchrow("SELECT * FROM runs WHERE id = $1", id)
+        return _run(await conn.fetchrow("SELECT * FROM runs WHERE id = $1", id))
 
     async def list_runs(
         self, conn: asyncpg.Connection, *, scope: str, workspace_id: str, limit: int, after: tuple[Any, ...] | None
-    ) -> list[asyncpg.Record]:
+    ) -> list[AdmittedRun]:
         """Newest first; `after` is the (created_at, id) of the last run of the previous page."""
         created_at, id = after if after is not None else (None, None)
-        return await conn.fetch(
+        rows = await conn.fetch(
             "SELECT * FROM runs WHERE scope = $1 AND workspace_id = $2"
             " AND ($4::timestamptz IS NULL OR (created_at, id) < ($4, $5::text))"
             " ORDER BY created_at DESC, id DESC LIMIT $3",
@@ -137,26 +90,29 @@ class RunRepository:
             created_at,
             id,
         )
+        return [AdmittedRun.of(r) for r in rows]
 
-    async def cancel_unclaimed(self, conn: asyncpg.Connection, *, scope: str, id: str) -> asyncpg.Record | None:
-        return await conn.fetchrow(
+    async def cancel_unclaimed(self, conn: asyncpg.Connection, *, scope: str, id: str) -> AdmittedRun | None:
+        row = await conn.fetchrow(
             "UPDATE runs SET status = 'cancelled', cancel_requested = true, finished_at = now()"
             " WHERE id = $1 AND scope = $2 AND status = 'admitted' RETURNING *",
             id,
             scope,
         )
+        return _run(row)
 
-    async def request_cancel(self, conn: asyncpg.Connection, *, scope: str, id: str) -> asyncpg.Record | None:
-        return await conn.fetchrow(
+    async def request_cancel(self, conn: asyncpg.Connection, *, scope: str, id: str) -> AdmittedRun | None:
+        row = await conn.fetchrow(
             "UPDATE runs SET cancel_requested = true WHERE id = $1 AND scope = $2 AND status = 'running' RETURNING *",
             id,
             scope,
         )
+        return _run(row)
 
     # -- leases -------------------------------------------------------------------------------------
-    async def claim_run(self, conn: asyncpg.Connection, *, owner: str, lease_seconds: float) -> asyncpg.Record | None:
+    async def claim_run(self, conn: asyncpg.Connection, *, owner: str, lease_seconds: float) -> AdmittedRun | None:
         """Take the oldest run that is admitted, or running under an expired lease; bump the epoch."""
-        return await conn.fetchrow(
+        row = await conn.fetchrow(
             "UPDATE runs SET lease_owner = $1, lease_epoch = lease_epoch + 1,"
             " lease_expires_at = now() + make_interval(secs => $2), status = 'running',"
             " started_at = COALESCE(started_at, now())"
@@ -167,6 +123,7 @@ class RunRepository:
             owner,
             lease_seconds,
         )
+        return _run(row)
 
     async def release_leases(self, conn: asyncpg.Connection, *, owner: str) -> None:
         await conn.execute(
@@ -236,12 +193,13 @@ class RunRepository:
         rows = await conn.fetch("SELECT status, count(*) AS n FROM runs GROUP BY status")
         return {r["status"]: r["n"] for r in rows}
 
-    async def pending_associations(self, conn: asyncpg.Connection, *, limit: int) -> list[asyncpg.Record]:
-        return await conn.fetch(
+    async def pending_associations(self, conn: asyncpg.Connection, *, limit: int) -> list[AdmittedRun]:
+        rows = await conn.fetch(
             "SELECT * FROM runs WHERE status = 'completed' AND workspace_association = 'pending'"
             " AND publication_id IS NOT NULL ORDER BY finished_at LIMIT $1",
             limit,
         )
+        return [AdmittedRun.of(r) for r in rows]
 
     async def set_association(self, conn: asyncpg.Connection, *, run_id: str, association: str) -> None:
         await conn.execute(
@@ -279,18 +237,19 @@ class RunRepository:
         return done is not None
 
     async def list_ledger(self, conn: asyncpg.Connection, *, run_id: str) -> list[asyncpg.Record]:
-        return await conn.fetch(
+        rows: list[asyncpg.Record] = await conn.fetch(
             "SELECT row_number() OVER (ORDER BY id) AS seq, stage, ref, content_hash, locator, reason,"
             " model_request, at FROM ledger WHERE run_id = $1 ORDER BY id",
             run_id,
         )
+        return rows
 
     async def page_ledger(
         self, conn: asyncpg.Connection, *, run_id: str, limit: int, after_id: int, after_seq: int
     ) -> list[asyncpg.Record]:
         """Rows after (id, seq) of the previous page's last row. A run's rows are appended in id order by its
         one fenced worker, so numbering on from `after_seq` gives each row the seq a full read would."""
-        return await conn.fetch(
+        rows: list[asyncpg.Record] = await conn.fetch(
             "SELECT id, $3 + row_number() OVER (ORDER BY id) AS seq, stage, ref, content_hash, locator, reason,"
             " model_request, at FROM ledger WHERE run_id = $1 AND id > $2 ORDER BY id LIMIT $4",
             run_id,
@@ -298,6 +257,7 @@ class RunRepository:
             after_seq,
             limit,
         )
+        return rows
 
     async def ledger_totals(self, conn: asyncpg.Connection, *, run_id: str) -> dict[str, int]:
         rows = await conn.fetch("SELECT stage, count(*) AS n FROM ledger WHERE run_id = $1 GROUP BY stage", run_id)
@@ -305,11 +265,12 @@ class RunRepository:
 
     async def included_refs(self, conn: asyncpg.Connection, *, run_id: str) -> list[asyncpg.Record]:
         """The consumed materials: distinct refs with an `included` row, in first-inclusion order."""
-        return await conn.fetch(
+        rows: list[asyncpg.Record] = await conn.fetch(
             "SELECT ref FROM (SELECT DISTINCT ON (ref) ref, id FROM ledger"
             " WHERE run_id = $1 AND stage = 'included' ORDER BY ref, id) AS firsts ORDER BY id",
             run_id,
         )
+        return rows
 
     # -- files --------------------------------------------------------------------------------------
     async def upsert_file(
@@ -343,19 +304,21 @@ class RunRepository:
         return done is not None
 
     async def list_files(self, conn: asyncpg.Connection, *, run_id: str) -> list[asyncpg.Record]:
-        return await conn.fetch(
+        rows: list[asyncpg.Record] = await conn.fetch(
             "SELECT path, size, ref, content_hash, locator FROM run_files WHERE run_id = $1 ORDER BY path", run_id
         )
+        return rows
 
     async def page_files(
         self, conn: asyncpg.Connection, *, run_id: str, limit: int, after: str
     ) -> list[asyncpg.Record]:
-        return await conn.fetch(
+        rows: list[asyncpg.Record] = await conn.fetch(
             "SELECT path, size FROM run_files WHERE run_id = $1 AND path > $2 ORDER BY path LIMIT $3",
             run_id,
             after,
             limit,
         )
+        return rows
 
     async def get_file(self, conn: asyncpg.Connection, *, run_id: str, path: str) -> asyncpg.Record | None:
         return await conn.fetchrow(

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 import asyncpg
 
+from services.runhost.admitted import AdmittedRun, Limits
+from services.runhost.events import emit
 from services.runhost.memory import RunFiles, validate_path
 from services.runhost.owners import Owners
 from services.runhost.policies.factory import validate_model
@@ -22,7 +24,6 @@ from shared.contracts import workspace as ws
 from shared.contracts.common import Actor, Ref
 from shared.db import Database
 from shared.errors import Conflict, DomainError, Invalid, NotFound, TooLarge
-from shared.outbox import enqueue
 from shared.paging import Int64, cut_page, decode_cursor
 from shared.settings import RunhostSettings
 
@@ -35,58 +36,6 @@ WAKE_CHANNEL = "dossier_runs"
 
 def new_id(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex}"
-
-
-def to_run(row: asyncpg.Record) -> c.Run:
-    publication = None
-    if row["publication_id"] is not None:
-        publication = c.PublicationRef(id=row["publication_id"], version=row["publication_version"])
-    return c.Run(
-        id=row["id"],
-        workspace_id=row["workspace_id"],
-        conversation_id=row["conversation_id"],
-        request_id=row["request_id"],
-        status=row["status"],
-        question=row["question"],
-        model=row["model"],
-        goal_version=row["goal_version"],
-        history=[c.HistoryRef.model_validate(h) for h in row["history"]],
-        catalog=c.Catalog.model_validate(row["catalog"]),
-        publication=publication,
-        checkpoint_proposal=c.CheckpointProposalResult.model_validate(row["checkpoint_proposal"]),
-        workspace_association=row["workspace_association"],
-        error=row["error"],
-        created_at=row["created_at"],
-        finished_at=row["finished_at"],
-        driver=row["driver"],
-        lease_state=(
-            c.LeaseState(epoch=row["lease_epoch"], expires_at=row["lease_expires_at"], holder=row["lease_owner"])
-            if row["driver"] == "external"
-            else None
-        ),
-        stats=c.RunStats(
-            steps=row["steps"],
-            model_requests=row["model_requests"],
-            model_input_chars_max=row["model_input_chars_max"],
-            model_input_chars_total=row["model_input_chars_total"],
-            source_chars_read=row["source_chars_read"],
-            tokens_in=row["tokens_in"],
-            tokens_out=row["tokens_out"],
-            claims_supported=row["claims_supported"],
-            claims_weak=row["claims_weak"],
-            claims_unsupported=row["claims_unsupported"],
-        ),
-    )
-
-
-def run_event(row: asyncpg.Record | dict[str, Any], status: str, **extra: Any) -> c.RunEvent:
-    return c.RunEvent(
-        run_id=row["id"],
-        workspace_id=row["workspace_id"],
-        conversation_id=row["conversation_id"],
-        status=status,  # type: ignore[arg-type]
-        **extra,
-    )
 
 
 class RunService:
@@ -111,16 +60,16 @@ class RunService:
             await self._repo.lock_request(conn, scope=actor.scope, request_id=req.request_id)
             existing = await self._repo.find_by_request(conn, scope=actor.scope, request_id=req.request_id)
             if existing is not None:
-                if existing["params_hash"] != params_hash:
-                    raise Conflict("the request_id was used with other parameters", {"run_id": existing["id"]})
-                return c.AdmitReply(run=to_run(existing), created=False)
+                if existing.params_hash != params_hash:
+                    raise Conflict("the request_id was used with other parameters", {"run_id": existing.id})
+                return c.AdmitReply(run=existing.to_contract(), created=False)
             await self._check_history(actor, req.history)
             conversation_id = await self._conversation(conn, actor, req)
             run_id = new_id("run")
             snapshot = await self._owners.fetch_admission_snapshot(
                 actor, workspace_id=req.workspace_id, run_id=run_id, question=req.question
             )
-            row = await self._repo.insert_run(
+            run = await self._repo.insert_run(
                 conn,
                 values={
                     "id": run_id,
@@ -137,29 +86,29 @@ class RunService:
                     "goal_text": snapshot.goal.text,
                     "catalog": snapshot.catalog.model_dump(mode="json"),
                     "history": [h.model_dump() for h in req.history],
-                    "limits": self._limits(req.limits),
+                    "limits": self._limits(req.limits).model_dump(),
                     "driver": req.driver,
                     # Every attempt of the run continues the admission's trace (services/runhost/worker.py).
                     "trace_headers": tracing.current_headers(),
                 },
             )
-            await enqueue(conn, c.EVT_ADMITTED, run_event(row, "admitted"), scope=actor.scope)
+            await emit(conn, c.EVT_ADMITTED, run)
             if req.driver == "external" and self.external is not None:
                 lease_seconds = req.lease_seconds or c.LEASE_SECONDS_DEFAULT
-                run = await self.external.begin(conn, row, lease_seconds)
+                reply = await self.external.begin(conn, run, lease_seconds)
             else:
                 await conn.execute(f"NOTIFY {WAKE_CHANNEL}")
-                run = to_run(row)
-        await self._associate_run(actor, row)
-        return c.AdmitReply(run=run, created=True)
+                reply = run.to_contract()
+        await self._associate_run(actor, run)
+        return c.AdmitReply(run=reply, created=True)
 
-    def _limits(self, asked: c.RunLimits | None) -> dict[str, float]:
+    def _limits(self, asked: c.RunLimits | None) -> Limits:
         s, a = self._settings, asked or c.RunLimits()
-        return {
-            "max_steps": min(a.max_steps or s.run_max_steps, s.run_max_steps),
-            "max_chars": min(a.max_chars or s.run_max_chars, s.run_max_chars),
-            "max_seconds": min(a.max_seconds or s.run_max_seconds, s.run_max_seconds),
-        }
+        return Limits(
+            max_steps=min(a.max_steps or s.run_max_steps, s.run_max_steps),
+            max_chars=min(a.max_chars or s.run_max_chars, s.run_max_chars),
+            max_seconds=min(a.max_seconds or s.run_max_seconds, s.run_max_seconds),
+        )
 
     async def _check_history(self, actor: Actor, history: list[c.HistoryRef]) -> None:
         """Every selected version must exist in this scope (a withdrawn one still exists: the run records it)."""
@@ -183,25 +132,25 @@ class RunService:
             raise NotFound("conversation not found", {"field": "conversation_id"})
         return req.conversation_id
 
-    async def _associate_run(self, actor: Actor, row: asyncpg.Record) -> None:
+    async def _associate_run(self, actor: Actor, run: AdmittedRun) -> None:
         """The workspace records the conversation; a failure here never undoes the admitted run."""
         try:
             request = ws.AssociateRequest(
-                workspace_id=row["workspace_id"], kind="conversation", ref_id=row["conversation_id"], run_id=row["id"]
+                workspace_id=run.workspace_id, kind="conversation", ref_id=run.conversation_id, run_id=run.id
             )
             await self._owners.associate_with_workspace(actor, request)
         except DomainError as exc:
-            log.warning("could not associate conversation %s: %s", row["conversation_id"], exc.message)
+            log.warning("could not associate conversation %s: %s", run.conversation_id, exc.message)
 
-    async def _run_row(self, conn: asyncpg.Connection, actor: Actor, run_id: str) -> asyncpg.Record:
-        row = await self._repo.get_run(conn, scope=actor.scope, id=run_id)
-        if row is None:
+    async def _scoped_run(self, conn: asyncpg.Connection, actor: Actor, run_id: str) -> AdmittedRun:
+        run = await self._repo.get_run(conn, scope=actor.scope, id=run_id)
+        if run is None:
             raise NotFound("run not found", {"id": run_id})
-        return row
+        return run
 
     async def get(self, actor: Actor, run_id: str) -> c.Run:
         async with self._db.pool.acquire() as conn:
-            return to_run(await self._run_row(conn, actor, run_id))
+            return (await self._scoped_run(conn, actor, run_id)).to_contract()
 
     async def list_runs(self, actor: Actor, req: c.ListRunsRequest) -> c.RunList:
         # A workspace route: a deleted workspace answers 404 here too, although its runs live on.
@@ -211,8 +160,8 @@ class RunService:
             rows = await self._repo.list_runs(
                 conn, scope=actor.scope, workspace_id=req.workspace_id, limit=req.limit + 1, after=after
             )
-        page, next_cursor = cut_page(rows, req.limit, lambda r: (r["created_at"], r["id"]))
-        return c.RunList(items=[to_run(r) for r in page], next_cursor=next_cursor)
+        page, next_cursor = cut_page(rows, req.limit, lambda r: (r.created_at, r.id))
+        return c.RunList(items=[r.to_contract() for r in page], next_cursor=next_cursor)
 
     async def cancel(self, actor: Actor, run_id: str) -> c.Run:
         if self.external is not None:
@@ -220,16 +169,16 @@ class RunService:
             if ended is not None:
                 return ended
         async with self._db.transaction() as conn:
-            row = await self._run_row(conn, actor, run_id)
-            if row["status"] == "admitted":
+            run = await self._scoped_run(conn, actor, run_id)
+            if run.status == "admitted":
                 cancelled = await self._repo.cancel_unclaimed(conn, scope=actor.scope, id=run_id)
                 if cancelled is not None:
-                    await enqueue(conn, c.EVT_CANCELLED, run_event(cancelled, "cancelled"), scope=actor.scope)
-                    return to_run(cancelled)
-            if row["status"] in ("admitted", "running"):
+                    await emit(conn, c.EVT_CANCELLED, cancelled)
+                    return cancelled.to_contract()
+            if run.status in ("admitted", "running"):
                 # The worker that holds the lease ends the run at its next step.
-                row = await self._repo.request_cancel(conn, scope=actor.scope, id=run_id) or row
-            return to_run(row)
+                run = await self._repo.request_cancel(conn, scope=actor.scope, id=run_id) or run
+            return run.to_contract()
 
     async def conversation(self, actor: Actor, req: c.ConversationRequest) -> c.Conversation:
         after = decode_cursor(req.cursor, datetime, str) if req.cursor else None
@@ -251,7 +200,7 @@ class RunService:
     async def ledger(self, actor: Actor, req: c.RunPageRequest) -> c.Ledger:
         after_id, after_seq = decode_cursor(req.cursor, Int64, Int64) if req.cursor else (0, 0)
         async with self._db.pool.acquire() as conn:
-            await self._run_row(conn, actor, req.run_id)
+            await self._scoped_run(conn, actor, req.run_id)
             rows = await self._repo.page_ledger(
                 conn, run_id=req.run_id, limit=req.limit + 1, after_id=after_id, after_seq=after_seq
             )
@@ -262,14 +211,14 @@ class RunService:
 
     async def prov(self, actor: Actor, run_id: str) -> c.ProvDocument:
         async with self._db.pool.acquire() as conn:
-            row = await self._run_row(conn, actor, run_id)
+            run = await self._scoped_run(conn, actor, run_id)
             rows = await self._repo.list_ledger(conn, run_id=run_id)
-        return run_prov(row, rows)
+        return run_prov(run, rows)
 
     async def list_files(self, actor: Actor, req: c.RunPageRequest) -> c.FileList:
         (after,) = decode_cursor(req.cursor, str) if req.cursor else ("",)
         async with self._db.pool.acquire() as conn:
-            await self._run_row(conn, actor, req.run_id)
+            await self._scoped_run(conn, actor, req.run_id)
             rows = await self._repo.page_files(conn, run_id=req.run_id, limit=req.limit + 1, after=after)
         page, next_cursor = cut_page(rows, req.limit, lambda r: (r["path"],))
         return c.FileList(items=[c.FileEntry(**dict(r)) for r in page], next_cursor=next_cursor)
@@ -277,7 +226,7 @@ class RunService:
     async def read_file(self, actor: Actor, req: c.ReadFileRequest) -> c.FileText:
         validate_path(req.path)
         async with self._db.pool.acquire() as conn:
-            await self._run_row(conn, actor, req.run_id)
+            await self._scoped_run(conn, actor, req.run_id)
         files: RunFiles = self._files_for(req.run_id, None)
         return c.FileText(path=req.path, text=await files.read(req.path))
 
@@ -286,9 +235,9 @@ class RunService:
         if size > self._settings.max_plan_bytes:
             raise TooLarge("the plan is larger than the limit", {"limit": self._settings.max_plan_bytes})
         async with self._db.pool.acquire() as conn:
-            row = await self._run_row(conn, actor, req.run_id)
-        if row["status"] not in ("admitted", "running"):
-            raise Conflict("the run is finished; its plan can no longer change", {"status": row["status"]})
+            run = await self._scoped_run(conn, actor, req.run_id)
+        if run.status not in ("admitted", "running"):
+            raise Conflict("the run is finished; its plan can no longer change", {"status": run.status})
         if not req.text.strip():
             raise Invalid("the plan is empty", {"field": "body"})
         await self._files_for(req.run_id, None).write("plan.md", req.text)

@@ -5,12 +5,10 @@ from __future__ import annotations
 import asyncio
 import logging
 
-import asyncpg
-
+from services.runhost.admitted import AdmittedRun
 from services.runhost.owners import Owners
 from services.runhost.repository import RunRepository
 from shared import tracing
-from shared.contracts.common import Actor
 from shared.contracts.workspace import AssociateRequest
 from shared.db import Database
 from shared.errors import DomainError, NotFound
@@ -25,23 +23,25 @@ class AssociationSweeper:
 
     async def sweep_once(self) -> int:
         async with self.db.pool.acquire() as conn:
-            rows = await self.repo.pending_associations(conn, limit=self.batch)
+            runs = await self.repo.pending_associations(conn, limit=self.batch)
         settled = 0
-        for row in rows:
+        for run in runs:
             # A late part of the run's work: in the trace of its admission.
-            with tracing.work_span("run association retry", row.get("trace_headers"), {"dossier.run_id": row["id"]}):
-                settled += await self._settle(row)
+            with tracing.work_span("run association retry", run.trace_headers, {"dossier.run_id": run.id}):
+                settled += await self._settle(run)
         return settled
 
-    async def _settle(self, row: asyncpg.Record) -> int:
-        actor = Actor(scope=row["scope"], principal=f"run:{row['id']}")
+    async def _settle(self, run: AdmittedRun) -> int:
+        actor = run.actor
+        publication = run.publication
+        assert publication is not None, "only published runs wait for their association"
         try:
             request = AssociateRequest(
-                workspace_id=row["workspace_id"],
+                workspace_id=run.workspace_id,
                 kind="publication",
-                ref_id=row["publication_id"],
-                version=row["publication_version"],
-                run_id=row["id"],
+                ref_id=publication.id,
+                version=publication.version,
+                run_id=run.id,
             )
             association = (await self.owners.associate_with_workspace(actor, request)).association
         except NotFound:
@@ -49,7 +49,7 @@ class AssociationSweeper:
         except DomainError:
             return 0
         async with self.db.transaction() as conn:
-            await self.repo.set_association(conn, run_id=row["id"], association=association)
+            await self.repo.set_association(conn, run_id=run.id, association=association)
         return 1
 
     async def run_forever(self) -> None:

@@ -3,21 +3,36 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 import asyncpg
 
+from services.runhost.leases import StaleLease
 from services.runhost.ledger import Inclusion, RunLedger
-from services.runhost.memory import RunFiles, StaleLease, pointer, source_name
+from services.runhost.memory import RunFiles, pointer, source_name
 from services.runhost.owners import Owners
-from services.runhost.policies.base import MALFORMED, TOOL_NAMES, ToolCall, ToolResult
-from services.runhost.tool_args import BadArguments, parse_arguments
+from services.runhost.policies.base import MALFORMED, ToolCall, ToolResult
+from services.runhost.tool_args import (
+    Args,
+    BadArguments,
+    ListCatalogArgs,
+    ReadEvidenceArgs,
+    ReadFileArgs,
+    ReadPublicationArgs,
+    SearchEvidenceArgs,
+    UpdatePlanArgs,
+    WriteDraftArgs,
+    WriteNoteArgs,
+    check_arguments,
+)
 from shared.contracts.common import Actor, Ref
+from shared.contracts.workspace import Catalog
 from shared.errors import DomainError, Invalid, NotFound, Unavailable
 
 log = logging.getLogger("dossier.runhost.tools")
 # A read answers at most this much, with where the rest starts: it fits whole in the model's window.
-READ_LIMIT_DEFAULT = 1000
 READ_LIMIT_MAX = 1000
 SNIPPET_CHARS = 100
 SEARCH_LIMIT = 10
@@ -31,6 +46,10 @@ CATALOG_KINDS = ("source", "publication", "artifact")
 CATALOG_PREVIEW = 400
 
 
+Outcome = tuple[ToolResult, list[Inclusion]]
+A = TypeVar("A", bound=Args)
+
+
 def _kind_order(kind: str) -> int:
     return CATALOG_KINDS.index(kind) if kind in CATALOG_KINDS else len(CATALOG_KINDS)
 
@@ -41,7 +60,7 @@ class ToolBox:
         *,
         actor: Actor,
         grant: str,
-        catalog: dict[str, Any],
+        catalog: Catalog,
         files: RunFiles,
         ledger: RunLedger,
         owners: Owners,
@@ -49,18 +68,17 @@ class ToolBox:
         self.actor, self.grant, self.catalog = actor, grant, catalog
         self.files, self.ledger, self.owners = files, ledger, owners
 
-    async def execute(self, call: ToolCall) -> tuple[ToolResult, list[Inclusion]]:
+    async def execute(self, call: ToolCall) -> Outcome:
         """Run one tool. Bad arguments and refusals are answered back to the model, never raised."""
         if not call.name:
             return self._error(call, "the reply held neither a tool call nor an answer; call a tool or finish"), []
-        if call.name not in TOOL_NAMES or call.name == "finish":
+        tool = TABLE.get(call.name)
+        if tool is None:
             return self._error(call, f"unknown tool {call.name!r}"), []
         if MALFORMED in call.arguments:
             return self._error(call, f"the arguments of {call.name} are not a JSON object"), []
         try:
-            args = parse_arguments(call.name, call.arguments)
-            handler = getattr(self, f"_{call.name}")
-            result, inclusions = await handler(call, **args.model_dump())
+            result, inclusions = await tool.run(self, call)
         except (StaleLease, OSError, asyncpg.PostgresError):
             # Lost lease and broken infrastructure are the worker's business, not the model's.
             raise
@@ -75,35 +93,35 @@ class ToolBox:
         result.call_id = call.call_id
         return result, inclusions
 
-    async def dispatch(self, call: ToolCall) -> tuple[ToolResult, list[Inclusion]]:
+    async def dispatch(self, call: ToolCall) -> Outcome:
         """Run one tool for a caller that answers refusals itself (an outside agent's route): bad arguments
         and domain errors are raised, not answered back."""
-        if call.name not in TOOL_NAMES or call.name == "finish":
+        tool = TABLE.get(call.name)
+        if tool is None:
             raise Invalid(f"unknown tool {call.name!r}")
         try:
-            args = parse_arguments(call.name, call.arguments)
+            result, inclusions = await tool.run(self, call)
         except BadArguments as exc:
             raise Invalid(str(exc)) from None
-        result, inclusions = await getattr(self, f"_{call.name}")(call, **args.model_dump())
         result.call_id = call.call_id
         return result, inclusions
 
     def _error(self, call: ToolCall, message: str) -> ToolResult:
         return ToolResult(call.name, call.arguments, f"error: {message}", ok=False, call_id=call.call_id)
 
-    async def _list_catalog(self, call: ToolCall) -> tuple[ToolResult, list[Inclusion]]:
+    async def _list_catalog(self, call: ToolCall, args: ListCatalogArgs) -> Outcome:
         lines = []
+        # Each item as the admission kept it (JSON: its time as stored), which is also what `data` carries.
+        items = [item.model_dump(mode="json") for item in self.catalog.items]
         # Sources first, as they are what is read: a bounded read of catalog.md's start finds them.
-        for item in sorted(self.catalog["items"], key=lambda i: _kind_order(i["kind"])):
+        for item in sorted(items, key=lambda i: _kind_order(i["kind"])):
             ref = Ref(kind=item["kind"], id=item["id"], version=item["version"])
             await self.ledger.listed(ref)
             state = "available" if item["available"] else f"unavailable ({item['reason']})"
             lines.append(
                 f"- {item['kind']} {item['id']}@{item['version']} {item['title']!r} {item['created_at']} {state}"
             )
-        tail = (
-            "complete" if self.catalog["complete"] else f"incomplete: {self.catalog['omitted']} more items were omitted"
-        )
+        tail = "complete" if self.catalog.complete else f"incomplete: {self.catalog.omitted} more items were omitted"
         text = "\n".join(
             [
                 "# Catalog frozen at admission",
@@ -114,12 +132,13 @@ class ToolBox:
         )
         # The listing lives in the run's files; the context keeps a pointer, never the whole list.
         await self.files.write(CATALOG_FILE, text)
-        counts = {kind: sum(1 for i in self.catalog["items"] if i["kind"] == kind) for kind in CATALOG_KINDS}
+        counts = {kind: sum(1 for i in self.catalog.items if i.kind == kind) for kind in CATALOG_KINDS}
         summary = ", ".join(f"{n} {kind}s" for kind, n in counts.items())
         shown = f"{pointer(CATALOG_FILE, text, CATALOG_PREVIEW)}\n({summary}; read it with read_file)"
-        return ToolResult("list_catalog", {}, shown, data={"items": self.catalog["items"], "path": CATALOG_FILE}), []
+        return ToolResult("list_catalog", {}, shown, data={"items": items, "path": CATALOG_FILE}), []
 
-    async def _read_publication(self, call: ToolCall, id: str, version: int) -> tuple[ToolResult, list[Inclusion]]:
+    async def _read_publication(self, call: ToolCall, args: ReadPublicationArgs) -> Outcome:
+        id, version = args.id, args.version
         ref = Ref(kind="publication", id=id, version=version)
         path = f"sources/{source_name('publication', id, ref.version)}.txt"
         if path in await self.files.listing():
@@ -137,9 +156,8 @@ class ToolBox:
         await self.files.write(path, text, provenance=prov, with_record=self._read_row(ref, body.content_hash, None))
         return await self._fresh_pointer(call, path, text)
 
-    async def _search_evidence(
-        self, call: ToolCall, query: str, source_id: str | None = None
-    ) -> tuple[ToolResult, list[Inclusion]]:
+    async def _search_evidence(self, call: ToolCall, args: SearchEvidenceArgs) -> Outcome:
+        query, source_id = args.query, args.source_id
         if not query.strip():
             raise Invalid("the query is empty")
         hits = await self.owners.search_evidence_for_run(
@@ -177,7 +195,8 @@ class ToolBox:
         }
         return ToolResult(call.name, call.arguments, text, data=data), []
 
-    async def _read_evidence(self, call: ToolCall, evidence_id: str) -> tuple[ToolResult, list[Inclusion]]:
+    async def _read_evidence(self, call: ToolCall, args: ReadEvidenceArgs) -> Outcome:
+        evidence_id = args.evidence_id
         path = f"sources/{source_name('evidence', 'E-' + evidence_id, None)}.txt"
         if path in await self.files.listing():
             return await self._pointer_result(call, path)
@@ -205,13 +224,13 @@ class ToolBox:
 
         return record
 
-    async def _fresh_pointer(self, call: ToolCall, path: str, text: str) -> tuple[ToolResult, list[Inclusion]]:
+    async def _fresh_pointer(self, call: ToolCall, path: str, text: str) -> Outcome:
         """A source read for the first time: its characters count once in the run's `source_chars_read`."""
         result, inclusions = await self._pointer_result(call, path)
         result.data["fresh_chars"] = len(text)
         return result, inclusions
 
-    async def _pointer_result(self, call: ToolCall, path: str) -> tuple[ToolResult, list[Inclusion]]:
+    async def _pointer_result(self, call: ToolCall, path: str) -> Outcome:
         """The model gets a pointer; the preview in it is part of the body, so it is included."""
         text = await self.files.read(path)
         shown = pointer(path, text)
@@ -224,10 +243,9 @@ class ToolBox:
         data = {"path": path, "chars": len(text), "ref": prov["ref"] if prov else None}
         return ToolResult(call.name, call.arguments, shown, data=data), inclusions
 
-    async def _read_file(
-        self, call: ToolCall, path: str, offset: int = 0, limit: int = READ_LIMIT_DEFAULT
-    ) -> tuple[ToolResult, list[Inclusion]]:
-        offset, limit = max(0, offset), max(1, min(limit, READ_LIMIT_MAX))
+    async def _read_file(self, call: ToolCall, args: ReadFileArgs) -> Outcome:
+        path = args.path
+        offset, limit = max(0, args.offset), max(1, min(args.limit, READ_LIMIT_MAX))
         text = await self.files.read(path)
         part = text[offset : offset + limit]
         end = offset + len(part)
@@ -241,21 +259,48 @@ class ToolBox:
         data = {"path": path, "offset": offset, "end": end, "total": len(text), "body": part}
         return ToolResult(call.name, call.arguments, f"{header}\n{part}", data=data), inclusions
 
-    async def _write_note(self, call: ToolCall, source: str, text: str) -> tuple[ToolResult, list[Inclusion]]:
+    async def _write_note(self, call: ToolCall, args: WriteNoteArgs) -> Outcome:
+        source, text = args.source, args.text
         if len(text) > MAX_NOTE_CHARS:
             raise Invalid("the note is too long", {"limit": MAX_NOTE_CHARS})
         path = f"notes/{source}.md"
         await self.files.write(path, text)
         return ToolResult(call.name, call.arguments, f"wrote {path} ({len(text)} chars)", data={"path": path}), []
 
-    async def _write_draft(self, call: ToolCall, text: str) -> tuple[ToolResult, list[Inclusion]]:
+    async def _write_draft(self, call: ToolCall, args: WriteDraftArgs) -> Outcome:
+        text = args.text
         if len(text) > MAX_DRAFT_CHARS:
             raise Invalid("the draft is too long", {"limit": MAX_DRAFT_CHARS})
         await self.files.write("draft.md", text)
         return ToolResult(call.name, call.arguments, f"wrote draft.md ({len(text)} chars)"), []
 
-    async def _update_plan(self, call: ToolCall, text: str) -> tuple[ToolResult, list[Inclusion]]:
+    async def _update_plan(self, call: ToolCall, args: UpdatePlanArgs) -> Outcome:
+        text = args.text
         if len(text) > MAX_PLAN_CHARS:
             raise Invalid("the plan is too long", {"limit": MAX_PLAN_CHARS})
         await self.files.write("plan.md", text)
         return ToolResult(call.name, call.arguments, f"wrote plan.md ({len(text)} chars)"), []
+
+
+@dataclass(frozen=True)
+class Tool(Generic[A]):
+    """One tool the toolbox runs: the model its arguments are checked against, and what runs them."""
+
+    args: type[A]
+    handler: Callable[[ToolBox, ToolCall, A], Awaitable[Outcome]]
+
+    async def run(self, toolbox: ToolBox, call: ToolCall) -> Outcome:
+        return await self.handler(toolbox, call, check_arguments(self.args, call.name, call.arguments))
+
+
+# Every tool a call may name, but `finish`: the loop ends the run with it (services/runhost/loop.py).
+TABLE: dict[str, Tool[Any]] = {
+    "list_catalog": Tool(ListCatalogArgs, ToolBox._list_catalog),
+    "read_publication": Tool(ReadPublicationArgs, ToolBox._read_publication),
+    "search_evidence": Tool(SearchEvidenceArgs, ToolBox._search_evidence),
+    "read_evidence": Tool(ReadEvidenceArgs, ToolBox._read_evidence),
+    "read_file": Tool(ReadFileArgs, ToolBox._read_file),
+    "write_note": Tool(WriteNoteArgs, ToolBox._write_note),
+    "write_draft": Tool(WriteDraftArgs, ToolBox._write_draft),
+    "update_plan": Tool(UpdatePlanArgs, ToolBox._update_plan),
+}

@@ -18,48 +18,43 @@ import time
 import asyncpg
 from nacl.signing import SigningKey
 
+from services.runhost.admitted import AdmittedRun
+from services.runhost.events import emit
 from services.runhost.finishing import Finisher
 from services.runhost.journal import ModelJournal
+from services.runhost.leases import StaleLease
 from services.runhost.ledger import RunLedger
-from services.runhost.loop import Finished, Limits, RunLoop, Stopped
-from services.runhost.memory import RunFiles, StaleLease
+from services.runhost.loop import Finished, RunLoop, Stopped
+from services.runhost.memory import RunFiles
 from services.runhost.owners import Owners
 from services.runhost.policies.base import PolicyError
 from services.runhost.policies.factory import make_policy
-from services.runhost.repository import RunRepository, RunRow, run_row
-from services.runhost.service import WAKE_CHANNEL, run_event
+from services.runhost.repository import RunRepository
+from services.runhost.service import WAKE_CHANNEL
 from services.runhost.tools import ToolBox
 from shared import tracing
 from shared.aio import wait_event
 from shared.blobs import Blobs
 from shared.contracts import runhost as c
-from shared.contracts.common import Actor, Ref
 from shared.db import Database
 from shared.errors import DomainError
 from shared.grants import GrantClaims, sign_grant
 from shared.metrics import LEASE_TAKEOVERS
 from shared.observe import bound
-from shared.outbox import enqueue
 from shared.proof import load_private_key
 from shared.settings import RunhostSettings
 
 log = logging.getLogger("dossier.runhost.worker")
 
 
-def grant_refs(run: RunRow) -> list[str]:
-    refs = [Ref(kind=i["kind"], id=i["id"], version=i["version"]).key() for i in run["catalog"]["items"]]
-    refs += [Ref(kind="publication", id=h["publication_id"], version=h["version"]).key() for h in run["history"]]
-    return sorted(set(refs))
-
-
-def run_grant(run: RunRow, settings: RunhostSettings) -> str:
+def run_grant(run: AdmittedRun, settings: RunhostSettings) -> str:
     """The run's grant: its scope and the refs it was admitted with, for its reads at the owners."""
     claims = GrantClaims(
-        run_id=run["id"],
-        scope=run["scope"],
-        refs=grant_refs(run),
+        run_id=run.id,
+        scope=run.scope,
+        refs=run.grant_refs(),
         expires_at=time.time() + settings.run_grant_seconds,
-        workspace_id=run["workspace_id"],
+        workspace_id=run.workspace_id,
     )
     return sign_grant(grant_key(settings.proof_key), claims)
 
@@ -101,58 +96,58 @@ class Worker:
     async def _claim_forever(self) -> None:
         while True:
             await self._slots.acquire()
-            row = await self._claim()
-            if row is None:
+            run = await self._claim()
+            if run is None:
                 self._slots.release()
                 self._wake.clear()
                 await wait_event(self._wake, self.settings.run_poll_seconds)
                 continue
-            task = asyncio.create_task(self._execute_in_slot(run_row(row)))
+            task = asyncio.create_task(self._execute_in_slot(run))
             self._running.add(task)
             task.add_done_callback(self._running.discard)
 
-    async def _claim(self) -> asyncpg.Record | None:
+    async def _claim(self) -> AdmittedRun | None:
         async with self.db.transaction() as conn:
-            row = await self.repo.claim_run(conn, owner=self.id, lease_seconds=self.settings.run_lease_seconds)
-            if row is not None and row["lease_epoch"] == 1:
+            run = await self.repo.claim_run(conn, owner=self.id, lease_seconds=self.settings.run_lease_seconds)
+            if run is not None and run.lease_epoch == 1:
                 # `run.started` belongs to the run's trace, not to the claim's idle poll.
-                with tracing.continued(row.get("trace_headers")):
-                    await enqueue(conn, c.EVT_STARTED, run_event(row, "running"), scope=row["scope"])
-        if row is not None and row["lease_epoch"] > 1:
+                with tracing.continued(run.trace_headers):
+                    await emit(conn, c.EVT_STARTED, run)
+        if run is not None and run.lease_epoch > 1:
             LEASE_TAKEOVERS.inc()
-        return row
+        return run
 
-    async def _execute_in_slot(self, run: RunRow) -> None:
+    async def _execute_in_slot(self, run: AdmittedRun) -> None:
         try:
             await self.execute(run)
         finally:
             self._slots.release()
 
-    async def execute(self, run: RunRow) -> None:
+    async def execute(self, run: AdmittedRun) -> None:
         # Every log line and bus call of this attempt carries the run, its scope and one request id.
-        with bound(run_id=run["id"], scope=run["scope"], request_id=f"{run['id']}.e{run['lease_epoch']}"):
-            log.info("run %s: working (lease epoch %s)", run["id"], run["lease_epoch"])
+        with bound(run_id=run.id, scope=run.scope, request_id=f"{run.id}.e{run.lease_epoch}"):
+            log.info("run %s: working (lease epoch %s)", run.id, run.lease_epoch)
             # One span per attempt, a child of the admission's: the run's calls, its events and their
             # consumers are in the trace of the POST that admitted it, however late the worker takes it.
             with tracing.work_span(
                 "run attempt",
-                run.get("trace_headers"),
-                {"dossier.run_id": run["id"], "dossier.lease_epoch": run["lease_epoch"]},
+                run.trace_headers,
+                {"dossier.run_id": run.id, "dossier.lease_epoch": run.lease_epoch},
             ):
                 await self._execute_bound(run)
 
-    async def _execute_bound(self, run: RunRow) -> None:
-        epoch = run["lease_epoch"]
+    async def _execute_bound(self, run: AdmittedRun) -> None:
+        epoch = run.lease_epoch
         lost = asyncio.Event()
         # The lease's upkeep is not the run's work: traced, it would add a statement every few seconds to it.
         with tracing.untraced():
-            heartbeat = asyncio.create_task(self._heartbeat(run["id"], epoch, lost))
+            heartbeat = asyncio.create_task(self._heartbeat(run.id, epoch, lost))
         work = asyncio.create_task(self._drive(run, epoch))
         lease_lost = asyncio.create_task(lost.wait())
         try:
             done, _ = await asyncio.wait({work, lease_lost}, return_when=asyncio.FIRST_COMPLETED)
             if work not in done:
-                log.warning("run %s: lease epoch %s lost; stopping this worker's attempt", run["id"], epoch)
+                log.warning("run %s: lease epoch %s lost; stopping this worker's attempt", run.id, epoch)
                 work.cancel()
             await asyncio.gather(work, return_exceptions=True)
         finally:
@@ -176,10 +171,10 @@ class Worker:
                 lost.set()
                 return
 
-    async def _drive(self, run: RunRow, epoch: int) -> None:
+    async def _drive(self, run: AdmittedRun, epoch: int) -> None:
         finisher = Finisher(db=self.db, repo=self.repo, owners=self.owners, blobs=self.blobs, run=run, epoch=epoch)
         try:
-            if run.get("final_answer") is not None:
+            if run.final_answer is not None:
                 # An earlier worker reached its answer and began finishing: finish with that answer.
                 await finisher.resume_finish()
                 return
@@ -191,37 +186,34 @@ class Worker:
             else:
                 await self._end_at_limit(run, epoch, finisher, outcome)
         except StaleLease:
-            log.warning("run %s: a newer worker owns the run; this attempt's writes stop here", run["id"])
+            log.warning("run %s: a newer worker owns the run; this attempt's writes stop here", run.id)
         except (PolicyError, DomainError) as exc:
             message = exc.message if isinstance(exc, DomainError) else str(exc)
             await self._fail(finisher, f"{type(exc).__name__}: {message}")
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            log.exception("run %s failed unexpectedly", run["id"])
+            log.exception("run %s failed unexpectedly", run.id)
             await self._fail(finisher, f"internal error ({type(exc).__name__})")
 
     async def _fail(self, finisher: Finisher, error: str) -> None:
-        log.warning("run %s: failed: %s", finisher.run["id"], error)
+        log.warning("run %s: failed: %s", finisher.run.id, error)
         try:
             await finisher.failed(error)
         except StaleLease:
             pass
 
-    async def _research(self, run: RunRow, epoch: int) -> Finished | Stopped:
-        actor = Actor(scope=run["scope"], principal=f"run:{run['id']}")
+    async def _research(self, run: AdmittedRun, epoch: int) -> Finished | Stopped:
+        actor = run.actor
         grant = run_grant(run, self.settings)
-        files = RunFiles(self.blobs, self.db, self.repo, run["id"], epoch)
-        ledger = RunLedger(self.db, self.repo, run["id"], epoch)
-        toolbox = ToolBox(
-            actor=actor, grant=grant, catalog=run["catalog"], files=files, ledger=ledger, owners=self.owners
-        )
+        files = RunFiles(self.blobs, self.db, self.repo, run.id, epoch)
+        ledger = RunLedger(self.db, self.repo, run.id, epoch)
+        toolbox = ToolBox(actor=actor, grant=grant, catalog=run.catalog, files=files, ledger=ledger, owners=self.owners)
         try:
-            revision = await self.owners.fetch_checkpoint_revision(actor, workspace_id=run["workspace_id"])
+            revision = await self.owners.fetch_checkpoint_revision(actor, workspace_id=run.workspace_id)
         except DomainError:
             revision = 0
-        limits = run["limits"]
-        policy = make_policy(run["model"], self.settings)
+        policy = make_policy(run.model, self.settings)
         loop = RunLoop(
             run=run,
             epoch=epoch,
@@ -231,16 +223,11 @@ class Worker:
             ledger=ledger,
             db=self.db,
             repo=self.repo,
-            limits=Limits(
-                int(limits["max_steps"]),
-                int(limits["max_chars"]),
-                limits["max_seconds"],
-                same_failures=self.settings.run_same_failures,
-            ),
             checkpoint_revision=revision,
+            same_failures=self.settings.run_same_failures,
             step_delay=self.settings.run_step_delay_seconds,
             # Only a model endpoint costs a call (and answers differently twice); local policies re-decide.
-            journal=ModelJournal(self.db, run["id"], epoch) if run["model"] == "openai" else None,
+            journal=ModelJournal(self.db, run.id, epoch) if run.model == "openai" else None,
         )
         try:
             return await loop.run_until_done()
@@ -249,19 +236,19 @@ class Worker:
             if close is not None:
                 await close()
 
-    async def _end_at_limit(self, run: RunRow, epoch: int, finisher: Finisher, outcome: Stopped) -> None:
+    async def _end_at_limit(self, run: AdmittedRun, epoch: int, finisher: Finisher, outcome: Stopped) -> None:
         """At a limit the run says honestly what it did not finish; with nothing read, it fails."""
         which = outcome.reason.split(":", 1)[1]
         if not await finisher.consumed_sources():
             await finisher.failed(f"the run reached its {which} limit before reading anything")
             return
-        files = RunFiles(self.blobs, self.db, self.repo, run["id"], epoch)
+        files = RunFiles(self.blobs, self.db, self.repo, run.id, epoch)
         listing = await files.listing()
         body = await files.read("draft.md") if "draft.md" in listing else ""
         done = sorted(p[6:-3] for p in listing if p.startswith("notes/"))
         pending = sorted(p[8:-4] for p in listing if p.startswith("sources/") and p[8:-4] not in done)
         answer = (
-            (body or f"# {run['question']}\n\nNo draft was written before the run stopped.")
+            (body or f"# {run.question}\n\nNo draft was written before the run stopped.")
             + f"\n\n## Not finished\nThe run stopped at its {which} limit before it finished.\n"
             + f"- sources with notes: {', '.join(done) or 'none'}\n"
             + f"- sources read without notes: {', '.join(pending) or 'none'}\n"

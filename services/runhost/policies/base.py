@@ -1,9 +1,17 @@
-"""The one interface every policy implements, and the tool schemas it may call."""
+"""The one interface every policy implements, and the tool schemas it may call (`TOOLS`, written from the
+tools' argument models in services/runhost/tool_args.py)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+from pydantic import ConfigDict
+from pydantic.dataclasses import dataclass as checked_dataclass
+
+from services.runhost.tool_args import TOOLS as TOOLS
+from shared.contracts.runhost import HistoryRef
+from shared.contracts.workspace import Catalog
 
 # The arguments a tool call carried when they were not a JSON object (the model is told so).
 MALFORMED = "__malformed_arguments__"
@@ -74,16 +82,17 @@ class ToolResult:
     call_id: str = ""
 
 
-@dataclass
+@checked_dataclass(config=ConfigDict(arbitrary_types_allowed=True))
 class RunView:
-    """The structured view of a run that a policy may rely on besides the messages."""
+    """The structured view of a run that a policy may rely on besides the messages (its frozen admission
+    checked into the contract's models)."""
 
     run_id: str
     goal_version: int
     goal: str
     question: str
-    catalog: dict[str, Any]
-    history: list[dict[str, Any]]
+    catalog: Catalog
+    history: list[HistoryRef]
     files: dict[str, int]
     plan: str
     checkpoint_revision: int
@@ -100,89 +109,3 @@ class ModelInput:
 
 class Policy(Protocol):
     async def next_step(self, model_input: ModelInput) -> ToolCall: ...
-
-
-def _tool(name: str, description: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {
-        "type": "function",
-        "function": {
-            "name": name,
-            "description": description,
-            "parameters": {
-                "type": "object",
-                "properties": properties,
-                "required": required,
-                "additionalProperties": False,
-            },
-        },
-    }
-
-
-_STR = {"type": "string"}
-_INT = {"type": "integer"}
-
-TOOLS: list[dict[str, Any]] = [
-    _tool(
-        "list_catalog",
-        "List the workspace's catalog frozen at admission (refs, titles, availability) into catalog.md.",
-        {},
-        [],
-    ),
-    _tool(
-        "read_publication",
-        "Read one exact version of an earlier publication; saves it to sources/ and returns a pointer.",
-        {"id": _STR, "version": _INT},
-        ["id", "version"],
-    ),
-    _tool(
-        "search_evidence",
-        "Full-text search over active source versions (all of them, or one source's) and, without source_id,"
-        " over the workspace's earlier publications; each hit is marked [source] (read it with read_evidence)"
-        " or [publication] (read it with read_publication). It also finds what the catalog omits.",
-        {"query": _STR, "source_id": _STR},
-        ["query"],
-    ),
-    _tool(
-        "read_evidence",
-        "Read one evidence passage found by your search; saves it to sources/.",
-        {"evidence_id": _STR},
-        ["evidence_id"],
-    ),
-    _tool(
-        "read_file",
-        "Read back part of one of your working files (bounded).",
-        {"path": _STR, "offset": _INT, "limit": _INT},
-        ["path"],
-    ),
-    _tool(
-        "write_note",
-        "Write the conclusion note of one source (marks the source done).",
-        {"source": _STR, "text": _STR},
-        ["source", "text"],
-    ),
-    _tool("write_draft", "Write the draft answer (draft.md).", {"text": _STR}, ["text"]),
-    _tool(
-        "update_plan",
-        "Replace plan.md (keep the goal, the question, the source list, the next steps).",
-        {"text": _STR},
-        ["text"],
-    ),
-    _tool(
-        "finish",
-        "Finish with the answer (markdown) and optionally a checkpoint proposal.",
-        {
-            "answer": _STR,
-            "checkpoint_proposal": {
-                "type": "object",
-                "properties": {
-                    "summary": _STR,
-                    "add_questions": {"type": "array", "items": _STR},
-                    "resolve_questions": {"type": "array", "items": _STR},
-                    "expected_revision": _INT,
-                },
-            },
-        },
-        ["answer"],
-    ),
-]
-TOOL_NAMES = {t["function"]["name"] for t in TOOLS}

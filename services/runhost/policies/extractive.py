@@ -76,24 +76,18 @@ def choose_sources(view: RunView, hits: list[dict[str, Any]]) -> list[Entry]:
     for h in view.history:
         add(
             Entry(
-                source_name("publication", h["publication_id"], h["version"]),
+                source_name("publication", h.publication_id, h.version),
                 "publication",
-                f"{h['publication_id']}@{h['version']}",
+                f"{h.publication_id}@{h.version}",
             )
         )
     # An explicit history selection is the user's choice of earlier conclusions: no other versions are added.
-    pubs = [] if view.history else [i for i in view.catalog["items"] if i["kind"] == "publication" and i["available"]]
-    scores = bm25_scores(query_of(view), [str(i["title"] or "") for i in pubs])
-    ranked = sorted(range(len(pubs)), key=lambda i: (-scores[i], str(pubs[i]["created_at"]), pubs[i]["id"]))
+    pubs = [] if view.history else [i for i in view.catalog.items if i.kind == "publication" and i.available]
+    scores = bm25_scores(query_of(view), [i.title for i in pubs])
+    ranked = sorted(range(len(pubs)), key=lambda i: (-scores[i], pubs[i].created_at, pubs[i].id))
     relevant = [pubs[i] for i in ranked if scores[i] > 0] or [pubs[i] for i in ranked[:3]]
     for item in relevant:
-        add(
-            Entry(
-                source_name("publication", item["id"], item["version"]),
-                "publication",
-                f"{item['id']}@{item['version']}",
-            )
-        )
+        add(Entry(source_name("publication", item.id, item.version), "publication", f"{item.id}@{item.version}"))
     for hit in hits:
         add(Entry(source_name("evidence", "E-" + hit["evidence_id"], None), "evidence", hit["evidence_id"]))
     return chosen
@@ -162,18 +156,15 @@ def compose_answer(view: RunView, entries: list[Entry], notes: dict[str, str]) -
             new.append(f"- {heading}: {' '.join(bullets)}")
     unchosen = [
         i
-        for i in view.catalog["items"]
-        if i["kind"] == "publication"
-        and source_name("publication", i["id"], i["version"]) not in {e.name for e in entries}
+        for i in view.catalog.items
+        if i.kind == "publication" and source_name("publication", i.id, i.version) not in {e.name for e in entries}
     ]
     if unchosen:
         unresolved.append(
             f"- {len(unchosen)} catalog publications were not read (not relevant by title, or unavailable)"
         )
-    if not view.catalog["complete"]:
-        unresolved.append(
-            f"- the catalog was incomplete: {view.catalog['omitted']} items were omitted and not considered"
-        )
+    if not view.catalog.complete:
+        unresolved.append(f"- the catalog was incomplete: {view.catalog.omitted} items were omitted and not considered")
     gaps = sorted({t for t in tokens(view.question) if t not in covered})
     if gaps:
         unresolved.append("- no evidence read covers: " + ", ".join(gaps))

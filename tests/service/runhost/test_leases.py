@@ -8,8 +8,9 @@ from collections.abc import AsyncIterator
 import pytest
 
 from services.runhost.app import MIGRATIONS
+from services.runhost.leases import StaleLease
 from services.runhost.ledger import RunLedger
-from services.runhost.memory import RunFiles, StaleLease
+from services.runhost.memory import RunFiles
 from services.runhost.repository import RunRepository, WorkDone
 from shared.blobs import Blobs
 from shared.contracts.common import Ref
@@ -61,7 +62,7 @@ async def test_expired_lease_is_taken_over_and_the_stale_worker_is_fenced(db: Da
     run_id = await admitted_run(db, repo)
     async with db.transaction() as conn:
         first = await repo.claim_run(conn, owner="worker-a", lease_seconds=30)
-        assert first is not None and first["id"] == run_id and first["lease_epoch"] == 1
+        assert first is not None and first.id == run_id and first.lease_epoch == 1
         assert await repo.claim_run(conn, owner="worker-b", lease_seconds=30) is None, "a live lease is not taken"
         assert await repo.append_ledger(conn, run_id=run_id, epoch=1, stage="read", ref=REF)
 
@@ -70,12 +71,7 @@ async def test_expired_lease_is_taken_over_and_the_stale_worker_is_fenced(db: Da
         await conn.execute("UPDATE runs SET lease_expires_at = now() - interval '1 second' WHERE id = $1", run_id)
     async with db.transaction() as conn:
         second = await repo.claim_run(conn, owner="worker-b", lease_seconds=30)
-    assert (
-        second is not None
-        and second["id"] == run_id
-        and second["lease_epoch"] == 2
-        and second["lease_owner"] == "worker-b"
-    )
+    assert second is not None and second.id == run_id and second.lease_epoch == 2 and second.lease_owner == "worker-b"
 
     async with db.transaction() as conn:
         assert not await repo.append_ledger(conn, run_id=run_id, epoch=1, stage="read", ref=REF)

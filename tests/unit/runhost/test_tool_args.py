@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+
 import pytest
 
 from services.runhost.policies.base import TOOLS, ToolCall
 from services.runhost.policies.openai import MALFORMED, completion_from_reply, step_from_completion
 from services.runhost.tool_args import ARGUMENTS, BadArguments, parse_arguments
+from services.runhost.tools import TABLE
 
 
 def test_every_tool_schema_has_an_argument_model_with_the_same_fields() -> None:
@@ -89,3 +93,26 @@ def test_an_empty_or_odd_message_is_answered_back_not_failed() -> None:
     assert odd.name == "read_file" and MALFORMED in odd.arguments
     assert step({"tool_calls": ["nonsense"]}).problem == "empty"
     assert step(["not", "a", "message"]).problem == "empty"
+
+
+def test_the_tool_schemas_are_the_ones_earlier_runs_were_journaled_with() -> None:
+    # A run's model-call journal is keyed by its model input, tools included (services/runhost/journal.py):
+    # schemas written otherwise would leave an earlier attempt's answers unfound on resume.
+    canonical = json.dumps(TOOLS, sort_keys=True).encode()
+    assert hashlib.sha256(canonical).hexdigest() == "c773baa8bc07c9f5ae6b000108b10af8380118c60d9730ef4daacd45c4a91603"
+
+
+def test_a_tool_schema_shows_each_field_by_its_json_type_and_the_tool_by_its_docstring() -> None:
+    (search,) = [t["function"] for t in TOOLS if t["function"]["name"] == "search_evidence"]
+    assert search["description"].startswith("Full-text search over active source versions")
+    assert search["parameters"] == {
+        "type": "object",
+        "properties": {"query": {"type": "string"}, "source_id": {"type": "string"}},
+        "required": ["query"],
+        "additionalProperties": False,
+    }
+
+
+def test_every_tool_but_finish_is_dispatched_with_its_own_argument_model() -> None:
+    assert set(TABLE) == set(ARGUMENTS) - {"finish"}
+    assert all(TABLE[name].args is ARGUMENTS[name] for name in TABLE)

@@ -1,0 +1,54 @@
+"""A run's lease, and how losing it is told.
+
+A worker's lease and an outside agent's are the same columns of `runs` (owner, epoch, expiry): every
+write under a lease is fenced by its epoch in SQL (services/runhost/repository.py), and a write the
+fence refuses raises `StaleLease`. An outside agent holds its lease by a secret token, shown once
+(admission, take-over) and kept only as its SHA-256, one per epoch (services/runhost/external.py); the
+refusals it is answered with are built here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+
+from shared.errors import Conflict, Forbidden
+
+
+class StaleLease(Exception):
+    """This worker's lease epoch is no longer current: another worker owns the run now."""
+
+
+def new_token() -> tuple[str, str]:
+    """A fresh lease token and the hash the run host keeps of it."""
+    token = "rl_" + secrets.token_urlsafe(32)
+    return token, token_hash(token)
+
+
+def token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def not_the_token() -> Forbidden:
+    return Forbidden("this is not the run's lease token", {"header": "X-Run-Lease"})
+
+
+def not_running(status: str) -> Conflict:
+    return Conflict("the run is not running", {"status": status})
+
+
+def superseded(current_epoch: int | None) -> Conflict:
+    """Another session holds a newer epoch."""
+    return Conflict("another session took the run over", {"current_epoch": current_epoch})
+
+
+def expired() -> Conflict:
+    return Conflict("the lease has expired; take the run over to go on", {"lease": "expired"})
+
+
+def held() -> Conflict:
+    return Conflict("the lease is held; wait for it to expire or take it with force", {"lease": "held"})
+
+
+def not_external(driver: str) -> Conflict:
+    return Conflict("only a run driven by an outside agent can be taken over", {"driver": driver})
