@@ -304,7 +304,9 @@ class BusClient:
         grant: str | None,
         timeout: float | None,
     ) -> bytes:
-        payload = data.model_dump(mode="json") if isinstance(data, BaseModel) else (data or {})
+        # Only the fields the caller set: the owner fills in the same defaults, and can tell an omitted field
+        # from one set to its default (an omitted checkpoint summary keeps the current one, a null clears it).
+        payload = data.model_dump(mode="json", exclude_unset=True) if isinstance(data, BaseModel) else (data or {})
         request_id = request_id_var.get() or new_request_id()
         proof = self._signer.prove(subject, actor, request_id) if self._signer is not None else None
         envelope = {
