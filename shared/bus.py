@@ -20,7 +20,7 @@ import orjson
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
 from pydantic import BaseModel, ValidationError
-from pydantic_core import PydanticSerializationError
+from pydantic_core import PydanticSerializationError, to_json
 
 from shared import tracing
 from shared.contracts.common import (
@@ -95,15 +95,23 @@ def _encode(value: Any) -> Any:
     return value
 
 
+# Every answer that is not a refusal is this, the data's JSON, and `}` (`_ok_reply`), so `call_json` can pass
+# the data on without decoding it.
+_OK_PREFIX = b'{"ok":true,"data":'
+# A reply written as a whole BusReply (by a program other than this module) has its error field after the
+# data. No JSON value ends in `,"error":null`, so no reply of the form above ends in this.
+_BUS_REPLY_TAIL = b',"error":null}'
+
+
 def _ok_reply(result: Any) -> bytes:
     """The reply envelope with its data encoded once, not dumped to a dict, wrapped and dumped again."""
     if isinstance(result, BaseModel):
-        return b'{"ok":true,"data":' + result.model_dump_json().encode() + b"}"
+        return _OK_PREFIX + result.model_dump_json().encode() + b"}"
     try:
-        return b'{"ok":true,"data":' + orjson.dumps(_encode(result)) + b"}"
+        return _OK_PREFIX + orjson.dumps(_encode(result)) + b"}"
     except TypeError:
         # What orjson does not take (an int over 64 bits, a non-string key), pydantic's encoder does.
-        return BusReply(ok=True, data=_encode(result)).model_dump_json().encode()
+        return _OK_PREFIX + to_json(_encode(result)) + b"}"
 
 
 def _reply_error(err: DomainError) -> bytes:
@@ -198,7 +206,7 @@ def health_endpoint(broker: NatsBroker, service: str, problem: Callable[[], str 
     async def on_health() -> bytes:
         reason = problem()
         reply = HealthReply(service=service, status="ok" if reason is None else "degraded", reason=reason)
-        return BusReply(ok=True, data=reply.model_dump()).model_dump_json().encode()
+        return _ok_reply(reply)
 
     broker.subscriber(health_subject(service), queue=service)(on_health)
 
@@ -254,13 +262,16 @@ class BusClient:
         timeout: float | None = None,
     ) -> bytes:
         """Like `call`, but the reply's data as the JSON bytes the owner wrote (a `subject.reply`), for an edge
-        that only passes it on: one C-level decode and encode instead of a model, a dict and an encoder."""
+        that only passes it on: cut out of the reply, neither decoded nor encoded again."""
         raw = await self._request(subject, data, actor, grant, timeout)
-        reply = orjson.loads(raw)
-        if not (isinstance(reply, dict) and reply.get("ok") is True):
-            raise _refusal(subject, BusReply.model_validate_json(raw))
+        if raw.startswith(_OK_PREFIX) and raw.endswith(b"}") and not raw.endswith(_BUS_REPLY_TAIL):
+            BUS_CALLS.labels(subject, "ok").inc()
+            return raw[len(_OK_PREFIX) : -1]
+        reply = BusReply.model_validate_json(raw)
+        if not reply.ok:
+            raise _refusal(subject, reply)
         BUS_CALLS.labels(subject, "ok").inc()
-        return orjson.dumps(reply.get("data"))
+        return to_json(reply.data)
 
     async def call_json_raw(
         self,
@@ -304,7 +315,9 @@ class BusClient:
         grant: str | None,
         timeout: float | None,
     ) -> bytes:
-        payload = data.model_dump(mode="json") if isinstance(data, BaseModel) else (data or {})
+        # Only the fields the caller set: the owner fills in the same defaults, and can tell an omitted field
+        # from one set to its default (an omitted checkpoint summary keeps the current one, a null clears it).
+        payload = data.model_dump(mode="json", exclude_unset=True) if isinstance(data, BaseModel) else (data or {})
         request_id = request_id_var.get() or new_request_id()
         proof = self._signer.prove(subject, actor, request_id) if self._signer is not None else None
         envelope = {

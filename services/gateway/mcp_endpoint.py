@@ -17,10 +17,9 @@ from typing import TYPE_CHECKING
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
-from services.gateway.deps import current_actor
+from services.gateway.deps import ActorBus, current_actor
 from services.gateway.errors import envelope
 from services.gateway.limits import bearer_challenge
-from shared.bus import BusClient
 from shared.contracts.common import Actor
 from shared.errors import DomainError
 from shared.observe import new_request_id, request_id_var
@@ -37,11 +36,14 @@ LOAD_WAIT_SECONDS = 30.0
 
 @dataclass(frozen=True)
 class Caller:
-    """Who sent this HTTP request, and the id its log lines carry."""
+    """Who sent this HTTP request (the bus as that caller), and the id its log lines carry."""
 
-    actor: Actor
+    bus: ActorBus
     request_id: str
-    bus: BusClient
+
+    @property
+    def actor(self) -> Actor:
+        return self.bus.actor
 
 
 def current_request_id() -> str:
@@ -117,7 +119,7 @@ class McpEndpoint:
             log.info("mcp request refused: %s", err.code, extra={"request_id": request_id})
             await response(scope, receive, send)
             return
-        scope[CALLER] = Caller(actor=actor, request_id=request_id, bus=request.app.state.bus)
+        scope[CALLER] = Caller(bus=ActorBus(request.app.state.bus, actor), request_id=request_id)
         assert self._manager is not None
         await self._manager.handle_request(scope, receive, send)
 

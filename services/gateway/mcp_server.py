@@ -124,7 +124,7 @@ async def _call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallTool
             if tool is None:
                 raise Invalid(f"there is no tool named {params.name[:_QUOTED]!r}", {"field": "name"})
             payload = _validated(tool.input, params.arguments or {}, "tool's input")
-            result = await IMPLEMENTATIONS[tool.name](caller.bus, caller.actor, payload)
+            result = (await IMPLEMENTATIONS[tool.name](caller.bus, payload)).model_dump(mode="json")
             return types.CallToolResult(
                 content=[types.TextContent(type="text", text=_json(result))], structured_content=result
             )
@@ -171,14 +171,14 @@ async def _list_resource_templates(
     )
 
 
-async def _read_addressed(caller: Caller, uri: str) -> Any:
+async def _read_addressed(caller: Caller, uri: str) -> Model:
     """The resource `uri` names, through the same bus read as its tool."""
     if (found := _PUBLICATION_URI.match(uri)) is not None:
         req = _validated(publication.ReadRequest, dict(found), "resource URI")
-        return await IMPLEMENTATIONS[m.READ_PUBLICATION](caller.bus, caller.actor, req)
+        return await IMPLEMENTATIONS[m.READ_PUBLICATION](caller.bus, req)
     if (found := _EVIDENCE_URI.match(uri)) is not None:
         req = _validated(assets.EvidenceReadRequest, dict(found), "resource URI")
-        return await IMPLEMENTATIONS[m.READ_EVIDENCE](caller.bus, caller.actor, req)
+        return await IMPLEMENTATIONS[m.READ_EVIDENCE](caller.bus, req)
     raise Invalid(f"no resource is addressed by {uri[:_QUOTED]!r}", {"field": "uri"})
 
 
@@ -194,7 +194,7 @@ async def _read_resource(
         started = time.perf_counter()
         outcome = "ok"
         try:
-            value = await _read_addressed(caller, uri)
+            value = (await _read_addressed(caller, uri)).model_dump(mode="json")
         except DomainError as err:
             outcome = err.code
             code = _RESOURCE_CODES.get(err.code, types.INTERNAL_ERROR)

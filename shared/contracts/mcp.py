@@ -14,6 +14,7 @@ from pydantic import Field, Strict
 
 from shared.contracts import assets, publication, runhost, workspace
 from shared.contracts.common import Integral, Model
+from shared.contracts.workspace import Catalog, Checkpoint, Workspace
 
 
 class BeginRunRequest(Model):
@@ -26,6 +27,21 @@ class BeginRunRequest(Model):
     lease_seconds: (
         Annotated[int, Strict(), Field(ge=runhost.LEASE_SECONDS_MIN, le=runhost.LEASE_SECONDS_MAX), Integral] | None
     ) = None
+
+
+class WorkspaceView(Model):
+    """What show_workspace answers: the workspace, its catalog, and its checkpoint (null when none exists yet)."""
+
+    workspace: Workspace
+    catalog: Catalog
+    checkpoint: Checkpoint | None
+
+
+class WrittenFile(Model):
+    """What write_run_file answers: the file written and its size in bytes."""
+
+    path: str
+    size: int
 
 
 LIST_WORKSPACES = "list_workspaces"

@@ -9,9 +9,9 @@ import hashlib
 from collections.abc import AsyncIterator
 
 from fastapi import APIRouter, Depends, Request, Response
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import StreamingResponse
 
-from services.gateway.deps import PathId, bus, current_actor
+from services.gateway.deps import ActorBus, PathId, actor_bus, build, bus, current_actor
 from services.gateway.openapi import errors, multipart_body
 from services.gateway.uploads import only_fields, read_multipart
 from shared.blobs import Blobs, content_key
@@ -49,9 +49,7 @@ UPLOAD_BODY = multipart_body(a.RegisterRequest, FORM_FIELDS, required=("title",)
     responses=errors(413, 415),
     openapi_extra=UPLOAD_BODY,
 )
-async def upload_artifact(
-    request: Request, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
-) -> JSONResponse:
+async def upload_artifact(request: Request, bus: ActorBus = Depends(actor_bus)) -> Response:
     """Retain an HTML file (multipart: `file`, `title`, optional `expires_at`)."""
     settings: GatewaySettings = request.app.state.settings
     blobs = _blobs(request)
@@ -66,31 +64,30 @@ async def upload_artifact(
         if not is_html_upload(upload.path, upload.content_type):
             raise Unsupported("only HTML files can be retained as artifacts", {"field": "file"})
         key = content_key(upload.sha256)
+        # The form's fields as the contract parses them (`expires_at`: an ISO 8601 time with its offset).
+        register = build(
+            a.RegisterRequest.model_validate,
+            {
+                **fields,
+                "bucket": blobs.bucket,
+                "key": key,
+                "sha256": upload.sha256,
+                "size": upload.size,
+                "media_type": a.MEDIA_TYPE_HTML,
+            },
+        )
         # Content-addressed: identical bytes share one object. It is written every time, never taken as
         # already there: an object found under the key holds bytes this upload did not write.
         await blobs.put_file(key, str(upload.path), content_type=a.MEDIA_TYPE_HTML)
-        request_data: dict[str, object] = {
-            "bucket": blobs.bucket,
-            "key": key,
-            "sha256": upload.sha256,
-            "size": upload.size,
-            "title": title,
-            "media_type": a.MEDIA_TYPE_HTML,
-        }
-        if "expires_at" in fields:
-            request_data["expires_at"] = fields["expires_at"]
-        data = await client.call_raw(a.REGISTER, request_data, actor=actor)
+        return await bus.relay(a.REGISTER, register, status_code=201)
     finally:
         upload.discard()
-    return JSONResponse(data, status_code=201)
 
 
 @router.get("/{artifact_id}", response_model=a.Artifact, responses=errors(404))
-async def get_artifact(
-    artifact_id: PathId, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
-) -> JSONResponse:
+async def get_artifact(artifact_id: PathId, bus: ActorBus = Depends(actor_bus)) -> Response:
     """The artifact's metadata."""
-    return JSONResponse(await client.call_raw(a.GET, {"artifact_id": artifact_id}, actor=actor))
+    return await bus.relay(a.GET, a.ArtifactIdRequest(artifact_id=artifact_id))
 
 
 @router.get(
@@ -106,9 +103,7 @@ async def download_artifact(
 ) -> Response:
     """The bytes, served inside a CSP sandbox and never type-sniffed."""
     # The artifact service answers with the location only after checking scope, expiry and the hash reference.
-    location = a.ArtifactLocation.model_validate(
-        await client.call_raw(a.OPEN, {"artifact_id": artifact_id}, actor=actor)
-    )
+    location = await client.call(a.OPEN, a.ArtifactIdRequest(artifact_id=artifact_id), actor=actor)
     blobs = _blobs(request)
     if location.bucket != blobs.bucket:
         raise DomainError("the artifact is stored where the gateway cannot read it", code="internal")

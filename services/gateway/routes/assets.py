@@ -5,17 +5,17 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 from pydantic import ValidationError
 from starlette.convertors import StringConvertor, register_url_convertor
 
-from services.gateway.deps import PathId, bus, current_actor, page
+from services.gateway.deps import ActorBus, PathId, actor_bus, json_response, page
 from services.gateway.openapi import errors, multipart_body
 from services.gateway.uploads import StoredUpload, only_fields, stream_multipart
 from shared.blobs import Blobs, content_key
 from shared.bus import BusClient, validation_details
 from shared.contracts import assets as c
-from shared.contracts.common import NOT_BLANK, Actor
+from shared.contracts.common import NOT_BLANK, Actor, PageRequest
 from shared.errors import Invalid
 from shared.settings import GatewaySettings
 
@@ -50,9 +50,9 @@ def _blobs(request: Request) -> Blobs:
     return blobs
 
 
-def _created_or_reused(data: Any) -> JSONResponse:
+def _created_or_reused(version: c.AssetVersion) -> Response:
     """201 for a new version (failed extraction included), 200 for bytes this source already had."""
-    return JSONResponse(data, status_code=200 if data.get("reused") else 201)
+    return json_response(version.model_dump_json(), 200 if version.reused else 201)
 
 
 @router.post(
@@ -62,9 +62,7 @@ def _created_or_reused(data: Any) -> JSONResponse:
     responses={**errors(404, 409, 413, 415), **REUSED},
     openapi_extra=UPLOAD_BODY,
 )
-async def upload_asset(
-    request: Request, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
-) -> JSONResponse:
+async def upload_asset(request: Request, bus: ActorBus = Depends(actor_bus)) -> Response:
     """Upload a file as a new version of a source (multipart: `file`, `source_id`, optional `workspace_id`)."""
     fields, upload = await stream_multipart(
         request, _blobs(request), max_file_bytes=_settings(request).max_upload_bytes
@@ -74,13 +72,13 @@ async def upload_asset(
     except Invalid:
         await _blobs(request).delete(upload.key)
         raise
-    return _created_or_reused(await register_upload(request, actor, client, fields, upload))
+    return _created_or_reused(await register_stored(request, bus, fields, upload))
 
 
-async def register_upload(
-    request: Request, actor: Actor, client: BusClient, fields: dict[str, str], upload: StoredUpload
-) -> Any:
-    """Move a streamed upload to its content key and register it (the web workbench uses this too)."""
+async def register_stored(
+    request: Request, bus: ActorBus, fields: dict[str, str], upload: StoredUpload
+) -> c.AssetVersion:
+    """Move a streamed upload to its content key and register it as a version of its source."""
     settings = _settings(request)
     blobs = _blobs(request)
     key = content_key(upload.sha256)
@@ -102,7 +100,14 @@ async def register_upload(
         await blobs.copy(upload.key, key)
     finally:
         await blobs.delete(upload.key)
-    return await client.call_raw(c.UPLOAD, req, actor=actor, timeout=settings.ingest_timeout)
+    return await bus.call(c.UPLOAD, req, timeout=settings.ingest_timeout)
+
+
+async def register_upload(
+    request: Request, actor: Actor, client: BusClient, fields: dict[str, str], upload: StoredUpload
+) -> dict[str, Any]:
+    """`register_stored` for the web workbench, which reads the version as a dict (web/sources.py)."""
+    return (await register_stored(request, ActorBus(client, actor), fields, upload)).model_dump(mode="json")
 
 
 @router.post(
@@ -111,39 +116,31 @@ async def register_upload(
     response_model=c.AssetVersion,
     responses={**errors(404, 409, 413, 415), **REUSED},
 )
-async def import_asset(
-    body: c.ImportRequest, request: Request, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
-) -> JSONResponse:
+async def import_asset(body: c.ImportRequest, request: Request, bus: ActorBus = Depends(actor_bus)) -> Response:
     """A file from an approved root; a path that resolves outside the root answers 422."""
-    data = await client.call_raw(c.IMPORT, body, actor=actor, timeout=_settings(request).ingest_timeout)
-    return _created_or_reused(data)
+    return _created_or_reused(await bus.call(c.IMPORT, body, timeout=_settings(request).ingest_timeout))
 
 
 @router.get("/assets/{asset_id:asset_id}", response_model=c.AssetVersion, responses=errors(404))
-async def get_asset(
-    asset_id: AssetId, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
-) -> JSONResponse:
+async def get_asset(asset_id: AssetId, bus: ActorBus = Depends(actor_bus)) -> Response:
     """One asset version with its extraction coverage."""
-    return JSONResponse(await client.call_raw(c.GET_ASSET, {"asset_id": asset_id}, actor=actor))
+    return await bus.relay(c.GET_ASSET, c.GetAssetRequest(asset_id=asset_id))
 
 
 @router.get("/sources/{source_id}", response_model=c.Source, responses=errors(404))
 async def get_source(
-    source_id: SourceIdPath,
-    paging: dict[str, Any] = Depends(page),
-    actor: Actor = Depends(current_actor),
-    client: BusClient = Depends(bus),
-) -> JSONResponse:
+    source_id: SourceIdPath, paging: PageRequest = Depends(page), bus: ActorBus = Depends(actor_bus)
+) -> Response:
     """A source with its active version and one page of its versions, oldest first; `next_cursor` pages on."""
-    return JSONResponse(await client.call_raw(c.GET_SOURCE, {"source_id": source_id, **paging}, actor=actor))
+    return await bus.relay(
+        c.GET_SOURCE, c.GetSourceRequest(source_id=source_id, limit=paging.limit, cursor=paging.cursor)
+    )
 
 
 @router.post("/sources/{source_id}/retire", response_model=c.Source, responses=errors(404, 413))
-async def retire_source(
-    source_id: SourceIdPath, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
-) -> JSONResponse:
+async def retire_source(source_id: SourceIdPath, bus: ActorBus = Depends(actor_bus)) -> Response:
     """Retire a source: its versions stop being read."""
-    return JSONResponse(await client.call_raw(c.RETIRE, {"source_id": source_id}, actor=actor))
+    return await bus.relay(c.RETIRE, c.RetireRequest(source_id=source_id))
 
 
 @router.get("/evidence/search", response_model=c.SearchReply)
@@ -151,18 +148,13 @@ async def search_evidence(
     q: str = Query(min_length=1, max_length=1000, pattern=NOT_BLANK),
     source_id: str | None = Query(default=None, pattern=c.SOURCE_ID_PATTERN),
     limit: int = Query(default=10, ge=1, le=100),
-    actor: Actor = Depends(current_actor),
-    client: BusClient = Depends(bus),
+    bus: ActorBus = Depends(actor_bus),
 ) -> Response:
     """Full-text search over active versions; a snippet is not a delivered passage."""
-    # Passed on as the service's JSON bytes, like the publication read: no dict in between.
-    data = await client.call_json_raw(c.SEARCH, {"q": q, "source_id": source_id, "limit": limit}, actor=actor)
-    return Response(data, media_type="application/json")
+    return await bus.relay(c.SEARCH, c.SearchRequest(q=q, source_id=source_id, limit=limit))
 
 
 @router.get("/evidence/{evidence_id}", response_model=c.Evidence, responses=errors(404, 409))
-async def read_evidence(
-    evidence_id: PathId, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
-) -> JSONResponse:
+async def read_evidence(evidence_id: PathId, bus: ActorBus = Depends(actor_bus)) -> Response:
     """One passage at its exact version."""
-    return JSONResponse(await client.call_raw(c.READ, {"evidence_id": evidence_id}, actor=actor))
+    return await bus.relay(c.READ, c.EvidenceReadRequest(evidence_id=evidence_id))

@@ -1,49 +1,35 @@
 from __future__ import annotations
 
-from typing import Any
+from fastapi import APIRouter, Depends, Response
 
-from fastapi import APIRouter, Depends
-from fastapi.responses import JSONResponse
-
-from services.gateway.deps import PathId, bus, current_actor, page
+from services.gateway.deps import ActorBus, PathId, actor_bus, page
 from services.gateway.openapi import errors
-from shared.bus import BusClient
 from shared.contracts import workspace as c
-from shared.contracts.common import Actor
+from shared.contracts.common import PageRequest
 
 router = APIRouter(prefix="/v1/workspaces/{workspace_id}/checkpoint", tags=["checkpoints"])
 
 
 @router.get("", response_model=c.Checkpoint, responses=errors(404))
-async def get_checkpoint(
-    workspace_id: PathId, actor: Actor = Depends(current_actor), client: BusClient = Depends(bus)
-) -> JSONResponse:
+async def get_checkpoint(workspace_id: PathId, bus: ActorBus = Depends(actor_bus)) -> Response:
     """The current checkpoint, every source re-validated; 404 when none exists yet."""
-    return JSONResponse(await client.call_raw(c.CHECKPOINT_GET, {"workspace_id": workspace_id}, actor=actor))
+    return await bus.relay(c.CHECKPOINT_GET, c.WorkspaceIdRequest(workspace_id=workspace_id))
 
 
 @router.put("", response_model=c.Checkpoint, responses=errors(404, 409, 413))
 async def update_checkpoint(
-    workspace_id: PathId,
-    body: c.CheckpointEdit,
-    actor: Actor = Depends(current_actor),
-    client: BusClient = Depends(bus),
-) -> JSONResponse:
+    workspace_id: PathId, body: c.CheckpointEdit, bus: ActorBus = Depends(actor_bus)
+) -> Response:
     """A person's edit under CAS; the first revision is made with `expected_revision: 0`."""
-    # exclude_unset: an omitted summary keeps the current one, an explicit null clears it.
-    data = await client.call_raw(
-        c.CHECKPOINT_UPDATE, {"workspace_id": workspace_id, **body.model_dump(exclude_unset=True)}, actor=actor
-    )
-    return JSONResponse(data)
+    # Only the fields the body set: an omitted summary keeps the current one, an explicit null clears it.
+    request = c.UpdateCheckpointRequest(workspace_id=workspace_id, **body.model_dump(exclude_unset=True))
+    return await bus.relay(c.CHECKPOINT_UPDATE, request)
 
 
 @router.get("/revisions", response_model=c.CheckpointRevisions, responses=errors(404))
 async def list_checkpoint_revisions(
-    workspace_id: PathId,
-    paging: dict[str, Any] = Depends(page),
-    actor: Actor = Depends(current_actor),
-    client: BusClient = Depends(bus),
-) -> JSONResponse:
+    workspace_id: PathId, paging: PageRequest = Depends(page), bus: ActorBus = Depends(actor_bus)
+) -> Response:
     """One page of the revisions of the checkpoint, oldest first."""
-    data = await client.call_raw(c.CHECKPOINT_REVISIONS, {"workspace_id": workspace_id, **paging}, actor=actor)
-    return JSONResponse(data)
+    request = c.WorkspacePageRequest(workspace_id=workspace_id, limit=paging.limit, cursor=paging.cursor)
+    return await bus.relay(c.CHECKPOINT_REVISIONS, request)

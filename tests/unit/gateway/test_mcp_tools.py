@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from services.gateway.mcp_server import build_server
-from services.gateway.mcp_tools import IMPLEMENTATIONS
+from services.gateway.mcp_tools import IMPLEMENTATIONS, BusTool
 from shared.contracts import mcp as contract
 
 
@@ -19,3 +19,10 @@ def test_input_schemas_are_the_contract_models_and_carry_no_actor() -> None:
         assert schema == tool.input.model_json_schema()
         assert schema["type"] == "object" and schema.get("additionalProperties") is False, tool.name
         assert "actor" not in schema.get("properties", {}) and "grant" not in schema.get("properties", {})
+
+
+def test_a_tool_that_is_its_bus_request_takes_that_request() -> None:
+    for tool in contract.TOOLS:
+        implementation = IMPLEMENTATIONS[tool.name]
+        if isinstance(implementation, BusTool):
+            assert tool.input is implementation.subject.request, tool.name

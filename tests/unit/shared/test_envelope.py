@@ -8,8 +8,8 @@ from decimal import Decimal
 import pytest
 from pydantic import Field
 
-from shared.bus import RequestContext, _encode_envelope, dispatch
-from shared.contracts.common import Actor, BusReply, BusRequest, Model, Subject
+from shared.bus import BusClient, RequestContext, _encode_envelope, dispatch
+from shared.contracts.common import Actor, BusReply, BusRequest, ErrorBody, Model, Subject
 from shared.errors import HTTP_STATUS, Conflict, DomainError, Invalid, Unavailable, from_envelope
 from tests.unit.shared.proofs import SIGNER, VERIFIER
 
@@ -133,3 +133,60 @@ async def test_an_envelope_orjson_refuses_is_still_sent_or_named() -> None:
     with pytest.raises(Invalid) as refused:
         _encode_envelope({"actor": actor, "grant": None, "request_id": "r", "data": {"title": "a\ud800"}})
     assert refused.value.details["field"] == "title"
+
+
+class Replies:
+    """A connection whose every request is answered with `reply`; it keeps what was sent."""
+
+    def __init__(self, reply: bytes) -> None:
+        self.reply = reply
+        self.sent: list[bytes] = []
+
+    async def request(self, subject: str, body: bytes, timeout: float, headers: object) -> object:
+        self.sent.append(body)
+        return type("Msg", (), {"data": self.reply})()
+
+
+def client(reply: bytes) -> tuple[BusClient, Replies]:
+    nc = Replies(reply)
+    return BusClient(nc, signer=SIGNER), nc  # type: ignore[arg-type]
+
+
+ANSWER = Subject("t.any", Echo, Answer)
+ALICE = Actor(scope="acme", principal="alice")
+
+
+@pytest.mark.parametrize("value", [Answer(text='a "quoted" é', count=2), {"big": 2**70}, {"a": 1, "error": None}, None])
+async def test_call_json_passes_the_owners_data_on_as_written(value: object) -> None:
+    async def handler(ctx: RequestContext, req: Echo) -> object:
+        return value
+
+    written = await dispatch(request({"text": "x"}, "t.any"), ANSWER, handler, VERIFIER)
+    bus, _ = client(written)
+    data = await bus.call_json(ANSWER, Echo(text="x"), actor=ALICE)
+    assert json.loads(data) == BusReply.model_validate_json(written).data
+    assert written == b'{"ok":true,"data":' + data + b"}"
+
+
+@pytest.mark.parametrize("data", [{"text": "a", "count": 1}, None, [1, {"error": None}]])
+async def test_call_json_reads_a_reply_written_whole_as_well(data: object) -> None:
+    bus, _ = client(BusReply(ok=True, data=data).model_dump_json().encode())
+    assert json.loads(await bus.call_json(ANSWER, Echo(text="x"), actor=ALICE)) == data
+
+
+async def test_call_json_raises_the_refusal() -> None:
+    bus, _ = client(BusReply(ok=False, error=ErrorBody(code="conflict", message="taken")).model_dump_json().encode())
+    with pytest.raises(Conflict):
+        await bus.call_json(ANSWER, Echo(text="x"), actor=ALICE)
+
+
+class Edit(Model):
+    summary: str | None = None
+    count: int = 0
+
+
+async def test_a_request_carries_only_the_fields_its_caller_set() -> None:
+    bus, nc = client(b'{"ok":true,"data":null}')
+    await bus.call(Subject("t.edit", Edit, type(None)), Edit(count=0), actor=ALICE)
+    await bus.call(Subject("t.edit", Edit, type(None)), Edit(summary=None), actor=ALICE)
+    assert [BusRequest.model_validate_json(body).data for body in nc.sent] == [{"count": 0}, {"summary": None}]
