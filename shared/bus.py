@@ -273,23 +273,6 @@ class BusClient:
         BUS_CALLS.labels(subject, "ok").inc()
         return to_json(reply.data)
 
-    async def call_json_raw(
-        self,
-        subject: str,
-        data: BaseModel | dict[str, Any] | None,
-        *,
-        actor: Actor,
-        grant: str | None = None,
-        timeout: float | None = None,
-    ) -> bytes:
-        """Transitional: `call_json` for a caller not yet on the typed subjects."""
-        raw = await self._request(subject, data, actor, grant, timeout)
-        reply = orjson.loads(raw)
-        if not (isinstance(reply, dict) and reply.get("ok") is True):
-            raise _refusal(subject, BusReply.model_validate_json(raw))
-        BUS_CALLS.labels(subject, "ok").inc()
-        return orjson.dumps(reply.get("data"))
-
     async def call_raw(
         self,
         subject: str,

@@ -13,9 +13,9 @@ from services.gateway.deps import ActorBus, PathId, actor_bus, json_response, pa
 from services.gateway.openapi import errors, multipart_body
 from services.gateway.uploads import StoredUpload, only_fields, stream_multipart
 from shared.blobs import Blobs, content_key
-from shared.bus import BusClient, validation_details
+from shared.bus import validation_details
 from shared.contracts import assets as c
-from shared.contracts.common import NOT_BLANK, Actor, PageRequest
+from shared.contracts.common import NOT_BLANK, PageRequest
 from shared.errors import Invalid
 from shared.settings import GatewaySettings
 
@@ -101,13 +101,6 @@ async def register_stored(
     finally:
         await blobs.delete(upload.key)
     return await bus.call(c.UPLOAD, req, timeout=settings.ingest_timeout)
-
-
-async def register_upload(
-    request: Request, actor: Actor, client: BusClient, fields: dict[str, str], upload: StoredUpload
-) -> dict[str, Any]:
-    """`register_stored` for the web workbench, which reads the version as a dict (web/sources.py)."""
-    return (await register_stored(request, ActorBus(client, actor), fields, upload)).model_dump(mode="json")
 
 
 @router.post(

@@ -7,8 +7,9 @@ from urllib.parse import quote
 from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import StreamingResponse
 
+from services.gateway.deps import ActorBus
 from services.gateway.routes.artifacts import CHUNK_BYTES, SANDBOX_HEADERS, download_artifact, stream_checked
-from services.gateway.routes.assets import register_upload
+from services.gateway.routes.assets import register_stored
 from services.gateway.uploads import stream_multipart
 from services.gateway.web.render import (
     WebRoute,
@@ -107,7 +108,7 @@ async def upload(request: Request, actor: Actor = Depends(signed_in)) -> Respons
     # The workbench's form always sends the field, empty outside a workspace (the API refuses an empty one).
     if fields.get("workspace_id"):
         data["workspace_id"] = fields["workspace_id"]
-    version = c.AssetVersion.model_validate(await register_upload(request, actor, bus_of(request), data, upload))
+    version = await register_stored(request, ActorBus(bus_of(request), actor), data, upload)
     if version.reused:
         notice = f"Those bytes are already version {version.version}; nothing new was stored."
     elif version.status == "failed":
