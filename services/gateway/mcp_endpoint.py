@@ -11,7 +11,6 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from starlette.requests import Request
@@ -20,7 +19,7 @@ from starlette.types import Receive, Scope, Send
 from services.gateway.deps import ActorBus, current_actor
 from services.gateway.errors import envelope
 from services.gateway.limits import bearer_challenge
-from shared.contracts.common import Actor
+from services.gateway.mcp_caller import CALLER, Caller
 from shared.errors import DomainError
 from shared.observe import new_request_id, request_id_var
 
@@ -29,21 +28,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("dossier.gateway.mcp")
 
-CALLER = "dossier.mcp.caller"
 # How long a request that comes while the MCP server is still loading waits for it.
 LOAD_WAIT_SECONDS = 30.0
-
-
-@dataclass(frozen=True)
-class Caller:
-    """Who sent this HTTP request (the bus as that caller), and the id its log lines carry."""
-
-    bus: ActorBus
-    request_id: str
-
-    @property
-    def actor(self) -> Actor:
-        return self.bus.actor
 
 
 def current_request_id() -> str:

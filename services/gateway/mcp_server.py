@@ -20,7 +20,7 @@ from mcp.shared.uri_template import UriTemplate
 from pydantic import ValidationError
 from starlette.requests import Request
 
-from services.gateway.mcp_endpoint import CALLER, Caller
+from services.gateway.mcp_caller import CALLER, Caller
 from services.gateway.mcp_tools import IMPLEMENTATIONS
 from shared.bus import validation_details
 from shared.contracts import assets, publication

@@ -9,6 +9,8 @@ import asyncpg
 
 from services.runhost.admitted import AdmittedRun
 
+# PostgreSQL notifies idle workers on this channel when a run is admitted (they also poll).
+WAKE_CHANNEL = "dossier_runs"
 _FENCE = "EXISTS (SELECT 1 FROM runs WHERE id = $1 AND lease_epoch = $2 AND status = 'running')"
 
 

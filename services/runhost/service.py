@@ -17,7 +17,7 @@ from services.runhost.memory import RunFiles, validate_path
 from services.runhost.owners import Owners
 from services.runhost.policies.factory import validate_model
 from services.runhost.prov import run_prov
-from services.runhost.repository import RunRepository
+from services.runhost.repository import WAKE_CHANNEL, RunRepository
 from shared import tracing
 from shared.contracts import runhost as c
 from shared.contracts import workspace as ws
@@ -31,7 +31,6 @@ if TYPE_CHECKING:
     from services.runhost.external import ExternalRuns
 
 log = logging.getLogger("dossier.runhost")
-WAKE_CHANNEL = "dossier_runs"
 
 
 def new_id(prefix: str) -> str:

@@ -29,8 +29,7 @@ from services.runhost.memory import RunFiles
 from services.runhost.owners import Owners
 from services.runhost.policies.base import PolicyError
 from services.runhost.policies.factory import make_policy
-from services.runhost.repository import RunRepository
-from services.runhost.service import WAKE_CHANNEL
+from services.runhost.repository import WAKE_CHANNEL, RunRepository
 from services.runhost.tools import ToolBox
 from shared import tracing
 from shared.aio import wait_event

@@ -1,0 +1,24 @@
+"""Who sent an MCP request: put in the ASGI scope by the endpoint (mcp_endpoint.py), read by the tools'
+server (mcp_server.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from services.gateway.deps import ActorBus
+from shared.contracts.common import Actor
+
+# The ASGI scope key the caller travels under.
+CALLER = "dossier.mcp.caller"
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who sent this HTTP request (the bus as that caller), and the id its log lines carry."""
+
+    bus: ActorBus
+    request_id: str
+
+    @property
+    def actor(self) -> Actor:
+        return self.bus.actor
