@@ -12,23 +12,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from tests.support.api import Api, probe
 from tests.support.documents import pdf
-from tests.support.fake_openai import NARRATION, SCENARIO_ANSWER
-from tests.support.fake_openai import running as fake_openai_server
-from tests.support.stack import RunningStack, start_stack, stop_stack
+from tests.support.fake_openai import NARRATION, SCENARIO_ANSWER, requests_of, scenario_run, seeded_workspace
+from tests.support.stack import RunningStack, stack_running
 
 # It runs on a stack of its own, and its logs: the local stack only (make test-containers deselects it).
 pytestmark = pytest.mark.local_stack
-
-
-@pytest.fixture(scope="module")
-def model_server() -> Iterator[str]:
-    with fake_openai_server() as url:
-        yield url
 
 
 @pytest.fixture(scope="module")
@@ -43,34 +35,13 @@ def model_stack(tmp_path_factory: pytest.TempPathFactory, model_server: str) -> 
         "DOSSIER_OPENAI_MODEL": "fake-scenarios",
         "DOSSIER_OPENAI_BACKOFF_SECONDS": "0.2",
     }
-    running = start_stack(tmp_path_factory.mktemp("replies-home"), extra_env=env)
-    try:
+    with stack_running(tmp_path_factory.mktemp("replies-home"), extra_env=env) as running:
         yield running
-    finally:
-        stop_stack(running.proc)
-
-
-def requests_of(url: str, question: str) -> list[dict[str, Any]]:
-    """Every request the model server got for the run asking `question`, in order."""
-    return [r for r in httpx.get(f"{url}/requests").json() if r["task"] and question in r["task"]]
 
 
 def runhost_log(stack: RunningStack) -> str:
     assert stack.home is not None
     return (Path(stack.home) / "logs" / "runhost.log").read_text(errors="replace")
-
-
-def scenario_run(api: Api, workspace_id: str, name: str, timeout: float = 120) -> tuple[dict[str, Any], str]:
-    question = f"scenario:{name} {uuid.uuid4().hex[:8]}"
-    run = api.wait_run(api.start_run(workspace_id, question, model="openai")["id"], timeout=timeout)
-    return run, question
-
-
-def seeded_workspace(api: Api) -> str:
-    ws = api.workspace()
-    api.publish("Fund X liquidity report", "Fund X liquidity is adequate.", ws["id"])
-    api.wait_catalog(ws["id"], 1)
-    return str(ws["id"])
 
 
 def test_narration_first_is_answered_back_and_never_published(model_stack: RunningStack, model_server: str) -> None:

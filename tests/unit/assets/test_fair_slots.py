@@ -10,21 +10,23 @@ import pytest
 from services.assets.queueing import FairSlots, ScopeQueueFull
 
 
+async def job(slots: FairSlots, gate: asyncio.Event, scope: str, ran: list[str], name: str = "") -> None:
+    """Hold a slot of `scope` until the gate opens; `ran` notes `name` (or the scope) once it has the slot."""
+    async with slots.slot(scope):
+        ran.append(name or scope)
+        await gate.wait()
+
+
 async def test_slots_go_round_robin_between_waiting_scopes() -> None:
     slots = FairSlots(1, per_scope=10)
     order: list[str] = []
     gate = asyncio.Event()
 
-    async def job(scope: str, name: str) -> None:
-        async with slots.slot(scope):
-            order.append(name)
-            await gate.wait()
-
-    first = asyncio.create_task(job("a", "a0"))
+    first = asyncio.create_task(job(slots, gate, "a", order, "a0"))
     await asyncio.sleep(0)
-    tasks = [asyncio.create_task(job("a", f"a{i}")) for i in range(1, 4)]
+    tasks = [asyncio.create_task(job(slots, gate, "a", order, f"a{i}")) for i in range(1, 4)]
     await asyncio.sleep(0)
-    tasks.append(asyncio.create_task(job("b", "b0")))
+    tasks.append(asyncio.create_task(job(slots, gate, "b", order, "b0")))
     await asyncio.sleep(0)
     assert slots.waiting("a") == 3 and slots.waiting("b") == 1
     gate.set()
@@ -35,16 +37,13 @@ async def test_slots_go_round_robin_between_waiting_scopes() -> None:
 async def test_a_scope_queue_is_bounded_and_others_still_queue() -> None:
     slots = FairSlots(1, per_scope=2)
     gate = asyncio.Event()
+    ran: list[str] = []
 
-    async def job(scope: str) -> None:
-        async with slots.slot(scope):
-            await gate.wait()
-
-    tasks = [asyncio.create_task(job("a")) for _ in range(3)]
+    tasks = [asyncio.create_task(job(slots, gate, "a", ran)) for _ in range(3)]
     await asyncio.sleep(0)
     with pytest.raises(ScopeQueueFull):
-        await job("a")
-    tasks.append(asyncio.create_task(job("b")))
+        await job(slots, gate, "a", ran)
+    tasks.append(asyncio.create_task(job(slots, gate, "b", ran)))
     await asyncio.sleep(0)
     assert slots.waiting() == 3
     gate.set()
@@ -57,15 +56,10 @@ async def test_a_cancelled_waiter_leaves_the_queue_and_the_slot_moves_on() -> No
     gate = asyncio.Event()
     ran: list[str] = []
 
-    async def job(scope: str) -> None:
-        async with slots.slot(scope):
-            ran.append(scope)
-            await gate.wait()
-
-    holder = asyncio.create_task(job("a"))
+    holder = asyncio.create_task(job(slots, gate, "a", ran))
     await asyncio.sleep(0)
-    doomed = asyncio.create_task(job("b"))
-    later = asyncio.create_task(job("c"))
+    doomed = asyncio.create_task(job(slots, gate, "b", ran))
+    later = asyncio.create_task(job(slots, gate, "c", ran))
     await asyncio.sleep(0)
     doomed.cancel()
     await asyncio.gather(doomed, return_exceptions=True)
@@ -82,16 +76,11 @@ async def test_a_lent_slot_is_only_a_free_one_and_goes_back_to_whoever_waits() -
     gate = asyncio.Event()
     ran: list[str] = []
 
-    async def job(scope: str) -> None:
-        async with slots.slot(scope):
-            ran.append(scope)
-            await gate.wait()
-
-    big = asyncio.create_task(job("big"))
+    big = asyncio.create_task(job(slots, gate, "big", ran))
     await asyncio.sleep(0)
     assert slots.try_take() and not slots.try_take()  # the second slot is lent; no third exists
     assert not slots.contended()
-    other = asyncio.create_task(job("other"))
+    other = asyncio.create_task(job(slots, gate, "other", ran))
     await asyncio.sleep(0)
     # The other scope's file waits for the lent slot, and nothing more is lent while it waits.
     assert slots.contended() and slots.waiting("other") == 1 and ran == ["big"]
