@@ -70,6 +70,7 @@ def test_a_sigkilled_openai_run_resumes_without_repeating_a_model_call(
 def test_a_run_killed_amid_the_calls_of_one_answer_runs_the_rest_without_asking_again(
     paced_stack: RunningStack, walking_model: str
 ) -> None:
-    run, ledger = killed_amid_a_batch(paced_stack, walking_model)
+    api = Api(paced_stack)
+    run, ledger = killed_amid_a_batch(api, paced_stack, walking_model)
     assert [r["stage"] for r in ledger if r["stage"] != "replayed"] == ["listed"]
-    assert {"notes/first.md", "notes/second.md", "catalog.md"} <= set(Api(paced_stack).files(run["id"]))
+    assert {"notes/first.md", "notes/second.md", "catalog.md"} <= set(api.files(run["id"]))

@@ -12,14 +12,15 @@ from collections.abc import Iterator
 import pytest
 
 from tests.support.api import Api, probe
-from tests.support.documents import pdf
 from tests.support.fake_openai import (
     PACED,
     SCENARIO_ANSWER,
     killed_amid_a_batch,
+    read_and_cited_the_sources,
     requests_of,
     scenario_run,
     seeded_workspace,
+    sourced_workspace,
 )
 from tests.support.stack import RunningStack, stack_running
 
@@ -40,20 +41,8 @@ def stream_stack(tmp_path_factory: pytest.TempPathFactory, model_server: str) ->
 
 def test_a_streamed_run_reads_and_cites_the_sources(stream_stack: RunningStack, model_server: str) -> None:
     api = Api(stream_stack)
-    ws = api.workspace()
-    for n in range(3):
-        text = f"Source {n} on Fund X: liquidity covers {30 + n} days of redemptions."
-        api.upload(pdf([text]), f"fundx-{n}", f"fundx-{n}.pdf", ws["id"])
-    api.wait_catalog(ws["id"], 3, timeout=60)
-    run, question = scenario_run(api, ws["id"], "catalog", timeout=180)
-    assert run["status"] == "completed", run["error"]
-
-    sources = {"fundx-0", "fundx-1", "fundx-2"}
-    read = [r for r in api.ledger(run["id"]) if r["stage"] == "read"]
-    assert {r["ref"]["id"] for r in read} == sources and len(read) == 3
-    published = api.read(run["publication"])
-    assert {s["id"] for s in published["sources"]} == sources
-    assert all(f"{s}@v1" in published["body"] for s in sources)
+    run, question = scenario_run(api, sourced_workspace(api), "catalog", timeout=180)
+    read_and_cited_the_sources(api, run)
     sent = requests_of(model_server, question)
     assert len(sent) == 5 == run["stats"]["model_requests"], "list, read catalog.md, search, read, finish"
     assert all(r["stream"] and r["body"]["stream_options"] == {"include_usage": True} for r in sent)
@@ -99,5 +88,5 @@ def test_a_cancel_stops_a_stream_midway(stream_stack: RunningStack, model_server
 def test_a_streamed_run_killed_amid_its_calls_resumes_without_asking_again(
     stream_stack: RunningStack, model_server: str
 ) -> None:
-    run, _ = killed_amid_a_batch(stream_stack, model_server)
+    run, _ = killed_amid_a_batch(Api(stream_stack), stream_stack, model_server)
     assert run["stats"]["tokens_in"] == 200

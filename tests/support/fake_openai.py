@@ -50,6 +50,7 @@ import httpx
 from devstack.procs import free_port, port_open
 from shared.children import wait_until
 from tests.support.api import Api, probe
+from tests.support.documents import pdf
 from tests.support.stack import RunningStack
 
 REQUESTS: list[dict[str, Any]] = []
@@ -452,6 +453,29 @@ def seeded_workspace(api: Api) -> str:
     return str(ws["id"])
 
 
+SOURCES = {"fundx-0", "fundx-1", "fundx-2"}
+
+
+def sourced_workspace(api: Api) -> str:
+    """A new workspace with three sources on Fund X (`SOURCES`) in its catalog."""
+    ws = api.workspace()
+    for n in range(len(SOURCES)):
+        text = f"Source {n} on Fund X: liquidity covers {30 + n} days of redemptions."
+        api.upload(pdf([text]), f"fundx-{n}", f"fundx-{n}.pdf", ws["id"])
+    api.wait_catalog(ws["id"], 3, timeout=60)
+    return str(ws["id"])
+
+
+def read_and_cited_the_sources(api: Api, run: dict[str, Any]) -> None:
+    """Checks that a `catalog` run in a `sourced_workspace` read each source once and published citing each."""
+    assert run["status"] == "completed", run["error"]
+    read = [r for r in api.ledger(run["id"]) if r["stage"] == "read"]
+    assert {r["ref"]["id"] for r in read} == SOURCES and len(read) == len(SOURCES)
+    published = api.read(run["publication"])
+    assert {s["id"] for s in published["sources"]} == SOURCES
+    assert all(f"{s}@v1" in published["body"] for s in SOURCES)
+
+
 def scenario_run(api: Api, workspace_id: str, name: str, timeout: float = 120) -> tuple[dict[str, Any], str]:
     """A run of the scenario `name` (with a question of its own) as it ended, and its question."""
     question = f"scenario:{name} {uuid.uuid4().hex[:8]}"
@@ -459,12 +483,11 @@ def scenario_run(api: Api, workspace_id: str, name: str, timeout: float = 120) -
     return run, question
 
 
-def killed_amid_a_batch(stack: RunningStack, url: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """A `batch` run on a paced stack whose runner is SIGKILLed after the second of the answer's three calls
-    ran (its note exists), while the third waits out its step delay. Checks that the resumed run ran the
-    rest of the answer without asking the model again, and replayed the journaled answer once; returns the
-    run as it ended and its ledger."""
-    api = Api(stack)
+def killed_amid_a_batch(api: Api, stack: RunningStack, url: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A `batch` run asked through `api` on a paced `stack`, whose runner is SIGKILLed once the second of the
+    answer's three calls ran (its note exists), while the third waits out its step delay. Checks that the
+    resumed run ran the rest of the answer without asking the model again, and replayed the journaled answer
+    once; returns the run as it ended and its ledger."""
     question = f"scenario:batch {uuid.uuid4().hex[:8]}"
     run = api.start_run(seeded_workspace(api), question, model="openai")
     probe(lambda: "notes/first.md" in api.files(run["id"]), timeout=60, interval=0.02)
