@@ -183,11 +183,11 @@ async def test_a_verifier_holds_only_public_keys_and_cannot_mint(
         expires_at=time.time() + 60,
     )
     as_runhost = BusClient(bus._nc, signer=ProofSigner("runhost", key(infra, "runhost")))
-    read = {"id": owners["publication_id"], "version": 1}
+    read = publication.ReadRequest(id=owners["publication_id"], version=1)
     for mint in mint_attempts(env):
         with pytest.raises(Unauthenticated):
             await as_runhost.call(publication.READ, read, actor=VICTIM, grant=mint(claims))
     genuine = await as_runhost.call(
         publication.READ, read, actor=VICTIM, grant=sign_grant(key(infra, "runhost"), claims)
     )
-    assert genuine["body"] == "the victim's report"
+    assert genuine.body == "the victim's report"
