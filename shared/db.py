@@ -1,4 +1,4 @@
-"""PostgreSQL: a pool with JSON codecs, numbered-migration runner, and the one-transaction helper."""
+"""PostgreSQL: a pool with JSON codecs, numbered-migration runner, the one-transaction helper, rows to models."""
 
 from __future__ import annotations
 
@@ -6,18 +6,22 @@ import asyncio
 import json
 import logging
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
+from pydantic import BaseModel
 
 log = logging.getLogger("dossier.db")
 SHARED_MIGRATIONS = Path(__file__).parent / "migrations"
 _NAME = re.compile(r"^\d{4}_[a-z0-9_]+\.sql$")
 # Any constant will do, as long as every service uses the same one for its own database.
 _MIGRATION_LOCK = 7_351_002
+
+M = TypeVar("M", bound=BaseModel)
 
 
 async def _init_connection(conn: asyncpg.Connection) -> None:
@@ -27,6 +31,12 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
 
 async def _keep_session(conn: asyncpg.Connection) -> None:
     """Nothing to undo: see `Database(session_state=False)`."""
+
+
+def from_row(model: type[M], row: Mapping[str, Any], **values: Any) -> M:
+    """`model` from the row's columns named like its fields (other columns are left out), and `values`,
+    which take the place of a column of the same name."""
+    return model.model_validate({name: row[name] for name in model.model_fields if name in row} | values)
 
 
 def database_name(dsn: str) -> str:

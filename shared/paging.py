@@ -2,7 +2,7 @@
 
 A cursor is base64url JSON of that key. It grants nothing (every query still filters by scope), so it is
 not signed; it is only checked to have the shape its list expects, so a forged one answers `invalid`
-naming `cursor` instead of reaching SQL.
+naming `cursor` instead of reaching SQL. A list's `Keyset` holds both sides of it: the cursor and the SQL.
 """
 
 from __future__ import annotations
@@ -11,9 +11,11 @@ import base64
 import binascii
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any, TypeVar
 
+import asyncpg
 from pydantic import Field, TypeAdapter, ValidationError
 
 from shared.errors import Invalid
@@ -57,3 +59,37 @@ def cut_page(rows: Sequence[T], limit: int, key: Callable[[T], Sequence[Any]]) -
     if len(rows) <= limit or not page:
         return page, None
     return page, encode_cursor(key(page[-1]))
+
+
+@dataclass(frozen=True)
+class Keyset:
+    """How one list pages: the columns of its sort key as its query names them (`w.created_at`; a row holds
+    it as `created_at`), the type of each in a cursor (as `decode_cursor` takes them), and the direction."""
+
+    columns: tuple[str, ...]
+    types: tuple[Any, ...]
+    descending: bool = False
+
+    def after(self, cursor: str | None) -> tuple[Any, ...] | None:
+        """The key a page starts after; None for the first page."""
+        return decode_cursor(cursor, *self.types) if cursor else None
+
+    async def fetch(
+        self, conn: asyncpg.Connection, query: str, *args: Any, after: Sequence[Any] | None, limit: int
+    ) -> list[asyncpg.Record]:
+        """At most `limit` rows of `query` that follow `after`, in key order. `query` is a SELECT that ends
+        with its WHERE conditions and numbers its parameters ($1, $2, …) for `args`."""
+        keys = ", ".join(self.columns)
+        direction = " DESC" if self.descending else ""
+        params = list(args)
+        if after is not None:
+            marks = ", ".join(f"${len(params) + i}" for i in range(1, len(after) + 1))
+            query += f" AND ({keys}) {'<' if self.descending else '>'} ({marks})"
+            params.extend(after)
+        order = ", ".join(column + direction for column in self.columns)
+        return await conn.fetch(f"{query} ORDER BY {order} LIMIT ${len(params) + 1}", *params, limit)
+
+    def cut(self, rows: Sequence[asyncpg.Record], limit: int) -> tuple[list[asyncpg.Record], str | None]:
+        """`cut_page` for rows fetched with `LIMIT limit + 1`: the cursor holds the last row's key."""
+        names = [column.rpartition(".")[2] for column in self.columns]
+        return cut_page(rows, limit, lambda row: [row[name] for name in names])

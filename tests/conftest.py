@@ -15,6 +15,7 @@ from devstack.infra import pg_system_user, remove_system_user
 from shared.bus import BusClient
 from tests.support.compose import ComposeStack, compose_approved_roots, compose_stack_url
 from tests.support.containers import container_choice, container_infra
+from tests.support.fake_openai import running as fake_openai_server
 from tests.support.infra import Infra, local_infra
 from tests.support.stack import ROOT_SCOPE, STARTED_HOMES, RunningStack, external_stack, start_stack, stop_stack
 
@@ -108,6 +109,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if len(kept) < len(items):
         config.hook.pytest_deselected(items=[item for item in items if item not in kept])
         items[:] = kept
+
+
+@pytest.fixture(scope="module")
+def model_server() -> Iterator[str]:
+    """The fake OpenAI-compatible server (tests/support/fake_openai.py) of one module's stack."""
+    with fake_openai_server() as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

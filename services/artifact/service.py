@@ -11,7 +11,7 @@ from services.artifact.repository import ArtifactRepository
 from shared.blobs import Blobs, content_key
 from shared.contracts import artifact as c
 from shared.contracts.common import Actor, CheckReply, Eligibility, Ref
-from shared.db import Database
+from shared.db import Database, from_row
 from shared.errors import Invalid, NotFound, TooLarge, Unavailable
 from shared.outbox import enqueue
 from shared.settings import ArtifactSettings
@@ -22,21 +22,11 @@ def new_artifact_id() -> str:
 
 
 def _artifact(row: asyncpg.Record) -> c.Artifact:
-    return c.Artifact(
-        id=row["id"],
-        title=row["title"],
-        media_type=row["media_type"],
-        size=row["size"],
-        content_hash=row["content_hash"],
-        created_at=row["created_at"],
-        expires_at=row["expires_at"],
-    )
+    return from_row(c.Artifact, row)
 
 
 def _retention(row: asyncpg.Record) -> c.Retention:
-    return c.Retention(
-        artifact_id=row["id"], status="retained", retained_at=row["retained_at"], expires_at=row["expires_at"]
-    )
+    return from_row(c.Retention, row, artifact_id=row["id"], status="retained")
 
 
 def _intact_reference(row: asyncpg.Record) -> bool:
@@ -132,13 +122,12 @@ class ArtifactService:
                 continue
             reason = "expired" if row["expired"] else None if _intact_reference(row) else "failed"
             items.append(
-                Eligibility(
+                from_row(
+                    Eligibility,
+                    row,
                     ref=Ref(kind="artifact", id=row["id"], version=1),
                     available=reason is None,
                     reason=reason,
-                    title=row["title"],
-                    created_at=row["created_at"],
-                    content_hash=row["content_hash"],
                 )
             )
         return CheckReply(items=items)

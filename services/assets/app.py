@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import fields
 from pathlib import Path
 
 from services.assets.contents import SourceContents
@@ -46,22 +47,13 @@ class AssetsRuntime(ServiceRuntime):
         await self.sandbox.close()
 
 
+def limits_of(settings: AssetsSettings) -> Limits:
+    return Limits(**{limit.name: getattr(settings, limit.name) for limit in fields(Limits)})
+
+
 def create_sandbox(settings: AssetsSettings) -> Sandbox:
-    limits = Limits(
-        max_parts=settings.max_parts,
-        max_passages=settings.max_passages,
-        max_passage_chars=settings.max_passage_chars,
-        max_text_chars=settings.max_text_chars,
-        max_zip_entries=settings.max_zip_entries,
-        max_zip_entry_bytes=settings.max_zip_entry_bytes,
-        max_zip_total_bytes=settings.max_zip_total_bytes,
-        max_zip_ratio=settings.max_zip_ratio,
-        ocr_max_pages=settings.ocr_max_pages,
-        ocr_seconds=settings.ocr_seconds,
-        ocr_dpi=settings.ocr_dpi,
-    )
     return Sandbox(
-        limits,
+        limits_of(settings),
         cpu_seconds=settings.parse_cpu_seconds,
         memory_bytes=settings.parse_memory_bytes,
         wall_seconds=settings.parse_wall_seconds,

@@ -12,12 +12,11 @@ from typing import Any
 import asyncpg
 
 from services.assets.lifecycle import sha256_text
-from services.assets.repository import AssetsRepository
+from services.assets.repository import PASSAGES, AssetsRepository
 from shared.contracts import assets as c
 from shared.contracts.common import Actor
-from shared.db import Database
+from shared.db import Database, from_row
 from shared.errors import NotFound, Unavailable
-from shared.paging import Int32, cut_page, decode_cursor
 
 
 class SourceContents:
@@ -37,35 +36,23 @@ class SourceContents:
         return row
 
     async def passages(self, actor: Actor, req: c.PassagesRequest) -> c.PassageList:
-        (after,) = decode_cursor(req.cursor, Int32) if req.cursor else (0,)
+        after = PASSAGES.after(req.cursor)
         async with self._db.pool.acquire() as conn:
             row = await self._version(conn, actor, req)
             if row["status"] != "active":
                 where = {"source_id": req.source_id, "version": req.version}
                 raise Unavailable(f"version {req.version} is {row['status']}", where, reason=row["status"])
             rows = await self._repo.page_passages(conn, asset_id=row["asset_id"], after=after, limit=req.limit + 1)
-        page, next_cursor = cut_page(rows, req.limit, lambda r: (r["ord"],))
+        page, next_cursor = PASSAGES.cut(rows, req.limit)
         for passage in page:
             if sha256_text(passage["text"]) != passage["text_hash"]:
                 where = {"source_id": req.source_id, "version": req.version, "locator": passage["locator"]}
                 raise Unavailable("a passage does not match its recorded hash", where, reason="failed")
-        items = [
-            c.Passage(evidence_id=p["evidence_id"], locator=p["locator"], text=p["text"], ocr=p["ocr"]) for p in page
-        ]
-        return c.PassageList(items=items, next_cursor=next_cursor)
+        return c.PassageList(items=[from_row(c.Passage, p) for p in page], next_cursor=next_cursor)
 
     async def original(self, actor: Actor, req: c.VersionRequest) -> c.Original:
         async with self._db.pool.acquire() as conn:
             row = await self._version(conn, actor, req)
         if row["status"] in ("registered", "extracting"):
             raise NotFound("the version is not settled yet", {"source_id": req.source_id, "version": req.version})
-        return c.Original(
-            source_id=req.source_id,
-            version=req.version,
-            bucket=row["blob_bucket"],
-            key=row["blob_key"],
-            sha256=row["content_hash"],
-            size=row["size"],
-            kind=row["kind"],
-            filename=row["filename"],
-        )
+        return from_row(c.Original, row, bucket=row["blob_bucket"], key=row["blob_key"], sha256=row["content_hash"])

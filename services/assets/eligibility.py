@@ -11,7 +11,7 @@ import asyncpg
 
 from services.assets.repository import AssetsRepository
 from shared.contracts.common import Actor, CheckReply, Eligibility, Ref
-from shared.db import Database
+from shared.db import Database, from_row
 
 
 async def check_sources(db: Database, repo: AssetsRepository, actor: Actor, refs: list[Ref]) -> CheckReply:
@@ -39,12 +39,11 @@ def _eligibility(ref: Ref, row: asyncpg.Record | None) -> Eligibility:
         reason = "failed"
     else:
         reason = None
-    return Eligibility(
+    return from_row(
+        Eligibility,
+        row,
         ref=Ref(kind="source", id=row["source_id"], version=row["version"]),
         available=reason is None,
         reason=reason,
         title=row["filename"] or row["source_id"],
-        created_at=row["created_at"],
-        run_id=row["run_id"],
-        content_hash=row["content_hash"],
     )

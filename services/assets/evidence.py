@@ -15,7 +15,7 @@ from services.assets.repository import AssetsRepository
 from services.assets.service import AssetsService, run_namespace
 from shared.contracts import assets as c
 from shared.contracts.common import Actor, Ref
-from shared.db import Database
+from shared.db import Database, from_row
 from shared.errors import NotFound, Unavailable
 from shared.grants import GrantClaims
 
@@ -69,16 +69,7 @@ class EvidenceService:
                 )
         return c.SearchReply(
             items=[
-                c.SearchHit(
-                    evidence_id=r["evidence_id"],
-                    asset_id=r["asset_id"],
-                    source_id=r["source_id"],
-                    version=r["version"],
-                    locator=r["locator"],
-                    snippet=query.tidy_snippet(r["snippet"]),
-                    score=float(r["score"]),
-                    ocr=r["ocr"],
-                )
+                from_row(c.SearchHit, r, snippet=query.tidy_snippet(r["snippet"]), score=float(r["score"]))
                 for r in rows
             ]
         )
@@ -104,17 +95,7 @@ class EvidenceService:
             raise NotFound("evidence not found", {"evidence_id": req.evidence_id})
         if not row["intact"] or sha256_text(row["text"]) != row["text_hash"]:
             raise Unavailable("the passage does not match its recorded hash", where, reason="failed")
-        return c.Evidence(
-            evidence_id=row["evidence_id"],
-            asset_id=row["asset_id"],
-            source_id=row["source_id"],
-            version=row["version"],
-            locator=row["locator"],
-            text=row["text"],
-            content_hash=row["content_hash"],
-            kind=row["kind"],
-            ocr=row["ocr"],
-        )
+        return from_row(c.Evidence, row)
 
     async def locate(self, actor: Actor, req: c.LocateRequest) -> c.Evidence:
         """A person's read of the passage a ledger row names (source, version, locator): the same rules as `read`."""

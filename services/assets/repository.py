@@ -6,6 +6,8 @@ from typing import Any
 
 import asyncpg
 
+from shared.paging import Int32, Keyset
+
 _VERSION = (
     "a.id AS asset_id, a.version, a.identity_key, a.root, a.content_hash, a.size, a.kind, a.filename,"
     " a.blob_bucket, a.blob_key, a.status, a.extraction, a.error, a.attempts, a.run_id, a.created_at,"
@@ -19,6 +21,9 @@ _INTACT = (
     "a.identity_key = encode(sha256(convert_to("
     "s.scope || '|' || a.root || '|' || s.source_id || '|' || a.content_hash, 'UTF8')), 'hex')"
 )
+# A source's versions and a version's passages, oldest and first in the document first.
+VERSIONS = Keyset(("a.version",), (Int32,))
+PASSAGES = Keyset(("ord",), (Int32,))
 EVIDENCE_COLUMNS = ["id", "asset_id", "scope", "ord", "locator", "text", "text_hash", "lang", "ocr"]
 
 
@@ -95,13 +100,10 @@ class AssetsRepository:
         return await conn.fetchrow(f"SELECT {_VERSION}{_FROM} WHERE a.id = $1 AND s.scope = $2", asset_id, scope)
 
     async def list_versions(
-        self, conn: asyncpg.Connection, *, source_pk: int, limit: int, after: int
+        self, conn: asyncpg.Connection, *, source_pk: int, limit: int, after: tuple[Any, ...] | None
     ) -> list[asyncpg.Record]:
-        return await conn.fetch(
-            f"SELECT {_VERSION}{_FROM} WHERE a.source_pk = $1 AND a.version > $3 ORDER BY a.version LIMIT $2",
-            source_pk,
-            limit,
-            after,
+        return await VERSIONS.fetch(
+            conn, f"SELECT {_VERSION}{_FROM} WHERE a.source_pk = $1", source_pk, after=after, limit=limit
         )
 
     async def active_version(self, conn: asyncpg.Connection, *, source_pk: int) -> asyncpg.Record | None:
@@ -307,14 +309,14 @@ class AssetsRepository:
         )
 
     async def page_passages(
-        self, conn: asyncpg.Connection, *, asset_id: str, after: int, limit: int
+        self, conn: asyncpg.Connection, *, asset_id: str, after: tuple[Any, ...] | None, limit: int
     ) -> list[asyncpg.Record]:
-        return await conn.fetch(
-            "SELECT id AS evidence_id, ord, locator, text, text_hash, ocr FROM evidence"
-            " WHERE asset_id = $1 AND ord > $2 ORDER BY ord LIMIT $3",
+        return await PASSAGES.fetch(
+            conn,
+            "SELECT id AS evidence_id, ord, locator, text, text_hash, ocr FROM evidence WHERE asset_id = $1",
             asset_id,
-            after,
-            limit,
+            after=after,
+            limit=limit,
         )
 
     async def get_evidence(self, conn: asyncpg.Connection, *, scope: str, evidence_id: str) -> asyncpg.Record | None:

@@ -17,15 +17,14 @@ import asyncpg
 from services.assets.acquisition import StagedFile, parse_roots, resolve_import, roots_of, stage_blob, stage_import
 from services.assets.kinds import sniff
 from services.assets.lifecycle import SETTLED, Lifecycle, evidence_prefix
-from services.assets.repository import AssetsRepository
+from services.assets.repository import VERSIONS, AssetsRepository
 from shared.blobs import Blobs, content_key
 from shared.contracts import assets as c
 from shared.contracts.common import Actor, PageRequest
-from shared.db import Database
+from shared.db import Database, from_row
 from shared.errors import Invalid, NotFound, Unauthenticated, Unavailable, Unsupported
 from shared.grants import GrantClaims, verify_grant
 from shared.outbox import enqueue
-from shared.paging import Int32, cut_page, decode_cursor
 from shared.proof import grant_key
 from shared.settings import AssetsSettings
 
@@ -45,21 +44,8 @@ def run_namespace(run_id: str) -> str:
 
 
 def to_version(row: asyncpg.Record, *, reused: bool = False) -> c.AssetVersion:
-    return c.AssetVersion(
-        asset_id=row["asset_id"],
-        source_id=row["source_id"],
-        version=row["version"],
-        content_hash=row["content_hash"],
-        kind=row["kind"],
-        size=row["size"],
-        status=row["status"],
-        reused=reused,
-        extraction=c.Extraction.model_validate(row["extraction"]) if row["extraction"] else None,
-        error=row["error"],
-        created_at=row["created_at"],
-        filename=row["filename"],
-        run_id=row["run_id"],
-        run_local=row["namespace"] != "",
+    return from_row(
+        c.AssetVersion, row, reused=reused, extraction=row["extraction"] or None, run_local=row["namespace"] != ""
     )
 
 
@@ -285,13 +271,13 @@ class AssetsService:
         self, conn: asyncpg.Connection, actor: Actor, namespace: str, source_id: str, page: PageRequest
     ) -> c.Source:
         """The source with one page of its versions (oldest first)."""
-        (after,) = decode_cursor(page.cursor, Int32) if page.cursor else (0,)
+        after = VERSIONS.after(page.cursor)
         source = await self._repo.find_source(conn, scope=actor.scope, namespace=namespace, source_id=source_id)
         if source is None:
             raise NotFound("source not found", {"source_id": source_id})
         active = await self._repo.active_version(conn, source_pk=source["pk"])
         rows = await self._repo.list_versions(conn, source_pk=source["pk"], limit=page.limit + 1, after=after)
-        versions, next_cursor = cut_page(rows, page.limit, lambda r: (r["version"],))
+        versions, next_cursor = VERSIONS.cut(rows, page.limit)
         return c.Source(
             source_id=source_id,
             active_version=active["version"] if active is not None else None,

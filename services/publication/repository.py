@@ -6,12 +6,16 @@ from typing import Any
 
 import asyncpg
 
+from shared.paging import Int32, Keyset
+
 # What a read answers and checks (the version's state and hash), and no more.
 _READ_COLUMNS = (
     "v.publication_id AS id, v.version, v.title, v.body, v.content_hash, v.sources, v.run_id,"
     " v.status, v.withdrawn_reason, v.created_at"
 )
 _VERSION_COLUMNS = _READ_COLUMNS + ", p.workspace_id, v.claims"
+# A publication's versions, oldest first.
+VERSIONS = Keyset(("version",), (Int32,))
 # One version of one publication in one scope: $1 the id, $2 the version, $3 the scope.
 _ONE_VERSION = (
     " FROM publication_versions v JOIN publications p ON p.id = v.publication_id"
@@ -94,13 +98,15 @@ class PublicationRepository:
             "SELECT id, title, latest_version FROM publications WHERE id = $1 AND scope = $2", id, scope
         )
 
-    async def list_versions(self, conn: asyncpg.Connection, *, id: str, limit: int, after: int) -> list[asyncpg.Record]:
-        return await conn.fetch(
-            "SELECT version, content_hash, status, run_id, created_at FROM publication_versions"
-            " WHERE publication_id = $1 AND version > $3 ORDER BY version LIMIT $2",
+    async def list_versions(
+        self, conn: asyncpg.Connection, *, id: str, limit: int, after: tuple[Any, ...] | None
+    ) -> list[asyncpg.Record]:
+        return await VERSIONS.fetch(
+            conn,
+            "SELECT version, content_hash, status, run_id, created_at FROM publication_versions WHERE publication_id = $1",
             id,
-            limit,
-            after,
+            after=after,
+            limit=limit,
         )
 
     async def get_version(

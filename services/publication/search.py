@@ -12,7 +12,7 @@ from __future__ import annotations
 from services.publication.repository import PublicationRepository
 from shared.contracts import publication as c
 from shared.contracts.common import Actor, Ref
-from shared.db import Database
+from shared.db import Database, from_row
 from shared.errors import Invalid, NotFound
 from shared.grants import GrantClaims
 
@@ -42,12 +42,9 @@ class RunSearch:
                 )
         return c.PublicationSearchReply(
             items=[
-                c.PublicationHit(
-                    id=r["id"],
-                    version=r["version"],
-                    title=r["title"],
-                    created_at=r["created_at"],
-                    run_id=r["run_id"],
+                from_row(
+                    c.PublicationHit,
+                    r,
                     snippet=" ".join(r["snippet"].replace("<b>", "").replace("</b>", "").split())[:SNIPPET_CHARS],
                     score=float(r["score"]),
                 )

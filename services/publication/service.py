@@ -8,16 +8,16 @@ import uuid
 
 import asyncpg
 
-from services.publication.repository import PublicationRepository
+from services.publication.repository import VERSIONS, PublicationRepository
 from services.publication.search import RunSearch
 from shared.coalesce import Coalescer
 from shared.contracts import publication as c
 from shared.contracts.common import Actor, CheckReply, Eligibility, Ref
-from shared.db import Database
+from shared.db import Database, from_row
 from shared.errors import Conflict, Invalid, NotFound, TooLarge, Unauthenticated, Unavailable
 from shared.grants import verify_grant
 from shared.outbox import enqueue
-from shared.paging import Int32, cut_page, decode_cursor, encode_cursor
+from shared.paging import Int32, decode_cursor, encode_cursor
 from shared.proof import grant_key
 from shared.settings import PublicationSettings
 from shared.textdiff import line_diff
@@ -32,17 +32,7 @@ def new_publication_id() -> str:
 
 
 def _version(row: asyncpg.Record) -> c.PublicationVersion:
-    return c.PublicationVersion(
-        id=row["id"],
-        version=row["version"],
-        title=row["title"],
-        body=row["body"],
-        content_hash=row["content_hash"],
-        sources=[Ref.model_validate(s) for s in row["sources"]],
-        run_id=row["run_id"],
-        status=row["status"],
-        created_at=row["created_at"],
-    )
+    return from_row(c.PublicationVersion, row)
 
 
 def _event(v: c.PublicationVersion, workspace_id: str | None, reason: str | None = None) -> c.VersionEvent:
@@ -145,20 +135,15 @@ class PublicationService:
         return _version(row)
 
     async def get(self, actor: Actor, req: c.GetRequest) -> c.Publication:
-        (after,) = decode_cursor(req.cursor, Int32) if req.cursor else (0,)
+        after = VERSIONS.after(req.cursor)
         async with self._db.pool.acquire() as conn:
             pub = await self._repo.get_publication(conn, scope=actor.scope, id=req.id)
             if pub is None:
                 raise NotFound("publication not found", {"id": req.id})
             rows = await self._repo.list_versions(conn, id=req.id, limit=req.limit + 1, after=after)
-        page, next_cursor = cut_page(rows, req.limit, lambda r: (r["version"],))
-        return c.Publication(
-            id=pub["id"],
-            title=pub["title"],
-            latest_version=pub["latest_version"],
-            versions=[c.VersionSummary(**dict(v)) for v in page],
-            next_cursor=next_cursor,
-        )
+        page, next_cursor = VERSIONS.cut(rows, req.limit)
+        versions = [c.VersionSummary.model_validate(dict(v)) for v in page]
+        return from_row(c.Publication, pub, versions=versions, next_cursor=next_cursor)
 
     async def run_search(
         self, actor: Actor, req: c.PublicationSearchRequest, *, grant: str | None
@@ -283,14 +268,12 @@ class PublicationService:
             elif not row["intact"]:
                 reason = "failed"
             items.append(
-                Eligibility(
+                from_row(
+                    Eligibility,
+                    row,
                     ref=Ref(kind="publication", id=row["id"], version=row["version"]),
                     available=reason is None,
                     reason=reason,
-                    title=row["title"],
-                    created_at=row["created_at"],
-                    run_id=row["run_id"],
-                    content_hash=row["content_hash"],
                 )
             )
         for ref in refs:

@@ -8,6 +8,7 @@ the association is recorded nowhere and, for an event, `workspace.association_re
 from __future__ import annotations
 
 import logging
+from dataclasses import asdict, dataclass
 
 import asyncpg
 from pydantic import ValidationError
@@ -19,7 +20,7 @@ from shared.contracts import workspace as c
 from shared.contracts.assets import AssociationRequested
 from shared.contracts.common import Actor, Event, Ref
 from shared.contracts.publication import VersionEvent
-from shared.db import Database
+from shared.db import Database, from_row
 from shared.errors import Conflict, DomainError, Invalid, NotFound, Unavailable, Unreachable
 from shared.outbox import enqueue
 
@@ -38,48 +39,42 @@ def refusal(workspace: asyncpg.Record | None, admission: asyncpg.Record | None) 
     return None
 
 
+@dataclass(frozen=True)
+class Link:
+    """One association to record: a ref another service owns, linked to a workspace (by a run, maybe)."""
+
+    workspace_id: str
+    kind: str
+    ref_id: str
+    version: int | None = None
+    run_id: str | None = None
+    title: str | None = None
+
+
 class Associations:
     def __init__(self, db: Database, owners: Owners, repo: WorkspaceRepository | None = None):
         self._db = db
         self._owners = owners
         self._repo = repo or WorkspaceRepository()
 
-    async def record(
-        self,
-        conn: asyncpg.Connection,
-        *,
-        scope: str,
-        workspace_id: str,
-        kind: str,
-        ref_id: str,
-        version: int | None = None,
-        run_id: str | None = None,
-        title: str | None = None,
-    ) -> str | None:
+    async def record(self, conn: asyncpg.Connection, scope: str, link: Link) -> str | None:
         """Record one association in the caller's transaction; returns the refusal reason, if any."""
         # The exclusive lock orders this against archive and delete, and against the catalog counter.
-        workspace = await self._repo.lock_workspace(conn, scope=scope, id=workspace_id)
+        workspace = await self._repo.lock_workspace(conn, scope=scope, id=link.workspace_id)
         if workspace is not None and workspace["status"] != "deleted":
             existing = await self._repo.get_association(
-                conn, scope=scope, workspace_id=workspace_id, kind=kind, ref_id=ref_id
+                conn, scope=scope, workspace_id=link.workspace_id, kind=link.kind, ref_id=link.ref_id
             )
             if existing is not None:
                 return None  # idempotent: what was confirmed once stays confirmed
         admission = None
-        if workspace is not None and workspace["status"] == "archived" and run_id:
-            admission = await self._repo.find_admission(conn, scope=scope, workspace_id=workspace_id, run_id=run_id)
+        if workspace is not None and workspace["status"] == "archived" and link.run_id:
+            admission = await self._repo.find_admission(
+                conn, scope=scope, workspace_id=link.workspace_id, run_id=link.run_id
+            )
         reason = refusal(workspace, admission)
         if reason is None:
-            await self._repo.insert_association(
-                conn,
-                scope=scope,
-                workspace_id=workspace_id,
-                kind=kind,
-                ref_id=ref_id,
-                version=version,
-                run_id=run_id,
-                title=title,
-            )
+            await self._repo.insert_association(conn, scope=scope, **asdict(link))
         return reason
 
     async def _live_status(self, actor: Actor, workspace_id: str) -> str:
@@ -95,15 +90,8 @@ class Associations:
 
     async def associate(self, actor: Actor, req: c.AssociateRequest) -> c.AssociateReply:
         async with self._db.transaction() as conn:
-            reason = await self.record(
-                conn,
-                scope=actor.scope,
-                workspace_id=req.workspace_id,
-                kind=req.kind,
-                ref_id=req.ref_id,
-                version=req.version,
-                run_id=req.run_id,
-            )
+            link = Link(req.workspace_id, req.kind, req.ref_id, req.version, req.run_id)
+            reason = await self.record(conn, actor.scope, link)
         if reason is not None:
             return c.AssociateReply(association="refused", reason=reason)
         return c.AssociateReply(association="confirmed")
@@ -123,15 +111,8 @@ class Associations:
                 f"source {req.source_id} cannot be used now", {"source_id": req.source_id}, reason=verdict.reason
             )
         async with self._db.transaction() as conn:
-            reason = await self.record(
-                conn,
-                scope=actor.scope,
-                workspace_id=req.workspace_id,
-                kind="source",
-                ref_id=req.source_id,
-                version=verdict.version,
-                title=verdict.title,
-            )
+            link = Link(req.workspace_id, "source", req.source_id, verdict.version, title=verdict.title)
+            reason = await self.record(conn, actor.scope, link)
             if reason == "workspace_archived":
                 raise Conflict("the workspace is archived; it takes no new associations", {"status": "archived"})
             if reason is not None:
@@ -155,14 +136,7 @@ class Associations:
             )
         # The workspace may have been archived or deleted while the artifact service answered.
         async with self._db.transaction() as conn:
-            reason = await self.record(
-                conn,
-                scope=actor.scope,
-                workspace_id=req.workspace_id,
-                kind="artifact",
-                ref_id=req.artifact_id,
-                version=1,
-            )
+            reason = await self.record(conn, actor.scope, Link(req.workspace_id, "artifact", req.artifact_id, 1))
         if reason is not None:
             return c.PinReply(
                 artifact_id=req.artifact_id, retention="retained", association="unconfirmed", reason=reason
@@ -179,64 +153,24 @@ class Associations:
             return
         if published.workspace_id is None:
             return
-        await self._record_from_event(
-            conn,
-            event,
-            workspace_id=published.workspace_id,
-            kind="publication",
-            ref_id=published.id,
-            version=published.version,
-            run_id=published.run_id,
-            title=published.title,
+        link = Link(
+            published.workspace_id, "publication", published.id, published.version, published.run_id, published.title
         )
+        await self._record_from_event(conn, event, link)
 
     async def on_asset_association_requested(self, conn: asyncpg.Connection, event: Event) -> None:
         try:
             # Only the fields this side relies on; the producer may add more.
-            wanted = {k: event.data.get(k) for k in AssociationRequested.model_fields if k in event.data}
-            requested = AssociationRequested.model_validate(wanted)
+            requested = from_row(AssociationRequested, event.data)
         except ValidationError:
             log.error("ignoring a malformed asset.association_requested event %s", event.id)
             return
-        await self._record_from_event(
-            conn,
-            event,
-            workspace_id=requested.workspace_id,
-            kind="source",
-            ref_id=requested.source_id,
-            version=requested.version,
-        )
+        link = Link(requested.workspace_id, "source", requested.source_id, requested.version)
+        await self._record_from_event(conn, event, link)
 
-    async def _record_from_event(
-        self,
-        conn: asyncpg.Connection,
-        event: Event,
-        *,
-        workspace_id: str,
-        kind: str,
-        ref_id: str,
-        version: int | None,
-        run_id: str | None = None,
-        title: str | None = None,
-    ) -> None:
-        reason = await self.record(
-            conn,
-            scope=event.scope,
-            workspace_id=workspace_id,
-            kind=kind,
-            ref_id=ref_id,
-            version=version,
-            run_id=run_id,
-            title=title,
-        )
+    async def _record_from_event(self, conn: asyncpg.Connection, event: Event, link: Link) -> None:
+        reason = await self.record(conn, event.scope, link)
         if reason is None:
             return
-        refused = c.AssociationRefused(
-            workspace_id=workspace_id,
-            kind=kind,  # type: ignore[arg-type]
-            ref_id=ref_id,
-            version=version,
-            run_id=run_id,
-            reason=reason,  # type: ignore[arg-type]
-        )
+        refused = from_row(c.AssociationRefused, asdict(link), reason=reason)
         await enqueue(conn, c.EVT_ASSOCIATION_REFUSED, refused, scope=event.scope)

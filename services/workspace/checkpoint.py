@@ -16,15 +16,14 @@ import asyncpg
 from pydantic import ValidationError
 
 from services.workspace.owners import OWNER_OF_KIND, Owners
-from services.workspace.repository import WorkspaceRepository
+from services.workspace.repository import CHECKPOINTS, WorkspaceRepository
 from services.workspace.service import not_found
 from shared.bus import validation_details
 from shared.contracts import workspace as c
 from shared.contracts.common import Actor, Ref
-from shared.db import Database
+from shared.db import Database, from_row
 from shared.errors import Conflict, Invalid, NotFound, TooLarge
 from shared.outbox import enqueue
-from shared.paging import Int32, cut_page, decode_cursor
 from shared.settings import WorkspaceSettings
 
 
@@ -128,13 +127,13 @@ class Checkpoints:
         return checkpoint
 
     async def revisions(self, actor: Actor, req: c.WorkspacePageRequest) -> c.CheckpointRevisions:
-        (after,) = decode_cursor(req.cursor, Int32) if req.cursor else (0,)
+        after = CHECKPOINTS.after(req.cursor)
         async with self._db.pool.acquire() as conn:
             await self._require_live(conn, actor, req.workspace_id)
             rows = await self._repo.list_checkpoints(
                 conn, scope=actor.scope, workspace_id=req.workspace_id, limit=req.limit + 1, after=after
             )
-        page, next_cursor = cut_page(rows, req.limit, lambda r: (r["revision"],))
+        page, next_cursor = CHECKPOINTS.cut(rows, req.limit)
         return c.CheckpointRevisions(items=await self._present(actor, page), next_cursor=next_cursor)
 
     async def _require_live(self, conn: asyncpg.Connection, actor: Actor, workspace_id: str) -> None:
@@ -157,15 +156,14 @@ class Checkpoints:
                 if not verdicts[ref.key()].available
             ]
             checkpoints.append(
-                c.Checkpoint(
-                    revision=row["revision"],
+                from_row(
+                    c.Checkpoint,
+                    row,
                     status="unavailable" if missing else "valid",
                     summary=None if missing else content.summary,
                     open_questions=content.questions,
                     derived_from=content.derived_from,
                     unavailable_sources=missing,
-                    author=row["author"],
-                    created_at=row["created_at"],
                 )
             )
         return checkpoints

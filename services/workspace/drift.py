@@ -12,22 +12,20 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from datetime import datetime
 
 import asyncpg
 from pydantic import ValidationError
 
 from services.workspace.checkpoint import BadProposal, Checkpoints, Content
-from services.workspace.drift_repository import DriftRepository
+from services.workspace.drift_repository import DRIFTS, DriftRepository
 from services.workspace.repository import WorkspaceRepository
 from services.workspace.service import not_found
 from shared.contracts import workspace as c
 from shared.contracts.assets import SourceRetired, VersionActivated
 from shared.contracts.common import Actor, Event, Ref
 from shared.contracts.publication import VersionEvent
-from shared.db import Database
+from shared.db import Database, from_row
 from shared.outbox import enqueue
-from shared.paging import Int64, cut_page, decode_cursor
 
 log = logging.getLogger("dossier.workspace.drift")
 
@@ -100,9 +98,9 @@ class DriftWatch:
         async with self._db.pool.acquire() as conn:
             if await self._repo.find_workspace(conn, scope=actor.scope, id=req.workspace_id) is None:
                 raise not_found(req.workspace_id)
-            (after,) = decode_cursor(req.cursor, Int64) if req.cursor else (0,)
+            after = DRIFTS.after(req.cursor)
             rows = await self._drifts.list_drifts(conn, workspace_id=req.workspace_id, after=after, limit=req.limit + 1)
-        page, next_cursor = cut_page(rows, req.limit, lambda r: (r["seq"],))
+        page, next_cursor = DRIFTS.cut(rows, req.limit)
         return c.DriftList(items=[self._drift(r) for r in page], next_cursor=next_cursor)
 
     # -- rules ---------------------------------------------------------------------------------------
@@ -197,11 +195,4 @@ class DriftWatch:
 
     @staticmethod
     def _drift(row: asyncpg.Record) -> c.Drift:
-        detected_at: datetime = row["detected_at"]
-        return c.Drift(
-            ref=Ref(kind=row["ref_kind"], id=row["ref_id"], version=row["ref_version"]),
-            cited_by=[Ref.model_validate(r) for r in row["cited_by"]],
-            new_version=row["new_version"],
-            reason=row["reason"],
-            detected_at=detected_at,
-        )
+        return from_row(c.Drift, row, ref=Ref(kind=row["ref_kind"], id=row["ref_id"], version=row["ref_version"]))

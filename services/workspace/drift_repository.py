@@ -9,6 +9,11 @@ from typing import Any
 
 import asyncpg
 
+from shared.paging import Int64, Keyset
+
+# Oldest first, as they were detected.
+DRIFTS = Keyset(("seq",), (Int64,))
+
 
 class DriftRepository:
     async def insert_citations(
@@ -75,11 +80,8 @@ class DriftRepository:
         )
 
     async def list_drifts(
-        self, conn: asyncpg.Connection, *, workspace_id: str, after: int, limit: int
+        self, conn: asyncpg.Connection, *, workspace_id: str, after: tuple[Any, ...] | None, limit: int
     ) -> list[asyncpg.Record]:
-        return await conn.fetch(
-            "SELECT * FROM drifts WHERE workspace_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
-            workspace_id,
-            after,
-            limit,
+        return await DRIFTS.fetch(
+            conn, "SELECT * FROM drifts WHERE workspace_id = $1", workspace_id, after=after, limit=limit
         )

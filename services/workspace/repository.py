@@ -5,11 +5,13 @@ Every statement filters by scope: a workspace of another scope is as absent as a
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import asyncpg
 
 from shared.contracts.workspace import CATALOG_KINDS
+from shared.paging import Int32, Keyset
 
 _WORKSPACE_COLUMNS = (
     "w.id, w.title, w.status, w.goal_version, w.checkpoint_revision, w.catalog_count, w.created_at,"
@@ -17,6 +19,11 @@ _WORKSPACE_COLUMNS = (
 )
 _WITH_GOAL = "FROM workspaces w JOIN goal_versions g ON g.workspace_id = w.id AND g.version = w.goal_version"
 _CHECKPOINT_COLUMNS = "c.revision, c.summary, c.questions, c.derived_from, c.author, c.created_at"
+
+# The lists of this repository, newest workspace first, goals and checkpoint revisions oldest first.
+WORKSPACES = Keyset(("w.created_at", "w.id"), (datetime, str), descending=True)
+GOALS = Keyset(("g.version",), (Int32,))
+CHECKPOINTS = Keyset(("c.revision",), (Int32,))
 
 
 class WorkspaceRepository:
@@ -65,16 +72,12 @@ class WorkspaceRepository:
     async def list_workspaces(
         self, conn: asyncpg.Connection, *, scope: str, limit: int, after: tuple[Any, ...] | None
     ) -> list[asyncpg.Record]:
-        """Newest first; `after` is the (created_at, id) of the last row of the previous page."""
-        created_at, id = after if after is not None else (None, None)
-        return await conn.fetch(
-            f"SELECT {_WORKSPACE_COLUMNS} {_WITH_GOAL} WHERE w.scope = $1 AND w.status <> 'deleted'"
-            " AND ($3::timestamptz IS NULL OR (w.created_at, w.id) < ($3, $4::text))"
-            " ORDER BY w.created_at DESC, w.id DESC LIMIT $2",
+        return await WORKSPACES.fetch(
+            conn,
+            f"SELECT {_WORKSPACE_COLUMNS} {_WITH_GOAL} WHERE w.scope = $1 AND w.status <> 'deleted'",
             scope,
-            limit,
-            created_at,
-            id,
+            after=after,
+            limit=limit,
         )
 
     async def set_goal_version(self, conn: asyncpg.Connection, *, scope: str, id: str, version: int) -> None:
@@ -86,16 +89,17 @@ class WorkspaceRepository:
         )
 
     async def list_goal_versions(
-        self, conn: asyncpg.Connection, *, scope: str, id: str, limit: int, after: int
+        self, conn: asyncpg.Connection, *, scope: str, id: str, limit: int, after: tuple[Any, ...] | None
     ) -> list[asyncpg.Record]:
-        return await conn.fetch(
+        return await GOALS.fetch(
+            conn,
             "SELECT g.version, g.text, g.created_at FROM goal_versions g"
             " JOIN workspaces w ON w.id = g.workspace_id AND w.scope = $2 AND w.status <> 'deleted'"
-            " WHERE g.workspace_id = $1 AND g.version > $4 ORDER BY g.version LIMIT $3",
+            " WHERE g.workspace_id = $1",
             id,
             scope,
-            limit,
-            after,
+            after=after,
+            limit=limit,
         )
 
     async def set_status(self, conn: asyncpg.Connection, *, scope: str, id: str, status: str) -> None:
@@ -308,16 +312,17 @@ class WorkspaceRepository:
         )
 
     async def list_checkpoints(
-        self, conn: asyncpg.Connection, *, scope: str, workspace_id: str, limit: int, after: int
+        self, conn: asyncpg.Connection, *, scope: str, workspace_id: str, limit: int, after: tuple[Any, ...] | None
     ) -> list[asyncpg.Record]:
-        return await conn.fetch(
+        return await CHECKPOINTS.fetch(
+            conn,
             f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoint_revisions c"
             " JOIN workspaces w ON w.id = c.workspace_id AND w.scope = $2 AND w.status <> 'deleted'"
-            " WHERE c.workspace_id = $1 AND c.revision > $4 ORDER BY c.revision LIMIT $3",
+            " WHERE c.workspace_id = $1",
             workspace_id,
             scope,
-            limit,
-            after,
+            after=after,
+            limit=limit,
         )
 
     async def insert_checkpoint(

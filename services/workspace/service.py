@@ -7,18 +7,17 @@ exactly like a workspace that never existed or belongs to another scope.
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
 
 import asyncpg
 
 from services.workspace.catalog import CATALOG_KINDS, CatalogReader, candidate_window, question_words
-from services.workspace.repository import WorkspaceRepository
+from services.workspace.repository import GOALS, WORKSPACES, WorkspaceRepository
 from shared.contracts import workspace as c
 from shared.contracts.common import Actor, EventType
-from shared.db import Database
+from shared.db import Database, from_row
 from shared.errors import Conflict, Invalid, NotFound, TooLarge
 from shared.outbox import enqueue
-from shared.paging import Int32, Int64, cut_page, decode_cursor
+from shared.paging import Int64, cut_page, decode_cursor
 from shared.settings import WorkspaceSettings
 
 
@@ -32,14 +31,8 @@ def not_found(workspace_id: str) -> NotFound:
 
 
 def workspace_view(row: asyncpg.Record) -> c.Workspace:
-    return c.Workspace(
-        id=row["id"],
-        title=row["title"],
-        status=row["status"],
-        goal=c.Goal(version=row["goal_version"], text=row["goal_text"], created_at=row["goal_created_at"]),
-        created_at=row["created_at"],
-        updated_at=row["updated_at"],
-    )
+    goal = c.Goal(version=row["goal_version"], text=row["goal_text"], created_at=row["goal_created_at"])
+    return from_row(c.Workspace, row, goal=goal)
 
 
 class WorkspaceService:
@@ -99,10 +92,10 @@ class WorkspaceService:
         return workspace
 
     async def list_workspaces(self, actor: Actor, req: c.ListRequest) -> c.WorkspaceList:
-        after = decode_cursor(req.cursor, datetime, str) if req.cursor else None
+        after = WORKSPACES.after(req.cursor)
         async with self._db.pool.acquire() as conn:
             rows = await self._repo.list_workspaces(conn, scope=actor.scope, limit=req.limit + 1, after=after)
-        page, next_cursor = cut_page(rows, req.limit, lambda r: (r["created_at"], r["id"]))
+        page, next_cursor = WORKSPACES.cut(rows, req.limit)
         return c.WorkspaceList(items=[workspace_view(r) for r in page], next_cursor=next_cursor)
 
     async def get(self, actor: Actor, workspace_id: str) -> c.Workspace:
@@ -128,14 +121,14 @@ class WorkspaceService:
         return workspace
 
     async def goal_versions(self, actor: Actor, req: c.WorkspacePageRequest) -> c.GoalVersions:
-        (after,) = decode_cursor(req.cursor, Int32) if req.cursor else (0,)
+        after = GOALS.after(req.cursor)
         async with self._db.pool.acquire() as conn:
             await self._live(conn, actor, req.workspace_id)
             rows = await self._repo.list_goal_versions(
                 conn, scope=actor.scope, id=req.workspace_id, limit=req.limit + 1, after=after
             )
-        page, next_cursor = cut_page(rows, req.limit, lambda r: (r["version"],))
-        return c.GoalVersions(items=[c.Goal(**dict(r)) for r in page], next_cursor=next_cursor)
+        page, next_cursor = GOALS.cut(rows, req.limit)
+        return c.GoalVersions(items=[c.Goal.model_validate(dict(r)) for r in page], next_cursor=next_cursor)
 
     # -- lifecycle ----------------------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from tests.support.api import error_of, scoped_client
 from tests.support.stack import RunningStack
 
 REPORT = b"<!doctype html><html><head><title>A</title></head><body><script>alert(1)</script>A</body></html>"
@@ -16,8 +17,7 @@ REPORT = b"<!doctype html><html><head><title>A</title></head><body><script>alert
 
 @pytest.fixture
 def api(stack: RunningStack) -> Iterator[httpx.Client]:
-    token = stack.token(f"s{uuid.uuid4().hex[:8]}")
-    with httpx.Client(base_url=stack.url, headers={"Authorization": f"Bearer {token}"}, timeout=30) as client:
+    with scoped_client(stack) as client:
         yield client
 
 
@@ -26,12 +26,6 @@ def upload(
 ) -> httpx.Response:
     fields = {"title": title} if title is not None else {}
     return api.post("/v1/artifacts", files={"file": ("report.html", data, ctype)}, data=fields)
-
-
-def error_of(r: httpx.Response) -> dict:
-    body = r.json()
-    assert set(body) == {"error"}
-    return body["error"]
 
 
 def test_upload_get_and_sandboxed_content(api: httpx.Client) -> None:

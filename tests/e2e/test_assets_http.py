@@ -11,29 +11,18 @@ import httpx
 import pytest
 
 from tests.support import documents
-from tests.support.api import Api
+from tests.support.api import Api, error_of, scoped_client
 from tests.support.stack import ROOT_SCOPE, RunningStack
-
-
-def client(stack: RunningStack, scope: str | None = None) -> httpx.Client:
-    token = stack.token(scope or f"s{uuid.uuid4().hex[:8]}")
-    return httpx.Client(base_url=stack.url, headers={"Authorization": f"Bearer {token}"}, timeout=120)
 
 
 @pytest.fixture
 def api(stack: RunningStack) -> httpx.Client:
-    with client(stack) as c:
+    with scoped_client(stack, timeout=120) as c:
         yield c
 
 
 def upload(api: httpx.Client, source_id: str, data: bytes, name: str = "file.pdf", **fields: str) -> httpx.Response:
     return api.post("/v1/assets", data={"source_id": source_id, **fields}, files={"file": (name, data)})
-
-
-def error_of(r: httpx.Response) -> dict:
-    body = r.json()
-    assert set(body) == {"error"} and set(body["error"]) == {"code", "message", "details"}
-    return body["error"]
 
 
 def test_health_includes_assets(stack: RunningStack) -> None:
@@ -88,14 +77,14 @@ def test_whole_lifecycle(api: httpx.Client) -> None:
 
 def test_scope_isolation(stack: RunningStack) -> None:
     data = documents.pdf(["The same bytes in two scopes."])
-    with client(stack) as alice, client(stack) as bob:
+    with scoped_client(stack, timeout=120) as alice, scoped_client(stack, timeout=120) as bob:
         a, b = upload(alice, "shared", data).json(), upload(bob, "shared", data).json()
         assert a["asset_id"] != b["asset_id"] and b["reused"] is False
         hit = alice.get("/v1/evidence/search", params={"q": "bytes"}).json()["items"][0]
         for path in [f"/v1/assets/{a['asset_id']}", f"/v1/evidence/{hit['evidence_id']}"]:
             r = bob.get(path)
             assert r.status_code == 404 and error_of(r)["code"] == "not_found"
-        with client(stack) as carol:
+        with scoped_client(stack, timeout=120) as carol:
             assert carol.get("/v1/sources/shared").status_code == 404
             assert carol.post("/v1/sources/shared/retire").status_code == 404
 

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.api import Api, probe
+from tests.support.api import Api, error_of, probe
 from tests.support.logs import lines_with
 from tests.support.stack import RunningStack
 
@@ -39,12 +39,6 @@ def ids(api: Api) -> dict[str, Any]:
     ws = api.workspace()
     pub = api.publish("Report A", "Fund X holds 30% in cash.", workspace_id=ws["id"])
     return {"ws": ws["id"], "pub": pub["id"]}
-
-
-def error_of(r: httpx.Response) -> dict[str, Any]:
-    body = r.json()
-    assert set(body) == {"error"} and set(body["error"]) == {"code", "message", "details"}, body
-    return dict(body["error"])
 
 
 def send_json(http: httpx.Client, method: str, path: str, body: Any, bad: str) -> httpx.Response:

@@ -4,17 +4,15 @@ asking the model anything twice (counted at the fake OpenAI-compatible server)."
 from __future__ import annotations
 
 import json
-import os
-import signal
-import uuid
 from collections.abc import Iterator
 
 import httpx
 import pytest
 
 from tests.support.api import Api, probe
+from tests.support.fake_openai import PACED, killed_amid_a_batch, seeded_workspace
 from tests.support.fake_openai import running as fake_openai_server
-from tests.support.stack import RunningStack, start_stack, stop_stack
+from tests.support.stack import RunningStack, stack_running
 
 # It runs on a stack of its own, whose processes it kills: the local stack only (make test-containers deselects it).
 pytestmark = pytest.mark.local_stack
@@ -30,18 +28,9 @@ def walking_model() -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def paced_stack(tmp_path_factory: pytest.TempPathFactory, walking_model: str) -> Iterator[RunningStack]:
-    env = {
-        "DOSSIER_RUN_LEASE_SECONDS": "3",
-        # Paces each step between the model's answer and its tool, so the kill lands there.
-        "DOSSIER_RUN_STEP_DELAY_SECONDS": "1.5",
-        "DOSSIER_OPENAI_BASE_URL": f"{walking_model}/v1",
-        "DOSSIER_OPENAI_MODEL": "fake-walk",
-    }
-    running = start_stack(tmp_path_factory.mktemp("journal-home"), extra_env=env)
-    try:
+    env = {**PACED, "DOSSIER_OPENAI_BASE_URL": f"{walking_model}/v1", "DOSSIER_OPENAI_MODEL": "fake-walk"}
+    with stack_running(tmp_path_factory.mktemp("journal-home"), extra_env=env) as running:
         yield running
-    finally:
-        stop_stack(running.proc)
 
 
 def model_inputs(url: str) -> list[str]:
@@ -53,21 +42,17 @@ def test_a_sigkilled_openai_run_resumes_without_repeating_a_model_call(
     paced_stack: RunningStack, walking_model: str
 ) -> None:
     api = Api(paced_stack)
-    ws = api.workspace()
-    api.publish("Fund X liquidity report", "Fund X liquidity is adequate.", ws["id"])
-    api.wait_catalog(ws["id"], 1)
+    ws = seeded_workspace(api)
 
-    clean = api.wait_run(api.start_run(ws["id"], "What holds?", model="openai")["id"], timeout=120)
+    clean = api.wait_run(api.start_run(ws, "What holds?", model="openai")["id"], timeout=120)
     assert clean["status"] == "completed", clean["error"]
     assert len(model_inputs(walking_model)) == STEPS == clean["stats"]["model_requests"]
     assert "replayed" not in {r["stage"] for r in api.ledger(clean["id"])}
 
-    run = api.start_run(ws["id"], "What holds now?", model="openai")
+    run = api.start_run(ws, "What holds now?", model="openai")
     # Three answers journaled and counted; the worker now waits between the third answer and its tool.
     probe(lambda: api.run(run["id"])["stats"]["model_requests"] >= 3, timeout=60, interval=0.02)
-    victim = paced_stack.pid("runhost")
-    os.kill(victim, signal.SIGKILL)
-    probe(lambda: paced_stack.pid("runhost") != victim, timeout=10)
+    paced_stack.kill("runhost")
     run = api.wait_run(run["id"], timeout=120)
     assert run["status"] == "completed", run["error"]
 
@@ -86,29 +71,6 @@ def test_a_run_killed_amid_the_calls_of_one_answer_runs_the_rest_without_asking_
     paced_stack: RunningStack, walking_model: str
 ) -> None:
     api = Api(paced_stack)
-    ws = api.workspace()
-    api.publish("Fund X liquidity report", "Fund X liquidity is adequate.", ws["id"])
-    api.wait_catalog(ws["id"], 1)
-    question = f"scenario:batch {uuid.uuid4().hex[:8]}"
-    run = api.start_run(ws["id"], question, model="openai")
-    # The answer's second call has run (its note exists): the third waits out its step delay.
-    probe(lambda: "notes/first.md" in api.files(run["id"]), timeout=60, interval=0.02)
-    victim = paced_stack.pid("runhost")
-    os.kill(victim, signal.SIGKILL)
-    probe(lambda: paced_stack.pid("runhost") != victim, timeout=10)
-    run = api.wait_run(run["id"], timeout=120)
-    assert run["status"] == "completed", run["error"]
-
-    sent = [r for r in httpx.get(f"{walking_model}/requests").json() if r["task"] and question in r["task"]]
-    assert len(sent) == 2 == run["stats"]["model_requests"], "the rest of the answer ran without a new request"
-    assert [m["tool_call_id"] for m in sent[1]["body"]["messages"] if m["role"] == "tool"] == [
-        "batch-0",
-        "batch-1",
-        "batch-2",
-    ]
-    assert run["stats"]["steps"] == 4
-    ledger = api.ledger(run["id"])
-    replayed = [r for r in ledger if r["stage"] == "replayed"]
-    assert len(replayed) == 1 and replayed[0]["model_request"] == f"{run['id']}:r1"
+    run, ledger = killed_amid_a_batch(api, paced_stack, walking_model)
     assert [r["stage"] for r in ledger if r["stage"] != "replayed"] == ["listed"]
     assert {"notes/first.md", "notes/second.md", "catalog.md"} <= set(api.files(run["id"]))

@@ -12,23 +12,22 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from tests.support.api import Api, probe
-from tests.support.documents import pdf
-from tests.support.fake_openai import NARRATION, SCENARIO_ANSWER
-from tests.support.fake_openai import running as fake_openai_server
-from tests.support.stack import RunningStack, start_stack, stop_stack
+from tests.support.fake_openai import (
+    NARRATION,
+    SCENARIO_ANSWER,
+    read_and_cited_the_sources,
+    requests_of,
+    scenario_run,
+    seeded_workspace,
+    sourced_workspace,
+)
+from tests.support.stack import RunningStack, stack_running
 
 # It runs on a stack of its own, and its logs: the local stack only (make test-containers deselects it).
 pytestmark = pytest.mark.local_stack
-
-
-@pytest.fixture(scope="module")
-def model_server() -> Iterator[str]:
-    with fake_openai_server() as url:
-        yield url
 
 
 @pytest.fixture(scope="module")
@@ -43,34 +42,13 @@ def model_stack(tmp_path_factory: pytest.TempPathFactory, model_server: str) -> 
         "DOSSIER_OPENAI_MODEL": "fake-scenarios",
         "DOSSIER_OPENAI_BACKOFF_SECONDS": "0.2",
     }
-    running = start_stack(tmp_path_factory.mktemp("replies-home"), extra_env=env)
-    try:
+    with stack_running(tmp_path_factory.mktemp("replies-home"), extra_env=env) as running:
         yield running
-    finally:
-        stop_stack(running.proc)
-
-
-def requests_of(url: str, question: str) -> list[dict[str, Any]]:
-    """Every request the model server got for the run asking `question`, in order."""
-    return [r for r in httpx.get(f"{url}/requests").json() if r["task"] and question in r["task"]]
 
 
 def runhost_log(stack: RunningStack) -> str:
     assert stack.home is not None
     return (Path(stack.home) / "logs" / "runhost.log").read_text(errors="replace")
-
-
-def scenario_run(api: Api, workspace_id: str, name: str, timeout: float = 120) -> tuple[dict[str, Any], str]:
-    question = f"scenario:{name} {uuid.uuid4().hex[:8]}"
-    run = api.wait_run(api.start_run(workspace_id, question, model="openai")["id"], timeout=timeout)
-    return run, question
-
-
-def seeded_workspace(api: Api) -> str:
-    ws = api.workspace()
-    api.publish("Fund X liquidity report", "Fund X liquidity is adequate.", ws["id"])
-    api.wait_catalog(ws["id"], 1)
-    return str(ws["id"])
 
 
 def test_narration_first_is_answered_back_and_never_published(model_stack: RunningStack, model_server: str) -> None:
@@ -191,29 +169,19 @@ def test_a_new_run_reads_and_cites_the_sources_after_40_earlier_runs(
     model_stack: RunningStack, model_server: str
 ) -> None:
     api = Api(model_stack)
-    ws = api.workspace()
-    for n in range(3):
-        text = f"Source {n} on Fund X: liquidity covers {30 + n} days of redemptions."
-        api.upload(pdf([text]), f"fundx-{n}", f"fundx-{n}.pdf", ws["id"])
-    api.wait_catalog(ws["id"], 3, timeout=60)
+    ws = sourced_workspace(api)
     question = "How good is the liquidity of Fund X?"
-    earlier = [api.start_run(ws["id"], question, model="scripted:quick")["id"] for _ in range(40)]
+    earlier = [api.start_run(ws, question, model="scripted:quick")["id"] for _ in range(40)]
     for run_id in earlier:
         assert api.wait_run(run_id, timeout=180)["status"] == "completed"
     # Each earlier run added its publication and its report artifact: 80 run outputs beside 3 sources.
-    api.wait_catalog(ws["id"], 83, timeout=60)
+    api.wait_catalog(ws, 83, timeout=60)
 
-    run, asked = scenario_run(api, ws["id"], "catalog")
-    assert run["status"] == "completed", run["error"]
+    run, asked = scenario_run(api, ws, "catalog")
+    read_and_cited_the_sources(api, run)
     catalog = run["catalog"]
     assert catalog["omitted"] == 83 - len(catalog["items"]) > 0
     assert [i["id"] for i in catalog["items"] if i["kind"] == "source"] == ["fundx-2", "fundx-1", "fundx-0"]
-    sources = {"fundx-0", "fundx-1", "fundx-2"}
-    read = [r for r in api.ledger(run["id"]) if r["stage"] == "read"]
-    assert {r["ref"]["id"] for r in read} == sources and len(read) == 3
-    published = api.read(run["publication"])
-    assert {s["id"] for s in published["sources"]} == sources
-    assert all(f"{s}@v1" in published["body"] for s in sources)
     assert "catalog.md" in api.files(run["id"])
     sent = requests_of(model_server, asked)
     assert len(sent) == 5 == run["stats"]["model_requests"], "list, read catalog.md, search, read, finish"

@@ -6,26 +6,23 @@ a SIGKILL), and a cancel closes a stream that never ends."""
 
 from __future__ import annotations
 
-import os
-import signal
 import uuid
 from collections.abc import Iterator
-from typing import Any
 
-import httpx
 import pytest
 
 from tests.support.api import Api, probe
-from tests.support.documents import pdf
-from tests.support.fake_openai import SCENARIO_ANSWER
-from tests.support.fake_openai import running as fake_openai_server
-from tests.support.stack import RunningStack, start_stack, stop_stack
-
-
-@pytest.fixture(scope="module")
-def model_server() -> Iterator[str]:
-    with fake_openai_server() as url:
-        yield url
+from tests.support.fake_openai import (
+    PACED,
+    SCENARIO_ANSWER,
+    killed_amid_a_batch,
+    read_and_cited_the_sources,
+    requests_of,
+    scenario_run,
+    seeded_workspace,
+    sourced_workspace,
+)
+from tests.support.stack import RunningStack, stack_running
 
 
 @pytest.fixture(scope="module")
@@ -36,45 +33,16 @@ def stream_stack(tmp_path_factory: pytest.TempPathFactory, model_server: str) ->
         "DOSSIER_OPENAI_MODEL": "fake-stream",
         "DOSSIER_OPENAI_STREAM": "true",
         "DOSSIER_OPENAI_BACKOFF_SECONDS": "0.2",
-        "DOSSIER_RUN_LEASE_SECONDS": "3",
-        # Paces each step between the model's answer and its tool, so a kill can land there.
-        "DOSSIER_RUN_STEP_DELAY_SECONDS": "1.5",
+        **PACED,
     }
-    running = start_stack(tmp_path_factory.mktemp("stream-home"), extra_env=env)
-    try:
+    with stack_running(tmp_path_factory.mktemp("stream-home"), extra_env=env) as running:
         yield running
-    finally:
-        stop_stack(running.proc)
-
-
-def requests_of(url: str, question: str) -> list[dict[str, Any]]:
-    return [r for r in httpx.get(f"{url}/requests").json() if r["task"] and question in r["task"]]
-
-
-def seeded_workspace(api: Api) -> str:
-    ws = api.workspace()
-    api.publish("Fund X liquidity report", "Fund X liquidity is adequate.", ws["id"])
-    api.wait_catalog(ws["id"], 1)
-    return str(ws["id"])
 
 
 def test_a_streamed_run_reads_and_cites_the_sources(stream_stack: RunningStack, model_server: str) -> None:
     api = Api(stream_stack)
-    ws = api.workspace()
-    for n in range(3):
-        text = f"Source {n} on Fund X: liquidity covers {30 + n} days of redemptions."
-        api.upload(pdf([text]), f"fundx-{n}", f"fundx-{n}.pdf", ws["id"])
-    api.wait_catalog(ws["id"], 3, timeout=60)
-    question = f"scenario:catalog {uuid.uuid4().hex[:8]}"
-    run = api.wait_run(api.start_run(ws["id"], question, model="openai")["id"], timeout=180)
-    assert run["status"] == "completed", run["error"]
-
-    sources = {"fundx-0", "fundx-1", "fundx-2"}
-    read = [r for r in api.ledger(run["id"]) if r["stage"] == "read"]
-    assert {r["ref"]["id"] for r in read} == sources and len(read) == 3
-    published = api.read(run["publication"])
-    assert {s["id"] for s in published["sources"]} == sources
-    assert all(f"{s}@v1" in published["body"] for s in sources)
+    run, question = scenario_run(api, sourced_workspace(api), "catalog", timeout=180)
+    read_and_cited_the_sources(api, run)
     sent = requests_of(model_server, question)
     assert len(sent) == 5 == run["stats"]["model_requests"], "list, read catalog.md, search, read, finish"
     assert all(r["stream"] and r["body"]["stream_options"] == {"include_usage": True} for r in sent)
@@ -87,9 +55,7 @@ def test_a_streamed_run_reads_and_cites_the_sources(stream_stack: RunningStack, 
 
 def test_a_streamed_cut_tool_call_is_answered_back(stream_stack: RunningStack, model_server: str) -> None:
     api = Api(stream_stack)
-    ws = seeded_workspace(api)
-    question = f"scenario:length_call {uuid.uuid4().hex[:8]}"
-    run = api.wait_run(api.start_run(ws, question, model="openai")["id"], timeout=120)
+    run, question = scenario_run(api, seeded_workspace(api), "length_call")
     assert run["status"] == "completed", run["error"]
     assert SCENARIO_ANSWER in api.read(run["publication"])["body"]
     sent = requests_of(model_server, question)
@@ -106,9 +72,8 @@ def test_a_streamed_cut_tool_call_is_answered_back(stream_stack: RunningStack, m
 
 def test_a_cancel_stops_a_stream_midway(stream_stack: RunningStack, model_server: str) -> None:
     api = Api(stream_stack)
-    ws = seeded_workspace(api)
     question = f"scenario:trickle {uuid.uuid4().hex[:8]}"
-    run = api.start_run(ws, question, model="openai")
+    run = api.start_run(seeded_workspace(api), question, model="openai")
     # The stream is under way: its chunks keep coming, and would until the two-minute deadline.
     probe(lambda: (requests_of(model_server, question) or [{}])[0].get("chunks", 0) >= 3, timeout=60)
     api.ok("POST", f"/v1/runs/{run['id']}/cancel")
@@ -123,25 +88,5 @@ def test_a_cancel_stops_a_stream_midway(stream_stack: RunningStack, model_server
 def test_a_streamed_run_killed_amid_its_calls_resumes_without_asking_again(
     stream_stack: RunningStack, model_server: str
 ) -> None:
-    api = Api(stream_stack)
-    ws = seeded_workspace(api)
-    question = f"scenario:batch {uuid.uuid4().hex[:8]}"
-    run = api.start_run(ws, question, model="openai")
-    # The streamed answer's second call has run (its note exists): the third waits out its step delay.
-    probe(lambda: "notes/first.md" in api.files(run["id"]), timeout=60, interval=0.02)
-    victim = stream_stack.pid("runhost")
-    os.kill(victim, signal.SIGKILL)
-    probe(lambda: stream_stack.pid("runhost") != victim, timeout=10)
-    run = api.wait_run(run["id"], timeout=120)
-    assert run["status"] == "completed", run["error"]
-
-    sent = requests_of(model_server, question)
-    assert len(sent) == 2 == run["stats"]["model_requests"], "the rest of the answer ran without a new request"
-    assert [m["tool_call_id"] for m in sent[1]["body"]["messages"] if m["role"] == "tool"] == [
-        "batch-0",
-        "batch-1",
-        "batch-2",
-    ]
-    assert run["stats"]["steps"] == 4 and run["stats"]["tokens_in"] == 200
-    replayed = [r for r in api.ledger(run["id"]) if r["stage"] == "replayed"]
-    assert len(replayed) == 1 and replayed[0]["model_request"] == f"{run['id']}:r1"
+    run, _ = killed_amid_a_batch(Api(stream_stack), stream_stack, model_server)
+    assert run["stats"]["tokens_in"] == 200

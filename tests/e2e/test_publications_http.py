@@ -8,20 +8,14 @@ import uuid
 import httpx
 import pytest
 
+from tests.support.api import error_of, scoped_client
 from tests.support.stack import RunningStack
 
 
 @pytest.fixture
 def api(stack: RunningStack) -> httpx.Client:
-    token = stack.token(f"s{uuid.uuid4().hex[:8]}")
-    with httpx.Client(base_url=stack.url, headers={"Authorization": f"Bearer {token}"}, timeout=10) as client:
+    with scoped_client(stack, timeout=10) as client:
         yield client
-
-
-def error_of(r: httpx.Response) -> dict:
-    body = r.json()
-    assert set(body) == {"error"} and set(body["error"]) == {"code", "message", "details"}
-    return body["error"]
 
 
 def test_health_lists_services(stack: RunningStack) -> None:

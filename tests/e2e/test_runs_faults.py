@@ -21,8 +21,7 @@ import pytest
 
 from tests.support.api import Api, probe
 from tests.support.compose import compose_stack_url
-from tests.support.fake_openai import running as fake_openai_server
-from tests.support.stack import ROOT, RunningStack, alive, start_stack, stop_stack
+from tests.support.stack import ROOT, RunningStack, alive, stack_running
 
 SCRIPTS = {
     # Writes the recited plan into draft.md at every step: shows what each step saw.
@@ -49,15 +48,16 @@ SCRIPTS = {
 }
 
 
-@pytest.fixture(scope="module")
-def fake_openai(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with fake_openai_server() as url:
-        yield url
+def published_once(api: Api, workspace_id: str, run: dict[str, Any]) -> None:
+    """The finished run's publication has one version, and its workspace's catalog lists one of the run's."""
+    assert api.ok("GET", f"/v1/publications/{run['publication']['id']}")["latest_version"] == 1
+    catalog = api.ok("GET", f"/v1/workspaces/{workspace_id}/catalog?limit=200")
+    assert len([i for i in catalog["items"] if i["kind"] == "publication" and i["run_id"] == run["id"]]) == 1
 
 
 @pytest.fixture(scope="module")
 def slow_stack(
-    tmp_path_factory: pytest.TempPathFactory, dossier_homes: Callable[[str], Path], fake_openai: str
+    tmp_path_factory: pytest.TempPathFactory, dossier_homes: Callable[[str], Path], model_server: str
 ) -> Iterator[RunningStack]:
     scripts = tmp_path_factory.mktemp("scripts")
     for name, steps in SCRIPTS.items():
@@ -68,16 +68,13 @@ def slow_stack(
         "DOSSIER_EXTERNAL_ABANDON_SECONDS": "2",
         "DOSSIER_RUN_STEP_DELAY_SECONDS": "0.1",
         "DOSSIER_SCRIPTS_DIR": str(scripts),
-        "DOSSIER_OPENAI_BASE_URL": f"{fake_openai}/v1",
+        "DOSSIER_OPENAI_BASE_URL": f"{model_server}/v1",
         "DOSSIER_OPENAI_MODEL": "fake-model",
         "DOSSIER_OPENAI_API_KEY": "sk-test",
         "DOSSIER_OPENAI_BACKOFF_SECONDS": "0.1",
     }
-    running = start_stack(dossier_homes("slow-home"), extra_env=env)
-    try:
+    with stack_running(dossier_homes("slow-home"), extra_env=env) as running:
         yield running
-    finally:
-        stop_stack(running.proc)
 
 
 @pytest.fixture(scope="module")
@@ -109,10 +106,7 @@ def test_crash_resume_reads_each_of_30_sources_once(crash_stack: RunningStack) -
     assert len(reads) == 30 and len(set(reads)) == 30
     answer = api.read(run["publication"])
     assert len(answer["sources"]) == 30
-    summary = api.ok("GET", f"/v1/publications/{run['publication']['id']}")
-    assert summary["latest_version"] == 1
-    catalog = api.ok("GET", f"/v1/workspaces/{ws['id']}/catalog?limit=200")
-    assert len([i for i in catalog["items"] if i["kind"] == "publication" and i["run_id"] == run["id"]]) == 1
+    published_once(api, ws["id"], run)
 
 
 @pytest.mark.local_stack
@@ -182,7 +176,7 @@ def test_invalid_checkpoint_proposal_never_fails_the_run(slow_stack: RunningStac
 
 
 @pytest.mark.local_stack
-def test_openai_policy_against_a_fake_server(slow_stack: RunningStack, fake_openai: str) -> None:
+def test_openai_policy_against_a_fake_server(slow_stack: RunningStack, model_server: str) -> None:
     api = Api(slow_stack)
     ws = api.workspace()
     api.publish("Fund X liquidity report", "Fund X liquidity is adequate.", ws["id"])
@@ -190,7 +184,7 @@ def test_openai_policy_against_a_fake_server(slow_stack: RunningStack, fake_open
     run = api.wait_run(api.start_run(ws["id"], "What holds?", model="openai")["id"])
     assert run["status"] == "completed", run["error"]
     assert run["checkpoint_proposal"]["status"] == "applied"
-    requests = httpx.get(f"{fake_openai}/requests").json()
+    requests = httpx.get(f"{model_server}/requests").json()
     assert len(requests) == 4, "one 429 retried, then three model steps"
     first = requests[0]["body"]
     assert requests[0]["auth"] == "Bearer sk-test"
@@ -338,9 +332,7 @@ def test_an_external_run_survives_kill_9_of_the_run_host_in_a_read_and_in_its_fi
     assert done["status"] == "completed"
     ledger = api.ledger(run["id"])
     assert len([r for r in ledger if r["stage"] == "included"]) == 1
-    assert api.ok("GET", f"/v1/publications/{done['publication']['id']}")["latest_version"] == 1
-    catalog = api.ok("GET", f"/v1/workspaces/{ws['id']}/catalog?limit=200")
-    assert len([i for i in catalog["items"] if i["kind"] == "publication" and i["run_id"] == run["id"]]) == 1
+    published_once(api, ws["id"], done)
 
 
 @pytest.mark.local_stack

@@ -15,18 +15,10 @@ import httpx
 import pytest
 
 from devstack.procs import free_port
-from tests.support.stack import start_stack, stop_stack
+from tests.support.stack import alive, start_stack, stop_stack
 
 # Stacks of its own (the local supervisor itself): the local stack only (make test-containers deselects it).
 pytestmark = pytest.mark.local_stack
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def children_of(pid: int) -> list[int]:

@@ -17,7 +17,7 @@ import pytest
 
 from shared.contracts import workspace as w
 from shared.contracts.common import Event
-from tests.support.api import all_items
+from tests.support.api import all_items, error_of
 from tests.support.probe import probe_until
 from tests.support.stack import RunningStack
 
@@ -36,12 +36,6 @@ def token(stack: RunningStack, scope: str) -> str:
 def api(stack: RunningStack, token: str) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=stack.url, headers={"Authorization": f"Bearer {token}"}, timeout=30) as client:
         yield client
-
-
-def error_of(r: httpx.Response) -> dict[str, Any]:
-    body = r.json()
-    assert set(body) == {"error"} and set(body["error"]) == {"code", "message", "details"}
-    return dict(body["error"])
 
 
 def new_workspace(api: httpx.Client, goal: str = "Assess Fund X's liquidity risk") -> dict[str, Any]:

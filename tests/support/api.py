@@ -13,12 +13,23 @@ from tests.support.stack import RunningStack
 FINAL = ("completed", "failed", "cancelled")
 
 
+def scoped_client(stack: RunningStack, scope: str | None = None, *, timeout: float = 30) -> httpx.Client:
+    """An HTTP client of the gateway holding a token of `scope` (by default a scope of its own)."""
+    token = stack.token(scope or f"s{uuid.uuid4().hex[:8]}")
+    return httpx.Client(base_url=stack.url, headers={"Authorization": f"Bearer {token}"}, timeout=timeout)
+
+
+def error_of(r: httpx.Response) -> dict[str, Any]:
+    """The error of an answer, which is the envelope and nothing else (docs/api.md)."""
+    body = r.json()
+    assert set(body) == {"error"} and set(body["error"]) == {"code", "message", "details"}, body
+    return dict(body["error"])
+
+
 class Api:
     def __init__(self, stack: RunningStack, scope: str | None = None):
         self.scope = scope or f"s{uuid.uuid4().hex[:10]}"
-        self.http = httpx.Client(
-            base_url=stack.url, headers={"Authorization": f"Bearer {stack.token(self.scope)}"}, timeout=30
-        )
+        self.http = scoped_client(stack, self.scope)
 
     def ok(self, method: str, path: str, expect: tuple[int, ...] = (200, 201, 202, 204), **kwargs: Any) -> Any:
         r = self.http.request(method, path, **kwargs)

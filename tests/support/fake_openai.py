@@ -24,6 +24,9 @@ dropped the stream (`dropped`).
 Started with the mode `walk` (`python -m tests.support.fake_openai PORT walk`) it plays a longer script
 instead, as a function of the input alone (like a model at temperature zero): the next step is chosen by
 how many tool results the request carries, so a resumed run that sends an input again gets the same step.
+
+The tests that run against it share what follows `running`: the pacing of a stack whose runner is killed
+mid-run, the requests one run sent, a workspace to run in, and a kill amid the calls of one answer.
 """
 
 from __future__ import annotations
@@ -35,14 +38,20 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from devstack.procs import free_port, port_open
 from shared.children import wait_until
+from tests.support.api import Api, probe
+from tests.support.documents import pdf
+from tests.support.stack import RunningStack
 
 REQUESTS: list[dict[str, Any]] = []
 LOCK = threading.Lock()
@@ -424,6 +433,77 @@ def running(*mode: str) -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+# A stack's environment for killing its runner between a model's answer and its tool: each step waits
+# there, and the killed runner's lease is soon over.
+PACED = {"DOSSIER_RUN_LEASE_SECONDS": "3", "DOSSIER_RUN_STEP_DELAY_SECONDS": "1.5"}
+
+
+def requests_of(url: str, question: str) -> list[dict[str, Any]]:
+    """Every request the server at `url` got for the run asking `question`, in order."""
+    return [r for r in httpx.get(f"{url}/requests").json() if r["task"] and question in r["task"]]
+
+
+def seeded_workspace(api: Api) -> str:
+    """A new workspace with one publication in its catalog."""
+    ws = api.workspace()
+    api.publish("Fund X liquidity report", "Fund X liquidity is adequate.", ws["id"])
+    api.wait_catalog(ws["id"], 1)
+    return str(ws["id"])
+
+
+SOURCES = {"fundx-0", "fundx-1", "fundx-2"}
+
+
+def sourced_workspace(api: Api) -> str:
+    """A new workspace with three sources on Fund X (`SOURCES`) in its catalog."""
+    ws = api.workspace()
+    for n in range(len(SOURCES)):
+        text = f"Source {n} on Fund X: liquidity covers {30 + n} days of redemptions."
+        api.upload(pdf([text]), f"fundx-{n}", f"fundx-{n}.pdf", ws["id"])
+    api.wait_catalog(ws["id"], 3, timeout=60)
+    return str(ws["id"])
+
+
+def read_and_cited_the_sources(api: Api, run: dict[str, Any]) -> None:
+    """Checks that a `catalog` run in a `sourced_workspace` read each source once and published citing each."""
+    assert run["status"] == "completed", run["error"]
+    read = [r for r in api.ledger(run["id"]) if r["stage"] == "read"]
+    assert {r["ref"]["id"] for r in read} == SOURCES and len(read) == len(SOURCES)
+    published = api.read(run["publication"])
+    assert {s["id"] for s in published["sources"]} == SOURCES
+    assert all(f"{s}@v1" in published["body"] for s in SOURCES)
+
+
+def scenario_run(api: Api, workspace_id: str, name: str, timeout: float = 120) -> tuple[dict[str, Any], str]:
+    """A run of the scenario `name` (with a question of its own) as it ended, and its question."""
+    question = f"scenario:{name} {uuid.uuid4().hex[:8]}"
+    run = api.wait_run(api.start_run(workspace_id, question, model="openai")["id"], timeout=timeout)
+    return run, question
+
+
+def killed_amid_a_batch(api: Api, stack: RunningStack, url: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A `batch` run asked through `api` on a paced `stack`, whose runner is SIGKILLed once the second of the
+    answer's three calls ran (its note exists), while the third waits out its step delay. Checks that the
+    resumed run ran the rest of the answer without asking the model again, and replayed the journaled answer
+    once; returns the run as it ended and its ledger."""
+    question = f"scenario:batch {uuid.uuid4().hex[:8]}"
+    run = api.start_run(seeded_workspace(api), question, model="openai")
+    probe(lambda: "notes/first.md" in api.files(run["id"]), timeout=60, interval=0.02)
+    stack.kill("runhost")
+    run = api.wait_run(run["id"], timeout=120)
+    assert run["status"] == "completed", run["error"]
+
+    sent = requests_of(url, question)
+    assert len(sent) == 2 == run["stats"]["model_requests"], "the rest of the answer ran without a new request"
+    answered = [m["tool_call_id"] for m in sent[1]["body"]["messages"] if m["role"] == "tool"]
+    assert answered == ["batch-0", "batch-1", "batch-2"]
+    assert run["stats"]["steps"] == 4
+    ledger = api.ledger(run["id"])
+    replayed = [r for r in ledger if r["stage"] == "replayed"]
+    assert len(replayed) == 1 and replayed[0]["model_request"] == f"{run['id']}:r1"
+    return run, ledger
 
 
 def main() -> None:

@@ -16,9 +16,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from services.assets.app import limits_of
 from services.assets.confinement import Plan
-from services.assets.extract.base import Limits
 from services.assets.sandbox import Sandbox
+from shared.settings import AssetsSettings
 
 _HARNESS = """
 import json, sys
@@ -39,7 +40,7 @@ os._exit(code)
 
 class HostileSandbox(Sandbox):
     def __init__(self, payload: str, *, plan: Plan | None = None):
-        super().__init__(Limits(), cpu_seconds=30, memory_bytes=1536 * 2**20, wall_seconds=60)
+        super().__init__(limits_of(AssetsSettings()), cpu_seconds=30, memory_bytes=1536 * 2**20, wall_seconds=60)
         self.payload = payload
         if plan is not None:
             self._plan = plan

@@ -34,6 +34,17 @@ from shared.contracts.workspace import ASSETS_CHECK
 from shared.streams import ensure_stream
 
 
+class Subscribed:
+    """A stand-in's one subscription, from its `start` until `stop`."""
+
+    _sub: Subscription | None = None
+
+    async def stop(self) -> None:
+        if self._sub is not None:
+            sub, self._sub = self._sub, None
+            await sub.unsubscribe()
+
+
 @dataclass
 class SourceState:
     active: int | None
@@ -43,13 +54,12 @@ class SourceState:
 
 
 @dataclass
-class AssetsStandIn:
+class AssetsStandIn(Subscribed):
     """Answers `dossier.assets.check` like the assets service would, from `sources`. Tests only."""
 
     nc: nats.NATS
     sources: dict[tuple[str, str], SourceState] = field(default_factory=dict)
     batches: list[list[Ref]] = field(default_factory=list)
-    _sub: Subscription | None = None
 
     def put(self, scope: str, source_id: str, *, active: int | None = 1, **versions: str | None) -> None:
         """`put(scope, "S1", active=2, v1="superseded", v2=None)`; by default one usable version 1."""
@@ -59,11 +69,6 @@ class AssetsStandIn:
     async def start(self) -> AssetsStandIn:
         self._sub = await self.nc.subscribe(ASSETS_CHECK, queue="assets", cb=self._on_check)
         return self
-
-    async def stop(self) -> None:
-        if self._sub is not None:
-            sub, self._sub = self._sub, None
-            await sub.unsubscribe()
 
     def _answer(self, scope: str, ref: Ref) -> Eligibility:
         state = self.sources.get((scope, ref.id))
@@ -94,14 +99,13 @@ class AssetsStandIn:
 
 
 @dataclass
-class SilentOwner:
+class SilentOwner(Subscribed):
     """Subscribes to an owner's subject in its queue group and never answers. Tests only."""
 
     nc: nats.NATS
     subject: str
     queue: str
     received: int = 0
-    _sub: Subscription | None = None
 
     async def start(self) -> SilentOwner:
         async def swallow(msg: Msg) -> None:
@@ -110,20 +114,14 @@ class SilentOwner:
         self._sub = await self.nc.subscribe(self.subject, queue=self.queue, cb=swallow)
         return self
 
-    async def stop(self) -> None:
-        if self._sub is not None:
-            sub, self._sub = self._sub, None
-            await sub.unsubscribe()
-
 
 @dataclass
-class RequestTap:
+class RequestTap(Subscribed):
     """Sees every request on a subject (outside the queue group) and never answers."""
 
     nc: nats.NATS
     subject: str
     refs: list[list[dict[str, Any]]] = field(default_factory=list)
-    _sub: Subscription | None = None
 
     async def start(self) -> RequestTap:
         async def record(msg: Msg) -> None:
@@ -132,20 +130,14 @@ class RequestTap:
         self._sub = await self.nc.subscribe(self.subject, cb=record)
         return self
 
-    async def stop(self) -> None:
-        if self._sub is not None:
-            sub, self._sub = self._sub, None
-            await sub.unsubscribe()
-
 
 @dataclass
-class EventTap:
+class EventTap(Subscribed):
     """Collects the events of one scope as they are published (a plain subscription on the subjects)."""
 
     nc: nats.NATS
     scope: str
     events: list[Event] = field(default_factory=list)
-    _sub: Subscription | None = None
 
     async def start(self) -> EventTap:
         async def record(msg: Msg) -> None:
@@ -158,11 +150,6 @@ class EventTap:
 
     def of(self, type: str) -> list[Event]:
         return [e for e in self.events if e.type == type]
-
-    async def stop(self) -> None:
-        if self._sub is not None:
-            sub, self._sub = self._sub, None
-            await sub.unsubscribe()
 
 
 async def publish_event(nc: nats.NATS, *, type: str, scope: str, data: dict[str, Any], id: str | None = None) -> Event:

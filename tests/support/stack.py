@@ -8,6 +8,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -238,6 +240,16 @@ def start_stack(home: Path, *, timeout: float = 120, extra_env: dict[str, str] |
         time.sleep(0.1)
     stop_stack(proc)
     raise TimeoutError(f"the stack did not come up:\n{output.read_text()[-3000:]}")
+
+
+@contextmanager
+def stack_running(home: Path, *, extra_env: dict[str, str] | None = None) -> Iterator[RunningStack]:
+    """`start_stack`, stopped when the block ends (a module's own stack)."""
+    running = start_stack(home, extra_env=extra_env)
+    try:
+        yield running
+    finally:
+        stop_stack(running.proc)
 
 
 def stop_stack(proc: subprocess.Popen[bytes], timeout: float = 60) -> None:

@@ -19,18 +19,20 @@ class ExtractionError(Exception):
 
 @dataclass(frozen=True)
 class Limits:
-    max_parts: int = 2000
-    max_passages: int = 20_000
-    max_passage_chars: int = 20_000
-    max_text_chars: int = 32_000_000
-    max_zip_entries: int = 10_000
-    max_zip_entry_bytes: int = 256 * 1024 * 1024
-    max_zip_total_bytes: int = 512 * 1024 * 1024
-    max_zip_ratio: int = 100
+    """The bounds of one extraction: the settings of the same names (shared.settings.AssetsSettings)."""
+
+    max_parts: int
+    max_passages: int
+    max_passage_chars: int
+    max_text_chars: int
+    max_zip_entries: int
+    max_zip_entry_bytes: int
+    max_zip_total_bytes: int
+    max_zip_ratio: int
     # OCR of pages without a text layer: at most this many pages and this much time per file.
-    ocr_max_pages: int = 20
-    ocr_seconds: float = 60.0
-    ocr_dpi: int = 150
+    ocr_max_pages: int
+    ocr_seconds: float
+    ocr_dpi: int
 
 
 @dataclass

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import uuid
 from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,8 +44,14 @@ class AssetsUnderTest:
         result: dict[str, Any] = await self.bus.call_raw(c.UPLOAD, payload, actor=who, timeout=120)
         return result
 
-    async def db(self) -> asyncpg.Connection:
-        return await asyncpg.connect(self.settings.database_url)
+    @asynccontextmanager
+    async def db(self) -> AsyncIterator[asyncpg.Connection]:
+        """A connection to the service's own database, closed when the block ends."""
+        conn = await asyncpg.connect(self.settings.database_url)
+        try:
+            yield conn
+        finally:
+            await conn.close()
 
 
 def actor(scope: str | None = None) -> Actor:

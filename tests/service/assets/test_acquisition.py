@@ -91,12 +91,9 @@ async def test_twenty_concurrent_identical_uploads_make_one_version(two_replicas
     assert len({r["asset_id"] for r in results}) == 1
     assert sorted(r["reused"] for r in results) == [False] + [True] * 19
     assert {(r["version"], r["status"]) for r in results} == {(1, "active")}
-    conn = await assets.db()
-    try:
+    async with assets.db() as conn:
         assert await conn.fetchval("SELECT count(*) FROM asset_versions") == 1
         assert await conn.fetchval("SELECT count(*) FROM evidence") == 30
-    finally:
-        await conn.close()
 
 
 async def test_racing_new_versions_leave_the_newest_active(two_replicas: AssetsUnderTest) -> None:

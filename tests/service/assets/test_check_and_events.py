@@ -47,11 +47,8 @@ async def test_batch_check_in_request_order(assets: AssetsUnderTest) -> None:
 
 
 async def events(assets: AssetsUnderTest, scope: str) -> list[tuple[str, dict]]:
-    conn = await assets.db()
-    try:
+    async with assets.db() as conn:
         rows = await conn.fetch("SELECT type, payload FROM outbox WHERE scope = $1 ORDER BY seq", scope)
-    finally:
-        await conn.close()
     return [(r["type"], json.loads(r["payload"])["data"]) for r in rows]
 
 
@@ -86,13 +83,10 @@ async def test_events_commit_with_each_change(assets: AssetsUnderTest) -> None:
     assert got[5][1] == {"source_id": "S", "versions": [1, 2, 3]}
 
     async def relayed() -> bool:
-        conn = await assets.db()
-        try:
+        async with assets.db() as conn:
             pending = await conn.fetchval(
                 "SELECT count(*) FROM outbox WHERE scope = $1 AND published_at IS NULL", who.scope
             )
-        finally:
-            await conn.close()
         return bool(pending == 0)
 
     for _ in range(100):

@@ -6,11 +6,8 @@ import asyncio
 import contextlib
 import os
 import signal
-import time
 import uuid
-from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 import asyncpg
 
@@ -22,20 +19,12 @@ from shared.settings import AssetsSettings
 from tests.service.assets.conftest import AssetsUnderTest, actor
 from tests.support import documents
 from tests.support.infra import Infra
+from tests.support.probe import probe_until
 from tests.support.service import service_process, settings_from
 
 PAUSE = {"DOSSIER_ASSETS_PAUSE_BEFORE_ACTIVATE_SECONDS": "600"}
-
-
-async def probe_until(check: Callable[[], Awaitable[Any]], *, timeout: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = await check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met before the deadline")
-        await asyncio.sleep(0.1)
+# A real process starts, extracts and recovers: each wait allows it a minute.
+WAIT = {"timeout": 60.0, "interval": 0.1}
 
 
 async def versions(dsn: str, source_id: str) -> list[tuple[int, str, int, int]]:
@@ -65,7 +54,7 @@ async def test_killed_mid_activation_never_leaves_a_half_state(infra: Infra, bus
         return child
 
     async def healthy() -> None:
-        await probe_until(lambda: bus.ping("assets", timeout=0.5))
+        await probe_until(lambda: bus.ping("assets", timeout=0.5), **WAIT)
 
     async def kill_while_paused(name: str, data: bytes) -> None:
         """Upload through a process that pauses after extraction, then SIGKILL it inside that pause."""
@@ -76,7 +65,9 @@ async def test_killed_mid_activation_never_leaves_a_half_state(infra: Infra, bus
             bus.call_raw(c.UPLOAD, {"source_id": source, "blob": blob}, actor=who, timeout=60)
         )
         log = tmp_path / name / "assets.log"
-        await probe_until(lambda: asyncio.sleep(0, log.exists() and "fault injection: pausing" in log.read_text()))
+        await probe_until(
+            lambda: asyncio.sleep(0, log.exists() and "fault injection: pausing" in log.read_text()), **WAIT
+        )
         assert child.pid is not None
         os.kill(child.pid, signal.SIGKILL)
         assert child.proc is not None
@@ -97,17 +88,13 @@ async def test_killed_mid_activation_never_leaves_a_half_state(infra: Infra, bus
         assert await versions(dsn, source) == [(1, "active", 1, 3), (2, "extracting", 1, 0)]
 
         start("recovering", {})
-        got = await probe_until(
-            lambda: _when(versions(dsn, source), lambda rows: rows[-1][1] not in ("registered", "extracting"))
-        )
+        got = await settled(dsn, source)
         assert got == [(1, "superseded", 1, 3), (2, "active", 2, 3)]
         children[-1].stop()
 
         await kill_while_paused("paused-again", documents.big_pdf(3, seed=3))
         start("giving-up", {"DOSSIER_EXTRACT_ATTEMPTS": "1"})
-        got = await probe_until(
-            lambda: _when(versions(dsn, source), lambda rows: rows[-1][1] not in ("registered", "extracting"))
-        )
+        got = await settled(dsn, source)
         assert got == [(1, "superseded", 1, 3), (2, "active", 2, 3), (3, "failed", 1, 0)]
         v3 = (await bus.call_raw(c.GET_SOURCE, {"source_id": source}, actor=who))["versions"][2]
         assert v3["error"] == "extraction was interrupted 1 time"
@@ -116,6 +103,11 @@ async def test_killed_mid_activation_never_leaves_a_half_state(infra: Infra, bus
             child.stop()
 
 
-async def _when(rows_coro: Awaitable[list[Any]], ready: Callable[[list[Any]], bool]) -> list[Any] | None:
-    rows = await rows_coro
-    return rows if rows and ready(rows) else None
+async def settled(dsn: str, source_id: str) -> list[tuple[int, str, int, int]]:
+    """The source's versions (as `versions` gives them) once its last one is neither registered nor extracting."""
+
+    async def last_settled() -> list[tuple[int, str, int, int]] | None:
+        rows = await versions(dsn, source_id)
+        return rows if rows and rows[-1][1] not in ("registered", "extracting") else None
+
+    return await probe_until(last_settled, **WAIT)

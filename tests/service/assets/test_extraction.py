@@ -19,11 +19,8 @@ from tests.support.service import running
 
 
 async def passages(assets: AssetsUnderTest, asset_id: str) -> list[tuple[str, str]]:
-    conn = await assets.db()
-    try:
+    async with assets.db() as conn:
         rows = await conn.fetch("SELECT locator, text FROM evidence WHERE asset_id = $1 ORDER BY ord", asset_id)
-    finally:
-        await conn.close()
     return [(r["locator"], r["text"]) for r in rows]
 
 
@@ -137,11 +134,8 @@ async def test_refused_before_recording(assets: AssetsUnderTest) -> None:
     lying = {**blob, "sha256": "0" * 64}
     with pytest.raises(Invalid):
         await assets.bus.call_raw(c.UPLOAD, {"source_id": "r", "blob": lying}, actor=who)
-    conn = await assets.db()
-    try:
+    async with assets.db() as conn:
         assert await conn.fetchval("SELECT count(*) FROM asset_versions") == 0
-    finally:
-        await conn.close()
 
 
 async def test_zip_bomb_and_billion_laughs_fail_alone(assets: AssetsUnderTest) -> None:

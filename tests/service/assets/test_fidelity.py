@@ -19,11 +19,8 @@ from tests.support.service import running
 
 
 async def passages(assets: AssetsUnderTest, asset_id: str) -> list[tuple[str, str, bool]]:
-    conn = await assets.db()
-    try:
+    async with assets.db() as conn:
         rows = await conn.fetch("SELECT locator, text, ocr FROM evidence WHERE asset_id = $1 ORDER BY ord", asset_id)
-    finally:
-        await conn.close()
     return [(r["locator"], r["text"], r["ocr"]) for r in rows]
 
 

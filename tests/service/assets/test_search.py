@@ -90,11 +90,8 @@ async def test_language_aware_stemming_and_cjk(assets: AssetsUnderTest) -> None:
     }
     for source_id, text in texts.items():
         await upload_paragraphs(assets, who, source_id, [text])
-    conn = await assets.db()
-    try:
+    async with assets.db() as conn:
         langs = dict(await conn.fetch("SELECT locator || ':' || text, lang FROM evidence WHERE scope = $1", who.scope))
-    finally:
-        await conn.close()
     assert sorted(langs.values()) == sorted(["russian", "german", "arabic", "simple", "simple", "simple"])
     for q, source_id in [
         ("календаря", "ru"),  # another case of the same noun: the Russian stemmer
@@ -112,21 +109,15 @@ async def test_language_aware_stemming_and_cjk(assets: AssetsUnderTest) -> None:
 
 
 async def test_every_language_the_parser_may_name_exists_in_postgres(assets: AssetsUnderTest) -> None:
-    conn = await assets.db()
-    try:
+    async with assets.db() as conn:
         names = {r["cfgname"] for r in await conn.fetch("SELECT cfgname FROM pg_ts_config")}
-    finally:
-        await conn.close()
     assert language.CONFIGS <= names
 
 
 async def test_new_passages_are_merged_into_the_index_as_they_are_stored(assets: AssetsUnderTest) -> None:
     # Every search scans the whole pending list of the index; a small limit keeps it to about one upload.
-    conn = await assets.db()
-    try:
+    async with assets.db() as conn:
         options = await conn.fetchval("SELECT reloptions FROM pg_class WHERE relname = 'evidence_tsv'")
-    finally:
-        await conn.close()
     assert "gin_pending_list_limit=256" in options
 
 

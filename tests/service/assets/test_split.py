@@ -44,13 +44,10 @@ async def upload(make_settings: Any, bus: BusClient, data: bytes, *, split: bool
         before = helpers_so_far()
         version = await assets.upload(actor(), "book", data)
         helped = helpers_so_far() - before
-        conn = await assets.db()
-        try:
+        async with assets.db() as conn:
             rows = await conn.fetch(
                 "SELECT locator, text, ocr FROM evidence WHERE asset_id = $1 ORDER BY ord", version["asset_id"]
             )
-        finally:
-            await conn.close()
     return version, [(r["locator"], r["text"], r["ocr"]) for r in rows], helped
 
 

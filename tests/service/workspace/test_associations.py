@@ -10,10 +10,12 @@ from shared.contracts import publication as p
 from shared.contracts import workspace as w
 from shared.contracts.common import Actor, Event
 from shared.errors import Conflict, NotFound, Timeout, Unavailable
-from shared.settings import PublicationSettings, WorkspaceSettings
 from tests.service.workspace.conftest import catalog, create
 from tests.support.owners import AssetsStandIn, EventTap, publish_event
 from tests.support.probe import probe_until
+
+# Every test here asks the workspace service.
+pytestmark = pytest.mark.usefixtures("workspace")
 
 
 async def associations_of(ws_db: asyncpg.Connection, workspace_id: str) -> list[tuple[str, str]]:
@@ -29,13 +31,9 @@ async def refusal_for(events: EventTap, ref_id: str) -> Event:
     return await probe_until(seen)
 
 
+@pytest.mark.usefixtures("publication")
 async def test_publication_committed_is_associated_once(
-    workspace: WorkspaceSettings,
-    publication: PublicationSettings,
-    bus: BusClient,
-    who: Actor,
-    events: EventTap,
-    ws_db: asyncpg.Connection,
+    bus: BusClient, who: Actor, events: EventTap, ws_db: asyncpg.Connection
 ) -> None:
     ws = await create(bus, who)
     pub = await bus.call_raw(
@@ -68,13 +66,9 @@ async def _has_rows(ws_db: asyncpg.Connection, workspace_id: str) -> bool:
     return bool(await ws_db.fetchval("SELECT count(*) FROM associations WHERE workspace_id = $1", workspace_id))
 
 
+@pytest.mark.usefixtures("publication")
 async def test_late_publication_after_delete_recreates_nothing(
-    workspace: WorkspaceSettings,
-    publication: PublicationSettings,
-    bus: BusClient,
-    who: Actor,
-    events: EventTap,
-    ws_db: asyncpg.Connection,
+    bus: BusClient, who: Actor, events: EventTap, ws_db: asyncpg.Connection
 ) -> None:
     ws = await create(bus, who)
     await bus.call_raw(w.ADMISSION, {"workspace_id": ws["id"], "run_id": "run_late"}, actor=who)
@@ -100,13 +94,9 @@ async def test_late_publication_after_delete_recreates_nothing(
     assert (await bus.call_raw(p.READ, {"id": pub["id"], "version": 1}, actor=who))["body"] == "late"
 
 
+@pytest.mark.usefixtures("publication")
 async def test_archived_workspace_takes_only_runs_admitted_before(
-    workspace: WorkspaceSettings,
-    publication: PublicationSettings,
-    bus: BusClient,
-    who: Actor,
-    events: EventTap,
-    ws_db: asyncpg.Connection,
+    bus: BusClient, who: Actor, events: EventTap, ws_db: asyncpg.Connection
 ) -> None:
     ws = await create(bus, who)
     wid = ws["id"]
@@ -137,13 +127,7 @@ async def test_archived_workspace_takes_only_runs_admitted_before(
 
 
 async def test_asset_association_requests_are_consumed(
-    workspace: WorkspaceSettings,
-    assets: AssetsStandIn,
-    bus: BusClient,
-    who: Actor,
-    stranger: Actor,
-    events: EventTap,
-    ws_db: asyncpg.Connection,
+    assets: AssetsStandIn, bus: BusClient, who: Actor, stranger: Actor, events: EventTap, ws_db: asyncpg.Connection
 ) -> None:
     ws = await create(bus, who)
     gone = await create(bus, who)
@@ -173,9 +157,7 @@ async def test_asset_association_requests_are_consumed(
     assert await associations_of(ws_db, gone["id"]) == []
 
 
-async def test_add_source_checks_the_owner(
-    workspace: WorkspaceSettings, assets: AssetsStandIn, bus: BusClient, who: Actor, stranger: Actor
-) -> None:
+async def test_add_source_checks_the_owner(assets: AssetsStandIn, bus: BusClient, who: Actor, stranger: Actor) -> None:
     ws = await create(bus, who)
     assets.put(who.scope, "S1")
     assets.put(who.scope, "S-retired", active=None, v1="retired")
@@ -201,7 +183,7 @@ async def test_add_source_checks_the_owner(
 
 
 async def test_conversations_and_runs_are_associated_but_not_catalogued(
-    workspace: WorkspaceSettings, bus: BusClient, who: Actor, ws_db: asyncpg.Connection
+    bus: BusClient, who: Actor, ws_db: asyncpg.Connection
 ) -> None:
     ws = await create(bus, who)
     for kind, ref_id in (("conversation", "conv_1"), ("run", "run_1"), ("run", "run_1")):

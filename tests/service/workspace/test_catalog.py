@@ -10,10 +10,12 @@ from shared.contracts import publication as p
 from shared.contracts import workspace as w
 from shared.contracts.common import Actor
 from shared.errors import Conflict, Invalid, NotFound
-from shared.settings import PublicationSettings, WorkspaceSettings
 from tests.service.workspace.conftest import ArtifactOwner, catalog, create
 from tests.support.owners import AssetsStandIn, RequestTap, SilentOwner
 from tests.support.probe import probe_until
+
+# Every test here asks the workspace and publication services.
+pytestmark = pytest.mark.usefixtures("workspace", "publication")
 
 
 async def publish_into(bus: BusClient, who: Actor, workspace_id: str, n: int) -> list[dict]:
@@ -33,9 +35,7 @@ async def publish_into(bus: BusClient, who: Actor, workspace_id: str, n: int) ->
     return pubs
 
 
-async def test_catalog_is_bounded_newest_first_and_honest(
-    workspace: WorkspaceSettings, publication: PublicationSettings, bus: BusClient, who: Actor
-) -> None:
+async def test_catalog_is_bounded_newest_first_and_honest(bus: BusClient, who: Actor) -> None:
     ws = await create(bus, who)
     pubs = await publish_into(bus, who, ws["id"], 7)
     await bus.call_raw(p.REVISE, {"id": pubs[0]["id"], "body": "v2", "expected_latest_version": 1}, actor=who)
@@ -59,12 +59,7 @@ async def test_catalog_is_bounded_newest_first_and_honest(
 
 
 async def test_availability_is_one_batch_per_owner(
-    workspace: WorkspaceSettings,
-    publication: PublicationSettings,
-    artifact: ArtifactOwner,
-    assets: AssetsStandIn,
-    bus: BusClient,
-    who: Actor,
+    artifact: ArtifactOwner, assets: AssetsStandIn, bus: BusClient, who: Actor
 ) -> None:
     ws = await create(bus, who)
     await publish_into(bus, who, ws["id"], 3)
@@ -93,11 +88,7 @@ async def test_availability_is_one_batch_per_owner(
 
 
 async def test_an_owner_that_does_not_answer_is_marked_not_hidden(
-    workspace: WorkspaceSettings,
-    publication: PublicationSettings,
-    assets: AssetsStandIn,
-    bus: BusClient,
-    who: Actor,
+    assets: AssetsStandIn, bus: BusClient, who: Actor
 ) -> None:
     ws = await create(bus, who)
     await publish_into(bus, who, ws["id"], 2)
@@ -122,9 +113,7 @@ async def test_an_owner_that_does_not_answer_is_marked_not_hidden(
     assert [i["available"] for i in page["items"] if i["kind"] == "publication"] == [True, True]
 
 
-async def test_admission_snapshot_and_refusals(
-    workspace: WorkspaceSettings, publication: PublicationSettings, bus: BusClient, who: Actor, stranger: Actor
-) -> None:
+async def test_admission_snapshot_and_refusals(bus: BusClient, who: Actor, stranger: Actor) -> None:
     ws = await create(bus, who, goal="first goal")
     await bus.call_raw(
         w.REVISE_GOAL, {"workspace_id": ws["id"], "text": "second goal", "expected_version": 1}, actor=who
@@ -151,9 +140,7 @@ async def test_admission_snapshot_and_refusals(
         await bus.call_raw(w.ADMISSION, {"workspace_id": ws["id"], "run_id": "run_4"}, actor=who)
 
 
-async def test_a_runs_catalog_ranks_by_the_questions_words_then_by_recency(
-    workspace: WorkspaceSettings, publication: PublicationSettings, bus: BusClient, who: Actor
-) -> None:
+async def test_a_runs_catalog_ranks_by_the_questions_words_then_by_recency(bus: BusClient, who: Actor) -> None:
     ws = await create(bus, who)
     pubs = await publish_into(bus, who, ws["id"], 6)
     titled = await bus.call_raw(

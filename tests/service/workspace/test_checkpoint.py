@@ -12,9 +12,12 @@ from shared.contracts import publication as p
 from shared.contracts import workspace as w
 from shared.contracts.common import Actor
 from shared.errors import Conflict, NotFound, TooLarge
-from shared.settings import PublicationSettings, WorkspaceSettings
+from shared.settings import WorkspaceSettings
 from tests.service.workspace.conftest import create
 from tests.support.owners import AssetsStandIn, RequestTap
+
+# Every test here asks the workspace service.
+pytestmark = pytest.mark.usefixtures("workspace")
 
 
 async def put(bus: BusClient, who: Actor, workspace_id: str, expected: int, **fields: Any) -> dict[str, Any]:
@@ -31,9 +34,7 @@ async def propose(bus: BusClient, who: Actor, workspace_id: str, expected: int, 
     return dict(await bus.call_raw(w.CHECKPOINT_PROPOSE, body, actor=who))
 
 
-async def test_revisions_are_compare_and_swap_from_zero(
-    workspace: WorkspaceSettings, bus: BusClient, who: Actor
-) -> None:
+async def test_revisions_are_compare_and_swap_from_zero(bus: BusClient, who: Actor) -> None:
     ws = await create(bus, who)
     with pytest.raises(NotFound) as none_yet:
         await get(bus, who, ws["id"])
@@ -51,9 +52,7 @@ async def test_revisions_are_compare_and_swap_from_zero(
     assert await get(bus, who, ws["id"]) == first
 
 
-async def test_twenty_concurrent_updates_exactly_one_wins(
-    workspace: WorkspaceSettings, bus: BusClient, who: Actor
-) -> None:
+async def test_twenty_concurrent_updates_exactly_one_wins(bus: BusClient, who: Actor) -> None:
     ws = await create(bus, who)
     await put(bus, who, ws["id"], 0, summary="base")
     results = await asyncio.gather(
@@ -91,13 +90,8 @@ async def test_questions_survive_updates_that_do_not_resolve_them(
     assert (await get(bus, who, ws["id"]))["revision"] == 4
 
 
-async def test_proposals_answer_applied_stale_or_invalid(
-    workspace: WorkspaceSettings,
-    publication: PublicationSettings,
-    assets: AssetsStandIn,
-    bus: BusClient,
-    who: Actor,
-) -> None:
+@pytest.mark.usefixtures("publication")
+async def test_proposals_answer_applied_stale_or_invalid(assets: AssetsStandIn, bus: BusClient, who: Actor) -> None:
     ws = await create(bus, who)
     pub = await bus.call_raw(p.COMMIT, {"title": "Report A", "body": "A"}, actor=who)
     assets.put(who.scope, "S1")
@@ -137,12 +131,9 @@ async def test_proposals_answer_applied_stale_or_invalid(
     assert gone == {"result": "invalid", "revision": None, "reason": "workspace_not_found"}
 
 
+@pytest.mark.usefixtures("publication")
 async def test_a_withdrawn_source_makes_the_checkpoint_unavailable(
-    workspace: WorkspaceSettings,
-    publication: PublicationSettings,
-    assets: AssetsStandIn,
-    bus: BusClient,
-    who: Actor,
+    assets: AssetsStandIn, bus: BusClient, who: Actor
 ) -> None:
     ws = await create(bus, who)
     pub_a = await bus.call_raw(p.COMMIT, {"title": "Report A", "body": "A"}, actor=who)
@@ -186,9 +177,8 @@ async def test_a_withdrawn_source_makes_the_checkpoint_unavailable(
     }
 
 
-async def test_revisions_are_listed_and_each_is_validated(
-    workspace: WorkspaceSettings, publication: PublicationSettings, bus: BusClient, who: Actor
-) -> None:
+@pytest.mark.usefixtures("publication")
+async def test_revisions_are_listed_and_each_is_validated(bus: BusClient, who: Actor) -> None:
     ws = await create(bus, who)
     pub = await bus.call_raw(p.COMMIT, {"title": "Report A", "body": "A"}, actor=who)
     derived = {"run_id": "run_1", "publication": {"id": pub["id"], "version": 1}, "sources": []}

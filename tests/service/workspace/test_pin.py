@@ -13,18 +13,18 @@ from shared.contracts import artifact as a
 from shared.contracts import workspace as w
 from shared.contracts.common import Actor
 from shared.errors import Conflict, NotFound
-from shared.settings import WorkspaceSettings
 from tests.service.workspace.conftest import ArtifactOwner, catalog, create
 from tests.support.probe import probe_until
+
+# Every test here asks the workspace service.
+pytestmark = pytest.mark.usefixtures("workspace")
 
 
 def pin(workspace_id: str, artifact_id: str) -> dict[str, str]:
     return {"workspace_id": workspace_id, "artifact_id": artifact_id}
 
 
-async def test_pin_retains_then_associates(
-    workspace: WorkspaceSettings, artifact: ArtifactOwner, bus: BusClient, who: Actor
-) -> None:
+async def test_pin_retains_then_associates(artifact: ArtifactOwner, bus: BusClient, who: Actor) -> None:
     ws = await create(bus, who)
     art = await artifact.register(bus, who, expires_at=(datetime.now(UTC) + timedelta(days=1)).isoformat())
     assert art["expires_at"] is not None
@@ -40,11 +40,7 @@ async def test_pin_retains_then_associates(
 
 
 async def test_pin_reports_an_association_lost_to_a_delete_in_between(
-    workspace: WorkspaceSettings,
-    artifact: ArtifactOwner,
-    bus: BusClient,
-    who: Actor,
-    ws_db: asyncpg.Connection,
+    artifact: ArtifactOwner, bus: BusClient, who: Actor, ws_db: asyncpg.Connection
 ) -> None:
     ws = await create(bus, who)
     art = await artifact.register(bus, who)
@@ -86,9 +82,7 @@ async def test_pin_reports_an_association_lost_to_a_delete_in_between(
     assert check["items"][0]["available"] is True
 
 
-async def test_pin_refusals(
-    workspace: WorkspaceSettings, artifact: ArtifactOwner, bus: BusClient, who: Actor, stranger: Actor
-) -> None:
+async def test_pin_refusals(artifact: ArtifactOwner, bus: BusClient, who: Actor, stranger: Actor) -> None:
     ws = await create(bus, who)
     theirs = await artifact.register(bus, stranger)
     with pytest.raises(NotFound):
@@ -102,9 +96,7 @@ async def test_pin_refusals(
     assert (await catalog(bus, who, ws["id"]))["items"] == []
 
 
-async def test_pin_with_the_artifact_service_down_reports_failed_retention(
-    workspace: WorkspaceSettings, bus: BusClient, who: Actor
-) -> None:
+async def test_pin_with_the_artifact_service_down_reports_failed_retention(bus: BusClient, who: Actor) -> None:
     ws = await create(bus, who)
     reply = await bus.call_raw(w.PIN_ARTIFACT, pin(ws["id"], "art_somewhere"), actor=who)
     assert reply["retention"] == "failed" and reply["association"] == "unconfirmed" and reply["reason"]

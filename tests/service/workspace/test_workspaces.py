@@ -17,8 +17,11 @@ from tests.service.workspace.conftest import create
 from tests.support.owners import EventTap
 from tests.support.probe import probe_until
 
+# Every test here asks the workspace service.
+pytestmark = pytest.mark.usefixtures("workspace")
 
-async def test_create_get_list(workspace: WorkspaceSettings, bus: BusClient, who: Actor, stranger: Actor) -> None:
+
+async def test_create_get_list(bus: BusClient, who: Actor, stranger: Actor) -> None:
     ws = await create(bus, who, title="  Fund X  ", goal="Assess liquidity risk")
     assert ws["id"].startswith("ws_") and ws["title"] == "Fund X" and ws["status"] == "active"
     assert ws["goal"]["version"] == 1 and ws["goal"]["text"] == "Assess liquidity risk"
@@ -29,7 +32,7 @@ async def test_create_get_list(workspace: WorkspaceSettings, bus: BusClient, who
     assert (await bus.call_raw(w.LIST, {}, actor=stranger))["items"] == []
 
 
-async def test_goal_is_compare_and_swap(workspace: WorkspaceSettings, bus: BusClient, who: Actor) -> None:
+async def test_goal_is_compare_and_swap(bus: BusClient, who: Actor) -> None:
     ws = await create(bus, who, goal="v1 goal")
     v2 = await bus.call_raw(
         w.REVISE_GOAL, {"workspace_id": ws["id"], "text": "v2 goal", "expected_version": 1}, actor=who
@@ -42,9 +45,7 @@ async def test_goal_is_compare_and_swap(workspace: WorkspaceSettings, bus: BusCl
     assert [(v["version"], v["text"]) for v in versions] == [(1, "v1 goal"), (2, "v2 goal")]
 
 
-async def test_twenty_concurrent_goal_updates_exactly_one_wins(
-    workspace: WorkspaceSettings, bus: BusClient, who: Actor
-) -> None:
+async def test_twenty_concurrent_goal_updates_exactly_one_wins(bus: BusClient, who: Actor) -> None:
     ws = await create(bus, who)
     attempts = [
         bus.call_raw(w.REVISE_GOAL, {"workspace_id": ws["id"], "text": f"goal {i}", "expected_version": 1}, actor=who)
@@ -78,9 +79,7 @@ async def test_goal_and_title_limits(workspace: WorkspaceSettings, bus: BusClien
     assert (await bus.call_raw(w.GET, {"workspace_id": ws["id"]}, actor=who))["goal"]["version"] == 1
 
 
-async def test_archive_and_unarchive(
-    workspace: WorkspaceSettings, bus: BusClient, who: Actor, events: EventTap
-) -> None:
+async def test_archive_and_unarchive(bus: BusClient, who: Actor, events: EventTap) -> None:
     ws = await create(bus, who)
     archived = await bus.call_raw(w.ARCHIVE, {"workspace_id": ws["id"]}, actor=who)
     assert archived["status"] == "archived"
@@ -96,9 +95,7 @@ async def test_archive_and_unarchive(
     assert await probe_until(seen) == [w.EVT_CREATED, w.EVT_ARCHIVED, w.EVT_UNARCHIVED]
 
 
-async def test_delete_leaves_a_tombstone(
-    workspace: WorkspaceSettings, bus: BusClient, who: Actor, ws_db: asyncpg.Connection
-) -> None:
+async def test_delete_leaves_a_tombstone(bus: BusClient, who: Actor, ws_db: asyncpg.Connection) -> None:
     ws = await create(bus, who)
     wid = ws["id"]
     await bus.call_raw(w.REVISE_GOAL, {"workspace_id": wid, "text": "v2", "expected_version": 1}, actor=who)
@@ -123,9 +120,7 @@ async def test_delete_leaves_a_tombstone(
     assert wid not in [x["id"] for x in (await bus.call_raw(w.LIST, {}, actor=who))["items"]]
 
 
-async def test_every_change_emits_its_event(
-    workspace: WorkspaceSettings, bus: BusClient, who: Actor, events: EventTap
-) -> None:
+async def test_every_change_emits_its_event(bus: BusClient, who: Actor, events: EventTap) -> None:
     ws = await create(bus, who)
     wid = ws["id"]
     await bus.call_raw(w.REVISE_GOAL, {"workspace_id": wid, "text": "v2", "expected_version": 1}, actor=who)
@@ -151,9 +146,7 @@ async def test_every_change_emits_its_event(
     assert mine[2].data == {"workspace_id": wid, "revision": 1, "author": "user", "run_id": None}
 
 
-async def test_other_scope_gets_not_found_on_every_request(
-    workspace: WorkspaceSettings, bus: BusClient, who: Actor, stranger: Actor
-) -> None:
+async def test_other_scope_gets_not_found_on_every_request(bus: BusClient, who: Actor, stranger: Actor) -> None:
     ws = await create(bus, who)
     wid = ws["id"]
     await bus.call_raw(w.CHECKPOINT_UPDATE, {"workspace_id": wid, "expected_revision": 0, "summary": "s"}, actor=who)
@@ -193,7 +186,7 @@ async def test_other_scope_gets_not_found_on_every_request(
     assert (await bus.call_raw(w.CHECKPOINT_GET, {"workspace_id": wid}, actor=who))["revision"] == 1
 
 
-async def test_malformed_requests_get_replies(workspace: WorkspaceSettings, bus: BusClient, who: Actor) -> None:
+async def test_malformed_requests_get_replies(bus: BusClient, who: Actor) -> None:
     with pytest.raises(Invalid) as err:
         await bus.call_raw(w.CREATE, {"title": "t"}, actor=who)
     assert err.value.details["field"] == "goal"
@@ -203,7 +196,7 @@ async def test_malformed_requests_get_replies(workspace: WorkspaceSettings, bus:
     assert b'"invalid"' in raw.data
 
 
-async def test_unstorable_text_on_the_bus_is_invalid(workspace: WorkspaceSettings, bus: BusClient, who: Actor) -> None:
+async def test_unstorable_text_on_the_bus_is_invalid(bus: BusClient, who: Actor) -> None:
     """U+0000 (PostgreSQL refuses it) and a lone surrogate (no UTF-8 for it) answer `invalid` naming the field."""
     with pytest.raises(Invalid) as nul:
         await bus.call_raw(w.CREATE, {"title": "Fund\x00X", "goal": "g"}, actor=who)
@@ -223,7 +216,7 @@ async def test_unstorable_text_on_the_bus_is_invalid(workspace: WorkspaceSetting
     assert lone.value.details["field"] == "goal"
 
 
-async def test_workspaces_page_by_cursor(workspace: WorkspaceSettings, bus: BusClient, who: Actor) -> None:
+async def test_workspaces_page_by_cursor(bus: BusClient, who: Actor) -> None:
     made = [await create(bus, who, title=f"W{i}") for i in range(7)]
     seen: list[str] = []
     request: dict[str, object] = {"limit": 3}

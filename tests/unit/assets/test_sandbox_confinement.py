@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from services.assets.extract.base import Limits
+from services.assets.app import limits_of
 from services.assets.sandbox import Sandbox
+from shared.settings import AssetsSettings
 
 SECRETS = {
     "DOSSIER_S3_SECRET_KEY": "s3-secret-value",
@@ -57,7 +58,7 @@ def children(pid: int) -> list[str]:
 async def parser_pid(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[int]:
     for name, value in SECRETS.items():
         monkeypatch.setenv(name, value)
-    sandbox = Sandbox(Limits(), cpu_seconds=30, memory_bytes=1536 * 2**20, wall_seconds=30)
+    sandbox = Sandbox(limits_of(AssetsSettings()), cpu_seconds=30, memory_bytes=1536 * 2**20, wall_seconds=30)
     # Confined and ready once _spawn returns: the parser proper is the one child of the process started.
     spare = await sandbox._spawn()  # held: closing its job socket would end the spare
     proc = spare.proc

@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
-from services.assets.extract.base import Limits
+from services.assets.app import limits_of
 from services.assets.queueing import FairSlots
 from services.assets.sandbox import Sandbox
 from services.assets.splitting import Split, extract_file
+from shared.settings import AssetsSettings
 from tests.support.documents import big_pdf
 from tests.support.probe import probe_until
 
@@ -21,7 +22,12 @@ Read = tuple[dict[str, Any], list[tuple[str, str]]]
 
 def sandbox(split_pages: int) -> Sandbox:
     return Sandbox(
-        Limits(), cpu_seconds=60, memory_bytes=1536 * 2**20, wall_seconds=120, split_pages=split_pages, split_width=2
+        limits_of(AssetsSettings()),
+        cpu_seconds=60,
+        memory_bytes=1536 * 2**20,
+        wall_seconds=120,
+        split_pages=split_pages,
+        split_width=2,
     )
 
 

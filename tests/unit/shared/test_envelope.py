@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from decimal import Decimal
 
 import pytest
@@ -11,6 +12,7 @@ from pydantic import Field
 from shared.bus import BusClient, RequestContext, _encode_envelope, dispatch
 from shared.contracts.common import Actor, BusReply, BusRequest, ErrorBody, Model, Subject
 from shared.errors import HTTP_STATUS, Conflict, DomainError, Invalid, Unavailable, from_envelope
+from tests.support.stack import ROOT
 from tests.unit.shared.proofs import SIGNER, VERIFIER
 
 
@@ -71,20 +73,9 @@ async def test_unexpected_fault_is_internal_without_leaking() -> None:
 
 
 def test_error_codes_map_to_contract_statuses() -> None:
-    assert HTTP_STATUS == {
-        "unauthenticated": 401,
-        "forbidden": 403,
-        "invalid": 422,
-        "not_found": 404,
-        "conflict": 409,
-        "unavailable": 409,
-        "too_large": 413,
-        "unsupported": 415,
-        "rate_limited": 429,
-        "overloaded": 503,
-        "internal": 500,
-        "timeout": 504,
-    }
+    """Every code and its status as docs/api.md lists them (its paragraph on errors), and no other."""
+    errors = (ROOT / "docs" / "api.md").read_text().split("- Errors:", 1)[1].split("\n- ", 1)[0]
+    assert HTTP_STATUS == {code: int(status) for code, status in re.findall(r"`([a-z_]+)`\s+(\d{3})", errors)}
     err = Unavailable("gone", reason="withdrawn")
     assert err.envelope() == {"error": {"code": "unavailable", "message": "gone", "details": {"reason": "withdrawn"}}}
     with pytest.raises(ValueError):

@@ -11,7 +11,7 @@ import pytest
 from shared.bus import RequestContext, dispatch
 from shared.contracts.common import Actor, BusReply, BusRequest, Model, Subject
 from shared.errors import Invalid
-from shared.paging import Int32, Int64, cut_page, decode_cursor, encode_cursor
+from shared.paging import Int32, Int64, Keyset, cut_page, decode_cursor, encode_cursor
 from shared.storable import require_storable, unstorable_field
 from tests.unit.shared.proofs import SIGNER, VERIFIER
 
@@ -48,6 +48,45 @@ def test_a_cursor_the_list_did_not_give_out_is_invalid(cursor: str, types: tuple
     with pytest.raises(Invalid) as err:
         decode_cursor(cursor, *types)
     assert err.value.details == {"field": "cursor"}
+
+
+class Statements:
+    """Takes the place of a connection: keeps each statement asked with its parameters, answers no rows."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[str, tuple[object, ...]]] = []
+
+    async def fetch(self, query: str, *args: object) -> list[object]:
+        self.asked.append((query, args))
+        return []
+
+
+async def test_a_keyset_asks_for_the_rows_after_its_key_in_its_order() -> None:
+    newest_first = Keyset(("w.created_at", "w.id"), (datetime, str), descending=True)
+    conn, at = Statements(), datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
+    query = "SELECT w.id FROM w WHERE w.scope = $1"
+    await newest_first.fetch(conn, query, "s", after=None, limit=3)
+    await newest_first.fetch(conn, query, "s", after=(at, "ws_1"), limit=3)
+    await Keyset(("seq",), (Int64,)).fetch(conn, "SELECT * FROM d WHERE d.w = $1", "w", after=(7,), limit=2)
+    assert conn.asked == [
+        (f"{query} ORDER BY w.created_at DESC, w.id DESC LIMIT $2", ("s", 3)),
+        (
+            f"{query} AND (w.created_at, w.id) < ($2, $3) ORDER BY w.created_at DESC, w.id DESC LIMIT $4",
+            ("s", at, "ws_1", 3),
+        ),
+        ("SELECT * FROM d WHERE d.w = $1 AND (seq) > ($2) ORDER BY seq LIMIT $3", ("w", 7, 2)),
+    ]
+
+
+def test_a_keyset_cursor_holds_the_key_of_the_last_row_by_its_column_names() -> None:
+    keyset = Keyset(("w.created_at", "w.id"), (datetime, str), descending=True)
+    at = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
+    rows = [{"created_at": at, "id": f"ws_{i}", "title": "t"} for i in range(3)]
+    page, cursor = keyset.cut(rows, 2)
+    assert page == rows[:2] and keyset.after(cursor) == (at, "ws_1")
+    assert keyset.cut(rows, 3) == (rows, None) and keyset.after(None) is None
+    with pytest.raises(Invalid):
+        keyset.after(encode_cursor([7]))
 
 
 def test_cut_page_gives_a_cursor_only_when_another_page_exists() -> None:
