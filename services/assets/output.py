@@ -11,15 +11,41 @@ import asyncio
 import contextlib
 import logging
 import signal
-from typing import TYPE_CHECKING, Any
+import socket
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import orjson
 
-if TYPE_CHECKING:
-    from services.assets.sandbox import PassageSink, Sandbox, _Parser
+from services.assets.extract.base import Limits
 
 log = logging.getLogger("dossier.assets.sandbox")
 STDERR_KEEP = 4096
+
+
+# A passage: locator, text, and {"ocr": bool} as the parser said.
+PassageSink = Callable[[str, str, dict[str, Any]], Awaitable[None]]
+
+
+@dataclass
+class Parser:
+    """A started parser process, as the service holds it."""
+
+    proc: asyncio.subprocess.Process
+    # The service's end of the child's stdin: the job (and its input's descriptor) goes through it.
+    jobs: socket.socket
+
+
+class ParserHost(Protocol):
+    """What a stream needs of the sandbox that started its parser (services.assets.sandbox.Sandbox)."""
+
+    limits: Limits
+    wall_seconds: float
+
+    async def reap(self, proc: asyncio.subprocess.Process, stderr: asyncio.Task[bytes]) -> bytes | None: ...
+
+    def reap_beside(self, proc: asyncio.subprocess.Process, stderr: asyncio.Task[bytes]) -> None: ...
 
 
 class ExtractionFailed(Exception):
@@ -29,7 +55,7 @@ class ExtractionFailed(Exception):
 class Stream:
     """One parser's output as the service follows it: passages to the sink, its final record, its death."""
 
-    def __init__(self, sandbox: Sandbox, parser: _Parser, sink: PassageSink, *, counted: list[int] | None = None):
+    def __init__(self, sandbox: ParserHost, parser: Parser, sink: PassageSink, *, counted: list[int] | None = None):
         self.sandbox, self.parser, self.sink = sandbox, parser, sink
         assert parser.proc.stdout is not None and parser.proc.stderr is not None
         self.stderr = asyncio.create_task(tail_of(parser.proc.stderr))
@@ -87,11 +113,11 @@ class Stream:
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
         if self.final is None:
-            self.tail = await self.sandbox._reap(proc, self.stderr) or b""
+            self.tail = await self.sandbox.reap(proc, self.stderr) or b""
             return
         # The parser has answered: its exit (unmapping all it allocated) is not waited for on the way to
         # storing and activating; it is reaped beside that.
-        self.sandbox._reap_beside(proc, self.stderr)
+        self.sandbox.reap_beside(proc, self.stderr)
 
     def result(self) -> dict[str, Any]:
         final, proc = self.final, self.parser.proc

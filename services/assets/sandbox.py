@@ -25,8 +25,8 @@ import logging
 import os
 import socket
 import sys
-from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass
+from collections.abc import Awaitable
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -34,7 +34,7 @@ import orjson
 
 from services.assets import confinement
 from services.assets.extract.base import Limits
-from services.assets.output import STDERR_KEEP, ExtractionFailed, Stream
+from services.assets.output import STDERR_KEEP, ExtractionFailed, Parser, PassageSink, Stream
 
 T = TypeVar("T")
 log = logging.getLogger("dossier.assets.sandbox")
@@ -43,9 +43,6 @@ ROOT = Path(__file__).resolve().parents[2]
 _LINE_LIMIT = 16 * 1024 * 1024
 # How long a new parser may take to confine itself and import the parsers before it counts as failed.
 _START_SECONDS = 60.0
-
-# A passage: locator, text, and {"ocr": bool} as the parser said.
-PassageSink = Callable[[str, str, dict[str, Any]], Awaitable[None]]
 
 
 class SlotLender(Protocol):
@@ -56,13 +53,6 @@ class SlotLender(Protocol):
     def contended(self) -> bool: ...  # somebody waits for a slot
 
     def give_back(self) -> None: ...
-
-
-@dataclass
-class _Parser:
-    proc: asyncio.subprocess.Process
-    # The service's end of the child's stdin: the job (and its input's descriptor) goes through it.
-    jobs: socket.socket
 
 
 class Sandbox:
@@ -86,9 +76,9 @@ class Sandbox:
         # Only the OCR path lifts the child's soft limits to these (and its deadline by `limits.ocr_seconds`).
         self.ocr_memory_bytes = max(memory_bytes, ocr_memory_bytes or memory_bytes)
         self.wall_seconds = wall_seconds
-        self._spare: asyncio.Task[_Parser] | None = None
+        self._spare: asyncio.Task[Parser] | None = None
         # Warm parsers for the shares of a split file, beside the one spare of the next file.
-        self._helpers: list[asyncio.Task[_Parser]] = []
+        self._helpers: list[asyncio.Task[Parser]] = []
         self._reaping: set[asyncio.Task[Any]] = set()
         self._closed = False
         self._plan: confinement.Plan | None = None
@@ -109,7 +99,7 @@ class Sandbox:
     def _command(self, config: str) -> list[str]:
         return [sys.executable, "-B", "-m", "services.assets.parser", config]
 
-    async def _spawn(self) -> _Parser:
+    async def _spawn(self) -> Parser:
         """A new parser, confined and warm; raises ExtractionFailed (and records the problem) when it cannot be."""
         if self._plan is None:
             raise ExtractionFailed(f"parsing is refused: {self.problem}")
@@ -137,7 +127,7 @@ class Sandbox:
             raise
         finally:
             theirs.close()
-        parser = _Parser(proc, ours)
+        parser = Parser(proc, ours)
         assert proc.stdout is not None
         try:
             async with asyncio.timeout(_START_SECONDS):
@@ -156,7 +146,7 @@ class Sandbox:
         log.error("parsing is refused: %s", self.problem)
         raise ExtractionFailed(f"parsing is refused: {self.problem}")
 
-    def _discard(self, parser: _Parser, why: str) -> None:
+    def _discard(self, parser: Parser, why: str) -> None:
         """Stop a parser that never became ready, and log what it said on stderr."""
         parser.jobs.close()
         if parser.proc.returncode is None:
@@ -172,9 +162,9 @@ class Sandbox:
         self._reaping.add(task)
         task.add_done_callback(self._reaping.discard)
 
-    async def _take(self) -> _Parser:
+    async def _take(self) -> Parser:
         spare, self._spare = self._spare, None
-        parser: _Parser | None = None
+        parser: Parser | None = None
         if spare is not None:
             with contextlib.suppress(Exception):
                 parser = await spare
@@ -215,7 +205,7 @@ class Sandbox:
         """Warm parsers ready for the shares of a split file."""
         return sum(1 for task in self._helpers if task.done() and not task.cancelled() and not task.exception())
 
-    async def take_helper(self) -> _Parser:
+    async def take_helper(self) -> Parser:
         """A parser for a share of a split file: a warm helper when one is ready, else a new one."""
         while self._helpers:
             task = self._helpers.pop(0)
@@ -226,13 +216,13 @@ class Sandbox:
                 parser.jobs.close()
         return await self._spawn()
 
-    async def _reap(self, proc: asyncio.subprocess.Process, stderr: asyncio.Task[bytes]) -> bytes | None:
+    async def reap(self, proc: asyncio.subprocess.Process, stderr: asyncio.Task[bytes]) -> bytes | None:
         # Bounded: a parser that cannot be reaped, or a pipe that never closes, must not hang the service.
         await _bounded(proc.wait(), "reaping the parser")
         return await _bounded(stderr, "reading the parser's stderr")
 
-    def _reap_beside(self, proc: asyncio.subprocess.Process, stderr: asyncio.Task[bytes]) -> None:
-        task = asyncio.create_task(self._reap(proc, stderr))
+    def reap_beside(self, proc: asyncio.subprocess.Process, stderr: asyncio.Task[bytes]) -> None:
+        task = asyncio.create_task(self.reap(proc, stderr))
         self._reaping.add(task)
         task.add_done_callback(self._reaping.discard)
 
@@ -246,10 +236,10 @@ class Sandbox:
                 parser = await spare
                 await self.discard_ready(parser)
 
-    def discard_when_ready(self, starting: asyncio.Future[_Parser]) -> None:
+    def discard_when_ready(self, starting: asyncio.Future[Parser]) -> None:
         """Stop a parser that is still starting for a share no longer needed, once it has started."""
 
-        def started(done: asyncio.Future[_Parser]) -> None:
+        def started(done: asyncio.Future[Parser]) -> None:
             if done.cancelled() or done.exception() is not None:
                 return
             task = asyncio.create_task(self.discard_ready(done.result()))
@@ -258,7 +248,7 @@ class Sandbox:
 
         starting.add_done_callback(started)
 
-    async def discard_ready(self, parser: _Parser) -> None:
+    async def discard_ready(self, parser: Parser) -> None:
         """Stop a ready parser that got no job (a spare at close, a share no longer needed)."""
         parser.jobs.close()
         if parser.proc.returncode is None:

@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from services.assets.extract.pdf import Seed
-from services.assets.output import ExtractionFailed, Stream, death
-from services.assets.sandbox import PassageSink, Sandbox, SlotLender, _send_job
+from services.assets.output import ExtractionFailed, PassageSink, Stream, death
+from services.assets.sandbox import Sandbox, SlotLender, _send_job
 from shared.metrics import EXTRACTION_HELPERS
 
 BLOCK_PAGES = 16
@@ -354,7 +354,7 @@ class Split:
             raise ExtractionFailed(str(record[1]))
         share.stream.final = record
         if record is None:
-            share.stream.tail = await self.sandbox._reap(share.stream.parser.proc, share.stream.stderr) or b""
+            share.stream.tail = await self.sandbox.reap(share.stream.parser.proc, share.stream.stderr) or b""
         return share.stream.result()
 
     async def _end(self) -> None:
