@@ -11,13 +11,12 @@ import pytest
 
 from tests.support.api import Api
 from tests.support.cli import dossier
-from tests.support.documents import ANNOUNCEMENT, pdf
+from tests.support.documents import ANNOUNCEMENT, QUESTION, pdf
 from tests.support.stack import RunningStack, start_stack, stop_stack
 
 # It runs on a stack of its own: the local stack only (make test-containers deselects it).
 pytestmark = pytest.mark.local_stack
 
-QUESTION = "Which earlier judgements about Fund X redemption liquidity still hold after the announcement?"
 A1 = "Fund X can meet redemptions within 30 days. Its liquidity is adequate."
 
 

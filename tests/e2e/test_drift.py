@@ -11,11 +11,10 @@ import pytest
 
 from tests.support.api import Api, probe
 from tests.support.cli import dossier
-from tests.support.documents import ANNOUNCEMENT, pdf
+from tests.support.documents import ANNOUNCEMENT, QUESTION, pdf
 from tests.support.stack import RunningStack
 from tests.support.subscribers import ext_subscription, read_until_quiet
 
-QUESTION = "Which earlier judgements about Fund X redemption liquidity still hold after the announcement?"
 NEW_ANNOUNCEMENT = [*ANNOUNCEMENT, "Correction, 27 November 2026. Redemption gates are lifted from January."]
 
 

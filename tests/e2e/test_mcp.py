@@ -21,12 +21,10 @@ from mcp_types import CallToolResult, TextResourceContents
 
 from shared.contracts import mcp as contract
 from tests.support.api import Api
-from tests.support.documents import ANNOUNCEMENT, pdf
+from tests.support.documents import ANNOUNCEMENT, QUESTION, pdf
 from tests.support.logs import lines_with, log_lines
 from tests.support.probe import probe_until
 from tests.support.stack import ROOT, RunningStack
-
-QUESTION = "Which earlier judgements about Fund X redemption liquidity still hold after the announcement?"
 
 
 @asynccontextmanager

@@ -11,11 +11,10 @@ import pytest
 
 from tests.support.api import Api
 from tests.support.cli import dossier
-from tests.support.documents import ANNOUNCEMENT, pdf
+from tests.support.documents import ANNOUNCEMENT, QUESTION, pdf
 from tests.support.stack import RunningStack
 
 SCHEMA = json.loads((Path(__file__).parents[1] / "support" / "prov-json.schema.json").read_text())
-QUESTION = "Which earlier judgements about Fund X redemption liquidity still hold after the announcement?"
 
 
 @pytest.fixture

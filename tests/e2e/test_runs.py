@@ -14,11 +14,9 @@ import nats
 import pytest
 
 from tests.support.api import Api
-from tests.support.documents import ANNOUNCEMENT, pdf
+from tests.support.documents import ANNOUNCEMENT, QUESTION, pdf
 from tests.support.stack import ROOT, RunningStack
 from tests.support.subscribers import ext_subscription, read_until_quiet
-
-QUESTION = "Which earlier judgements about Fund X redemption liquidity still hold after the announcement?"
 
 
 @pytest.fixture

@@ -169,6 +169,9 @@ _RELS = (
 
 
 # The new fund announcement of the running example (README): two pages, each a dated fact.
+# The running example's question (README.md), asked of a workspace with an earlier report and the announcement.
+QUESTION = "Which earlier judgements about Fund X redemption liquidity still hold after the announcement?"
+
 ANNOUNCEMENT = [
     "Fund X announcement, 20 November 2026. The board introduces redemption gates of 10 percent per quarter.",
     "Liquidity update. Daily redemptions are suspended until the illiquid real estate holdings are sold.",

@@ -7,11 +7,13 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, Playwright, sync_playwright
 
 from tests.support.api import Api
+from tests.support.documents import ANNOUNCEMENT, pdf
 from tests.support.stack import RunningStack
 
 CHROMIUM = os.environ.get("DOSSIER_CHROMIUM", "/usr/bin/chromium")
@@ -102,3 +104,24 @@ def screens(tmp_path: Path) -> Path:
 
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+@dataclass(frozen=True)
+class FundX:
+    """The running example's workspace: one earlier report (`report`, at version 1) and the announcement."""
+
+    workspace: dict[str, Any]
+    report: dict[str, Any]
+    source_id: str
+
+    @property
+    def history(self) -> list[dict[str, Any]]:
+        return [{"publication_id": self.report["id"], "version": 1}]
+
+
+def fund_x_workspace(api: Api, title: str) -> FundX:
+    ws = api.workspace(title=unique(title))
+    report = api.publish("Report A: Fund X liquidity", "Fund X can meet redemptions within 30 days.", ws["id"])
+    source_id = unique("announcement")
+    api.upload(pdf(ANNOUNCEMENT), source_id, "announcement.pdf", ws["id"])
+    return FundX(ws, report, source_id)

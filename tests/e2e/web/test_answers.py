@@ -11,19 +11,15 @@ import re
 from playwright.sync_api import expect
 
 from tests.e2e.web.axe import audit
-from tests.e2e.web.conftest import User, unique
-from tests.support.documents import ANNOUNCEMENT, pdf
-
-QUESTION = "Which earlier judgements about Fund X redemption liquidity still hold after the announcement?"
+from tests.e2e.web.conftest import User, fund_x_workspace, unique
+from tests.support.documents import QUESTION
 
 
 def test_an_answer_is_rendered_markdown_with_linked_citations(user: User) -> None:
     api = user.api
-    ws = api.workspace(title=unique("Fund X answers"))
-    a1 = api.publish("Report A: Fund X liquidity", "Fund X can meet redemptions within 30 days.", ws["id"])
-    source_id = unique("announcement")
-    api.upload(pdf(ANNOUNCEMENT), source_id, "announcement.pdf", ws["id"])
-    run = api.start_run(ws["id"], QUESTION, history=[{"publication_id": a1["id"], "version": 1}])
+    fund = fund_x_workspace(api, "Fund X answers")
+    ws, a1, source_id = fund.workspace, fund.report, fund.source_id
+    run = api.start_run(ws["id"], QUESTION, history=fund.history)
     assert api.wait_run(run["id"])["status"] == "completed"
 
     page = user.page()

@@ -9,21 +9,17 @@ from __future__ import annotations
 from playwright.sync_api import expect
 
 from tests.e2e.web.axe import audit
-from tests.e2e.web.conftest import User, unique
+from tests.e2e.web.conftest import User, fund_x_workspace
 from tests.support.api import probe
-from tests.support.documents import ANNOUNCEMENT, pdf
+from tests.support.documents import ANNOUNCEMENT, QUESTION, pdf
 
-QUESTION = "Which earlier judgements about Fund X redemption liquidity still hold after the announcement?"
 NEW_ANNOUNCEMENT = [*ANNOUNCEMENT, "Correction, 27 November 2026. Redemption gates are lifted from January."]
 
 
 def test_a_run_whose_sources_changed_says_so_and_the_timeline_and_diff_show_it(user: User) -> None:
     api = user.api
-    ws = api.workspace(title=unique("Fund X changes"))
-    a1 = api.publish("Report A: Fund X liquidity", "Fund X can meet redemptions within 30 days.", ws["id"])
-    source_id = unique("announcement")
-    api.upload(pdf(ANNOUNCEMENT), source_id, "announcement.pdf", ws["id"])
-    history = [{"publication_id": a1["id"], "version": 1}]
+    fund = fund_x_workspace(api, "Fund X changes")
+    ws, a1, source_id, history = fund.workspace, fund.report, fund.source_id, fund.history
     first = api.wait_run(api.start_run(ws["id"], QUESTION, history=history)["id"])
     assert first["status"] == "completed"
 

@@ -11,10 +11,9 @@ from collections import Counter
 from playwright.sync_api import Page, expect
 
 from tests.e2e.web.axe import audit
-from tests.e2e.web.conftest import User, unique
-from tests.support.documents import ANNOUNCEMENT, pdf
+from tests.e2e.web.conftest import User, fund_x_workspace
+from tests.support.documents import QUESTION
 
-QUESTION = "Which earlier judgements about Fund X redemption liquidity still hold after the announcement?"
 STAGES = ("listed", "read", "included", "unavailable", "replayed")
 
 # Each short cell (row number, stage) is laid out on one line: no word is broken across lines.
@@ -31,11 +30,9 @@ def cells_on_one_line(page: Page) -> None:
 
 def test_the_ledger_names_materials_and_counts_the_whole_run(user: User) -> None:
     api = user.api
-    title = unique("Fund X ledger")
-    ws = api.workspace(title=title)
-    a1 = api.publish("Report A: Fund X liquidity", "Fund X can meet redemptions within 30 days.", ws["id"])
-    api.upload(pdf(ANNOUNCEMENT), unique("announcement"), "announcement.pdf", ws["id"])
-    run = api.start_run(ws["id"], QUESTION, history=[{"publication_id": a1["id"], "version": 1}])
+    fund = fund_x_workspace(api, "Fund X ledger")
+    ws, a1, title = fund.workspace, fund.report, fund.workspace["title"]
+    run = api.start_run(ws["id"], QUESTION, history=fund.history)
     assert api.wait_run(run["id"])["status"] == "completed"
     rows = api.ledger(run["id"])
     counts = Counter(row["stage"] for row in rows)

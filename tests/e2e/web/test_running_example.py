@@ -11,9 +11,8 @@ from playwright.sync_api import Page, expect
 from tests.e2e.web.axe import audit
 from tests.e2e.web.conftest import User
 from tests.support.api import probe
-from tests.support.documents import ANNOUNCEMENT, pdf
+from tests.support.documents import ANNOUNCEMENT, QUESTION, pdf
 
-QUESTION = "Which earlier judgements about Fund X redemption liquidity still hold after the announcement?"
 NEW_ANNOUNCEMENT = [*ANNOUNCEMENT, "Correction, 27 November 2026. Redemption gates are lifted from January."]
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
 
 import httpx
 import pytest
@@ -21,6 +23,22 @@ async def model_url() -> AsyncIterator[str]:
         yield url
 
 
+@asynccontextmanager
+async def policy_at(model_url: str, **options: Any) -> AsyncIterator[OpenAIPolicy]:
+    """The client against the scripted server, closed afterwards whatever the test found."""
+    policy = OpenAIPolicy(base_url=f"{model_url}/v1", **({"api_key": "", "model": "m"} | options))
+    try:
+        yield policy
+    finally:
+        await policy.close()
+
+
+async def sent_requests(model_url: str) -> list[dict[str, Any]]:
+    async with httpx.AsyncClient() as client:
+        requests: list[dict[str, Any]] = (await client.get(f"{model_url}/requests")).json()
+    return requests
+
+
 def model_input(run_id: str, question: str) -> ModelInput:
     view = RunView(run_id, 1, "goal", question, {"items": [], "complete": True, "omitted": 0}, [], {}, "", 0, [])
     messages = [{"role": "system", "content": "s"}, {"role": "user", "content": f"Question: {question}"}]
@@ -30,56 +48,37 @@ def model_input(run_id: str, question: str) -> ModelInput:
 async def test_an_outage_longer_than_the_budget_fails_with_a_logged_give_up(
     model_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    policy = OpenAIPolicy(base_url=f"{model_url}/v1", api_key="", model="m", backoff_seconds=0.1, retry_seconds=3)
-    try:
+    async with policy_at(model_url, backoff_seconds=0.1, retry_seconds=3) as policy:
         with caplog.at_level(logging.WARNING, logger="dossier.runhost.model"), pytest.raises(PolicyError) as failed:
             await policy.next_step(model_input("run_budget", "scenario:outage:600 budget"))
-    finally:
-        await policy.close()
     assert "HTTP 503" in str(failed.value)
     assert any("run run_budget: model endpoint given up" in r.getMessage() for r in caplog.records)
-    async with httpx.AsyncClient() as client:
-        requests = (await client.get(f"{model_url}/requests")).json()
+    requests = await sent_requests(model_url)
     assert len(requests) >= 2 and all(r["status"] == 503 for r in requests)
 
 
 async def test_a_trickling_reply_meets_the_whole_request_deadline(model_url: str) -> None:
-    policy = OpenAIPolicy(
-        base_url=f"{model_url}/v1", api_key="", model="m", backoff_seconds=0.1, retry_seconds=1, timeout=2
-    )
-    try:
+    async with policy_at(model_url, backoff_seconds=0.1, retry_seconds=1, timeout=2) as policy:
         with pytest.raises(PolicyError) as failed:
             await policy.next_step(model_input("run_trickle", "scenario:trickle deadline"))
-    finally:
-        await policy.close()
     assert "no whole reply within 2 s" in str(failed.value)
 
 
 async def test_parallel_tool_calls_false_is_sent_and_every_returned_call_is_kept(model_url: str) -> None:
-    policy = OpenAIPolicy(base_url=f"{model_url}/v1", api_key="sk-x", model="m", parallel_tool_calls=False)
-    try:
+    async with policy_at(model_url, api_key="sk-x", parallel_tool_calls=False) as policy:
         step = await policy.next_step(model_input("run_par", "scenario:parallel flag"))
-    finally:
-        await policy.close()
     # A server may ignore the flag: whatever calls it returns are all kept, in order.
     assert [c.call_id for c in step.calls()] == ["par-0", "par-1", "par-2"]
-    async with httpx.AsyncClient() as client:
-        (sent,) = (await client.get(f"{model_url}/requests")).json()
+    (sent,) = await sent_requests(model_url)
     assert sent["body"]["parallel_tool_calls"] is False and sent["auth"] == "Bearer sk-x"
 
 
 async def test_a_trickling_stream_meets_the_whole_request_deadline(model_url: str) -> None:
-    policy = OpenAIPolicy(
-        base_url=f"{model_url}/v1", api_key="", model="m", backoff_seconds=0.1, retry_seconds=1, timeout=2, stream=True
-    )
-    try:
+    async with policy_at(model_url, backoff_seconds=0.1, retry_seconds=1, timeout=2, stream=True) as policy:
         with pytest.raises(PolicyError) as failed:
             await policy.next_step(model_input("run_trickle_stream", "scenario:trickle stream deadline"))
-    finally:
-        await policy.close()
     assert "no whole reply within 2 s" in str(failed.value)
-    async with httpx.AsyncClient() as client:
-        requests = (await client.get(f"{model_url}/requests")).json()
+    requests = await sent_requests(model_url)
     assert requests and all(r["stream"] and r["chunks"] >= 2 for r in requests)
 
 
@@ -87,13 +86,9 @@ async def test_a_trickling_stream_meets_the_whole_request_deadline(model_url: st
 async def test_a_stream_error_event_or_a_stream_cut_short_is_retried(
     model_url: str, scenario: str, call_id: str
 ) -> None:
-    policy = OpenAIPolicy(base_url=f"{model_url}/v1", api_key="", model="m", backoff_seconds=0.1, stream=True)
-    try:
+    async with policy_at(model_url, backoff_seconds=0.1, stream=True) as policy:
         step = await policy.next_step(model_input("run_stream", f"scenario:{scenario} streamed"))
-    finally:
-        await policy.close()
     expected = "list_catalog" if scenario == "errorbody" else "finish"
     assert step.name == expected and step.tokens_in == 100 and not step.problem
-    async with httpx.AsyncClient() as client:
-        first, second = (await client.get(f"{model_url}/requests")).json()
+    first, second = await sent_requests(model_url)
     assert first["body"] == second["body"] and first["stream"] and second["chunks"] > first["chunks"]
