@@ -260,26 +260,23 @@ class ToolBox:
         return ToolResult(call.name, call.arguments, f"{header}\n{part}", data=data), inclusions
 
     async def _write_note(self, call: ToolCall, args: WriteNoteArgs) -> Outcome:
-        source, text = args.source, args.text
-        if len(text) > MAX_NOTE_CHARS:
-            raise Invalid("the note is too long", {"limit": MAX_NOTE_CHARS})
-        path = f"notes/{source}.md"
-        await self.files.write(path, text)
-        return ToolResult(call.name, call.arguments, f"wrote {path} ({len(text)} chars)", data={"path": path}), []
+        path = f"notes/{args.source}.md"
+        return await self._write_bounded(call, path, args.text, MAX_NOTE_CHARS, "note", data={"path": path})
 
     async def _write_draft(self, call: ToolCall, args: WriteDraftArgs) -> Outcome:
-        text = args.text
-        if len(text) > MAX_DRAFT_CHARS:
-            raise Invalid("the draft is too long", {"limit": MAX_DRAFT_CHARS})
-        await self.files.write("draft.md", text)
-        return ToolResult(call.name, call.arguments, f"wrote draft.md ({len(text)} chars)"), []
+        return await self._write_bounded(call, "draft.md", args.text, MAX_DRAFT_CHARS, "draft")
 
     async def _update_plan(self, call: ToolCall, args: UpdatePlanArgs) -> Outcome:
-        text = args.text
-        if len(text) > MAX_PLAN_CHARS:
-            raise Invalid("the plan is too long", {"limit": MAX_PLAN_CHARS})
-        await self.files.write("plan.md", text)
-        return ToolResult(call.name, call.arguments, f"wrote plan.md ({len(text)} chars)"), []
+        return await self._write_bounded(call, "plan.md", args.text, MAX_PLAN_CHARS, "plan")
+
+    async def _write_bounded(
+        self, call: ToolCall, path: str, text: str, limit: int, what: str, data: dict[str, Any] | None = None
+    ) -> Outcome:
+        """Write one of the run's own files; a text over its limit is refused before anything is written."""
+        if len(text) > limit:
+            raise Invalid(f"the {what} is too long", {"limit": limit})
+        await self.files.write(path, text)
+        return ToolResult(call.name, call.arguments, f"wrote {path} ({len(text)} chars)", data=data or {}), []
 
 
 @dataclass(frozen=True)
