@@ -87,7 +87,10 @@ class Keyset:
             query += f" AND ({keys}) {'<' if self.descending else '>'} ({marks})"
             params.extend(after)
         order = ", ".join(column + direction for column in self.columns)
-        return await conn.fetch(f"{query} ORDER BY {order} LIMIT ${len(params) + 1}", *params, limit)
+        rows: list[asyncpg.Record] = await conn.fetch(
+            f"{query} ORDER BY {order} LIMIT ${len(params) + 1}", *params, limit
+        )
+        return rows
 
     def cut(self, rows: Sequence[asyncpg.Record], limit: int) -> tuple[list[asyncpg.Record], str | None]:
         """`cut_page` for rows fetched with `LIMIT limit + 1`: the cursor holds the last row's key."""
