@@ -11,7 +11,7 @@ from services.artifact.repository import ArtifactRepository
 from shared.blobs import Blobs, content_key
 from shared.bus import RequestContext, answers
 from shared.contracts import artifact as c
-from shared.contracts.common import CheckReply, CheckRequest, Eligibility, Ref
+from shared.contracts.common import Actor, CheckReply, CheckRequest, Eligibility, Ref
 from shared.db import Database, from_row
 from shared.errors import Invalid, NotFound, TooLarge, Unavailable
 from shared.outbox import enqueue
@@ -81,19 +81,12 @@ class ArtifactService:
 
     @answers(c.GET)
     async def get(self, ctx: RequestContext, req: c.ArtifactIdRequest) -> c.Artifact:
-        async with self._db.pool.acquire() as conn:
-            row = await self._repo.get_artifact(conn, scope=ctx.actor.scope, id=req.artifact_id)
-        if row is None:
-            raise NotFound("artifact not found", {"id": req.artifact_id})
-        return _artifact(row)
+        return _artifact(await self._found(ctx.actor, req.artifact_id))
 
     @answers(c.OPEN)
     async def open(self, ctx: RequestContext, req: c.ArtifactIdRequest) -> c.ArtifactLocation:
         """Where the bytes are, only after scope, expiry and the hash reference have been checked."""
-        async with self._db.pool.acquire() as conn:
-            row = await self._repo.get_artifact(conn, scope=ctx.actor.scope, id=req.artifact_id)
-        if row is None:
-            raise NotFound("artifact not found", {"id": req.artifact_id})
+        row = await self._found(ctx.actor, req.artifact_id)
         if row["expired"]:
             raise Unavailable(f"artifact {req.artifact_id} has expired", {"id": req.artifact_id}, reason="expired")
         if not _intact_reference(row) or not await self._blobs.exists(row["object_key"]):
@@ -101,6 +94,14 @@ class ArtifactService:
                 f"the bytes of artifact {req.artifact_id} are missing", {"id": req.artifact_id}, reason="failed"
             )
         return c.ArtifactLocation(artifact=_artifact(row), bucket=row["bucket"], key=row["object_key"])
+
+    async def _found(self, actor: Actor, artifact_id: str) -> asyncpg.Record:
+        """The artifact's row in the actor's scope, expired or not; NotFound otherwise."""
+        async with self._db.pool.acquire() as conn:
+            row = await self._repo.get_artifact(conn, scope=actor.scope, id=artifact_id)
+        if row is None:
+            raise NotFound("artifact not found", {"id": artifact_id})
+        return row
 
     @answers(c.RETAIN)
     async def retain(self, ctx: RequestContext, req: c.RetainRequest) -> c.Retention:
