@@ -13,7 +13,7 @@ import time
 import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import nats
 import orjson
@@ -198,6 +198,39 @@ def endpoint(
     FastStream's subscriber: that path cost about a fifth of a read (issue 14's profile).
     """
     _ENDPOINTS.setdefault(broker, []).append(EndpointSpec(subject, queue, handler, concurrency))
+
+
+S = TypeVar("S")
+Rule = Callable[[S, RequestContext, Q], Awaitable[R]]
+# The attribute `answers` marks a rule method with: the subject it answers.
+_ANSWERS = "__answers__"
+
+
+def answers(subject: Subject[Q, R]) -> Callable[[Rule[S, Q, R]], Rule[S, Q, R]]:
+    """Mark a rule method `(self, ctx, request) -> reply` as the answer to `subject`, where the rule is declared.
+
+    Typed so a method whose request is not the subject's request model, or whose reply is not its reply
+    model, fails the type check. The runtime serves every marked method of the objects it is given
+    (`ServiceRuntime.serve_rules`).
+    """
+
+    def mark(method: Rule[S, Q, R]) -> Rule[S, Q, R]:
+        if hasattr(method, _ANSWERS):
+            raise TypeError(f"{method.__qualname__} already answers {getattr(method, _ANSWERS)}")
+        setattr(method, _ANSWERS, subject)
+        return method
+
+    return mark
+
+
+def rules_of(owner: object) -> list[tuple[Subject[Any, Any], Handler]]:
+    """Each subject a method of `owner`'s class answers (marked by `answers`), with that method bound to `owner`."""
+    found = []
+    for name in dir(type(owner)):
+        subject = getattr(getattr(type(owner), name, None), _ANSWERS, None)
+        if isinstance(subject, Subject):
+            found.append((subject, getattr(owner, name)))
+    return found
 
 
 def health_endpoint(broker: NatsBroker, service: str, problem: Callable[[], str | None] = lambda: None) -> None:

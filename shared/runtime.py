@@ -15,7 +15,15 @@ from faststream.nats.prometheus import NatsPrometheusMiddleware
 from prometheus_client import REGISTRY
 
 from shared import tracing
-from shared.bus import HANDLER_CONCURRENCY, BusClient, RequestContext, described_endpoints, endpoint, health_endpoint
+from shared.bus import (
+    HANDLER_CONCURRENCY,
+    BusClient,
+    RequestContext,
+    described_endpoints,
+    endpoint,
+    health_endpoint,
+    rules_of,
+)
 from shared.children import wait_for_file
 from shared.contracts.common import Q, R, Subject
 from shared.db import Database
@@ -74,6 +82,19 @@ class ServiceRuntime:
     ) -> None:
         """Answer `subject` with `handler(ctx, request) -> reply`, in this service's queue group."""
         endpoint(self.broker, subject, handler, queue=self.name, concurrency=concurrency)
+
+    def serve_rules(self, *owners: object) -> None:
+        """Serve every subject a method of these objects answers (marked with `shared.bus.answers`).
+
+        A subject answered twice is a mistake in the service's wiring, refused here rather than served twice.
+        """
+        served: set[str] = set()
+        for owner in owners:
+            for subject, handler in rules_of(owner):
+                if subject in served:
+                    raise ValueError(f"{subject} is answered twice")
+                served.add(subject)
+                self.serve(subject, handler)
 
     def health_problem(self) -> str | None:
         """Why this service cannot do part of its work, for its health reply; None when it can."""

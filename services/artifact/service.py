@@ -9,8 +9,9 @@ import asyncpg
 
 from services.artifact.repository import ArtifactRepository
 from shared.blobs import Blobs, content_key
+from shared.bus import RequestContext, answers
 from shared.contracts import artifact as c
-from shared.contracts.common import Actor, CheckReply, Eligibility, Ref
+from shared.contracts.common import Actor, CheckReply, CheckRequest, Eligibility, Ref
 from shared.db import Database, from_row
 from shared.errors import Invalid, NotFound, TooLarge, Unavailable
 from shared.outbox import enqueue
@@ -41,7 +42,8 @@ class ArtifactService:
         self._settings = settings
         self._repo = repo or ArtifactRepository()
 
-    async def register(self, actor: Actor, req: c.RegisterRequest) -> c.Artifact:
+    @answers(c.REGISTER)
+    async def register(self, ctx: RequestContext, req: c.RegisterRequest) -> c.Artifact:
         if req.size > self._settings.max_artifact_bytes:
             raise TooLarge(
                 "the file is larger than the limit",
@@ -64,7 +66,7 @@ class ArtifactService:
             row = await self._repo.insert_artifact(
                 conn,
                 id=new_artifact_id(),
-                scope=actor.scope,
+                scope=ctx.actor.scope,
                 title=title,
                 media_type=req.media_type,
                 size=req.size,
@@ -74,48 +76,55 @@ class ArtifactService:
                 expires_at=req.expires_at,
             )
             artifact = _artifact(row)
-            await enqueue(conn, c.EVT_REGISTERED, artifact, scope=actor.scope)
+            await enqueue(conn, c.EVT_REGISTERED, artifact, scope=ctx.actor.scope)
         return artifact
 
-    async def get(self, actor: Actor, artifact_id: str) -> c.Artifact:
-        async with self._db.pool.acquire() as conn:
-            row = await self._repo.get_artifact(conn, scope=actor.scope, id=artifact_id)
-        if row is None:
-            raise NotFound("artifact not found", {"id": artifact_id})
-        return _artifact(row)
+    @answers(c.GET)
+    async def get(self, ctx: RequestContext, req: c.ArtifactIdRequest) -> c.Artifact:
+        return _artifact(await self._found(ctx.actor, req.artifact_id))
 
-    async def open(self, actor: Actor, artifact_id: str) -> c.ArtifactLocation:
+    @answers(c.OPEN)
+    async def open(self, ctx: RequestContext, req: c.ArtifactIdRequest) -> c.ArtifactLocation:
         """Where the bytes are, only after scope, expiry and the hash reference have been checked."""
-        async with self._db.pool.acquire() as conn:
-            row = await self._repo.get_artifact(conn, scope=actor.scope, id=artifact_id)
-        if row is None:
-            raise NotFound("artifact not found", {"id": artifact_id})
+        row = await self._found(ctx.actor, req.artifact_id)
         if row["expired"]:
-            raise Unavailable(f"artifact {artifact_id} has expired", {"id": artifact_id}, reason="expired")
+            raise Unavailable(f"artifact {req.artifact_id} has expired", {"id": req.artifact_id}, reason="expired")
         if not _intact_reference(row) or not await self._blobs.exists(row["object_key"]):
-            raise Unavailable(f"the bytes of artifact {artifact_id} are missing", {"id": artifact_id}, reason="failed")
+            raise Unavailable(
+                f"the bytes of artifact {req.artifact_id} are missing", {"id": req.artifact_id}, reason="failed"
+            )
         return c.ArtifactLocation(artifact=_artifact(row), bucket=row["bucket"], key=row["object_key"])
 
-    async def retain(self, actor: Actor, req: c.RetainRequest) -> c.Retention:
+    async def _found(self, actor: Actor, artifact_id: str) -> asyncpg.Record:
+        """The artifact's row in the actor's scope, expired or not; NotFound otherwise."""
+        async with self._db.pool.acquire() as conn:
+            row = await self._repo.get_artifact(conn, scope=actor.scope, id=artifact_id)
+        if row is None:
+            raise NotFound("artifact not found", {"id": artifact_id})
+        return row
+
+    @answers(c.RETAIN)
+    async def retain(self, ctx: RequestContext, req: c.RetainRequest) -> c.Retention:
         async with self._db.transaction() as conn:
-            row = await self._repo.get_artifact(conn, scope=actor.scope, id=req.artifact_id, for_update=True)
+            row = await self._repo.get_artifact(conn, scope=ctx.actor.scope, id=req.artifact_id, for_update=True)
             if row is None:
                 raise NotFound("artifact not found", {"id": req.artifact_id})
             if row["expired"]:
                 # Its retention already ended; keeping it now would revive a file that was let go.
                 raise Unavailable(f"artifact {req.artifact_id} has expired", {"id": req.artifact_id}, reason="expired")
-            row = await self._repo.retain(conn, scope=actor.scope, id=req.artifact_id, expires_at=req.expires_at)
+            row = await self._repo.retain(conn, scope=ctx.actor.scope, id=req.artifact_id, expires_at=req.expires_at)
             retention = _retention(row)
-            await enqueue(conn, c.EVT_RETAINED, retention, scope=actor.scope)
+            await enqueue(conn, c.EVT_RETAINED, retention, scope=ctx.actor.scope)
         return retention
 
-    async def check(self, actor: Actor, refs: list[Ref]) -> CheckReply:
+    @answers(c.CHECK)
+    async def check(self, ctx: RequestContext, req: CheckRequest) -> CheckReply:
         """Eligibility of many refs in one query. An artifact has one version, 1."""
         async with self._db.pool.acquire() as conn:
-            rows = await self._repo.check_artifacts(conn, scope=actor.scope, ids=[r.id for r in refs])
+            rows = await self._repo.check_artifacts(conn, scope=ctx.actor.scope, ids=[r.id for r in req.refs])
         found = {row["ord"] - 1: row for row in rows}
         items: list[Eligibility] = []
-        for i, ref in enumerate(refs):
+        for i, ref in enumerate(req.refs):
             row = found.get(i)
             if row is None or ref.kind != "artifact" or ref.version not in (None, 1):
                 items.append(Eligibility(ref=ref, available=False, reason="not_found"))

@@ -1,4 +1,4 @@
-"""Bus edge of the assets service: decode, call the rules, encode; plus the sandbox and recovery loops."""
+"""The assets service built: its rules served on the bus, plus the sandbox and recovery loops."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from services.assets.contents import SourceContents
-from services.assets.eligibility import check_sources
+from services.assets.eligibility import SourceChecks
 from services.assets.evidence import EvidenceService
 from services.assets.extract.base import Limits
 from services.assets.lifecycle import Lifecycle
@@ -14,7 +14,6 @@ from services.assets.repository import AssetsRepository
 from services.assets.sandbox import Sandbox
 from services.assets.service import AssetsService
 from shared.blobs import Blobs
-from shared.contracts import assets as c
 from shared.runtime import ServiceRuntime
 from shared.settings import AssetsSettings
 
@@ -71,21 +70,8 @@ def create_app(settings: AssetsSettings) -> AssetsRuntime:
     service = AssetsService(runtime.db, runtime.blobs, lifecycle, settings, repo)
     evidence = EvidenceService(runtime.db, service, repo)
     contents = SourceContents(runtime.db, repo)
-    serve = runtime.serve
     runtime.background(lambda: lifecycle.sweep_forever(service.stage_again))
 
-    serve(c.UPLOAD, lambda ctx, req: service.upload(ctx.actor, req))
-    serve(c.IMPORT, lambda ctx, req: service.import_file(ctx.actor, req))
-    serve(c.ATTACH, lambda ctx, req: service.attach(ctx.actor, req, grant=ctx.grant))
-    serve(c.PROMOTE, lambda ctx, req: service.promote(ctx.actor, req, grant=ctx.grant))
-    serve(c.GET_SOURCE, lambda ctx, req: service.get_source(ctx.actor, req, grant=ctx.grant))
-    serve(c.GET_ASSET, lambda ctx, req: service.get_asset(ctx.actor, req, grant=ctx.grant))
-    serve(c.RETIRE, lambda ctx, req: service.retire(ctx.actor, req))
-    serve(c.CHECK, lambda ctx, req: check_sources(runtime.db, repo, ctx.actor, req.refs))
-    serve(c.SEARCH, lambda ctx, req: evidence.search(ctx.actor, req, grant=ctx.grant))
-    serve(c.READ, lambda ctx, req: evidence.read(ctx.actor, req, grant=ctx.grant))
-    serve(c.PASSAGES, lambda ctx, req: contents.passages(ctx.actor, req))
-    serve(c.ORIGINAL, lambda ctx, req: contents.original(ctx.actor, req))
-    serve(c.LOCATE, lambda ctx, req: evidence.locate(ctx.actor, req))
+    runtime.serve_rules(service, evidence, contents, SourceChecks(runtime.db, repo))
 
     return runtime

@@ -13,6 +13,7 @@ import asyncpg
 
 from services.assets.lifecycle import sha256_text
 from services.assets.repository import PASSAGES, AssetsRepository
+from shared.bus import RequestContext, answers
 from shared.contracts import assets as c
 from shared.contracts.common import Actor
 from shared.db import Database, from_row
@@ -35,10 +36,11 @@ class SourceContents:
             raise Unavailable("the version does not match its recorded identity", where, reason="failed")
         return row
 
-    async def passages(self, actor: Actor, req: c.PassagesRequest) -> c.PassageList:
+    @answers(c.PASSAGES)
+    async def passages(self, ctx: RequestContext, req: c.PassagesRequest) -> c.PassageList:
         after = PASSAGES.after(req.cursor)
         async with self._db.pool.acquire() as conn:
-            row = await self._version(conn, actor, req)
+            row = await self._version(conn, ctx.actor, req)
             if row["status"] != "active":
                 where = {"source_id": req.source_id, "version": req.version}
                 raise Unavailable(f"version {req.version} is {row['status']}", where, reason=row["status"])
@@ -50,9 +52,10 @@ class SourceContents:
                 raise Unavailable("a passage does not match its recorded hash", where, reason="failed")
         return c.PassageList(items=[from_row(c.Passage, p) for p in page], next_cursor=next_cursor)
 
-    async def original(self, actor: Actor, req: c.VersionRequest) -> c.Original:
+    @answers(c.ORIGINAL)
+    async def original(self, ctx: RequestContext, req: c.VersionRequest) -> c.Original:
         async with self._db.pool.acquire() as conn:
-            row = await self._version(conn, actor, req)
+            row = await self._version(conn, ctx.actor, req)
         if row["status"] in ("registered", "extracting"):
             raise NotFound("the version is not settled yet", {"source_id": req.source_id, "version": req.version})
         return from_row(c.Original, row, bucket=row["blob_bucket"], key=row["blob_key"], sha256=row["content_hash"])

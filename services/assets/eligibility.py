@@ -10,19 +10,27 @@ from __future__ import annotations
 import asyncpg
 
 from services.assets.repository import AssetsRepository
-from shared.contracts.common import Actor, CheckReply, Eligibility, Ref
+from shared.bus import RequestContext, answers
+from shared.contracts import assets as c
+from shared.contracts.common import CheckReply, CheckRequest, Eligibility, Ref
 from shared.db import Database, from_row
 
 
-async def check_sources(db: Database, repo: AssetsRepository, actor: Actor, refs: list[Ref]) -> CheckReply:
-    """One item per ref, in the order asked, from ONE query; refs of other kinds are not_found here."""
-    wanted = [(i, r) for i, r in enumerate(refs) if r.kind == "source"]
-    async with db.pool.acquire() as conn:
-        rows = await repo.check_sources(
-            conn, scope=actor.scope, ids=[r.id for _, r in wanted], versions=[r.version for _, r in wanted]
-        )
-    found = {wanted[row["ord"] - 1][0]: row for row in rows}
-    return CheckReply(items=[_eligibility(ref, found.get(i)) for i, ref in enumerate(refs)])
+class SourceChecks:
+    def __init__(self, db: Database, repo: AssetsRepository):
+        self._db = db
+        self._repo = repo
+
+    @answers(c.CHECK)
+    async def check(self, ctx: RequestContext, req: CheckRequest) -> CheckReply:
+        """One item per ref, in the order asked, from ONE query; refs of other kinds are not_found here."""
+        wanted = [(i, r) for i, r in enumerate(req.refs) if r.kind == "source"]
+        async with self._db.pool.acquire() as conn:
+            rows = await self._repo.check_sources(
+                conn, scope=ctx.actor.scope, ids=[r.id for _, r in wanted], versions=[r.version for _, r in wanted]
+            )
+        found = {wanted[row["ord"] - 1][0]: row for row in rows}
+        return CheckReply(items=[_eligibility(ref, found.get(i)) for i, ref in enumerate(req.refs)])
 
 
 def _eligibility(ref: Ref, row: asyncpg.Record | None) -> Eligibility:

@@ -13,6 +13,7 @@ from services.assets import query
 from services.assets.lifecycle import sha256_text
 from services.assets.repository import AssetsRepository
 from services.assets.service import AssetsService, run_namespace
+from shared.bus import RequestContext, answers
 from shared.contracts import assets as c
 from shared.contracts.common import Actor, Ref
 from shared.db import Database, from_row
@@ -31,8 +32,9 @@ class EvidenceService:
         self._assets = assets
         self._repo = repo
 
-    async def search(self, actor: Actor, req: c.SearchRequest, *, grant: str | None) -> c.SearchReply:
-        claims = self._assets.claims(actor, grant)
+    @answers(c.SEARCH)
+    async def search(self, ctx: RequestContext, req: c.SearchRequest) -> c.SearchReply:
+        claims = self._assets.claims(ctx.actor, ctx.grant)
         namespaces = [""] if claims is None else ["", run_namespace(claims.run_id)]
         parsed = query.parse(req.q)
         async with self._db.transaction() as conn:
@@ -54,7 +56,7 @@ class EvidenceService:
                 return c.SearchReply(items=[])
             rows = await self._repo.search(
                 conn,
-                scope=actor.scope,
+                scope=ctx.actor.scope,
                 namespaces=namespaces,
                 terms=kept,
                 source_id=req.source_id,
@@ -65,7 +67,7 @@ class EvidenceService:
             if claims is not None and rows:
                 # What a run's own search found, it may read (docs/architecture.md); recorded with the search itself.
                 await self._repo.record_hits(
-                    conn, run_id=claims.run_id, scope=actor.scope, evidence_ids=[r["evidence_id"] for r in rows]
+                    conn, run_id=claims.run_id, scope=ctx.actor.scope, evidence_ids=[r["evidence_id"] for r in rows]
                 )
         return c.SearchReply(
             items=[
@@ -74,8 +76,11 @@ class EvidenceService:
             ]
         )
 
-    async def read(self, actor: Actor, req: c.EvidenceReadRequest, *, grant: str | None) -> c.Evidence:
-        claims = self._assets.claims(actor, grant)
+    @answers(c.READ)
+    async def read(self, ctx: RequestContext, req: c.EvidenceReadRequest) -> c.Evidence:
+        return await self._read(ctx.actor, self._assets.claims(ctx.actor, ctx.grant), req)
+
+    async def _read(self, actor: Actor, claims: GrantClaims | None, req: c.EvidenceReadRequest) -> c.Evidence:
         async with self._db.pool.acquire() as conn:
             row = await self._repo.get_evidence(conn, scope=actor.scope, evidence_id=req.evidence_id)
             own_attachment = claims is not None and row is not None and row["namespace"] == run_namespace(claims.run_id)
@@ -97,15 +102,16 @@ class EvidenceService:
             raise Unavailable("the passage does not match its recorded hash", where, reason="failed")
         return from_row(c.Evidence, row)
 
-    async def locate(self, actor: Actor, req: c.LocateRequest) -> c.Evidence:
+    @answers(c.LOCATE)
+    async def locate(self, ctx: RequestContext, req: c.LocateRequest) -> c.Evidence:
         """A person's read of the passage a ledger row names (source, version, locator): the same rules as `read`."""
         async with self._db.pool.acquire() as conn:
             evidence_id = await self._repo.find_evidence_id(
-                conn, scope=actor.scope, source_id=req.source_id, version=req.version, locator=req.locator
+                conn, scope=ctx.actor.scope, source_id=req.source_id, version=req.version, locator=req.locator
             )
         if evidence_id is None:
             raise NotFound("evidence not found", {"source_id": req.source_id, "version": req.version})
-        return await self.read(actor, c.EvidenceReadRequest(evidence_id=evidence_id), grant=None)
+        return await self._read(ctx.actor, None, c.EvidenceReadRequest(evidence_id=evidence_id))
 
     async def _granted(self, conn: asyncpg.Connection, claims: GrantClaims, row: asyncpg.Record) -> bool:
         evidence_id, version = row["evidence_id"], row["version"]

@@ -19,6 +19,7 @@ from services.assets.kinds import sniff
 from services.assets.lifecycle import SETTLED, Lifecycle, evidence_prefix
 from services.assets.repository import VERSIONS, AssetsRepository
 from shared.blobs import Blobs, content_key
+from shared.bus import RequestContext, answers
 from shared.contracts import assets as c
 from shared.contracts.common import Actor, PageRequest
 from shared.db import Database, from_row
@@ -82,18 +83,20 @@ class AssetsService:
             )
         return kind
 
-    async def upload(self, actor: Actor, req: c.UploadRequest) -> c.AssetVersion:
+    @answers(c.UPLOAD)
+    async def upload(self, ctx: RequestContext, req: c.UploadRequest) -> c.AssetVersion:
         staged = await stage_blob(self._blobs, req.blob, max_bytes=self._settings.max_upload_bytes)
         try:
             kind = self._kind_of(staged)
             return await self._register(
-                actor, "", UPLOAD_ROOT, req.source_id, staged, kind, req.blob, req.filename, req.workspace_id, None
+                ctx.actor, "", UPLOAD_ROOT, req.source_id, staged, kind, req.blob, req.filename, req.workspace_id, None
             )
         finally:
             staged.discard()
 
-    async def import_file(self, actor: Actor, req: c.ImportRequest) -> c.AssetVersion:
-        roots = roots_of(self._roots, actor.scope)
+    @answers(c.IMPORT)
+    async def import_file(self, ctx: RequestContext, req: c.ImportRequest) -> c.AssetVersion:
+        roots = roots_of(self._roots, ctx.actor.scope)
         candidate = resolve_import(roots, req.root, req.path)
         base = roots[req.root].resolve()
         staged = await asyncio.to_thread(stage_import, base, candidate, max_bytes=self._settings.max_upload_bytes)
@@ -105,13 +108,14 @@ class AssetsService:
             blob = c.BlobRef(bucket=self._blobs.bucket, key=key, sha256=staged.sha256, size=staged.size)
             root = f"import:{req.root}"
             return await self._register(
-                actor, "", root, req.source_id, staged, kind, blob, candidate.name, req.workspace_id, None
+                ctx.actor, "", root, req.source_id, staged, kind, blob, candidate.name, req.workspace_id, None
             )
         finally:
             staged.discard()
 
-    async def attach(self, actor: Actor, req: c.AttachRequest, *, grant: str | None) -> c.AssetVersion:
-        claims = self.claims(actor, grant, required=True)
+    @answers(c.ATTACH)
+    async def attach(self, ctx: RequestContext, req: c.AttachRequest) -> c.AssetVersion:
+        claims = self.claims(ctx.actor, ctx.grant, required=True)
         assert claims is not None
         if "|" in claims.run_id:
             raise Invalid("the run id cannot name a namespace", {"field": "grant"})
@@ -120,7 +124,7 @@ class AssetsService:
             kind = self._kind_of(staged)
             space = run_namespace(claims.run_id)
             return await self._register(
-                actor, space, space, req.source_id, staged, kind, req.blob, req.filename, None, claims.run_id
+                ctx.actor, space, space, req.source_id, staged, kind, req.blob, req.filename, None, claims.run_id
             )
         finally:
             staged.discard()
@@ -194,12 +198,13 @@ class AssetsService:
         blob = c.BlobRef(bucket=row["blob_bucket"], key=row["blob_key"], sha256=row["content_hash"], size=row["size"])
         return await stage_blob(self._blobs, blob, max_bytes=max(row["size"], self._settings.max_upload_bytes))
 
-    async def promote(self, actor: Actor, req: c.PromoteRequest, *, grant: str | None) -> c.AssetVersion:
+    @answers(c.PROMOTE)
+    async def promote(self, ctx: RequestContext, req: c.PromoteRequest) -> c.AssetVersion:
         """A run's attachment becomes a version of a source of the scope, with the same bytes and passages."""
-        claims = self.claims(actor, grant, required=True)
+        claims = self.claims(ctx.actor, ctx.grant, required=True)
         assert claims is not None
         async with self._db.transaction() as conn:
-            attachment = await self._repo.get_version(conn, asset_id=req.asset_id, scope=actor.scope)
+            attachment = await self._repo.get_version(conn, asset_id=req.asset_id, scope=ctx.actor.scope)
             if attachment is None or attachment["namespace"] != run_namespace(claims.run_id):
                 raise NotFound("attachment not found", {"asset_id": req.asset_id})
             if attachment["status"] != "active":
@@ -207,8 +212,10 @@ class AssetsService:
                     f"the attachment is {attachment['status']}", {"asset_id": req.asset_id}, reason=attachment["status"]
                 )
             source_id = req.source_id or attachment["source_id"]
-            identity = identity_key(actor.scope, attachment["root"], source_id, attachment["content_hash"])
-            source = await self._repo.lock_or_create_source(conn, scope=actor.scope, namespace="", source_id=source_id)
+            identity = identity_key(ctx.actor.scope, attachment["root"], source_id, attachment["content_hash"])
+            source = await self._repo.lock_or_create_source(
+                conn, scope=ctx.actor.scope, namespace="", source_id=source_id
+            )
             if source["status"] == "retired":
                 raise Unavailable(f"the source {source_id} is retired", {"source_id": source_id}, reason="retired")
             existing = await self._repo.find_by_identity(conn, identity_key=identity)
@@ -241,7 +248,7 @@ class AssetsService:
             assert row is not None
             if req.workspace_id is not None:
                 await self._request_association(
-                    conn, actor, req.workspace_id, source_id, row["asset_id"], row["version"]
+                    conn, ctx.actor, req.workspace_id, source_id, row["asset_id"], row["version"]
                 )
         return to_version(row, reused=reused)
 
@@ -253,19 +260,21 @@ class AssetsService:
             return False
         return row["namespace"] == "" or (claims is not None and row["namespace"] == run_namespace(claims.run_id))
 
-    async def get_asset(self, actor: Actor, req: c.GetAssetRequest, *, grant: str | None) -> c.AssetVersion:
-        claims = self.claims(actor, grant)
+    @answers(c.GET_ASSET)
+    async def get_asset(self, ctx: RequestContext, req: c.GetAssetRequest) -> c.AssetVersion:
+        claims = self.claims(ctx.actor, ctx.grant)
         async with self._db.pool.acquire() as conn:
-            row = await self._repo.get_version(conn, asset_id=req.asset_id, scope=actor.scope)
+            row = await self._repo.get_version(conn, asset_id=req.asset_id, scope=ctx.actor.scope)
         if row is None or not self._visible(row, claims):
             raise NotFound("asset not found", {"asset_id": req.asset_id})
         return to_version(row)
 
-    async def get_source(self, actor: Actor, req: c.GetSourceRequest, *, grant: str | None) -> c.Source:
-        claims = self.claims(actor, grant, required=req.run_local)
+    @answers(c.GET_SOURCE)
+    async def get_source(self, ctx: RequestContext, req: c.GetSourceRequest) -> c.Source:
+        claims = self.claims(ctx.actor, ctx.grant, required=req.run_local)
         namespace = run_namespace(claims.run_id) if req.run_local and claims else ""
         async with self._db.pool.acquire() as conn:
-            return await self._source_view(conn, actor, namespace, req.source_id, req)
+            return await self._source_view(conn, ctx.actor, namespace, req.source_id, req)
 
     async def _source_view(
         self, conn: asyncpg.Connection, actor: Actor, namespace: str, source_id: str, page: PageRequest
@@ -285,15 +294,16 @@ class AssetsService:
             next_cursor=next_cursor,
         )
 
-    async def retire(self, actor: Actor, req: c.RetireRequest) -> c.Source:
+    @answers(c.RETIRE)
+    async def retire(self, ctx: RequestContext, req: c.RetireRequest) -> c.Source:
         async with self._db.transaction() as conn:
             source = await self._repo.find_source(
-                conn, scope=actor.scope, namespace="", source_id=req.source_id, for_update=True
+                conn, scope=ctx.actor.scope, namespace="", source_id=req.source_id, for_update=True
             )
             if source is None:
                 raise NotFound("source not found", {"source_id": req.source_id})
             if source["status"] != "retired":
                 versions = await self._repo.retire_source(conn, pk=source["pk"])
                 event = c.SourceRetired(source_id=req.source_id, versions=versions)
-                await enqueue(conn, c.EVT_SOURCE_RETIRED, event, scope=actor.scope)
-            return await self._source_view(conn, actor, "", req.source_id, PageRequest())
+                await enqueue(conn, c.EVT_SOURCE_RETIRED, event, scope=ctx.actor.scope)
+            return await self._source_view(conn, ctx.actor, "", req.source_id, PageRequest())

@@ -10,9 +10,10 @@ import asyncpg
 
 from services.publication.repository import VERSIONS, PublicationRepository
 from services.publication.search import RunSearch
+from shared.bus import RequestContext, answers
 from shared.coalesce import Coalescer
 from shared.contracts import publication as c
-from shared.contracts.common import Actor, CheckReply, Eligibility, Ref
+from shared.contracts.common import Actor, CheckReply, CheckRequest, Eligibility, Ref
 from shared.db import Database, from_row
 from shared.errors import Conflict, Invalid, NotFound, TooLarge, Unauthenticated, Unavailable
 from shared.grants import verify_grant
@@ -78,7 +79,8 @@ class PublicationService:
                 {"field": "title", "limit": self._settings.max_title_chars},
             )
 
-    async def commit(self, actor: Actor, req: c.CommitRequest) -> c.PublicationVersion:
+    @answers(c.COMMIT)
+    async def commit(self, ctx: RequestContext, req: c.CommitRequest) -> c.PublicationVersion:
         self._check_text(title=req.title, body=req.body)
         pub_id = new_publication_id()
         sources = [s.model_dump() for s in req.sources]
@@ -87,14 +89,14 @@ class PublicationService:
             fresh = await self._repo.insert_publication(
                 conn,
                 id=pub_id,
-                scope=actor.scope,
+                scope=ctx.actor.scope,
                 title=req.title,
                 workspace_id=req.workspace_id,
                 request_key=req.request_key,
             )
             if not fresh:
                 assert req.request_key is not None
-                return await self._replay_commit(conn, actor, req, content_hash)
+                return await self._replay_commit(conn, ctx.actor, req, content_hash)
             await self._repo.insert_version(
                 conn,
                 id=pub_id,
@@ -106,10 +108,10 @@ class PublicationService:
                 run_id=req.run_id,
                 claims=[claim.model_dump(mode="json") for claim in req.claims],
             )
-            row = await self._repo.get_version(conn, scope=actor.scope, id=pub_id, version=1)
+            row = await self._repo.get_version(conn, scope=ctx.actor.scope, id=pub_id, version=1)
             assert row is not None
             version = _version(row)
-            await enqueue(conn, c.EVT_COMMITTED, _event(version, req.workspace_id), scope=actor.scope)
+            await enqueue(conn, c.EVT_COMMITTED, _event(version, req.workspace_id), scope=ctx.actor.scope)
         return version
 
     async def _replay_commit(
@@ -134,10 +136,11 @@ class PublicationService:
             )
         return _version(row)
 
-    async def get(self, actor: Actor, req: c.GetRequest) -> c.Publication:
+    @answers(c.GET)
+    async def get(self, ctx: RequestContext, req: c.GetRequest) -> c.Publication:
         after = VERSIONS.after(req.cursor)
         async with self._db.pool.acquire() as conn:
-            pub = await self._repo.get_publication(conn, scope=actor.scope, id=req.id)
+            pub = await self._repo.get_publication(conn, scope=ctx.actor.scope, id=req.id)
             if pub is None:
                 raise NotFound("publication not found", {"id": req.id})
             rows = await self._repo.list_versions(conn, id=req.id, limit=req.limit + 1, after=after)
@@ -145,20 +148,26 @@ class PublicationService:
         versions = [c.VersionSummary.model_validate(dict(v)) for v in page]
         return from_row(c.Publication, pub, versions=versions, next_cursor=next_cursor)
 
-    async def run_search(
-        self, actor: Actor, req: c.PublicationSearchRequest, *, grant: str | None
-    ) -> c.PublicationSearchReply:
-        if grant is None:
+    @answers(c.RUN_SEARCH)
+    async def run_search(self, ctx: RequestContext, req: c.PublicationSearchRequest) -> c.PublicationSearchReply:
+        if ctx.grant is None:
             raise Unauthenticated("this command needs the run's grant")
-        claims = verify_grant(self._grant_key, grant, scope=actor.scope)
-        return await self._search.search(actor, claims, req)
+        claims = verify_grant(self._grant_key, ctx.grant, scope=ctx.actor.scope)
+        return await self._search.search(ctx.actor, claims, req)
 
-    async def read(self, actor: Actor, req: c.ReadRequest, *, grant: str | None) -> c.PublicationVersion:
+    @answers(c.READ)
+    async def read(self, ctx: RequestContext, req: c.ReadRequest) -> c.PublicationVersion:
         """An exact version. With a run grant, only a ref the run was admitted with or its own search found;
         always re-checked."""
-        if grant is not None:
-            claims = verify_grant(self._grant_key, grant, scope=actor.scope)
-            await self._search.require_readable(actor, claims, Ref(kind="publication", id=req.id, version=req.version))
+        if ctx.grant is not None:
+            claims = verify_grant(self._grant_key, ctx.grant, scope=ctx.actor.scope)
+            await self._search.require_readable(
+                ctx.actor, claims, Ref(kind="publication", id=req.id, version=req.version)
+            )
+        return await self._exact_version(ctx.actor, req)
+
+    async def _exact_version(self, actor: Actor, req: c.ReadRequest) -> c.PublicationVersion:
+        """An exact version of the actor's scope, whatever a grant allows: not found, withdrawn or not intact refused."""
         row = await self._reads.load((actor.scope, req.id, req.version))
         if row is None:
             raise NotFound("publication version not found", {"id": req.id, "version": req.version})
@@ -176,11 +185,12 @@ class PublicationService:
             )
         return _version(row)
 
-    async def claims(self, actor: Actor, req: c.ClaimsRequest) -> c.ClaimList:
+    @answers(c.CLAIMS)
+    async def claims(self, ctx: RequestContext, req: c.ClaimsRequest) -> c.ClaimList:
         """The checked claims of a version, under the same rules as reading it (a withdrawn one is unavailable)."""
-        version = await self.read(actor, c.ReadRequest(id=req.id, version=req.version), grant=None)
+        version = await self._exact_version(ctx.actor, c.ReadRequest(id=req.id, version=req.version))
         async with self._db.pool.acquire() as conn:
-            row = await self._repo.get_version(conn, scope=actor.scope, id=version.id, version=version.version)
+            row = await self._repo.get_version(conn, scope=ctx.actor.scope, id=version.id, version=version.version)
         assert row is not None  # it was just read
         # The claims are one immutable list of the version: a page is a slice after the previous page's last.
         (start,) = decode_cursor(req.cursor, Int32) if req.cursor else (0,)
@@ -191,10 +201,11 @@ class PublicationService:
             next_cursor=encode_cursor((start + req.limit,)) if more else None,
         )
 
-    async def diff(self, actor: Actor, req: c.DiffRequest) -> c.Diff:
+    @answers(c.DIFF)
+    async def diff(self, ctx: RequestContext, req: c.DiffRequest) -> c.Diff:
         """Both versions are read under the rules of `read`: another scope's is not found, a withdrawn one unavailable."""
-        old = await self.read(actor, c.ReadRequest(id=req.id, version=req.from_), grant=None)
-        new = await self.read(actor, c.ReadRequest(id=req.id, version=req.to), grant=None)
+        old = await self._exact_version(ctx.actor, c.ReadRequest(id=req.id, version=req.from_))
+        new = await self._exact_version(ctx.actor, c.ReadRequest(id=req.id, version=req.to))
         # Bodies are bounded (max_body_bytes), but a diff of two large ones is CPU work: keep it off the loop.
         hunks, truncated = await asyncio.to_thread(
             line_diff, old.body, new.body, max_lines=self._settings.max_diff_lines
@@ -203,10 +214,11 @@ class PublicationService:
             {"id": req.id, "from": req.from_, "to": req.to, "hunks": hunks, "truncated": truncated}
         )
 
-    async def revise(self, actor: Actor, req: c.ReviseRequest) -> c.PublicationVersion:
+    @answers(c.REVISE)
+    async def revise(self, ctx: RequestContext, req: c.ReviseRequest) -> c.PublicationVersion:
         self._check_text(title=req.title, body=req.body)
         async with self._db.transaction() as conn:
-            pub = await self._repo.lock_publication(conn, scope=actor.scope, id=req.id)
+            pub = await self._repo.lock_publication(conn, scope=ctx.actor.scope, id=req.id)
             if pub is None:
                 raise NotFound("publication not found", {"id": req.id})
             if pub["latest_version"] != req.expected_latest_version:
@@ -227,33 +239,37 @@ class PublicationService:
                 run_id=req.run_id,
             )
             await self._repo.set_latest(conn, id=req.id, version=version_no, title=title)
-            row = await self._repo.get_version(conn, scope=actor.scope, id=req.id, version=version_no)
+            row = await self._repo.get_version(conn, scope=ctx.actor.scope, id=req.id, version=version_no)
             assert row is not None
             version = _version(row)
-            await enqueue(conn, c.EVT_REVISED, _event(version, pub["workspace_id"]), scope=actor.scope)
+            await enqueue(conn, c.EVT_REVISED, _event(version, pub["workspace_id"]), scope=ctx.actor.scope)
         return version
 
-    async def withdraw(self, actor: Actor, req: c.WithdrawRequest) -> c.PublicationVersion:
+    @answers(c.WITHDRAW)
+    async def withdraw(self, ctx: RequestContext, req: c.WithdrawRequest) -> c.PublicationVersion:
         async with self._db.transaction() as conn:
-            row = await self._repo.get_version(conn, scope=actor.scope, id=req.id, version=req.version, for_update=True)
+            row = await self._repo.get_version(
+                conn, scope=ctx.actor.scope, id=req.id, version=req.version, for_update=True
+            )
             if row is None:
                 raise NotFound("publication version not found", {"id": req.id, "version": req.version})
             if row["status"] == "withdrawn":
                 return _version(row)
             await self._repo.withdraw_version(conn, id=req.id, version=req.version, reason=req.reason)
-            row = await self._repo.get_version(conn, scope=actor.scope, id=req.id, version=req.version)
+            row = await self._repo.get_version(conn, scope=ctx.actor.scope, id=req.id, version=req.version)
             assert row is not None
             version = _version(row)
             withdrawn = _event(version, row["workspace_id"], reason=req.reason)
-            await enqueue(conn, c.EVT_WITHDRAWN, withdrawn, scope=actor.scope)
+            await enqueue(conn, c.EVT_WITHDRAWN, withdrawn, scope=ctx.actor.scope)
         return version
 
-    async def check(self, actor: Actor, refs: list[Ref]) -> CheckReply:
+    @answers(c.CHECK)
+    async def check(self, ctx: RequestContext, req: CheckRequest) -> CheckReply:
         """Eligibility of many refs in one query: identity, exact version, hash and state."""
-        wanted = [r for r in refs if r.kind == "publication"]
+        wanted = [r for r in req.refs if r.kind == "publication"]
         async with self._db.pool.acquire() as conn:
             rows = await self._repo.check_versions(
-                conn, scope=actor.scope, ids=[r.id for r in wanted], versions=[r.version for r in wanted]
+                conn, scope=ctx.actor.scope, ids=[r.id for r in wanted], versions=[r.version for r in wanted]
             )
         found = {row["ord"] - 1: row for row in rows}
         items: list[Eligibility] = []
@@ -276,7 +292,7 @@ class PublicationService:
                     reason=reason,
                 )
             )
-        for ref in refs:
+        for ref in req.refs:
             if ref.kind != "publication":
                 items.append(Eligibility(ref=ref, available=False, reason="not_found"))
         return CheckReply(items=items)

@@ -1,4 +1,4 @@
-"""Bus edge of runhost: decode, call the rules, encode; plus the lease workers."""
+"""Runhost built: its rules served on the bus, plus the lease workers."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ from services.runhost.service import RunService
 from services.runhost.sweeper import AssociationSweeper
 from services.runhost.worker import Worker
 from shared.blobs import Blobs
-from shared.contracts import runhost as c
 from shared.runtime import ServiceRuntime
 from shared.settings import RunhostSettings
 
@@ -38,7 +37,6 @@ def create_app(settings: RunhostSettings, *, workers: bool = True) -> ServiceRun
         db=runtime.db, repo=repo, blobs=blobs, owners=owners, settings=settings, files_for=files_for
     )
     service.external = external
-    serve = runtime.serve
 
     runtime.on_start(blobs.ensure_bucket)
     if workers:
@@ -48,38 +46,6 @@ def create_app(settings: RunhostSettings, *, workers: bool = True) -> ServiceRun
     runtime.background(partial(count_runs_forever, runtime.db, repo))
     runtime.background(external.abandon_forever)
 
-    serve(c.ADMIT, lambda ctx, req: service.admit(ctx.actor, req))
-
-    serve(c.GET_RUN, lambda ctx, req: service.get(ctx.actor, req.run_id))
-
-    serve(c.CANCEL, lambda ctx, req: service.cancel(ctx.actor, req.run_id))
-
-    serve(c.LIST_RUNS, lambda ctx, req: service.list_runs(ctx.actor, req))
-
-    serve(c.GET_CONVERSATION, lambda ctx, req: service.conversation(ctx.actor, req))
-
-    serve(c.LEDGER, lambda ctx, req: service.ledger(ctx.actor, req))
-
-    serve(c.PROV, lambda ctx, req: service.prov(ctx.actor, req.run_id))
-
-    serve(c.LIST_FILES, lambda ctx, req: service.list_files(ctx.actor, req))
-
-    serve(c.READ_FILE, lambda ctx, req: service.read_file(ctx.actor, req))
-
-    serve(c.WRITE_PLAN, lambda ctx, req: service.write_plan(ctx.actor, req))
-
-    serve(c.EXTERNAL_SEARCH, lambda ctx, req: external.search(ctx.actor, req))
-
-    serve(c.EXTERNAL_READ, lambda ctx, req: external.read(ctx.actor, req))
-
-    serve(c.EXTERNAL_CATALOG, lambda ctx, req: external.catalog(ctx.actor, req))
-
-    serve(c.EXTERNAL_WRITE, lambda ctx, req: external.write(ctx.actor, req))
-
-    serve(c.EXTERNAL_RENEW, lambda ctx, req: external.renew(ctx.actor, req))
-
-    serve(c.EXTERNAL_FINISH, lambda ctx, req: external.finish(ctx.actor, req))
-
-    serve(c.EXTERNAL_TAKE, lambda ctx, req: external.take(ctx.actor, req))
+    runtime.serve_rules(service, external)
 
     return runtime

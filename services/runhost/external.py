@@ -31,6 +31,7 @@ from services.runhost.tools import ToolBox
 from services.runhost.worker import run_grant
 from shared import tracing
 from shared.blobs import Blobs
+from shared.bus import RequestContext, answers
 from shared.contracts import runhost as c
 from shared.contracts.common import Actor, Ref
 from shared.contracts.workspace import Catalog
@@ -124,13 +125,15 @@ class ExternalRuns:
         await self._step(run, epoch, result)
         return result
 
-    async def catalog(self, actor: Actor, req: c.LeaseRequest) -> Catalog:
-        run, epoch = await self._session(actor, req.run_id, req.lease)
+    @answers(c.EXTERNAL_CATALOG)
+    async def catalog(self, ctx: RequestContext, req: c.LeaseRequest) -> Catalog:
+        run, epoch = await self._session(ctx.actor, req.run_id, req.lease)
         await self._tool(run, epoch, "list_catalog")
         return run.catalog
 
-    async def search(self, actor: Actor, req: c.ExternalSearchRequest) -> c.ExternalSearch:
-        run, epoch = await self._session(actor, req.run_id, req.lease)
+    @answers(c.EXTERNAL_SEARCH)
+    async def search(self, ctx: RequestContext, req: c.ExternalSearchRequest) -> c.ExternalSearch:
+        run, epoch = await self._session(ctx.actor, req.run_id, req.lease)
         result = await self._tool(run, epoch, "search_evidence", query=req.q)
         passages = [
             c.RunSearchHit(
@@ -154,8 +157,9 @@ class ExternalRuns:
         ]
         return c.ExternalSearch(items=passages + publications)
 
-    async def read(self, actor: Actor, req: c.ExternalReadRequest) -> c.ExternalRead:
-        run, epoch = await self._session(actor, req.run_id, req.lease)
+    @answers(c.EXTERNAL_READ)
+    async def read(self, ctx: RequestContext, req: c.ExternalReadRequest) -> c.ExternalRead:
+        run, epoch = await self._session(ctx.actor, req.run_id, req.lease)
         ref = req.ref
         if ref.kind == "publication":
             if ref.version is None:
@@ -182,29 +186,32 @@ class ExternalRuns:
             ref=kept, locator=prov.get("locator"), content_hash=prov.get("content_hash"), text=text, path=path
         )
 
-    async def write(self, actor: Actor, req: c.ExternalWriteRequest) -> None:
+    @answers(c.EXTERNAL_WRITE)
+    async def write(self, ctx: RequestContext, req: c.ExternalWriteRequest) -> None:
         writable(req.path)
         if len(req.text.encode("utf-8")) > MAX_WRITE_BYTES:
             raise TooLarge("a working file is at most 1 MiB", {"limit": MAX_WRITE_BYTES})
-        run, epoch = await self._session(actor, req.run_id, req.lease)
+        run, epoch = await self._session(ctx.actor, req.run_id, req.lease)
         try:
             await self.files_for(run.id, epoch).write(req.path, req.text)
         except StaleLease:
             raise await self._superseded(run) from None
         await self._step(run, epoch)
 
-    async def renew(self, actor: Actor, req: c.LeaseRequest) -> c.Lease:
-        run, epoch = await self._session(actor, req.run_id, req.lease)
+    @answers(c.EXTERNAL_RENEW)
+    async def renew(self, ctx: RequestContext, req: c.LeaseRequest) -> c.Lease:
+        run, epoch = await self._session(ctx.actor, req.run_id, req.lease)
         async with self.db.transaction() as conn:
             row = await self.leases.renew(conn, run_id=run.id, epoch=epoch)
         if row is None:
             raise await self._superseded(run)
         return c.Lease(token=req.lease, epoch=row["lease_epoch"], expires_at=row["lease_expires_at"])
 
-    async def take(self, actor: Actor, req: c.TakeRequest) -> c.TakeReply:
+    @answers(c.EXTERNAL_TAKE)
+    async def take(self, ctx: RequestContext, req: c.TakeRequest) -> c.TakeReply:
         token, digest = new_token()
         async with self.db.transaction() as conn:
-            locked = await self.leases.lock_run(conn, scope=actor.scope, id=req.run_id)
+            locked = await self.leases.lock_run(conn, scope=ctx.actor.scope, id=req.run_id)
             if locked is None:
                 raise NotFound("run not found", {"id": req.run_id})
             run, now = locked
@@ -214,7 +221,7 @@ class ExternalRuns:
                 raise leases.not_running(run.status)
             if run.lease_expires_at is not None and run.lease_expires_at > now and not req.force:
                 raise leases.held()
-            lease = await self.leases.take(conn, run_id=req.run_id, token_hash=digest, holder=actor.principal)
+            lease = await self.leases.take(conn, run_id=req.run_id, token_hash=digest, holder=ctx.actor.principal)
         files = self.files_for(req.run_id, lease["lease_epoch"])
         listing = await files.listing()
         async with self.db.pool.acquire() as conn:
@@ -234,11 +241,12 @@ class ExternalRuns:
             resume=resume,
         )
 
-    async def finish(self, actor: Actor, req: c.ExternalFinishRequest) -> c.Run:
+    @answers(c.EXTERNAL_FINISH)
+    async def finish(self, ctx: RequestContext, req: c.ExternalFinishRequest) -> c.Run:
         """The cited refs become `included` rows in the same transaction that keeps the answer, so a crash
         leaves either nothing or both; a repeated finish then goes on from the kept answer (a retry after a
         crash publishes once: the publication's request key is the run's)."""
-        run, epoch = await self._session(actor, req.run_id, req.lease)
+        run, epoch = await self._session(ctx.actor, req.run_id, req.lease)
         answer = req.answer.strip()
         if not answer:
             raise Invalid("the answer is empty", {"field": "answer"})
@@ -267,7 +275,7 @@ class ExternalRuns:
         except StaleLease:
             raise await self._superseded(run) from None
         async with self.db.pool.acquire() as conn:
-            finished = await self.repo.get_run(conn, scope=actor.scope, id=run.id)
+            finished = await self.repo.get_run(conn, scope=ctx.actor.scope, id=run.id)
         if finished is None:
             raise NotFound("run not found", {"id": run.id})
         return finished.to_contract()

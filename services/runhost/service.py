@@ -19,6 +19,7 @@ from services.runhost.policies.factory import validate_model
 from services.runhost.prov import run_prov
 from services.runhost.repository import WAKE_CHANNEL, RunRepository
 from shared import tracing
+from shared.bus import RequestContext, answers
 from shared.contracts import runhost as c
 from shared.contracts import workspace as ws
 from shared.contracts.common import Actor, Ref
@@ -43,7 +44,8 @@ class RunService:
         self._files_for = files_for
         self.external: ExternalRuns | None = None
 
-    async def admit(self, actor: Actor, req: c.AdmitRequest) -> c.AdmitReply:
+    @answers(c.ADMIT)
+    async def admit(self, ctx: RequestContext, req: c.AdmitRequest) -> c.AdmitReply:
         if req.driver == "external":
             # The outside agent is the model; a policy named beside it would never run.
             if req.model is not None and req.model != "external":
@@ -56,24 +58,24 @@ class RunService:
         params = req.model_dump(mode="json") | {"model": model}
         params_hash = hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()
         async with self._db.transaction() as conn:
-            await self._repo.lock_request(conn, scope=actor.scope, request_id=req.request_id)
-            existing = await self._repo.find_by_request(conn, scope=actor.scope, request_id=req.request_id)
+            await self._repo.lock_request(conn, scope=ctx.actor.scope, request_id=req.request_id)
+            existing = await self._repo.find_by_request(conn, scope=ctx.actor.scope, request_id=req.request_id)
             if existing is not None:
                 if existing.params_hash != params_hash:
                     raise Conflict("the request_id was used with other parameters", {"run_id": existing.id})
                 return c.AdmitReply(run=existing.to_contract(), created=False)
-            await self._check_history(actor, req.history)
-            conversation_id = await self._conversation(conn, actor, req)
+            await self._check_history(ctx.actor, req.history)
+            conversation_id = await self._conversation(conn, ctx.actor, req)
             run_id = new_id("run")
             snapshot = await self._owners.fetch_admission_snapshot(
-                actor, workspace_id=req.workspace_id, run_id=run_id, question=req.question
+                ctx.actor, workspace_id=req.workspace_id, run_id=run_id, question=req.question
             )
             run = await self._repo.insert_run(
                 conn,
                 values={
                     "id": run_id,
-                    "scope": actor.scope,
-                    "principal": actor.principal,
+                    "scope": ctx.actor.scope,
+                    "principal": ctx.actor.principal,
                     "workspace_id": req.workspace_id,
                     "conversation_id": conversation_id,
                     "request_id": req.request_id,
@@ -98,7 +100,7 @@ class RunService:
             else:
                 await conn.execute(f"NOTIFY {WAKE_CHANNEL}")
                 reply = run.to_contract()
-        await self._associate_run(actor, run)
+        await self._associate_run(ctx.actor, run)
         return c.AdmitReply(run=reply, created=True)
 
     def _limits(self, asked: c.RunLimits | None) -> Limits:
@@ -147,42 +149,46 @@ class RunService:
             raise NotFound("run not found", {"id": run_id})
         return run
 
-    async def get(self, actor: Actor, run_id: str) -> c.Run:
+    @answers(c.GET_RUN)
+    async def get(self, ctx: RequestContext, req: c.RunIdRequest) -> c.Run:
         async with self._db.pool.acquire() as conn:
-            return (await self._scoped_run(conn, actor, run_id)).to_contract()
+            return (await self._scoped_run(conn, ctx.actor, req.run_id)).to_contract()
 
-    async def list_runs(self, actor: Actor, req: c.ListRunsRequest) -> c.RunList:
+    @answers(c.LIST_RUNS)
+    async def list_runs(self, ctx: RequestContext, req: c.ListRunsRequest) -> c.RunList:
         # A workspace route: a deleted workspace answers 404 here too, although its runs live on.
-        await self._owners.ensure_workspace_exists(actor, workspace_id=req.workspace_id)
+        await self._owners.ensure_workspace_exists(ctx.actor, workspace_id=req.workspace_id)
         after = decode_cursor(req.cursor, datetime, str) if req.cursor else None
         async with self._db.pool.acquire() as conn:
             rows = await self._repo.list_runs(
-                conn, scope=actor.scope, workspace_id=req.workspace_id, limit=req.limit + 1, after=after
+                conn, scope=ctx.actor.scope, workspace_id=req.workspace_id, limit=req.limit + 1, after=after
             )
         page, next_cursor = cut_page(rows, req.limit, lambda r: (r.created_at, r.id))
         return c.RunList(items=[r.to_contract() for r in page], next_cursor=next_cursor)
 
-    async def cancel(self, actor: Actor, run_id: str) -> c.Run:
+    @answers(c.CANCEL)
+    async def cancel(self, ctx: RequestContext, req: c.RunIdRequest) -> c.Run:
         if self.external is not None:
-            ended = await self.external.cancel(actor, run_id)
+            ended = await self.external.cancel(ctx.actor, req.run_id)
             if ended is not None:
                 return ended
         async with self._db.transaction() as conn:
-            run = await self._scoped_run(conn, actor, run_id)
+            run = await self._scoped_run(conn, ctx.actor, req.run_id)
             if run.status == "admitted":
-                cancelled = await self._repo.cancel_unclaimed(conn, scope=actor.scope, id=run_id)
+                cancelled = await self._repo.cancel_unclaimed(conn, scope=ctx.actor.scope, id=req.run_id)
                 if cancelled is not None:
                     await emit(conn, c.EVT_CANCELLED, cancelled)
                     return cancelled.to_contract()
             if run.status in ("admitted", "running"):
                 # The worker that holds the lease ends the run at its next step.
-                run = await self._repo.request_cancel(conn, scope=actor.scope, id=run_id) or run
+                run = await self._repo.request_cancel(conn, scope=ctx.actor.scope, id=req.run_id) or run
             return run.to_contract()
 
-    async def conversation(self, actor: Actor, req: c.ConversationRequest) -> c.Conversation:
+    @answers(c.GET_CONVERSATION)
+    async def conversation(self, ctx: RequestContext, req: c.ConversationRequest) -> c.Conversation:
         after = decode_cursor(req.cursor, datetime, str) if req.cursor else None
         async with self._db.pool.acquire() as conn:
-            conv = await self._repo.get_conversation(conn, scope=actor.scope, id=req.conversation_id)
+            conv = await self._repo.get_conversation(conn, scope=ctx.actor.scope, id=req.conversation_id)
             if conv is None:
                 raise NotFound("conversation not found", {"id": req.conversation_id})
             rows = await self._repo.list_conversation_runs(
@@ -196,10 +202,11 @@ class RunService:
             next_cursor=next_cursor,
         )
 
-    async def ledger(self, actor: Actor, req: c.RunPageRequest) -> c.Ledger:
+    @answers(c.LEDGER)
+    async def ledger(self, ctx: RequestContext, req: c.RunPageRequest) -> c.Ledger:
         after_id, after_seq = decode_cursor(req.cursor, Int64, Int64) if req.cursor else (0, 0)
         async with self._db.pool.acquire() as conn:
-            await self._scoped_run(conn, actor, req.run_id)
+            await self._scoped_run(conn, ctx.actor, req.run_id)
             rows = await self._repo.page_ledger(
                 conn, run_id=req.run_id, limit=req.limit + 1, after_id=after_id, after_seq=after_seq
             )
@@ -208,33 +215,37 @@ class RunService:
         items = [c.LedgerRow(**{k: v for k, v in r.items() if k != "id"}) for r in page]
         return c.Ledger.model_validate({"items": items, "next_cursor": next_cursor, "totals": totals})
 
-    async def prov(self, actor: Actor, run_id: str) -> c.ProvDocument:
+    @answers(c.PROV)
+    async def prov(self, ctx: RequestContext, req: c.RunIdRequest) -> c.ProvDocument:
         async with self._db.pool.acquire() as conn:
-            run = await self._scoped_run(conn, actor, run_id)
-            rows = await self._repo.list_ledger(conn, run_id=run_id)
+            run = await self._scoped_run(conn, ctx.actor, req.run_id)
+            rows = await self._repo.list_ledger(conn, run_id=req.run_id)
         return run_prov(run, rows)
 
-    async def list_files(self, actor: Actor, req: c.RunPageRequest) -> c.FileList:
+    @answers(c.LIST_FILES)
+    async def list_files(self, ctx: RequestContext, req: c.RunPageRequest) -> c.FileList:
         (after,) = decode_cursor(req.cursor, str) if req.cursor else ("",)
         async with self._db.pool.acquire() as conn:
-            await self._scoped_run(conn, actor, req.run_id)
+            await self._scoped_run(conn, ctx.actor, req.run_id)
             rows = await self._repo.page_files(conn, run_id=req.run_id, limit=req.limit + 1, after=after)
         page, next_cursor = cut_page(rows, req.limit, lambda r: (r["path"],))
         return c.FileList(items=[c.FileEntry(**dict(r)) for r in page], next_cursor=next_cursor)
 
-    async def read_file(self, actor: Actor, req: c.ReadFileRequest) -> c.FileText:
+    @answers(c.READ_FILE)
+    async def read_file(self, ctx: RequestContext, req: c.ReadFileRequest) -> c.FileText:
         validate_path(req.path)
         async with self._db.pool.acquire() as conn:
-            await self._scoped_run(conn, actor, req.run_id)
+            await self._scoped_run(conn, ctx.actor, req.run_id)
         files: RunFiles = self._files_for(req.run_id, None)
         return c.FileText(path=req.path, text=await files.read(req.path))
 
-    async def write_plan(self, actor: Actor, req: c.WritePlanRequest) -> None:
+    @answers(c.WRITE_PLAN)
+    async def write_plan(self, ctx: RequestContext, req: c.WritePlanRequest) -> None:
         size = len(req.text.encode("utf-8"))
         if size > self._settings.max_plan_bytes:
             raise TooLarge("the plan is larger than the limit", {"limit": self._settings.max_plan_bytes})
         async with self._db.pool.acquire() as conn:
-            run = await self._scoped_run(conn, actor, req.run_id)
+            run = await self._scoped_run(conn, ctx.actor, req.run_id)
         if run.status not in ("admitted", "running"):
             raise Conflict("the run is finished; its plan can no longer change", {"status": run.status})
         if not req.text.strip():

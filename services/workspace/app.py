@@ -1,4 +1,4 @@
-"""Bus edge of the workspace service: decode, call the rules, encode; and its event consumers."""
+"""The workspace service built: its rules served on the bus, and its event consumers."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from services.workspace.checkpoint import Checkpoints
 from services.workspace.drift import DriftWatch
 from services.workspace.owners import Owners
 from services.workspace.service import WorkspaceService
-from shared.bus import RequestContext
 from shared.contracts import workspace as c
 from shared.contracts.assets import EVT_SOURCE_RETIRED, EVT_VERSION_ACTIVATED
 from shared.contracts.common import Event
@@ -41,32 +40,7 @@ def create_app(settings: WorkspaceSettings) -> ServiceRuntime:
     associations = Associations(runtime.db, owners)
     checkpoints = Checkpoints(runtime.db, owners, settings)
     drift = DriftWatch(runtime.db, checkpoints)
-    serve = runtime.serve
-
-    serve(c.CREATE, lambda ctx, req: workspaces.create(ctx.actor, req))
-    serve(c.LIST, lambda ctx, req: workspaces.list_workspaces(ctx.actor, req))
-    serve(c.GET, lambda ctx, req: workspaces.get(ctx.actor, req.workspace_id))
-    serve(c.REVISE_GOAL, lambda ctx, req: workspaces.revise_goal(ctx.actor, req))
-    serve(c.GOAL_VERSIONS, lambda ctx, req: workspaces.goal_versions(ctx.actor, req))
-    serve(c.ARCHIVE, lambda ctx, req: workspaces.archive(ctx.actor, req.workspace_id))
-    serve(c.UNARCHIVE, lambda ctx, req: workspaces.unarchive(ctx.actor, req.workspace_id))
-
-    async def delete(ctx: RequestContext, req: c.WorkspaceIdRequest) -> c.DeleteReply:
-        await workspaces.delete(ctx.actor, req.workspace_id)
-        return c.DeleteReply(workspace_id=req.workspace_id, status="deleted")
-
-    serve(c.DELETE, delete)
-    serve(c.CATALOG, lambda ctx, req: workspaces.catalog(ctx.actor, req))
-    serve(c.CATALOG_BROWSE, lambda ctx, req: workspaces.browse_catalog(ctx.actor, req))
-    serve(c.ADMISSION, lambda ctx, req: workspaces.admit(ctx.actor, req))
-    serve(c.ADD_SOURCE, lambda ctx, req: associations.add_source(ctx.actor, req))
-    serve(c.PIN_ARTIFACT, lambda ctx, req: associations.pin_artifact(ctx.actor, req))
-    serve(c.ASSOCIATE, lambda ctx, req: associations.associate(ctx.actor, req))
-    serve(c.CHECKPOINT_GET, lambda ctx, req: checkpoints.get(ctx.actor, req.workspace_id))
-    serve(c.CHECKPOINT_UPDATE, lambda ctx, req: checkpoints.update(ctx.actor, req))
-    serve(c.CHECKPOINT_REVISIONS, lambda ctx, req: checkpoints.revisions(ctx.actor, req))
-    serve(c.CHECKPOINT_PROPOSE, lambda ctx, req: checkpoints.propose(ctx.actor, req))
-    serve(c.DRIFT, lambda ctx, req: drift.list_drifts(ctx.actor, req))
+    runtime.serve_rules(workspaces, associations, checkpoints, drift)
 
     async def on_committed(conn: asyncpg.Connection, event: Event) -> None:
         await associations.on_publication_committed(conn, event)

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from services.workspace.owners import FAILED, UNREACHABLE, Owners
 from services.workspace.repository import WorkspaceRepository
 from services.workspace.service import not_found
+from shared.bus import RequestContext, answers
 from shared.contracts import workspace as c
 from shared.contracts.assets import AssociationRequested
 from shared.contracts.common import Actor, Event, Ref
@@ -88,18 +89,20 @@ class Associations:
 
     # -- requests -----------------------------------------------------------------------------------
 
-    async def associate(self, actor: Actor, req: c.AssociateRequest) -> c.AssociateReply:
+    @answers(c.ASSOCIATE)
+    async def associate(self, ctx: RequestContext, req: c.AssociateRequest) -> c.AssociateReply:
         async with self._db.transaction() as conn:
             link = Link(req.workspace_id, req.kind, req.ref_id, req.version, req.run_id)
-            reason = await self.record(conn, actor.scope, link)
+            reason = await self.record(conn, ctx.actor.scope, link)
         if reason is not None:
             return c.AssociateReply(association="refused", reason=reason)
         return c.AssociateReply(association="confirmed")
 
-    async def add_source(self, actor: Actor, req: c.AddSourceRequest) -> c.Association:
+    @answers(c.ADD_SOURCE)
+    async def add_source(self, ctx: RequestContext, req: c.AddSourceRequest) -> c.Association:
         """Link a source after its owner confirms it exists and is usable in this scope."""
-        await self._live_status(actor, req.workspace_id)
-        [verdict] = await self._owners.check_sources(actor, [Ref(kind="source", id=req.source_id, version=None)])
+        await self._live_status(ctx.actor, req.workspace_id)
+        [verdict] = await self._owners.check_sources(ctx.actor, [Ref(kind="source", id=req.source_id, version=None)])
         if verdict.reason == "not_found":
             raise NotFound("source not found", {"source_id": req.source_id})
         if verdict.reason == UNREACHABLE:
@@ -112,22 +115,23 @@ class Associations:
             )
         async with self._db.transaction() as conn:
             link = Link(req.workspace_id, "source", req.source_id, verdict.version, title=verdict.title)
-            reason = await self.record(conn, actor.scope, link)
+            reason = await self.record(conn, ctx.actor.scope, link)
             if reason == "workspace_archived":
                 raise Conflict("the workspace is archived; it takes no new associations", {"status": "archived"})
             if reason is not None:
                 raise not_found(req.workspace_id)
             row = await self._repo.get_association(
-                conn, scope=actor.scope, workspace_id=req.workspace_id, kind="source", ref_id=req.source_id
+                conn, scope=ctx.actor.scope, workspace_id=req.workspace_id, kind="source", ref_id=req.source_id
             )
         assert row is not None  # recorded (or found) under the lock just above
         return c.Association(**dict(row))
 
-    async def pin_artifact(self, actor: Actor, req: c.PinRequest) -> c.PinReply:
+    @answers(c.PIN_ARTIFACT)
+    async def pin_artifact(self, ctx: RequestContext, req: c.PinRequest) -> c.PinReply:
         """The artifact service retains the file, then the workspace records the link; both are reported."""
-        await self._live_status(actor, req.workspace_id)
+        await self._live_status(ctx.actor, req.workspace_id)
         try:
-            await self._owners.retain_artifact(actor, req.artifact_id)
+            await self._owners.retain_artifact(ctx.actor, req.artifact_id)
         except (NotFound, Unavailable, Invalid):
             raise  # the artifact's owner refused: there is nothing to pin
         except DomainError as exc:
@@ -136,7 +140,7 @@ class Associations:
             )
         # The workspace may have been archived or deleted while the artifact service answered.
         async with self._db.transaction() as conn:
-            reason = await self.record(conn, actor.scope, Link(req.workspace_id, "artifact", req.artifact_id, 1))
+            reason = await self.record(conn, ctx.actor.scope, Link(req.workspace_id, "artifact", req.artifact_id, 1))
         if reason is not None:
             return c.PinReply(
                 artifact_id=req.artifact_id, retention="retained", association="unconfirmed", reason=reason

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from services.workspace.owners import OWNER_OF_KIND, Owners
 from services.workspace.repository import CHECKPOINTS, WorkspaceRepository
 from services.workspace.service import not_found
-from shared.bus import validation_details
+from shared.bus import RequestContext, answers, validation_details
 from shared.contracts import workspace as c
 from shared.contracts.common import Actor, Ref
 from shared.db import Database, from_row
@@ -117,24 +117,26 @@ class Checkpoints:
 
     # -- reads --------------------------------------------------------------------------------------
 
-    async def get(self, actor: Actor, workspace_id: str) -> c.Checkpoint:
+    @answers(c.CHECKPOINT_GET)
+    async def get(self, ctx: RequestContext, req: c.WorkspaceIdRequest) -> c.Checkpoint:
         async with self._db.pool.acquire() as conn:
-            await self._require_live(conn, actor, workspace_id)
-            row = await self._repo.latest_checkpoint(conn, scope=actor.scope, workspace_id=workspace_id)
+            await self._require_live(conn, ctx.actor, req.workspace_id)
+            row = await self._repo.latest_checkpoint(conn, scope=ctx.actor.scope, workspace_id=req.workspace_id)
         if row is None:
-            raise NotFound("the workspace has no checkpoint yet", {"id": workspace_id})
-        [checkpoint] = await self._present(actor, [row])
+            raise NotFound("the workspace has no checkpoint yet", {"id": req.workspace_id})
+        [checkpoint] = await self._present(ctx.actor, [row])
         return checkpoint
 
-    async def revisions(self, actor: Actor, req: c.WorkspacePageRequest) -> c.CheckpointRevisions:
+    @answers(c.CHECKPOINT_REVISIONS)
+    async def revisions(self, ctx: RequestContext, req: c.WorkspacePageRequest) -> c.CheckpointRevisions:
         after = CHECKPOINTS.after(req.cursor)
         async with self._db.pool.acquire() as conn:
-            await self._require_live(conn, actor, req.workspace_id)
+            await self._require_live(conn, ctx.actor, req.workspace_id)
             rows = await self._repo.list_checkpoints(
-                conn, scope=actor.scope, workspace_id=req.workspace_id, limit=req.limit + 1, after=after
+                conn, scope=ctx.actor.scope, workspace_id=req.workspace_id, limit=req.limit + 1, after=after
             )
         page, next_cursor = CHECKPOINTS.cut(rows, req.limit)
-        return c.CheckpointRevisions(items=await self._present(actor, page), next_cursor=next_cursor)
+        return c.CheckpointRevisions(items=await self._present(ctx.actor, page), next_cursor=next_cursor)
 
     async def _require_live(self, conn: asyncpg.Connection, actor: Actor, workspace_id: str) -> None:
         if await self._repo.find_workspace(conn, scope=actor.scope, id=workspace_id) is None:
@@ -192,7 +194,8 @@ class Checkpoints:
         """The previous questions plus one new open question (a drift's), under the same limits."""
         return self._questions(previous, [text], [])
 
-    async def update(self, actor: Actor, req: c.UpdateCheckpointRequest) -> c.Checkpoint:
+    @answers(c.CHECKPOINT_UPDATE)
+    async def update(self, ctx: RequestContext, req: c.UpdateCheckpointRequest) -> c.Checkpoint:
         """A person's edit. A new summary is the person's own, so it derives from nothing."""
         replaces_summary = "summary" in req.model_fields_set
 
@@ -206,17 +209,18 @@ class Checkpoints:
             return Content(previous.summary, questions, previous.derived_from)
 
         try:
-            row = await self._write(actor, req.workspace_id, req.expected_revision, build, author="user")
+            row = await self._write(ctx.actor, req.workspace_id, req.expected_revision, build, author="user")
         except BadProposal as exc:
             if exc.limit is not None:
                 raise TooLarge(exc.reason, {"field": exc.field, "limit": exc.limit}) from exc
             if exc.conflict:
                 raise Conflict(exc.reason, {"field": exc.field}) from exc
             raise Invalid(exc.reason, {"field": exc.field}) from exc
-        [checkpoint] = await self._present(actor, [row])
+        [checkpoint] = await self._present(ctx.actor, [row])
         return checkpoint
 
-    async def propose(self, actor: Actor, raw: c.RawProposal) -> c.ProposeReply:
+    @answers(c.CHECKPOINT_PROPOSE)
+    async def propose(self, ctx: RequestContext, raw: c.RawProposal) -> c.ProposeReply:
         """From runhost at the end of a run. Never an error for the proposal: applied, stale or invalid."""
         try:
             req = c.ProposeRequest.model_validate(raw.model_dump(exclude_none=True))
@@ -232,7 +236,7 @@ class Checkpoints:
             )
 
         try:
-            row = await self._write(actor, req.workspace_id, req.expected_revision, build, author="model")
+            row = await self._write(ctx.actor, req.workspace_id, req.expected_revision, build, author="model")
         except Conflict as exc:
             current = exc.details.get("current_revision")
             return c.ProposeReply(result="stale", revision=None, reason=f"the current revision is {current}")

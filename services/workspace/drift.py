@@ -20,9 +20,10 @@ from services.workspace.checkpoint import BadProposal, Checkpoints, Content
 from services.workspace.drift_repository import DRIFTS, DriftRepository
 from services.workspace.repository import WorkspaceRepository
 from services.workspace.service import not_found
+from shared.bus import RequestContext, answers
 from shared.contracts import workspace as c
 from shared.contracts.assets import SourceRetired, VersionActivated
-from shared.contracts.common import Actor, Event, Ref
+from shared.contracts.common import Event, Ref
 from shared.contracts.publication import VersionEvent
 from shared.db import Database, from_row
 from shared.outbox import enqueue
@@ -94,9 +95,10 @@ class DriftWatch:
 
     # -- request -------------------------------------------------------------------------------------
 
-    async def list_drifts(self, actor: Actor, req: c.DriftRequest) -> c.DriftList:
+    @answers(c.DRIFT)
+    async def list_drifts(self, ctx: RequestContext, req: c.DriftRequest) -> c.DriftList:
         async with self._db.pool.acquire() as conn:
-            if await self._repo.find_workspace(conn, scope=actor.scope, id=req.workspace_id) is None:
+            if await self._repo.find_workspace(conn, scope=ctx.actor.scope, id=req.workspace_id) is None:
                 raise not_found(req.workspace_id)
             after = DRIFTS.after(req.cursor)
             rows = await self._drifts.list_drifts(conn, workspace_id=req.workspace_id, after=after, limit=req.limit + 1)

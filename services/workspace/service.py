@@ -12,6 +12,7 @@ import asyncpg
 
 from services.workspace.catalog import CATALOG_KINDS, CatalogReader, candidate_window, question_words
 from services.workspace.repository import GOALS, WORKSPACES, WorkspaceRepository
+from shared.bus import RequestContext, answers
 from shared.contracts import workspace as c
 from shared.contracts.common import Actor, EventType
 from shared.db import Database, from_row
@@ -77,66 +78,73 @@ class WorkspaceService:
 
     # -- workspaces ---------------------------------------------------------------------------------
 
-    async def create(self, actor: Actor, req: c.CreateRequest) -> c.Workspace:
+    @answers(c.CREATE)
+    async def create(self, ctx: RequestContext, req: c.CreateRequest) -> c.Workspace:
         title = self._check_title(req.title)
         goal = self._check_goal(req.goal, "goal")
         workspace_id = new_workspace_id()
         async with self._db.transaction() as conn:
-            await self._repo.insert_workspace(conn, id=workspace_id, scope=actor.scope, title=title)
+            await self._repo.insert_workspace(conn, id=workspace_id, scope=ctx.actor.scope, title=title)
             await self._repo.insert_goal_version(
-                conn, scope=actor.scope, workspace_id=workspace_id, version=1, text=goal
+                conn, scope=ctx.actor.scope, workspace_id=workspace_id, version=1, text=goal
             )
-            workspace = workspace_view(await self._live(conn, actor, workspace_id))
+            workspace = workspace_view(await self._live(conn, ctx.actor, workspace_id))
             created = c.WorkspaceCreated(workspace_id=workspace_id, title=title, goal_version=1)
-            await enqueue(conn, c.EVT_CREATED, created, scope=actor.scope)
+            await enqueue(conn, c.EVT_CREATED, created, scope=ctx.actor.scope)
         return workspace
 
-    async def list_workspaces(self, actor: Actor, req: c.ListRequest) -> c.WorkspaceList:
+    @answers(c.LIST)
+    async def list_workspaces(self, ctx: RequestContext, req: c.ListRequest) -> c.WorkspaceList:
         after = WORKSPACES.after(req.cursor)
         async with self._db.pool.acquire() as conn:
-            rows = await self._repo.list_workspaces(conn, scope=actor.scope, limit=req.limit + 1, after=after)
+            rows = await self._repo.list_workspaces(conn, scope=ctx.actor.scope, limit=req.limit + 1, after=after)
         page, next_cursor = WORKSPACES.cut(rows, req.limit)
         return c.WorkspaceList(items=[workspace_view(r) for r in page], next_cursor=next_cursor)
 
-    async def get(self, actor: Actor, workspace_id: str) -> c.Workspace:
+    @answers(c.GET)
+    async def get(self, ctx: RequestContext, req: c.WorkspaceIdRequest) -> c.Workspace:
         async with self._db.pool.acquire() as conn:
-            return workspace_view(await self._live(conn, actor, workspace_id))
+            return workspace_view(await self._live(conn, ctx.actor, req.workspace_id))
 
-    async def revise_goal(self, actor: Actor, req: c.ReviseGoalRequest) -> c.Workspace:
+    @answers(c.REVISE_GOAL)
+    async def revise_goal(self, ctx: RequestContext, req: c.ReviseGoalRequest) -> c.Workspace:
         text = self._check_goal(req.text, "text")
         async with self._db.transaction() as conn:
-            row = await self._repo.lock_workspace(conn, scope=actor.scope, id=req.workspace_id)
+            row = await self._repo.lock_workspace(conn, scope=ctx.actor.scope, id=req.workspace_id)
             if row is None or row["status"] == "deleted":
                 raise not_found(req.workspace_id)
             if row["goal_version"] != req.expected_version:
                 raise Conflict("the goal has a newer version than expected", {"current_version": row["goal_version"]})
             version = row["goal_version"] + 1
             await self._repo.insert_goal_version(
-                conn, scope=actor.scope, workspace_id=req.workspace_id, version=version, text=text
+                conn, scope=ctx.actor.scope, workspace_id=req.workspace_id, version=version, text=text
             )
-            await self._repo.set_goal_version(conn, scope=actor.scope, id=req.workspace_id, version=version)
-            workspace = workspace_view(await self._live(conn, actor, req.workspace_id))
+            await self._repo.set_goal_version(conn, scope=ctx.actor.scope, id=req.workspace_id, version=version)
+            workspace = workspace_view(await self._live(conn, ctx.actor, req.workspace_id))
             revised = c.GoalRevised(workspace_id=req.workspace_id, version=version)
-            await enqueue(conn, c.EVT_GOAL_REVISED, revised, scope=actor.scope)
+            await enqueue(conn, c.EVT_GOAL_REVISED, revised, scope=ctx.actor.scope)
         return workspace
 
-    async def goal_versions(self, actor: Actor, req: c.WorkspacePageRequest) -> c.GoalVersions:
+    @answers(c.GOAL_VERSIONS)
+    async def goal_versions(self, ctx: RequestContext, req: c.WorkspacePageRequest) -> c.GoalVersions:
         after = GOALS.after(req.cursor)
         async with self._db.pool.acquire() as conn:
-            await self._live(conn, actor, req.workspace_id)
+            await self._live(conn, ctx.actor, req.workspace_id)
             rows = await self._repo.list_goal_versions(
-                conn, scope=actor.scope, id=req.workspace_id, limit=req.limit + 1, after=after
+                conn, scope=ctx.actor.scope, id=req.workspace_id, limit=req.limit + 1, after=after
             )
         page, next_cursor = GOALS.cut(rows, req.limit)
         return c.GoalVersions(items=[c.Goal.model_validate(dict(r)) for r in page], next_cursor=next_cursor)
 
     # -- lifecycle ----------------------------------------------------------------------------------
 
-    async def archive(self, actor: Actor, workspace_id: str) -> c.Workspace:
-        return await self._set_status(actor, workspace_id, "archived", c.EVT_ARCHIVED)
+    @answers(c.ARCHIVE)
+    async def archive(self, ctx: RequestContext, req: c.WorkspaceIdRequest) -> c.Workspace:
+        return await self._set_status(ctx.actor, req.workspace_id, "archived", c.EVT_ARCHIVED)
 
-    async def unarchive(self, actor: Actor, workspace_id: str) -> c.Workspace:
-        return await self._set_status(actor, workspace_id, "active", c.EVT_UNARCHIVED)
+    @answers(c.UNARCHIVE)
+    async def unarchive(self, ctx: RequestContext, req: c.WorkspaceIdRequest) -> c.Workspace:
+        return await self._set_status(ctx.actor, req.workspace_id, "active", c.EVT_UNARCHIVED)
 
     async def _set_status(
         self, actor: Actor, workspace_id: str, status: str, event: EventType[c.WorkspaceChanged]
@@ -152,24 +160,27 @@ class WorkspaceService:
                 await enqueue(conn, event, c.WorkspaceChanged(workspace_id=workspace_id), scope=actor.scope)
             return workspace_view(await self._live(conn, actor, workspace_id))
 
-    async def delete(self, actor: Actor, workspace_id: str) -> None:
+    @answers(c.DELETE)
+    async def delete(self, ctx: RequestContext, req: c.WorkspaceIdRequest) -> c.DeleteReply:
         """Tombstone the workspace. What other services own (publications, runs, files) is left as it is."""
         async with self._db.transaction() as conn:
-            row = await self._repo.lock_workspace(conn, scope=actor.scope, id=workspace_id)
+            row = await self._repo.lock_workspace(conn, scope=ctx.actor.scope, id=req.workspace_id)
             if row is None or row["status"] == "deleted":
-                raise not_found(workspace_id)
-            await self._repo.tombstone(conn, scope=actor.scope, id=workspace_id)
-            await enqueue(conn, c.EVT_DELETED, c.WorkspaceChanged(workspace_id=workspace_id), scope=actor.scope)
+                raise not_found(req.workspace_id)
+            await self._repo.tombstone(conn, scope=ctx.actor.scope, id=req.workspace_id)
+            await enqueue(conn, c.EVT_DELETED, c.WorkspaceChanged(workspace_id=req.workspace_id), scope=ctx.actor.scope)
+        return c.DeleteReply(workspace_id=req.workspace_id, status="deleted")
 
     # -- catalog and admission ----------------------------------------------------------------------
 
-    async def browse_catalog(self, actor: Actor, req: c.CatalogBrowseRequest) -> c.CatalogPage:
+    @answers(c.CATALOG_BROWSE)
+    async def browse_catalog(self, ctx: RequestContext, req: c.CatalogBrowseRequest) -> c.CatalogPage:
         (before,) = decode_cursor(req.cursor, Int64) if req.cursor else (2**63 - 1,)
         kinds: list[str] = [req.kind] if req.kind else ["publication", "source", "artifact"]
         async with self._db.pool.acquire() as conn:
             rows = await self._repo.catalog_browse(
                 conn,
-                scope=actor.scope,
+                scope=ctx.actor.scope,
                 workspace_id=req.workspace_id,
                 kinds=kinds,
                 limit=req.limit + 1,
@@ -180,38 +191,44 @@ class WorkspaceService:
             raise not_found(req.workspace_id)
         found = [row for row in rows if row["kind"] is not None]
         page, next_cursor = cut_page(found, req.limit, lambda r: (r["seq"],))
-        catalog = await self._catalog.resolve(actor, page)
+        catalog = await self._catalog.resolve(ctx.actor, page)
         return c.CatalogPage(
             items=catalog.items, next_cursor=next_cursor, total=rows[0]["total"], start=rows[0]["newer"] + 1
         )
 
-    async def catalog(self, actor: Actor, req: c.CatalogRequest) -> c.Catalog:
+    @answers(c.CATALOG)
+    async def catalog(self, ctx: RequestContext, req: c.CatalogRequest) -> c.Catalog:
         limit = self._catalog.bound(req.limit)
         async with self._db.pool.acquire() as conn:
-            page = await self._repo.catalog_page(conn, scope=actor.scope, workspace_id=req.workspace_id, limit=limit)
+            page = await self._repo.catalog_page(
+                conn, scope=ctx.actor.scope, workspace_id=req.workspace_id, limit=limit
+            )
         if not page:
             raise not_found(req.workspace_id)
-        return await self._catalog.resolve(actor, page)
+        return await self._catalog.resolve(ctx.actor, page)
 
-    async def admit(self, actor: Actor, req: c.AdmissionRequest) -> c.Admission:
+    @answers(c.ADMISSION)
+    async def admit(self, ctx: RequestContext, req: c.AdmissionRequest) -> c.Admission:
         """The snapshot a run freezes. Recording the admission under the row lock orders it against archive."""
         limit = self._catalog.bound(req.limit)
         async with self._db.transaction() as conn:
-            row = await self._repo.lock_workspace(conn, scope=actor.scope, id=req.workspace_id, share=True)
+            row = await self._repo.lock_workspace(conn, scope=ctx.actor.scope, id=req.workspace_id, share=True)
             if row is None or row["status"] == "deleted":
                 raise not_found(req.workspace_id)
             if row["status"] == "archived":
                 raise Conflict("the workspace is archived; it takes no new runs", {"status": "archived"})
-            await self._repo.insert_admission(conn, scope=actor.scope, workspace_id=req.workspace_id, run_id=req.run_id)
-            workspace = workspace_view(await self._live(conn, actor, req.workspace_id))
+            await self._repo.insert_admission(
+                conn, scope=ctx.actor.scope, workspace_id=req.workspace_id, run_id=req.run_id
+            )
+            workspace = workspace_view(await self._live(conn, ctx.actor, req.workspace_id))
             if req.question is None:
                 page = await self._repo.catalog_page(
-                    conn, scope=actor.scope, workspace_id=req.workspace_id, limit=limit
+                    conn, scope=ctx.actor.scope, workspace_id=req.workspace_id, limit=limit
                 )
             else:
                 page = await self._repo.catalog_for_question(
                     conn,
-                    scope=actor.scope,
+                    scope=ctx.actor.scope,
                     workspace_id=req.workspace_id,
                     limit=limit,
                     kinds=list(CATALOG_KINDS),
@@ -219,5 +236,5 @@ class WorkspaceService:
                     window=candidate_window(limit),
                 )
         # Owners are asked after the commit: no transaction is held open across the bus.
-        catalog = await self._catalog.resolve(actor, page)
+        catalog = await self._catalog.resolve(ctx.actor, page)
         return c.Admission(workspace_id=workspace.id, status=workspace.status, goal=workspace.goal, catalog=catalog)

@@ -15,6 +15,7 @@ from services.assets import evidence as evidence_module
 from services.assets import language
 from services.assets.evidence import EvidenceService
 from services.assets.repository import AssetsRepository
+from shared.bus import RequestContext
 from shared.contracts import assets as c
 from shared.contracts.common import Actor
 from shared.db import Database, ensure_database, migrate
@@ -139,9 +140,8 @@ async def test_rows_from_before_the_migration_stay_searchable(infra: Infra, tmp_
             "assets/0003_search_pending_list.sql",
         ]
         service = EvidenceService(db, _NoGrants(), AssetsRepository())  # type: ignore[arg-type]
-        reply = await service.search(
-            Actor(scope="old", principal="p"), c.SearchRequest(q="redemption gate"), grant=None
-        )
+        ctx = RequestContext(actor=Actor(scope="old", principal="p"), grant=None, subject=c.SEARCH, issuer="gateway")
+        reply = await service.search(ctx, c.SearchRequest(q="redemption gate"))
         assert [(h.locator, h.ocr) for h in reply.items] == [("page:1", False)]
         assert "<<Redemptions>>" in reply.items[0].snippet
     finally:
