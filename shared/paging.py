@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any, TypeVar
@@ -92,7 +92,12 @@ class Keyset:
         )
         return rows
 
-    def cut(self, rows: Sequence[asyncpg.Record], limit: int) -> tuple[list[asyncpg.Record], str | None]:
-        """`cut_page` for rows fetched with `LIMIT limit + 1`: the cursor holds the last row's key."""
+    def cut(self, rows: Sequence[T], limit: int) -> tuple[list[T], str | None]:
+        """`cut_page` for rows fetched with `LIMIT limit + 1`: the cursor holds the last row's key. A row is a
+        record (or a mapping), or a model made from one (its fields named as the columns)."""
         names = [column.rpartition(".")[2] for column in self.columns]
-        return cut_page(rows, limit, lambda row: [row[name] for name in names])
+        return cut_page(rows, limit, lambda row: [_field(row, name) for name in names])
+
+
+def _field(row: Any, name: str) -> Any:
+    return row[name] if isinstance(row, asyncpg.Record | Mapping) else getattr(row, name)

@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import asyncpg
 
 from services.runhost.admitted import AdmittedRun
+from shared.paging import Keyset
 
+# How the run host's lists page (shared/paging.py): a workspace's runs newest first, a conversation's oldest
+# first, a run's files by path. The ledger pages by a numbering of its own (`page_ledger`).
+RUNS = Keyset(("created_at", "id"), (datetime, str), descending=True)
+CONVERSATION_RUNS = Keyset(("created_at", "id"), (datetime, str))
+FILES = Keyset(("path",), (str,))
 # PostgreSQL notifies idle workers on this channel when a run is admitted (they also poll).
 WAKE_CHANNEL = "dossier_runs"
 _FENCE = "EXISTS (SELECT 1 FROM runs WHERE id = $1 AND lease_epoch = $2 AND status = 'running')"
@@ -44,17 +51,14 @@ class RunRepository:
     async def list_conversation_runs(
         self, conn: asyncpg.Connection, *, conversation_id: str, limit: int, after: tuple[Any, ...] | None
     ) -> list[asyncpg.Record]:
-        """Oldest first; `after` is the (created_at, id) of the last run of the previous page."""
-        created_at, id = after if after is not None else (None, None)
-        rows: list[asyncpg.Record] = await conn.fetch(
-            "SELECT id, question, status, created_at FROM runs WHERE conversation_id = $1"
-            " AND ($3::timestamptz IS NULL OR (created_at, id) > ($3, $4::text)) ORDER BY created_at, id LIMIT $2",
+        """Oldest first, after the (created_at, id) of the last run of the previous page."""
+        return await CONVERSATION_RUNS.fetch(
+            conn,
+            "SELECT id, question, status, created_at FROM runs WHERE conversation_id = $1",
             conversation_id,
-            limit,
-            created_at,
-            id,
+            after=after,
+            limit=limit,
         )
-        return rows
 
     # -- runs ---------------------------------------------------------------------------------------
     async def lock_request(self, conn: asyncpg.Connection, *, scope: str, request_id: str) -> None:
@@ -80,17 +84,14 @@ class RunRepository:
     async def list_runs(
         self, conn: asyncpg.Connection, *, scope: str, workspace_id: str, limit: int, after: tuple[Any, ...] | None
     ) -> list[AdmittedRun]:
-        """Newest first; `after` is the (created_at, id) of the last run of the previous page."""
-        created_at, id = after if after is not None else (None, None)
-        rows = await conn.fetch(
-            "SELECT * FROM runs WHERE scope = $1 AND workspace_id = $2"
-            " AND ($4::timestamptz IS NULL OR (created_at, id) < ($4, $5::text))"
-            " ORDER BY created_at DESC, id DESC LIMIT $3",
+        """Newest first, after the (created_at, id) of the last run of the previous page."""
+        rows = await RUNS.fetch(
+            conn,
+            "SELECT * FROM runs WHERE scope = $1 AND workspace_id = $2",
             scope,
             workspace_id,
-            limit,
-            created_at,
-            id,
+            after=after,
+            limit=limit,
         )
         return [AdmittedRun.of(r) for r in rows]
 
@@ -312,15 +313,11 @@ class RunRepository:
         return rows
 
     async def page_files(
-        self, conn: asyncpg.Connection, *, run_id: str, limit: int, after: str
+        self, conn: asyncpg.Connection, *, run_id: str, limit: int, after: tuple[Any, ...] | None
     ) -> list[asyncpg.Record]:
-        rows: list[asyncpg.Record] = await conn.fetch(
-            "SELECT path, size FROM run_files WHERE run_id = $1 AND path > $2 ORDER BY path LIMIT $3",
-            run_id,
-            after,
-            limit,
+        return await FILES.fetch(
+            conn, "SELECT path, size FROM run_files WHERE run_id = $1", run_id, after=after, limit=limit
         )
-        return rows
 
     async def get_file(self, conn: asyncpg.Connection, *, run_id: str, path: str) -> asyncpg.Record | None:
         return await conn.fetchrow(

@@ -6,7 +6,6 @@ import hashlib
 import json
 import logging
 import uuid
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import asyncpg
@@ -17,7 +16,7 @@ from services.runhost.memory import RunFiles, validate_path
 from services.runhost.owners import Owners
 from services.runhost.policies.factory import validate_model
 from services.runhost.prov import run_prov
-from services.runhost.repository import WAKE_CHANNEL, RunRepository
+from services.runhost.repository import CONVERSATION_RUNS, FILES, RUNS, WAKE_CHANNEL, RunRepository
 from shared import tracing
 from shared.bus import RequestContext, answers
 from shared.contracts import runhost as c
@@ -158,12 +157,12 @@ class RunService:
     async def list_runs(self, ctx: RequestContext, req: c.ListRunsRequest) -> c.RunList:
         # A workspace route: a deleted workspace answers 404 here too, although its runs live on.
         await self._owners.ensure_workspace_exists(ctx.actor, workspace_id=req.workspace_id)
-        after = decode_cursor(req.cursor, datetime, str) if req.cursor else None
+        after = RUNS.after(req.cursor)
         async with self._db.pool.acquire() as conn:
             rows = await self._repo.list_runs(
                 conn, scope=ctx.actor.scope, workspace_id=req.workspace_id, limit=req.limit + 1, after=after
             )
-        page, next_cursor = cut_page(rows, req.limit, lambda r: (r.created_at, r.id))
+        page, next_cursor = RUNS.cut(rows, req.limit)
         return c.RunList(items=[r.to_contract() for r in page], next_cursor=next_cursor)
 
     @answers(c.CANCEL)
@@ -186,7 +185,7 @@ class RunService:
 
     @answers(c.GET_CONVERSATION)
     async def conversation(self, ctx: RequestContext, req: c.ConversationRequest) -> c.Conversation:
-        after = decode_cursor(req.cursor, datetime, str) if req.cursor else None
+        after = CONVERSATION_RUNS.after(req.cursor)
         async with self._db.pool.acquire() as conn:
             conv = await self._repo.get_conversation(conn, scope=ctx.actor.scope, id=req.conversation_id)
             if conv is None:
@@ -194,7 +193,7 @@ class RunService:
             rows = await self._repo.list_conversation_runs(
                 conn, conversation_id=req.conversation_id, limit=req.limit + 1, after=after
             )
-        page, next_cursor = cut_page(rows, req.limit, lambda r: (r["created_at"], r["id"]))
+        page, next_cursor = CONVERSATION_RUNS.cut(rows, req.limit)
         return c.Conversation(
             id=conv["id"],
             workspace_id=conv["workspace_id"],
@@ -224,11 +223,11 @@ class RunService:
 
     @answers(c.LIST_FILES)
     async def list_files(self, ctx: RequestContext, req: c.RunPageRequest) -> c.FileList:
-        (after,) = decode_cursor(req.cursor, str) if req.cursor else ("",)
+        after = FILES.after(req.cursor)
         async with self._db.pool.acquire() as conn:
             await self._scoped_run(conn, ctx.actor, req.run_id)
             rows = await self._repo.page_files(conn, run_id=req.run_id, limit=req.limit + 1, after=after)
-        page, next_cursor = cut_page(rows, req.limit, lambda r: (r["path"],))
+        page, next_cursor = FILES.cut(rows, req.limit)
         return c.FileList(items=[c.FileEntry(**dict(r)) for r in page], next_cursor=next_cursor)
 
     @answers(c.READ_FILE)
