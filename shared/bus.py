@@ -13,7 +13,7 @@ import time
 import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Required, TypedDict, TypeVar, Unpack
 
 import nats
 import orjson
@@ -260,6 +260,14 @@ def _refusal(subject: str, reply: BusReply) -> DomainError:
     return from_envelope(reply.error.model_dump() if reply.error else {})
 
 
+class CallOptions(TypedDict, total=False):
+    """How a call is made: for whom (`actor`), on whose run's authority (`grant`), and how long to wait."""
+
+    actor: Required[Actor]
+    grant: str | None
+    timeout: float | None
+
+
 class BusClient:
     """The caller side: one method, typed errors. Uses the raw nats-py connection (lowest latency).
 
@@ -272,31 +280,15 @@ class BusClient:
         self._timeout = timeout
         self._signer = signer
 
-    async def call(
-        self,
-        subject: Subject[Q, R],
-        data: Q,
-        *,
-        actor: Actor,
-        grant: str | None = None,
-        timeout: float | None = None,
-    ) -> R:
+    async def call(self, subject: Subject[Q, R], data: Q, **how: Unpack[CallOptions]) -> R:
         """Ask the owner of `subject`; its reply's data as the subject's reply model. A refusal raises the
         DomainError it carries."""
-        return subject.parse_reply(await self.call_raw(subject, data, actor=actor, grant=grant, timeout=timeout))
+        return subject.parse_reply(await self.call_raw(subject, data, **how))
 
-    async def call_json(
-        self,
-        subject: Subject[Q, R],
-        data: Q,
-        *,
-        actor: Actor,
-        grant: str | None = None,
-        timeout: float | None = None,
-    ) -> bytes:
+    async def call_json(self, subject: Subject[Q, R], data: Q, **how: Unpack[CallOptions]) -> bytes:
         """Like `call`, but the reply's data as the JSON bytes the owner wrote (a `subject.reply`), for an edge
         that only passes it on: cut out of the reply, neither decoded nor encoded again."""
-        raw = await self._request(subject, data, actor, grant, timeout)
+        raw = await self._request(subject, data, how)
         if raw.startswith(_OK_PREFIX) and raw.endswith(b"}") and not raw.endswith(_BUS_REPLY_TAIL):
             BUS_CALLS.labels(subject, "ok").inc()
             return raw[len(_OK_PREFIX) : -1]
@@ -307,39 +299,27 @@ class BusClient:
         return to_json(reply.data)
 
     async def call_raw(
-        self,
-        subject: str,
-        data: BaseModel | dict[str, Any] | None = None,
-        *,
-        actor: Actor,
-        grant: str | None = None,
-        timeout: float | None = None,
+        self, subject: str, data: BaseModel | dict[str, Any] | None = None, **how: Unpack[CallOptions]
     ) -> Any:
         """Any payload on any subject, the reply's data as decoded JSON: what a program outside the contracts
         sends (the tests' malformed requests). Services call through `call`."""
-        reply = BusReply.model_validate_json(await self._request(subject, data, actor, grant, timeout))
+        reply = BusReply.model_validate_json(await self._request(subject, data, how))
         if not reply.ok:
             raise _refusal(subject, reply)
         BUS_CALLS.labels(subject, "ok").inc()
         return reply.data
 
-    async def _request(
-        self,
-        subject: str,
-        data: BaseModel | dict[str, Any] | None,
-        actor: Actor,
-        grant: str | None,
-        timeout: float | None,
-    ) -> bytes:
+    async def _request(self, subject: str, data: BaseModel | dict[str, Any] | None, how: CallOptions) -> bytes:
         # Only the fields the caller set: the owner fills in the same defaults, and can tell an omitted field
         # from one set to its default (an omitted checkpoint summary keeps the current one, a null clears it).
         payload = data.model_dump(mode="json", exclude_unset=True) if isinstance(data, BaseModel) else (data or {})
+        actor, timeout = how["actor"], how.get("timeout")
         request_id = request_id_var.get() or new_request_id()
         proof = self._signer.prove(subject, actor, request_id) if self._signer is not None else None
         envelope = {
             "actor": actor.model_dump(),
             "proof": proof,
-            "grant": grant,
+            "grant": how.get("grant"),
             "request_id": request_id,
             "data": payload,
         }
