@@ -18,6 +18,7 @@ from tests.support.api import Api, probe
 from tests.support.fake_openai import (
     NARRATION,
     SCENARIO_ANSWER,
+    completed_scenario,
     read_and_cited_the_sources,
     requests_of,
     scenario_run,
@@ -83,12 +84,8 @@ def test_narration_first_is_answered_back_and_never_published(model_stack: Runni
 def test_a_cut_filtered_or_empty_reply_is_answered_back(
     model_stack: RunningStack, model_server: str, name: str, said: str
 ) -> None:
-    api = Api(model_stack)
-    ws = seeded_workspace(api)
-    run, question = scenario_run(api, ws, name)
-    assert run["status"] == "completed", run["error"]
+    api, run, sent = completed_scenario(model_stack, model_server, name)
     assert SCENARIO_ANSWER in api.read(run["publication"])["body"]
-    sent = requests_of(model_server, question)
     assert len(sent) == 2 == run["stats"]["model_requests"]
     answered = sent[1]["body"]["messages"][-2]
     assert said in answered["content"]
@@ -112,11 +109,7 @@ def test_the_same_failing_reply_three_times_fails_the_run(model_stack: RunningSt
 
 
 def test_parallel_tool_calls_all_run_in_order(model_stack: RunningStack, model_server: str) -> None:
-    api = Api(model_stack)
-    ws = seeded_workspace(api)
-    run, question = scenario_run(api, ws, "parallel")
-    assert run["status"] == "completed", run["error"]
-    sent = requests_of(model_server, question)
+    api, run, sent = completed_scenario(model_stack, model_server, "parallel")
     assert len(sent) == 2 == run["stats"]["model_requests"]
     assert run["stats"]["steps"] == 4, "three calls of one reply, then finish"
     answers = [m for m in sent[1]["body"]["messages"] if m["role"] == "tool"]
@@ -127,22 +120,14 @@ def test_parallel_tool_calls_all_run_in_order(model_stack: RunningStack, model_s
 
 
 def test_a_200_with_an_error_body_is_retried(model_stack: RunningStack, model_server: str) -> None:
-    api = Api(model_stack)
-    ws = seeded_workspace(api)
-    run, question = scenario_run(api, ws, "errorbody")
-    assert run["status"] == "completed", run["error"]
-    sent = requests_of(model_server, question)
+    api, run, sent = completed_scenario(model_stack, model_server, "errorbody")
     assert len(sent) == 3 and sent[0]["status"] == 200 and sent[0]["body"] == sent[1]["body"]
     assert run["stats"]["model_requests"] == 2
     assert [r["stage"] for r in api.ledger(run["id"])] == ["listed"]
 
 
 def test_a_minute_of_503_is_ridden_out(model_stack: RunningStack, model_server: str) -> None:
-    api = Api(model_stack)
-    ws = seeded_workspace(api)
-    run, question = scenario_run(api, ws, "outage:60", timeout=240)
-    assert run["status"] == "completed", run["error"]
-    sent = requests_of(model_server, question)
+    api, run, sent = completed_scenario(model_stack, model_server, "outage:60", timeout=240)
     refused = [r for r in sent if r["status"] == 503]
     assert len(refused) >= 2 and len(sent) == len(refused) + 2
     assert all(r["body"] == sent[0]["body"] for r in refused), "a retry is the same request"

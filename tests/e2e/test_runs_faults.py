@@ -109,12 +109,18 @@ def test_crash_resume_reads_each_of_30_sources_once(crash_stack: RunningStack) -
     published_once(api, ws["id"], run)
 
 
+def drafting(api: Api, question: str, model: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A new workspace, and a run in it (of a scripted, paced model) that has written its first draft."""
+    ws = api.workspace()
+    run = api.start_run(ws["id"], question, model=model)
+    probe(lambda: "draft.md" in api.files(run["id"]))
+    return ws, run
+
+
 @pytest.mark.local_stack
 def test_plan_edit_mid_run_is_recited_at_the_next_step_and_cancel_stops_the_run(slow_stack: RunningStack) -> None:
     api = Api(slow_stack)
-    ws = api.workspace()
-    run = api.start_run(ws["id"], "Echo the plan", model="scripted:echo-plan")
-    probe(lambda: "draft.md" in api.files(run["id"]))
+    _, run = drafting(api, "Echo the plan", "scripted:echo-plan")
     marker = "EDITED-BY-A-PERSON-7d1f"
     api.ok(
         "PUT",
@@ -232,9 +238,7 @@ def stood_down(stack: RunningStack, run_id: str) -> bool:
 def test_a_stale_worker_cannot_overwrite_files_or_break_the_publish(slow_stack: RunningStack) -> None:
     """SIGSTOP the runhost past its lease, let a second runhost take the run over, SIGCONT the first."""
     api = Api(slow_stack)
-    ws = api.workspace()
-    run = api.start_run(ws["id"], "Fence me", model="scripted:stale-draft")
-    probe(lambda: "draft.md" in api.files(run["id"]))
+    ws, run = drafting(api, "Fence me", "scripted:stale-draft")
     victim = slow_stack.pid("runhost")
     os.kill(victim, signal.SIGSTOP)
     log = open(slow_stack.home / "logs" / "runhost-second.log", "ab")

@@ -483,6 +483,17 @@ def scenario_run(api: Api, workspace_id: str, name: str, timeout: float = 120) -
     return run, question
 
 
+def completed_scenario(
+    stack: RunningStack, url: str, name: str, timeout: float = 120
+) -> tuple[Api, dict[str, Any], list[dict[str, Any]]]:
+    """A run of the scenario `name` in a seeded workspace, checked to have completed, and the requests the
+    model server at `url` got for it."""
+    api = Api(stack)
+    run, question = scenario_run(api, seeded_workspace(api), name, timeout=timeout)
+    assert run["status"] == "completed", run["error"]
+    return api, run, requests_of(url, question)
+
+
 def killed_amid_a_batch(api: Api, stack: RunningStack, url: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """A `batch` run asked through `api` on a paced `stack`, whose runner is SIGKILLed once the second of the
     answer's three calls ran (its note exists), while the third waits out its step delay. Checks that the

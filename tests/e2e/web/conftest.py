@@ -102,6 +102,13 @@ def screens(tmp_path: Path) -> Path:
     return target
 
 
+def submit(page: Page, button: str, fields: dict[str, str]) -> None:
+    """Type each field's text (by its label), then press the form's button."""
+    for label, text in fields.items():
+        page.get_by_label(label).fill(text)
+    page.get_by_role("button", name=button).click()
+
+
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from playwright.sync_api import Page, expect
 
 from tests.e2e.web.axe import audit
-from tests.e2e.web.conftest import User, unique
+from tests.e2e.web.conftest import User, submit, unique
 
 
 def refused_beside(page: Page, label: str, message: str) -> None:
@@ -42,8 +42,7 @@ def test_a_blank_question_is_refused_beside_the_field_and_starts_no_run(user: Us
 
     # A run of an archived workspace is refused beside the question too, the question kept.
     user.api.ok("POST", f"/v1/workspaces/{ws['id']}/archive")
-    page.get_by_label("Question").fill("Anything new?")
-    page.get_by_role("button", name="Start run").click()
+    submit(page, "Start run", {"Question": "Anything new?"})
     refused_beside(page, "Question", "archived")
     expect(page.get_by_label("Question")).to_have_value("Anything new?")
 
@@ -51,21 +50,16 @@ def test_a_blank_question_is_refused_beside_the_field_and_starts_no_run(user: Us
 def test_blank_titles_and_goals_are_refused_beside_their_fields(user: User) -> None:
     page = user.page()
     page.goto("/workspaces")
-    page.get_by_label("Title").fill("  ")
-    page.get_by_label("Goal").fill("A goal worth keeping")
-    page.get_by_role("button", name="Create workspace").click()
+    submit(page, "Create workspace", {"Title": "  ", "Goal": "A goal worth keeping"})
     refused_beside(page, "Title", "must not be blank")
     expect(page.get_by_label("Goal")).to_have_value("A goal worth keeping")
     audit(page)
 
     title = unique("Fund X")
-    page.get_by_label("Title").fill(title)
-    page.get_by_label("Goal").fill(" \n ")
-    page.get_by_role("button", name="Create workspace").click()
+    submit(page, "Create workspace", {"Title": title, "Goal": " \n "})
     refused_beside(page, "Goal", "must not be blank")
     expect(page.get_by_label("Title")).to_have_value(title)
-    page.get_by_label("Goal").fill("Assess the liquidity risk of Fund X")
-    page.get_by_role("button", name="Create workspace").click()
+    submit(page, "Create workspace", {"Goal": "Assess the liquidity risk of Fund X"})
     expect(page.get_by_role("heading", level=1)).to_have_text(title)
 
     page.get_by_label("Goal", exact=True).fill("\t ")
@@ -73,9 +67,7 @@ def test_blank_titles_and_goals_are_refused_beside_their_fields(user: User) -> N
     refused_beside(page, "Goal", "must not be blank")
     expect(page.locator("#goal-version")).to_have_text("1")
 
-    page.get_by_label("Title").fill(" ")
-    page.get_by_label("Body").fill("A body that must not be lost.")
-    page.get_by_role("button", name="Publish").click()
+    submit(page, "Publish", {"Title": " ", "Body": "A body that must not be lost."})
     refused_beside(page, "Title", "must not be blank")
     expect(page.get_by_label("Body")).to_have_value("A body that must not be lost.")
     audit(page)
@@ -86,13 +78,11 @@ def test_a_conflicting_revision_keeps_the_typed_body_beside_the_message(user: Us
     first, second = user.page(), user.page()
     for tab in (first, second):
         tab.goto(f"/publications/{pub['id']}/versions/1")
-    first.get_by_label("New body").fill("Version two, from the first tab.")
-    first.get_by_role("button", name="Save as v2").click()
+    submit(first, "Save as v2", {"New body": "Version two, from the first tab."})
     expect(first.locator("#pub-body")).to_contain_text("Version two, from the first tab.")
 
     typed = "Version two, from the second tab,\nwritten with care."
-    second.get_by_label("New body").fill(typed)
-    second.get_by_role("button", name="Save as v2").click()
+    submit(second, "Save as v2", {"New body": typed})
     refused_beside(second, "New body", "newer version")
     expect(second.get_by_label("New body")).to_have_value(typed)
     expect(second.locator("#pub-body")).to_contain_text("Version two, from the first tab.")
@@ -106,9 +96,7 @@ def test_a_failed_import_lists_the_approved_roots_beside_the_root(user: User) ->
     page.goto("/import")
     audit(page)
     page.get_by_label("Root", exact=True).fill("nowhere")
-    page.get_by_label("Path inside the root").fill("a.txt")
-    page.get_by_label("Source id").fill("imported")
-    page.get_by_role("button", name="Import").click()
+    submit(page, "Import", {"Path inside the root": "a.txt", "Source id": "imported"})
     refused_beside(page, "Root", "not an approved root")
     expect(page.locator("#approved-roots")).to_contain_text("docs")
     expect(page.get_by_label("Path inside the root")).to_have_value("a.txt")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from playwright.sync_api import expect
 
-from tests.e2e.web.conftest import User, unique
+from tests.e2e.web.conftest import User, submit, unique
 from tests.support.documents import ANNOUNCEMENT, pdf
 
 
@@ -17,13 +17,11 @@ def test_goal_conflict_in_two_tabs_keeps_the_typed_text(user: User) -> None:
         tab.goto(f"/workspaces/{ws['id']}")
         expect(tab.locator("#goal-version")).to_have_text("1")
 
-    first.get_by_label("Goal").fill("Goal from the first tab")
-    first.get_by_role("button", name="Save goal").click()
+    submit(first, "Save goal", {"Goal": "Goal from the first tab"})
     expect(first.locator("#goal-version")).to_have_text("2")
 
     typed = "Goal from the second tab,\nwritten with care"
-    second.get_by_label("Goal").fill(typed)
-    second.get_by_role("button", name="Save goal").click()
+    submit(second, "Save goal", {"Goal": typed})
     alert = second.get_by_role("alert")
     expect(alert).to_contain_text("Conflict")
     expect(alert).to_contain_text("version 2")
@@ -56,8 +54,7 @@ def test_a_withdrawn_publication_and_a_retired_source_make_the_checkpoint_unavai
 
     page.goto(f"/publications/{a1['id']}/versions/1")
     page.get_by_role("link", name="Withdraw v1…").click()
-    page.get_by_label("Reason").fill("superseded by the announcement")
-    page.get_by_role("button", name="Withdraw version").click()
+    submit(page, "Withdraw version", {"Reason": "superseded by the announcement"})
     expect(page.locator("#pub-status")).to_have_text("withdrawn")
     expect(page.get_by_role("alert")).to_contain_text("withdrawn: superseded by the announcement")
 
@@ -82,8 +79,7 @@ def test_refusals_are_readable_messages_on_the_page(user: User, tmp_path: Path) 
     page.get_by_role("link", name="Archive…").click()
     page.get_by_role("button", name="Archive workspace").click()
     expect(page.locator(".notice")).to_contain_text("archived")
-    page.get_by_label("Question").fill("Anything new?")
-    page.get_by_role("button", name="Start run").click()
+    submit(page, "Start run", {"Question": "Anything new?"})
     expect(page.locator("#question-error")).to_contain_text("archived")
     expect(page.get_by_label("Question")).to_have_value("Anything new?")
 
