@@ -18,6 +18,7 @@ from typing import Annotated, Any, TypeVar
 import asyncpg
 from pydantic import Field, TypeAdapter, ValidationError
 
+from shared.contracts.common import PageRequest
 from shared.errors import Invalid
 from shared.storable import unstorable_field
 
@@ -91,6 +92,14 @@ class Keyset:
             f"{query} ORDER BY {order} LIMIT ${len(params) + 1}", *params, limit
         )
         return rows
+
+    async def page(
+        self, conn: asyncpg.Connection, query: str, *args: Any, of: PageRequest
+    ) -> tuple[list[asyncpg.Record], str | None]:
+        """The page `of` asks for (`limit` rows after its `cursor`) and the cursor of the next one (None on the
+        last page): one row more than the page is fetched, to know whether another page exists."""
+        rows = await self.fetch(conn, query, *args, after=self.after(of.cursor), limit=of.limit + 1)
+        return self.cut(rows, of.limit)
 
     def cut(self, rows: Sequence[T], limit: int) -> tuple[list[T], str | None]:
         """`cut_page` for rows fetched with `LIMIT limit + 1`: the cursor holds the last row's key. A row is a

@@ -12,7 +12,7 @@ from typing import Any
 import asyncpg
 
 from services.assets.lifecycle import sha256_text
-from services.assets.repository import PASSAGES, AssetsRepository
+from services.assets.repository import AssetsRepository
 from shared.bus import RequestContext, answers
 from shared.contracts import assets as c
 from shared.contracts.common import Actor
@@ -38,14 +38,12 @@ class SourceContents:
 
     @answers(c.PASSAGES)
     async def passages(self, ctx: RequestContext, req: c.PassagesRequest) -> c.PassageList:
-        after = PASSAGES.after(req.cursor)
         async with self._db.pool.acquire() as conn:
             row = await self._version(conn, ctx.actor, req)
             if row["status"] != "active":
                 where = {"source_id": req.source_id, "version": req.version}
                 raise Unavailable(f"version {req.version} is {row['status']}", where, reason=row["status"])
-            rows = await self._repo.page_passages(conn, asset_id=row["asset_id"], after=after, limit=req.limit + 1)
-        page, next_cursor = PASSAGES.cut(rows, req.limit)
+            page, next_cursor = await self._repo.page_passages(conn, asset_id=row["asset_id"], page=req)
         for passage in page:
             if sha256_text(passage["text"]) != passage["text_hash"]:
                 where = {"source_id": req.source_id, "version": req.version, "locator": passage["locator"]}

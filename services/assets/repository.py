@@ -6,6 +6,7 @@ from typing import Any
 
 import asyncpg
 
+from shared.contracts.common import PageRequest
 from shared.paging import Int32, Keyset
 
 _VERSION = (
@@ -100,10 +101,13 @@ class AssetsRepository:
         return await conn.fetchrow(f"SELECT {_VERSION}{_FROM} WHERE a.id = $1 AND s.scope = $2", asset_id, scope)
 
     async def list_versions(
-        self, conn: asyncpg.Connection, *, source_pk: int, limit: int, after: tuple[Any, ...] | None
-    ) -> list[asyncpg.Record]:
-        return await VERSIONS.fetch(
-            conn, f"SELECT {_VERSION}{_FROM} WHERE a.source_pk = $1", source_pk, after=after, limit=limit
+        self, conn: asyncpg.Connection, *, source_pk: int, page: PageRequest
+    ) -> tuple[list[asyncpg.Record], str | None]:
+        return await VERSIONS.page(
+            conn,
+            f"SELECT {_VERSION}{_FROM} WHERE a.source_pk = $1",
+            source_pk,
+            of=page,
         )
 
     async def active_version(self, conn: asyncpg.Connection, *, source_pk: int) -> asyncpg.Record | None:
@@ -309,14 +313,13 @@ class AssetsRepository:
         )
 
     async def page_passages(
-        self, conn: asyncpg.Connection, *, asset_id: str, after: tuple[Any, ...] | None, limit: int
-    ) -> list[asyncpg.Record]:
-        return await PASSAGES.fetch(
+        self, conn: asyncpg.Connection, *, asset_id: str, page: PageRequest
+    ) -> tuple[list[asyncpg.Record], str | None]:
+        return await PASSAGES.page(
             conn,
             "SELECT id AS evidence_id, ord, locator, text, text_hash, ocr FROM evidence WHERE asset_id = $1",
             asset_id,
-            after=after,
-            limit=limit,
+            of=page,
         )
 
     async def get_evidence(self, conn: asyncpg.Connection, *, scope: str, evidence_id: str) -> asyncpg.Record | None:

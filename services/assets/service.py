@@ -17,7 +17,7 @@ import asyncpg
 from services.assets.acquisition import StagedFile, parse_roots, resolve_import, roots_of, stage_blob, stage_import
 from services.assets.kinds import sniff
 from services.assets.lifecycle import SETTLED, Lifecycle, evidence_prefix
-from services.assets.repository import VERSIONS, AssetsRepository
+from services.assets.repository import AssetsRepository
 from shared.blobs import Blobs, content_key
 from shared.bus import RequestContext, answers
 from shared.contracts import assets as c
@@ -280,13 +280,11 @@ class AssetsService:
         self, conn: asyncpg.Connection, actor: Actor, namespace: str, source_id: str, page: PageRequest
     ) -> c.Source:
         """The source with one page of its versions (oldest first)."""
-        after = VERSIONS.after(page.cursor)
         source = await self._repo.find_source(conn, scope=actor.scope, namespace=namespace, source_id=source_id)
         if source is None:
             raise NotFound("source not found", {"source_id": source_id})
         active = await self._repo.active_version(conn, source_pk=source["pk"])
-        rows = await self._repo.list_versions(conn, source_pk=source["pk"], limit=page.limit + 1, after=after)
-        versions, next_cursor = VERSIONS.cut(rows, page.limit)
+        versions, next_cursor = await self._repo.list_versions(conn, source_pk=source["pk"], page=page)
         return c.Source(
             source_id=source_id,
             active_version=active["version"] if active is not None else None,

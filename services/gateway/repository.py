@@ -6,7 +6,12 @@ from datetime import datetime
 
 import asyncpg
 
+from shared.contracts.common import PageRequest
+from shared.paging import Keyset
+
 _COLUMNS = "id, scope, principal, expires_at, created_at"
+# The admin's token list pages oldest first (shared/paging.py).
+TOKENS = Keyset(("created_at", "id"), (datetime, str))
 
 
 class TokenRepository:
@@ -37,21 +42,11 @@ class TokenRepository:
         )
 
     async def list_tokens(
-        self, conn: asyncpg.Connection, *, scope: str | None, after: tuple[datetime, str] | None, limit: int
-    ) -> list[asyncpg.Record]:
-        """Unrevoked tokens in (created_at, id) order, starting after the cursor's position."""
-        return list(
-            await conn.fetch(
-                f"SELECT {_COLUMNS} FROM api_tokens"
-                " WHERE revoked_at IS NULL AND ($1::text IS NULL OR scope = $1)"
-                " AND ($2::timestamptz IS NULL OR (created_at, id) > ($2, $3::text))"
-                " ORDER BY created_at, id LIMIT $4",
-                scope,
-                after[0] if after else None,
-                after[1] if after else None,
-                limit,
-            )
-        )
+        self, conn: asyncpg.Connection, *, scope: str | None, page: PageRequest
+    ) -> tuple[list[asyncpg.Record], str | None]:
+        """Unrevoked tokens (of one scope, or of all), oldest first."""
+        query = f"SELECT {_COLUMNS} FROM api_tokens WHERE revoked_at IS NULL AND ($1::text IS NULL OR scope = $1)"
+        return await TOKENS.page(conn, query, scope, of=page)
 
     async def revoke_token(self, conn: asyncpg.Connection, *, token_id: str) -> bool:
         revoked = await conn.fetchval(

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import hmac
-import json
 import re
 import secrets
 import time
@@ -16,7 +13,7 @@ from datetime import UTC, datetime
 import asyncpg
 
 from services.gateway.repository import TokenRepository
-from shared.contracts.common import Actor
+from shared.contracts.common import Actor, PageRequest
 from shared.contracts.gateway import IssuedToken, IssueTokenRequest, TokenInfo, TokenPage
 from shared.db import Database
 from shared.errors import Invalid, NotFound, Unauthenticated
@@ -38,23 +35,6 @@ class _Resolved:
     token_id: str
     expires_at: datetime | None
     fresh_until: float
-
-
-def encode_cursor(created_at: datetime, token_id: str) -> str:
-    raw = json.dumps([created_at.isoformat(), token_id]).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str) -> tuple[datetime, str]:
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        created_at, token_id = json.loads(raw)
-        moment = datetime.fromisoformat(created_at)
-        if not isinstance(token_id, str) or moment.tzinfo is None:
-            raise ValueError("not a token cursor")
-    except (ValueError, TypeError, binascii.Error, UnicodeDecodeError) as exc:
-        raise Invalid("the cursor is malformed (pass the next_cursor of an earlier page)", {"field": "cursor"}) from exc
-    return moment, token_id
 
 
 def _info(row: asyncpg.Record) -> TokenInfo:
@@ -99,12 +79,11 @@ class TokenService:
         return IssuedToken(token=token, **_info(row).model_dump(exclude={"created_at"}))
 
     async def list_page(self, *, scope: str | None, limit: int, cursor: str | None) -> TokenPage:
-        after = decode_cursor(cursor) if cursor else None
         async with self._db.pool.acquire() as conn:
-            rows = await self._repo.list_tokens(conn, scope=scope, after=after, limit=limit + 1)
-        items = [_info(row) for row in rows[:limit]]
-        more = len(rows) > limit
-        return TokenPage(items=items, next_cursor=encode_cursor(items[-1].created_at, items[-1].id) if more else None)
+            rows, next_cursor = await self._repo.list_tokens(
+                conn, scope=scope, page=PageRequest(limit=limit, cursor=cursor)
+            )
+        return TokenPage(items=[_info(row) for row in rows], next_cursor=next_cursor)
 
     async def revoke(self, token_id: str) -> None:
         if not _ID_SHAPE.match(token_id):

@@ -6,6 +6,7 @@ from typing import Any
 
 import asyncpg
 
+from shared.contracts.common import PageRequest
 from shared.paging import Int32, Keyset
 
 # What a read answers and checks (the version's state and hash), and no more.
@@ -99,14 +100,13 @@ class PublicationRepository:
         )
 
     async def list_versions(
-        self, conn: asyncpg.Connection, *, id: str, limit: int, after: tuple[Any, ...] | None
-    ) -> list[asyncpg.Record]:
-        return await VERSIONS.fetch(
+        self, conn: asyncpg.Connection, *, id: str, page: PageRequest
+    ) -> tuple[list[asyncpg.Record], str | None]:
+        return await VERSIONS.page(
             conn,
             "SELECT version, content_hash, status, run_id, created_at FROM publication_versions WHERE publication_id = $1",
             id,
-            after=after,
-            limit=limit,
+            of=page,
         )
 
     async def get_version(

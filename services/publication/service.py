@@ -8,7 +8,7 @@ import uuid
 
 import asyncpg
 
-from services.publication.repository import VERSIONS, PublicationRepository
+from services.publication.repository import PublicationRepository
 from services.publication.search import RunSearch
 from shared.bus import RequestContext, answers
 from shared.coalesce import Coalescer
@@ -138,13 +138,11 @@ class PublicationService:
 
     @answers(c.GET)
     async def get(self, ctx: RequestContext, req: c.GetRequest) -> c.Publication:
-        after = VERSIONS.after(req.cursor)
         async with self._db.pool.acquire() as conn:
             pub = await self._repo.get_publication(conn, scope=ctx.actor.scope, id=req.id)
             if pub is None:
                 raise NotFound("publication not found", {"id": req.id})
-            rows = await self._repo.list_versions(conn, id=req.id, limit=req.limit + 1, after=after)
-        page, next_cursor = VERSIONS.cut(rows, req.limit)
+            page, next_cursor = await self._repo.list_versions(conn, id=req.id, page=req)
         versions = [c.VersionSummary.model_validate(dict(v)) for v in page]
         return from_row(c.Publication, pub, versions=versions, next_cursor=next_cursor)
 

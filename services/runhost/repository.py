@@ -9,6 +9,7 @@ from typing import Any
 import asyncpg
 
 from services.runhost.admitted import AdmittedRun
+from shared.contracts.common import PageRequest
 from shared.paging import Keyset
 
 # How the run host's lists page (shared/paging.py): a workspace's runs newest first, a conversation's oldest
@@ -49,15 +50,14 @@ class RunRepository:
         return await conn.fetchrow("SELECT * FROM conversations WHERE id = $1 AND scope = $2", id, scope)
 
     async def list_conversation_runs(
-        self, conn: asyncpg.Connection, *, conversation_id: str, limit: int, after: tuple[Any, ...] | None
-    ) -> list[asyncpg.Record]:
+        self, conn: asyncpg.Connection, *, conversation_id: str, page: PageRequest
+    ) -> tuple[list[asyncpg.Record], str | None]:
         """Oldest first, after the (created_at, id) of the last run of the previous page."""
-        return await CONVERSATION_RUNS.fetch(
+        return await CONVERSATION_RUNS.page(
             conn,
             "SELECT id, question, status, created_at FROM runs WHERE conversation_id = $1",
             conversation_id,
-            after=after,
-            limit=limit,
+            of=page,
         )
 
     # -- runs ---------------------------------------------------------------------------------------
@@ -82,18 +82,12 @@ class RunRepository:
         return _run(await conn.fetchrow("SELECT * FROM runs WHERE id = $1", id))
 
     async def list_runs(
-        self, conn: asyncpg.Connection, *, scope: str, workspace_id: str, limit: int, after: tuple[Any, ...] | None
-    ) -> list[AdmittedRun]:
-        """Newest first, after the (created_at, id) of the last run of the previous page."""
-        rows = await RUNS.fetch(
-            conn,
-            "SELECT * FROM runs WHERE scope = $1 AND workspace_id = $2",
-            scope,
-            workspace_id,
-            after=after,
-            limit=limit,
-        )
-        return [AdmittedRun.of(r) for r in rows]
+        self, conn: asyncpg.Connection, *, scope: str, workspace_id: str, page: PageRequest
+    ) -> tuple[list[AdmittedRun], str | None]:
+        """Newest first."""
+        query = "SELECT * FROM runs WHERE scope = $1 AND workspace_id = $2"
+        rows, next_cursor = await RUNS.page(conn, query, scope, workspace_id, of=page)
+        return [AdmittedRun.of(r) for r in rows], next_cursor
 
     async def cancel_unclaimed(self, conn: asyncpg.Connection, *, scope: str, id: str) -> AdmittedRun | None:
         row = await conn.fetchrow(
@@ -313,10 +307,13 @@ class RunRepository:
         return rows
 
     async def page_files(
-        self, conn: asyncpg.Connection, *, run_id: str, limit: int, after: tuple[Any, ...] | None
-    ) -> list[asyncpg.Record]:
-        return await FILES.fetch(
-            conn, "SELECT path, size FROM run_files WHERE run_id = $1", run_id, after=after, limit=limit
+        self, conn: asyncpg.Connection, *, run_id: str, page: PageRequest
+    ) -> tuple[list[asyncpg.Record], str | None]:
+        return await FILES.page(
+            conn,
+            "SELECT path, size FROM run_files WHERE run_id = $1",
+            run_id,
+            of=page,
         )
 
     async def get_file(self, conn: asyncpg.Connection, *, run_id: str, path: str) -> asyncpg.Record | None:

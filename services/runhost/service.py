@@ -16,7 +16,7 @@ from services.runhost.memory import RunFiles, validate_path
 from services.runhost.owners import Owners
 from services.runhost.policies.factory import validate_model
 from services.runhost.prov import run_prov
-from services.runhost.repository import CONVERSATION_RUNS, FILES, RUNS, WAKE_CHANNEL, RunRepository
+from services.runhost.repository import WAKE_CHANNEL, RunRepository
 from shared import tracing
 from shared.bus import RequestContext, answers
 from shared.contracts import runhost as c
@@ -157,12 +157,10 @@ class RunService:
     async def list_runs(self, ctx: RequestContext, req: c.ListRunsRequest) -> c.RunList:
         # A workspace route: a deleted workspace answers 404 here too, although its runs live on.
         await self._owners.ensure_workspace_exists(ctx.actor, workspace_id=req.workspace_id)
-        after = RUNS.after(req.cursor)
         async with self._db.pool.acquire() as conn:
-            rows = await self._repo.list_runs(
-                conn, scope=ctx.actor.scope, workspace_id=req.workspace_id, limit=req.limit + 1, after=after
+            page, next_cursor = await self._repo.list_runs(
+                conn, scope=ctx.actor.scope, workspace_id=req.workspace_id, page=req
             )
-        page, next_cursor = RUNS.cut(rows, req.limit)
         return c.RunList(items=[r.to_contract() for r in page], next_cursor=next_cursor)
 
     @answers(c.CANCEL)
@@ -185,15 +183,13 @@ class RunService:
 
     @answers(c.GET_CONVERSATION)
     async def conversation(self, ctx: RequestContext, req: c.ConversationRequest) -> c.Conversation:
-        after = CONVERSATION_RUNS.after(req.cursor)
         async with self._db.pool.acquire() as conn:
             conv = await self._repo.get_conversation(conn, scope=ctx.actor.scope, id=req.conversation_id)
             if conv is None:
                 raise NotFound("conversation not found", {"id": req.conversation_id})
-            rows = await self._repo.list_conversation_runs(
-                conn, conversation_id=req.conversation_id, limit=req.limit + 1, after=after
+            page, next_cursor = await self._repo.list_conversation_runs(
+                conn, conversation_id=req.conversation_id, page=req
             )
-        page, next_cursor = CONVERSATION_RUNS.cut(rows, req.limit)
         return c.Conversation(
             id=conv["id"],
             workspace_id=conv["workspace_id"],
@@ -223,11 +219,9 @@ class RunService:
 
     @answers(c.LIST_FILES)
     async def list_files(self, ctx: RequestContext, req: c.RunPageRequest) -> c.FileList:
-        after = FILES.after(req.cursor)
         async with self._db.pool.acquire() as conn:
             await self._scoped_run(conn, ctx.actor, req.run_id)
-            rows = await self._repo.page_files(conn, run_id=req.run_id, limit=req.limit + 1, after=after)
-        page, next_cursor = FILES.cut(rows, req.limit)
+            page, next_cursor = await self._repo.page_files(conn, run_id=req.run_id, page=req)
         return c.FileList(items=[c.FileEntry(**dict(r)) for r in page], next_cursor=next_cursor)
 
     @answers(c.READ_FILE)

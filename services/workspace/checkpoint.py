@@ -16,7 +16,7 @@ import asyncpg
 from pydantic import ValidationError
 
 from services.workspace.owners import OWNER_OF_KIND, Owners
-from services.workspace.repository import CHECKPOINTS, WorkspaceRepository
+from services.workspace.repository import WorkspaceRepository
 from services.workspace.service import not_found
 from shared.bus import RequestContext, answers, validation_details
 from shared.contracts import workspace as c
@@ -129,13 +129,11 @@ class Checkpoints:
 
     @answers(c.CHECKPOINT_REVISIONS)
     async def revisions(self, ctx: RequestContext, req: c.WorkspacePageRequest) -> c.CheckpointRevisions:
-        after = CHECKPOINTS.after(req.cursor)
         async with self._db.pool.acquire() as conn:
             await self._require_live(conn, ctx.actor, req.workspace_id)
-            rows = await self._repo.list_checkpoints(
-                conn, scope=ctx.actor.scope, workspace_id=req.workspace_id, limit=req.limit + 1, after=after
+            page, next_cursor = await self._repo.list_checkpoints(
+                conn, scope=ctx.actor.scope, workspace_id=req.workspace_id, page=req
             )
-        page, next_cursor = CHECKPOINTS.cut(rows, req.limit)
         return c.CheckpointRevisions(items=await self._present(ctx.actor, page), next_cursor=next_cursor)
 
     async def _require_live(self, conn: asyncpg.Connection, actor: Actor, workspace_id: str) -> None:

@@ -17,7 +17,7 @@ import asyncpg
 from pydantic import ValidationError
 
 from services.workspace.checkpoint import BadProposal, Checkpoints, Content
-from services.workspace.drift_repository import DRIFTS, DriftRepository
+from services.workspace.drift_repository import DriftRepository
 from services.workspace.repository import WorkspaceRepository
 from services.workspace.service import not_found
 from shared.bus import RequestContext, answers
@@ -100,9 +100,7 @@ class DriftWatch:
         async with self._db.pool.acquire() as conn:
             if await self._repo.find_workspace(conn, scope=ctx.actor.scope, id=req.workspace_id) is None:
                 raise not_found(req.workspace_id)
-            after = DRIFTS.after(req.cursor)
-            rows = await self._drifts.list_drifts(conn, workspace_id=req.workspace_id, after=after, limit=req.limit + 1)
-        page, next_cursor = DRIFTS.cut(rows, req.limit)
+            page, next_cursor = await self._drifts.list_drifts(conn, workspace_id=req.workspace_id, page=req)
         return c.DriftList(items=[self._drift(r) for r in page], next_cursor=next_cursor)
 
     # -- rules ---------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from typing import Any
 
 import asyncpg
 
+from shared.contracts.common import PageRequest
 from shared.paging import Int64, Keyset
 
 # Oldest first, as they were detected.
@@ -80,8 +81,11 @@ class DriftRepository:
         )
 
     async def list_drifts(
-        self, conn: asyncpg.Connection, *, workspace_id: str, after: tuple[Any, ...] | None, limit: int
-    ) -> list[asyncpg.Record]:
-        return await DRIFTS.fetch(
-            conn, "SELECT * FROM drifts WHERE workspace_id = $1", workspace_id, after=after, limit=limit
+        self, conn: asyncpg.Connection, *, workspace_id: str, page: PageRequest
+    ) -> tuple[list[asyncpg.Record], str | None]:
+        return await DRIFTS.page(
+            conn,
+            "SELECT * FROM drifts WHERE workspace_id = $1",
+            workspace_id,
+            of=page,
         )

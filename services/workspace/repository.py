@@ -10,6 +10,7 @@ from typing import Any
 
 import asyncpg
 
+from shared.contracts.common import PageRequest
 from shared.contracts.workspace import CATALOG_KINDS
 from shared.paging import Int32, Keyset
 
@@ -70,14 +71,13 @@ class WorkspaceRepository:
         )
 
     async def list_workspaces(
-        self, conn: asyncpg.Connection, *, scope: str, limit: int, after: tuple[Any, ...] | None
-    ) -> list[asyncpg.Record]:
-        return await WORKSPACES.fetch(
+        self, conn: asyncpg.Connection, *, scope: str, page: PageRequest
+    ) -> tuple[list[asyncpg.Record], str | None]:
+        return await WORKSPACES.page(
             conn,
             f"SELECT {_WORKSPACE_COLUMNS} {_WITH_GOAL} WHERE w.scope = $1 AND w.status <> 'deleted'",
             scope,
-            after=after,
-            limit=limit,
+            of=page,
         )
 
     async def set_goal_version(self, conn: asyncpg.Connection, *, scope: str, id: str, version: int) -> None:
@@ -89,17 +89,16 @@ class WorkspaceRepository:
         )
 
     async def list_goal_versions(
-        self, conn: asyncpg.Connection, *, scope: str, id: str, limit: int, after: tuple[Any, ...] | None
-    ) -> list[asyncpg.Record]:
-        return await GOALS.fetch(
+        self, conn: asyncpg.Connection, *, scope: str, id: str, page: PageRequest
+    ) -> tuple[list[asyncpg.Record], str | None]:
+        return await GOALS.page(
             conn,
             "SELECT g.version, g.text, g.created_at FROM goal_versions g"
             " JOIN workspaces w ON w.id = g.workspace_id AND w.scope = $2 AND w.status <> 'deleted'"
             " WHERE g.workspace_id = $1",
             id,
             scope,
-            after=after,
-            limit=limit,
+            of=page,
         )
 
     async def set_status(self, conn: asyncpg.Connection, *, scope: str, id: str, status: str) -> None:
@@ -312,17 +311,16 @@ class WorkspaceRepository:
         )
 
     async def list_checkpoints(
-        self, conn: asyncpg.Connection, *, scope: str, workspace_id: str, limit: int, after: tuple[Any, ...] | None
-    ) -> list[asyncpg.Record]:
-        return await CHECKPOINTS.fetch(
+        self, conn: asyncpg.Connection, *, scope: str, workspace_id: str, page: PageRequest
+    ) -> tuple[list[asyncpg.Record], str | None]:
+        return await CHECKPOINTS.page(
             conn,
             f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoint_revisions c"
             " JOIN workspaces w ON w.id = c.workspace_id AND w.scope = $2 AND w.status <> 'deleted'"
             " WHERE c.workspace_id = $1",
             workspace_id,
             scope,
-            after=after,
-            limit=limit,
+            of=page,
         )
 
     async def insert_checkpoint(

@@ -11,7 +11,7 @@ import uuid
 import asyncpg
 
 from services.workspace.catalog import CATALOG_KINDS, CatalogReader, candidate_window, question_words
-from services.workspace.repository import GOALS, WORKSPACES, WorkspaceRepository
+from services.workspace.repository import WorkspaceRepository
 from shared.bus import RequestContext, answers
 from shared.contracts import workspace as c
 from shared.contracts.common import Actor, EventType
@@ -95,10 +95,8 @@ class WorkspaceService:
 
     @answers(c.LIST)
     async def list_workspaces(self, ctx: RequestContext, req: c.ListRequest) -> c.WorkspaceList:
-        after = WORKSPACES.after(req.cursor)
         async with self._db.pool.acquire() as conn:
-            rows = await self._repo.list_workspaces(conn, scope=ctx.actor.scope, limit=req.limit + 1, after=after)
-        page, next_cursor = WORKSPACES.cut(rows, req.limit)
+            page, next_cursor = await self._repo.list_workspaces(conn, scope=ctx.actor.scope, page=req)
         return c.WorkspaceList(items=[workspace_view(r) for r in page], next_cursor=next_cursor)
 
     @answers(c.GET)
@@ -127,13 +125,11 @@ class WorkspaceService:
 
     @answers(c.GOAL_VERSIONS)
     async def goal_versions(self, ctx: RequestContext, req: c.WorkspacePageRequest) -> c.GoalVersions:
-        after = GOALS.after(req.cursor)
         async with self._db.pool.acquire() as conn:
             await self._live(conn, ctx.actor, req.workspace_id)
-            rows = await self._repo.list_goal_versions(
-                conn, scope=ctx.actor.scope, id=req.workspace_id, limit=req.limit + 1, after=after
+            page, next_cursor = await self._repo.list_goal_versions(
+                conn, scope=ctx.actor.scope, id=req.workspace_id, page=req
             )
-        page, next_cursor = GOALS.cut(rows, req.limit)
         return c.GoalVersions(items=[c.Goal.model_validate(dict(r)) for r in page], next_cursor=next_cursor)
 
     # -- lifecycle ----------------------------------------------------------------------------------
