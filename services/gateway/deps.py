@@ -153,6 +153,11 @@ async def actor_bus(request: Request, actor: Actor = Depends(current_actor)) -> 
     return ActorBus(request.app.state.bus, actor)
 
 
+# The caller's bus, and a list's page, as route parameters (FastAPI's Annotated dependencies).
+Bus = Annotated[ActorBus, Depends(actor_bus)]
+Paging = Annotated[PageRequest, Depends(page)]
+
+
 P = ParamSpec("P")
 M = TypeVar("M", bound=Model)
 

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import StreamingResponse
 
-from services.gateway.deps import ActorBus, PathId, actor_bus, build, bus, current_actor
+from services.gateway.deps import Bus, PathId, build, bus, current_actor
 from services.gateway.openapi import errors, multipart_body
 from services.gateway.uploads import only_fields, read_multipart
 from shared.blobs import Blobs, content_key
@@ -49,7 +49,7 @@ UPLOAD_BODY = multipart_body(a.RegisterRequest, FORM_FIELDS, required=("title",)
     responses=errors(413, 415),
     openapi_extra=UPLOAD_BODY,
 )
-async def upload_artifact(request: Request, bus: ActorBus = Depends(actor_bus)) -> Response:
+async def upload_artifact(request: Request, bus: Bus) -> Response:
     """Retain an HTML file (multipart: `file`, `title`, optional `expires_at`)."""
     settings: GatewaySettings = request.app.state.settings
     blobs = _blobs(request)
@@ -85,7 +85,7 @@ async def upload_artifact(request: Request, bus: ActorBus = Depends(actor_bus)) 
 
 
 @router.get("/{artifact_id}", response_model=a.Artifact, responses=errors(404))
-async def get_artifact(artifact_id: PathId, bus: ActorBus = Depends(actor_bus)) -> Response:
+async def get_artifact(artifact_id: PathId, bus: Bus) -> Response:
     """The artifact's metadata."""
     return await bus.relay(a.GET, a.ArtifactIdRequest(artifact_id=artifact_id))
 

@@ -9,13 +9,13 @@ from fastapi.responses import Response
 from pydantic import ValidationError
 from starlette.convertors import StringConvertor, register_url_convertor
 
-from services.gateway.deps import ActorBus, PathId, actor_bus, json_response, page
+from services.gateway.deps import ActorBus, Bus, Paging, PathId, actor_bus, json_response
 from services.gateway.openapi import errors, multipart_body
 from services.gateway.uploads import StoredUpload, only_fields, stream_multipart
 from shared.blobs import Blobs, content_key
 from shared.bus import validation_details
 from shared.contracts import assets as c
-from shared.contracts.common import NOT_BLANK, PageRequest
+from shared.contracts.common import NOT_BLANK
 from shared.errors import Invalid
 from shared.settings import GatewaySettings
 
@@ -62,7 +62,7 @@ def _created_or_reused(version: c.AssetVersion) -> Response:
     responses={**errors(404, 409, 413, 415), **REUSED},
     openapi_extra=UPLOAD_BODY,
 )
-async def upload_asset(request: Request, bus: ActorBus = Depends(actor_bus)) -> Response:
+async def upload_asset(request: Request, bus: Bus) -> Response:
     """Upload a file as a new version of a source (multipart: `file`, `source_id`, optional `workspace_id`)."""
     fields, upload = await stream_multipart(
         request, _blobs(request), max_file_bytes=_settings(request).max_upload_bytes
@@ -109,21 +109,19 @@ async def register_stored(
     response_model=c.AssetVersion,
     responses={**errors(404, 409, 413, 415), **REUSED},
 )
-async def import_asset(body: c.ImportRequest, request: Request, bus: ActorBus = Depends(actor_bus)) -> Response:
+async def import_asset(body: c.ImportRequest, request: Request, bus: Bus) -> Response:
     """A file from an approved root; a path that resolves outside the root answers 422."""
     return _created_or_reused(await bus.call(c.IMPORT, body, timeout=_settings(request).ingest_timeout))
 
 
 @router.get("/assets/{asset_id:asset_id}", response_model=c.AssetVersion, responses=errors(404))
-async def get_asset(asset_id: AssetId, bus: ActorBus = Depends(actor_bus)) -> Response:
+async def get_asset(asset_id: AssetId, bus: Bus) -> Response:
     """One asset version with its extraction coverage."""
     return await bus.relay(c.GET_ASSET, c.GetAssetRequest(asset_id=asset_id))
 
 
 @router.get("/sources/{source_id}", response_model=c.Source, responses=errors(404))
-async def get_source(
-    source_id: SourceIdPath, paging: PageRequest = Depends(page), bus: ActorBus = Depends(actor_bus)
-) -> Response:
+async def get_source(source_id: SourceIdPath, paging: Paging, bus: Bus) -> Response:
     """A source with its active version and one page of its versions, oldest first; `next_cursor` pages on."""
     return await bus.relay(
         c.GET_SOURCE, c.GetSourceRequest(source_id=source_id, limit=paging.limit, cursor=paging.cursor)
@@ -131,7 +129,7 @@ async def get_source(
 
 
 @router.post("/sources/{source_id}/retire", response_model=c.Source, responses=errors(404, 413))
-async def retire_source(source_id: SourceIdPath, bus: ActorBus = Depends(actor_bus)) -> Response:
+async def retire_source(source_id: SourceIdPath, bus: Bus) -> Response:
     """Retire a source: its versions stop being read."""
     return await bus.relay(c.RETIRE, c.RetireRequest(source_id=source_id))
 
@@ -148,6 +146,6 @@ async def search_evidence(
 
 
 @router.get("/evidence/{evidence_id}", response_model=c.Evidence, responses=errors(404, 409))
-async def read_evidence(evidence_id: PathId, bus: ActorBus = Depends(actor_bus)) -> Response:
+async def read_evidence(evidence_id: PathId, bus: Bus) -> Response:
     """One passage at its exact version."""
     return await bus.relay(c.READ, c.EvidenceReadRequest(evidence_id=evidence_id))

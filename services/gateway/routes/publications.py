@@ -5,35 +5,31 @@ from typing import Any
 from fastapi import APIRouter, Depends, Query
 from fastapi.responses import Response
 
-from services.gateway.deps import ActorBus, PathId, PathVersion, actor_bus, json_response, page
+from services.gateway.deps import ActorBus, Bus, Paging, PathId, PathVersion, actor_bus, json_response
 from services.gateway.hot import HotRoute, route_named
 from services.gateway.openapi import errors
 from shared.bus import BusClient
 from shared.contracts import publication as c
-from shared.contracts.common import INT32_MAX, Actor, PageRequest
+from shared.contracts.common import INT32_MAX, Actor
 
 router = APIRouter(prefix="/v1/publications", tags=["publications"])
 
 
 @router.post("", status_code=201, response_model=c.PublicationVersion, responses=errors(404, 409, 413))
-async def create_publication(body: c.NewPublication, bus: ActorBus = Depends(actor_bus)) -> Response:
+async def create_publication(body: c.NewPublication, bus: Bus) -> Response:
     """Publish version 1 of a new publication; associated with the workspace when one is named."""
     request = c.CommitRequest(title=body.title, body=body.body, workspace_id=body.workspace_id)
     return await bus.relay(c.COMMIT, request, status_code=201)
 
 
 @router.get("/{pub_id}", response_model=c.Publication, responses=errors(404))
-async def get_publication(
-    pub_id: PathId, paging: PageRequest = Depends(page), bus: ActorBus = Depends(actor_bus)
-) -> Response:
+async def get_publication(pub_id: PathId, paging: Paging, bus: Bus) -> Response:
     """The publication with one page of its version summaries, oldest first; `next_cursor` pages on."""
     return await bus.relay(c.GET, c.GetRequest(id=pub_id, limit=paging.limit, cursor=paging.cursor))
 
 
 @router.get("/{pub_id}/versions/{version}", response_model=c.PublicationVersion, responses=errors(404, 409))
-async def read_publication_version(
-    pub_id: PathId, version: PathVersion, bus: ActorBus = Depends(actor_bus)
-) -> Response:
+async def read_publication_version(pub_id: PathId, version: PathVersion, bus: Bus) -> Response:
     """One exact version; a withdrawn one answers 409 `unavailable`."""
     return json_response(await read_version(bus.client, bus.actor, {"pub_id": pub_id, "version": version}))
 
@@ -48,9 +44,7 @@ HOT_READS = [HotRoute(route_named(router.routes, "read_publication_version"), re
 
 
 @router.get("/{pub_id}/versions/{version}/claims", response_model=c.ClaimList, responses=errors(404, 409))
-async def list_publication_claims(
-    pub_id: PathId, version: PathVersion, paging: PageRequest = Depends(page), bus: ActorBus = Depends(actor_bus)
-) -> Response:
+async def list_publication_claims(pub_id: PathId, version: PathVersion, paging: Paging, bus: Bus) -> Response:
     """One page of the cited sentences of a run's answer, each checked against the exact passage it cites."""
     request = c.ClaimsRequest(id=pub_id, version=version, limit=paging.limit, cursor=paging.cursor)
     return await bus.relay(c.CLAIMS, request)
@@ -59,7 +53,7 @@ async def list_publication_claims(
 @router.post(
     "/{pub_id}/versions", status_code=201, response_model=c.PublicationVersion, responses=errors(404, 409, 413)
 )
-async def revise_publication(pub_id: PathId, body: c.Revision, bus: ActorBus = Depends(actor_bus)) -> Response:
+async def revise_publication(pub_id: PathId, body: c.Revision, bus: Bus) -> Response:
     """A new version, made only when `expected_latest_version` is still the latest (CAS)."""
     request = c.ReviseRequest(
         id=pub_id, body=body.body, title=body.title, expected_latest_version=body.expected_latest_version
@@ -70,9 +64,7 @@ async def revise_publication(pub_id: PathId, body: c.Revision, bus: ActorBus = D
 @router.post(
     "/{pub_id}/versions/{version}/withdraw", response_model=c.PublicationVersion, responses=errors(404, 409, 413)
 )
-async def withdraw_publication_version(
-    pub_id: PathId, version: PathVersion, body: c.Withdrawal, bus: ActorBus = Depends(actor_bus)
-) -> Response:
+async def withdraw_publication_version(pub_id: PathId, version: PathVersion, body: c.Withdrawal, bus: Bus) -> Response:
     """Withdraw one version; reads of it answer `unavailable(withdrawn)` from then on."""
     return await bus.relay(c.WITHDRAW, c.WithdrawRequest(id=pub_id, version=version, reason=body.reason))
 

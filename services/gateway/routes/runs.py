@@ -6,10 +6,10 @@ from fastapi import APIRouter, Depends, Header, Path, Request, Response
 from fastapi.responses import PlainTextResponse
 from pydantic import TypeAdapter
 
-from services.gateway.deps import ActorBus, PathId, actor_bus, build, json_response, page
+from services.gateway.deps import ActorBus, Bus, Paging, PathId, actor_bus, build, json_response
 from services.gateway.openapi import errors
 from shared.contracts import runhost as c
-from shared.contracts.common import PageRequest, Text
+from shared.contracts.common import Text
 from shared.errors import Forbidden, Invalid
 from shared.storable import require_storable
 
@@ -36,16 +36,14 @@ TEXT_BODY = {
     response_model=c.Run,
     responses={**errors(404, 409, 413), 200: {"model": c.Run, "description": "The same request_id again: that run"}},
 )
-async def start_run(workspace_id: PathId, body: c.RunRequest, bus: ActorBus = Depends(actor_bus)) -> Response:
+async def start_run(workspace_id: PathId, body: c.RunRequest, bus: Bus) -> Response:
     """Admit a run, idempotently on `request_id`."""
     reply = await bus.call(c.ADMIT, c.AdmitRequest(workspace_id=workspace_id, **body.model_dump()))
     return json_response(reply.run.model_dump_json(), 202 if reply.created else 200)
 
 
 @router.get("/v1/workspaces/{workspace_id}/runs", response_model=c.RunList, responses=errors(404))
-async def list_runs(
-    workspace_id: PathId, paging: PageRequest = Depends(page), bus: ActorBus = Depends(actor_bus)
-) -> Response:
+async def list_runs(workspace_id: PathId, paging: Paging, bus: Bus) -> Response:
     """One page of the workspace's runs, newest first."""
     return await bus.relay(
         c.LIST_RUNS, c.ListRunsRequest(workspace_id=workspace_id, limit=paging.limit, cursor=paging.cursor)
@@ -53,44 +51,38 @@ async def list_runs(
 
 
 @router.get("/v1/runs/{run_id}", response_model=c.Run, responses=errors(404))
-async def get_run(run_id: PathId, bus: ActorBus = Depends(actor_bus)) -> Response:
+async def get_run(run_id: PathId, bus: Bus) -> Response:
     """One run: status, frozen admission, outcome and `stats`."""
     return await bus.relay(c.GET_RUN, c.RunIdRequest(run_id=run_id))
 
 
 @router.post("/v1/runs/{run_id}/cancel", response_model=c.Run, responses=errors(404, 413))
-async def cancel_run(run_id: PathId, bus: ActorBus = Depends(actor_bus)) -> Response:
+async def cancel_run(run_id: PathId, bus: Bus) -> Response:
     """Ask the run to stop; the worker stops at its next step."""
     return await bus.relay(c.CANCEL, c.RunIdRequest(run_id=run_id))
 
 
 @router.get("/v1/conversations/{conversation_id}", response_model=c.Conversation, responses=errors(404))
-async def get_conversation(
-    conversation_id: PathId, paging: PageRequest = Depends(page), bus: ActorBus = Depends(actor_bus)
-) -> Response:
+async def get_conversation(conversation_id: PathId, paging: Paging, bus: Bus) -> Response:
     """A conversation and one page of its runs, oldest first; `next_cursor` pages on through the runs."""
     request = c.ConversationRequest(conversation_id=conversation_id, limit=paging.limit, cursor=paging.cursor)
     return await bus.relay(c.GET_CONVERSATION, request)
 
 
 @router.get("/v1/runs/{run_id}/ledger", response_model=c.Ledger, responses=errors(404))
-async def get_ledger(
-    run_id: PathId, paging: PageRequest = Depends(page), bus: ActorBus = Depends(actor_bus)
-) -> Response:
+async def get_ledger(run_id: PathId, paging: Paging, bus: Bus) -> Response:
     """One page (in `seq` order) of what the run listed, read, included in a model request, and found unavailable."""
     return await bus.relay(c.LEDGER, c.RunPageRequest(run_id=run_id, limit=paging.limit, cursor=paging.cursor))
 
 
 @router.get("/v1/runs/{run_id}/prov", response_model=c.ProvDocument, responses=errors(404))
-async def get_run_prov(run_id: PathId, bus: ActorBus = Depends(actor_bus)) -> Response:
+async def get_run_prov(run_id: PathId, bus: Bus) -> Response:
     """The run's lineage as W3C PROV-JSON: the run, what it used at which version, what it generated, who."""
     return await bus.relay(c.PROV, c.RunIdRequest(run_id=run_id))
 
 
 @router.get("/v1/runs/{run_id}/files", response_model=c.FileList, responses=errors(404))
-async def list_run_files(
-    run_id: PathId, paging: PageRequest = Depends(page), bus: ActorBus = Depends(actor_bus)
-) -> Response:
+async def list_run_files(run_id: PathId, paging: Paging, bus: Bus) -> Response:
     """One page (by path) of the run's working files: plan.md, sources/, notes/, draft.md."""
     return await bus.relay(c.LIST_FILES, c.RunPageRequest(run_id=run_id, limit=paging.limit, cursor=paging.cursor))
 
@@ -103,7 +95,7 @@ async def list_run_files(
         200: {"content": {"text/plain": {"schema": {"type": "string"}}}, "description": "The file"},
     },
 )
-async def read_run_file(run_id: PathId, path: RunFile, bus: ActorBus = Depends(actor_bus)) -> PlainTextResponse:
+async def read_run_file(run_id: PathId, path: RunFile, bus: Bus) -> PlainTextResponse:
     """One working file as UTF-8 text."""
     file = await bus.call(c.READ_FILE, c.ReadFileRequest(run_id=run_id, path=path))
     return PlainTextResponse(file.text, media_type="text/plain; charset=utf-8")
