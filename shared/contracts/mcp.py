@@ -13,7 +13,7 @@ from typing import Annotated
 from pydantic import Field, Strict
 
 from shared.contracts import assets, publication, runhost, workspace
-from shared.contracts.common import Integral, Model
+from shared.contracts.common import Integral, Model, Text
 from shared.contracts.workspace import Catalog, Checkpoint, Workspace
 
 
@@ -21,7 +21,7 @@ class BeginRunRequest(Model):
     """A run the calling agent drives itself; its answer carries the lease (token, epoch, expiry)."""
 
     workspace_id: str = runhost.Id
-    question: str = Field(min_length=1, max_length=4000)
+    question: Text = Field(min_length=1, max_length=4000)
     request_id: str = runhost.Id
     history: list[runhost.HistoryRef] = Field(default_factory=list, max_length=50)
     lease_seconds: (

@@ -29,6 +29,8 @@ async def test_an_outside_agent_drives_a_run_through_mcp(api: Api, stack: Runnin
         assert {"renew_lease", "take_over_run", "finish_run"} <= tools
 
         begin = {"workspace_id": ws["id"], "question": "Does the gate change Report A?", "request_id": uuid.uuid4().hex}
+        blank = error(await client.call_tool("begin_run", begin | {"question": " \t "}))
+        assert blank["code"] == "invalid", blank
         run = ok(await client.call_tool("begin_run", begin | {"history": [{"publication_id": a["id"], "version": 1}]}))
         assert run["driver"] == "external" and run["status"] == "running"
         session = {"run_id": run["id"], "lease": run["lease"]["token"]}
