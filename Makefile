@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup up test test-corpus test-containers images lint bench bench-growth generated
+.PHONY: setup up test test-corpus test-containers images lint check-asyncapi bench bench-growth generated
 
 setup: $(STAMP)
 
@@ -50,6 +50,10 @@ lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy shared services dossier_cli devstack
+
+# The official AsyncAPI CLI's verdict on docs/asyncapi.json (npm install -g @asyncapi/cli@4; CI installs it).
+check-asyncapi:
+	ASYNCAPI_METRICS=false asyncapi validate docs/asyncapi.json --fail-severity=info
 
 bench: setup
 	for b in bench/[a-z]*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
