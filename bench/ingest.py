@@ -6,7 +6,10 @@
    in the same run. Two stacks run side by side: one whose assets service splits a long PDF across its
    free parser slots (the default) and one that reads every file with one parser
    (`DOSSIER_EXTRACT_SPLIT_PAGES=0`, the path before the split); each trial measures raw, one parser and
-   split, in turns. The goal is split ≥ 1.2× raw; the one-parser ratio is printed beside it.
+   split, in turns. The goal is split ≥ 1.2× raw; the one-parser ratio is printed beside it, and so is
+   the processor time an upload takes in each process of each stack (bench/_cpu.py), with PostgreSQL's
+   share for the passages' full-text vectors alone: together they bound the wall time on the machine's
+   cores.
 2. Evidence search median and p99 through the gateway with 100k passages (`--passages N`; `make
    bench-growth` runs 1,000,000) in the assets database (the
    passages are inserted directly; extracting 100k pages would only measure item 1 again). Queries are
@@ -36,6 +39,7 @@ import sys
 import tempfile
 import time
 import uuid
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import asyncpg
@@ -44,6 +48,7 @@ import pymupdf
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench._cpu import CpuMeter, print_split, stack_pids
 from bench._stats import goal
 from tests.support.documents import big_pdf
 from tests.support.stack import start_stack, stop_stack
@@ -65,31 +70,62 @@ def raw_extraction_seconds(data: bytes) -> float:
     return elapsed
 
 
-def gateway_seconds(api: httpx.Client, data: bytes, source_id: str) -> float:
-    started = time.perf_counter()
-    r = api.post("/v1/assets", data={"source_id": source_id}, files={"file": ("big.pdf", data)})
-    elapsed = time.perf_counter() - started
-    r.raise_for_status()
-    version = r.json()
-    assert version["status"] == "active" and version["extraction"]["units_extracted"] == PAGES, version
-    return elapsed
+@dataclass
+class Ingesting:
+    """A stack under the ingest benchmark: its client, the processor time its uploads took, its last version."""
+
+    api: httpx.Client
+    meter: CpuMeter
+    spent: dict[str, float] = field(default_factory=dict)
+    asset_id: str = ""
+
+    def upload(self, data: bytes, source_id: str) -> float:
+        """Seconds from the upload's start until the gateway answers with the version active."""
+        self.meter.start()
+        started = time.perf_counter()
+        r = self.api.post("/v1/assets", data={"source_id": source_id}, files={"file": ("big.pdf", data)})
+        elapsed = time.perf_counter() - started
+        for name, seconds in self.meter.stop().items():
+            self.spent[name] = self.spent.get(name, 0.0) + seconds
+        r.raise_for_status()
+        version = r.json()
+        assert version["status"] == "active" and version["extraction"]["units_extracted"] == PAGES, version
+        self.asset_id = version["asset_id"]
+        return elapsed
 
 
-def ingest_benchmark(single: httpx.Client, split: httpx.Client) -> None:
+async def index_seconds(dsn: str, asset_id: str) -> float:
+    """What PostgreSQL spends on the full-text vectors of one version's passages alone (best of three)."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        timings = []
+        for _ in range(3):
+            started = time.perf_counter()
+            await conn.fetchval(
+                "SELECT sum(length(dossier_tsv(lang, text))) FROM evidence WHERE asset_id = $1", asset_id
+            )
+            timings.append(time.perf_counter() - started)
+        return min(timings)
+    finally:
+        await conn.close()
+
+
+def ingest_benchmark(stacks: dict[str, Ingesting], split_dsn: str) -> None:
     # A warm-up upload on each, so that the first measured one does not pay for connection set-up.
-    for api in (single, split):
-        gateway_seconds(api, big_pdf(PAGES, seed=0), "warm-up")
+    for stack in stacks.values():
+        stack.upload(big_pdf(PAGES, seed=0), "warm-up")
+        stack.spent.clear()
     raw: list[float] = []
     timed: dict[str, list[float]] = {"single": [], "split": []}
     for trial in range(1, TRIALS + 1):
         data = big_pdf(PAGES, seed=trial)  # new bytes each time: every trial is a new version
         raw.append(raw_extraction_seconds(data))
         # In turns, so that neither path always follows the other (the spare parsers warm after each file).
-        order = [("single", single), ("split", split)]
-        for name, api in order if trial % 2 else order[::-1]:
+        order = ["single", "split"]
+        for name in order if trial % 2 else order[::-1]:
             # Each stack's spare parsers are warm again before its file arrives, as on a service up a while.
             time.sleep(SETTLE_SECONDS)
-            timed[name].append(gateway_seconds(api, data, f"bench-{trial}"))
+            timed[name].append(stacks[name].upload(data, f"bench-{trial}"))
     raw_pps = PAGES / statistics.median(raw)
     single_pps, split_pps = (PAGES / statistics.median(timed[name]) for name in ("single", "split"))
     print(f"ingest: {PAGES}-page PDF, median of {TRIALS} trials")
@@ -108,6 +144,13 @@ def ingest_benchmark(single: httpx.Client, split: httpx.Client) -> None:
     print(
         f"  fastest trial of each ÷ fastest raw: one parser {1 / best['single']:.2f}x, split {1 / best['split']:.2f}x"
     )
+    for name, label in (("single", "one parser"), ("split", "split")):
+        print(f"  {label}:")
+        wall = sum(timed[name])
+        meter = stacks[name].meter
+        print_split(stacks[name].spent, per=TRIALS, unit="upload, ms", scale=1e3, wall=wall, exact=meter.exact)
+    index = asyncio.run(index_seconds(split_dsn, stacks["split"].asset_id))
+    print(f"  of postgres's time, the full-text vectors of the {PAGES} passages alone: {index * 1000:.0f} ms")
     goal("ingest pages/s (split) ÷ raw PyMuPDF pages/s", split_pps / raw_pps, 1.2, at_most=False)
 
 
@@ -283,7 +326,12 @@ def main() -> int:
                         httpx.Client(base_url=single.url, headers=single_headers, timeout=600) as one,
                         httpx.Client(base_url=stack.url, headers=headers, timeout=600) as split,
                     ):
-                        ingest_benchmark(one, split)
+                        with (
+                            CpuMeter(stack_pids(single.local_home())) as single_meter,
+                            CpuMeter(stack_pids(stack.local_home())) as split_meter,
+                        ):
+                            stacks = {"single": Ingesting(one, single_meter), "split": Ingesting(split, split_meter)}
+                            ingest_benchmark(stacks, stack.dsn("assets"))
                 finally:
                     stop_stack(single.proc)
             if args.corpus is not None:

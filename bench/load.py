@@ -4,7 +4,8 @@ In one run, on a stack of its own:
 1. wrk drives `GET /v1/publications/{id}/versions/1` on the gateway (`--workers` processes on its port,
    by default one per core) and the same route on `bench/_floor.py` (one uvicorn process answering the
    gateway's reply from memory), 32 connections each; prints requests/s, the ratio to the floor, and the
-   gateway's p99 ÷ p50.
+   gateway's p99 ÷ p50, then the processor time per read of each process of the stack (bench/_cpu.py)
+   and of wrk: on a 2-core machine it bounds the throughput any scheduling could reach.
 2. The RSS of every service process before and after a sustained load of the same read at 32 connections
    (`--soak-seconds`, default 600: the issue's ten minutes; `BENCH_SOAK_SECONDS` sets the default).
 
@@ -32,6 +33,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench._cpu import CpuMeter, print_split, stack_pids
 from bench._stats import goal, publish, summary
 from devstack.procs import free_port
 from tests.support.stack import RunningStack, start_stack, stop_stack
@@ -131,6 +133,20 @@ def service_rss(stack: RunningStack) -> dict[str, float]:
     return {name: rss_mb(stack.pid(name)) for name in names}
 
 
+def metered(meter: CpuMeter, url: str, token: str | None) -> tuple[Load, tuple[dict[str, float], float, bool]]:
+    """One measured load, with the processor time it took: `meter`'s processes and the load generator's."""
+    meter.start()
+    generator = os.times()
+    started = time.monotonic()
+    result = load(url, token, SECONDS)
+    wall = time.monotonic() - started
+    spent = meter.stop()
+    if result.tool == "wrk":
+        # wrk is this process's child, reaped when it ends: its time is in ours.
+        spent["(wrk)"] = sum(os.times()[2:4]) - sum(generator[2:4])
+    return result, (spent, wall, meter.exact)
+
+
 def throughput(stack: RunningStack, token: str, pub_id: str) -> None:
     path = f"/v1/publications/{pub_id}/versions/1"
     document = httpx.get(f"{stack.url}{path}", headers={"Authorization": f"Bearer {token}"}).json()
@@ -138,8 +154,10 @@ def throughput(stack: RunningStack, token: str, pub_id: str) -> None:
     try:
         load(f"{stack.url}{path}", token, 3)  # warm both before measuring
         load(f"{floor_url}{path}", None, 3)
-        gateway = load(f"{stack.url}{path}", token, SECONDS)
-        floor = load(f"{floor_url}{path}", None, SECONDS)
+        with CpuMeter(stack_pids(stack.local_home())) as meter:
+            gateway, gateway_cpu = metered(meter, f"{stack.url}{path}", token)
+        with CpuMeter({"floor": floor_proc.pid}) as meter:
+            floor, floor_cpu = metered(meter, f"{floor_url}{path}", None)
     finally:
         floor_proc.terminate()
         floor_proc.wait(10)
@@ -147,6 +165,9 @@ def throughput(stack: RunningStack, token: str, pub_id: str) -> None:
     print(f"{CONNECTIONS} connections, {SECONDS} s each, load by {gateway.tool}; {workers} gateway worker(s)")
     for name, r in (("gateway", gateway), ("FastAPI floor", floor)):
         print(f"  {name:<14} {r.rps:9.0f} req/s   p50 {r.p50_ms:7.2f} ms   p99 {r.p99_ms:7.2f} ms   errors {r.errors}")
+    for name, (r, (spent, wall, exact)) in (("gateway", (gateway, gateway_cpu)), ("FastAPI floor", (floor, floor_cpu))):
+        print(f"  {name}:")
+        print_split(spent, per=r.rps * wall, unit="read, µs", scale=1e6, wall=wall, exact=exact)
     if gateway.errors or floor.errors:
         raise SystemExit("non-2xx answers or socket errors under load: the numbers are not valid")
     goal("gateway throughput ÷ FastAPI floor (32 connections)", gateway.rps / floor.rps, 1.0, at_most=False)
