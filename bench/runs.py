@@ -129,9 +129,11 @@ def model_requests_after_crash(home: Path) -> tuple[int, int, int]:
             def inputs() -> list[str]:
                 return [json.dumps(r["body"], sort_keys=True) for r in httpx.get(f"{url}/requests").json()]
 
-            clean = api.wait_run(api.start_run(ws, QUESTION, model="openai")["id"], timeout=300)
+            # Questions of one length: the window holds the latest steps up to a number of characters, so a
+            # longer question would leave it one step fewer, and the model would take another path.
+            clean = api.wait_run(api.start_run(ws, QUESTION + " (run 1)", model="openai")["id"], timeout=300)
             before = len(inputs())
-            crashed = api.start_run(ws, QUESTION + " (again)", model="openai")
+            crashed = api.start_run(ws, QUESTION + " (run 2)", model="openai")
             probe(lambda: api.run(crashed["id"])["stats"]["model_requests"] >= 3, timeout=120, interval=0.02)
             os.kill(stack.pid("runhost"), signal.SIGKILL)
             done = api.wait_run(crashed["id"], timeout=300)
