@@ -16,7 +16,6 @@ from prometheus_client import REGISTRY
 
 from shared import tracing
 from shared.bus import (
-    HANDLER_CONCURRENCY,
     BusClient,
     RequestContext,
     described_endpoints,
@@ -73,15 +72,9 @@ class ServiceRuntime:
         self._endpoints: EndpointServer | None = None
         health_endpoint(self.broker, name, self.health_problem)
 
-    def serve(
-        self,
-        subject: Subject[Q, R],
-        handler: Callable[[RequestContext, Q], Awaitable[R]],
-        *,
-        concurrency: int = HANDLER_CONCURRENCY,
-    ) -> None:
+    def serve(self, subject: Subject[Q, R], handler: Callable[[RequestContext, Q], Awaitable[R]]) -> None:
         """Answer `subject` with `handler(ctx, request) -> reply`, in this service's queue group."""
-        endpoint(self.broker, subject, handler, queue=self.name, concurrency=concurrency)
+        endpoint(self.broker, subject, handler, queue=self.name)
 
     def serve_rules(self, *owners: object) -> None:
         """Serve every subject a method of these objects answers (marked with `shared.bus.answers`).
