@@ -6,7 +6,9 @@ with every descendant is moved into it; what they start later is born inside. Th
 holds all the processor time of that name, also of processes that ended meanwhile: a parser in its own
 PID namespace, a PostgreSQL backend that closed. Where no group can be made (not root, no cgroup
 filesystem), the process trees in /proc are summed instead, and the output says that processes which
-ended are missing from it.
+ended are missing from it. Where the cpu controller shares cgroup v1's hierarchy with cpuacct (mounted as
+`cpu,cpuacct`), the kernel schedules each group as one entity while it is measured; the machines this was
+measured on mount them apart.
 
 On a machine with N cores a stretch of work cannot take less wall time than its processor time ÷ N, so
 these figures bound what any change in scheduling alone can gain.
