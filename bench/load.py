@@ -133,8 +133,22 @@ def service_rss(stack: RunningStack) -> dict[str, float]:
     return {name: rss_mb(stack.pid(name)) for name in names}
 
 
-def metered(meter: CpuMeter, url: str, token: str | None) -> tuple[Load, tuple[dict[str, float], float, bool]]:
-    """One measured load, with the processor time it took: `meter`'s processes and the load generator's."""
+@dataclass
+class Metered:
+    """One measured load and the processor time it took: the meter's processes and the load generator's."""
+
+    load: Load
+    spent: dict[str, float]
+    wall: float
+    exact: bool
+
+    def print_split(self, name: str) -> None:
+        print(f"  {name}:")
+        per = self.load.rps * self.wall
+        print_split(self.spent, per=per, unit="read, µs", scale=1e6, wall=self.wall, exact=self.exact)
+
+
+def metered(meter: CpuMeter, url: str, token: str | None) -> Metered:
     meter.start()
     generator = os.times()
     started = time.monotonic()
@@ -144,7 +158,7 @@ def metered(meter: CpuMeter, url: str, token: str | None) -> tuple[Load, tuple[d
     if result.tool == "wrk":
         # wrk is this process's child, reaped when it ends: its time is in ours.
         spent["(wrk)"] = sum(os.times()[2:4]) - sum(generator[2:4])
-    return result, (spent, wall, meter.exact)
+    return Metered(result, spent, wall, meter.exact)
 
 
 def throughput(stack: RunningStack, token: str, pub_id: str) -> None:
@@ -155,19 +169,19 @@ def throughput(stack: RunningStack, token: str, pub_id: str) -> None:
         load(f"{stack.url}{path}", token, 3)  # warm both before measuring
         load(f"{floor_url}{path}", None, 3)
         with CpuMeter(stack_pids(stack.local_home())) as meter:
-            gateway, gateway_cpu = metered(meter, f"{stack.url}{path}", token)
+            gateway_run = metered(meter, f"{stack.url}{path}", token)
         with CpuMeter({"floor": floor_proc.pid}) as meter:
-            floor, floor_cpu = metered(meter, f"{floor_url}{path}", None)
+            floor_run = metered(meter, f"{floor_url}{path}", None)
     finally:
         floor_proc.terminate()
         floor_proc.wait(10)
+    gateway, floor = gateway_run.load, floor_run.load
     workers = stack.state()["gateway_workers"]
     print(f"{CONNECTIONS} connections, {SECONDS} s each, load by {gateway.tool}; {workers} gateway worker(s)")
     for name, r in (("gateway", gateway), ("FastAPI floor", floor)):
         print(f"  {name:<14} {r.rps:9.0f} req/s   p50 {r.p50_ms:7.2f} ms   p99 {r.p99_ms:7.2f} ms   errors {r.errors}")
-    for name, (r, (spent, wall, exact)) in (("gateway", (gateway, gateway_cpu)), ("FastAPI floor", (floor, floor_cpu))):
-        print(f"  {name}:")
-        print_split(spent, per=r.rps * wall, unit="read, µs", scale=1e6, wall=wall, exact=exact)
+    gateway_run.print_split("gateway")
+    floor_run.print_split("FastAPI floor")
     if gateway.errors or floor.errors:
         raise SystemExit("non-2xx answers or socket errors under load: the numbers are not valid")
     goal("gateway throughput ÷ FastAPI floor (32 connections)", gateway.rps / floor.rps, 1.0, at_most=False)
