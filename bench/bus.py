@@ -43,7 +43,8 @@ async def measure_raw(options: dict[str, Any]) -> list[float]:
         async def echo(msg: nats.aio.msg.Msg) -> None:
             await msg.respond(msg.data)
 
-        await nc.subscribe(ECHO, cb=echo)
+        # In the publication queue group: the only way its user may take requests (shared/natsauth.py).
+        await nc.subscribe(ECHO, queue="publication", cb=echo)
         body = b'{"id":"pub_x","version":1}'
         samples = []
         for i in range(WARMUP + N):

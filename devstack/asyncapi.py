@@ -98,8 +98,9 @@ def _request_envelope(subject: Subject[Any, Any]) -> type[BaseModel]:
             Field(
                 default=None,
                 max_length=4096,
-                description="The caller's Ed25519 signature over the actor, subject, request id and an expiry "
-                "(docs/security.md, Proof of caller); a request without a valid one is answered `forbidden`",
+                description="The caller's Ed25519 signature over the actor, subject, request id, a digest of the "
+                "grant and payload, a single-use id and an expiry (docs/security.md, Proof of caller); a request "
+                "without a valid one, or with one already used, is answered `forbidden`",
             ),
         ),
         grant=(str | None, Field(default=None, description="A run grant, for reads made on behalf of a run")),

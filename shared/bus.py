@@ -315,11 +315,16 @@ class BusClient:
         payload = data.model_dump(mode="json", exclude_unset=True) if isinstance(data, BaseModel) else (data or {})
         actor, timeout = how["actor"], how.get("timeout")
         request_id = request_id_var.get() or new_request_id()
-        proof = self._signer.prove(subject, actor, request_id) if self._signer is not None else None
+        grant = how.get("grant")
+        proof = (
+            self._signer.prove(subject, actor, request_id, data=payload, grant=grant)
+            if self._signer is not None
+            else None
+        )
         envelope = {
             "actor": actor.model_dump(),
             "proof": proof,
-            "grant": how.get("grant"),
+            "grant": grant,
             "request_id": request_id,
             "data": payload,
         }

@@ -3,7 +3,9 @@
 Every connection authenticates (user and password, generated once and kept 0600 under $DOSSIER_HOME;
 the server's config holds only their bcrypt hashes). The services live in the internal account; outside
 subscribers in an account of their own (shared.outside). Each service user may
-- subscribe only to its own request subjects (`dossier.<service>.>`) and to its own reply inbox
+- subscribe only to its own request subjects (`dossier.<service>.>`), and only in its own queue group
+  (named as the service), so a connection with its password takes its turn at answering requests but
+  never watches the requests its service's replicas answer; and to its own reply inbox
   (`_INBOX_<service>.>`: connections use a per-user inbox prefix, so no one reads another's replies);
 - publish requests only to the subjects it calls (and to its own, for its health check), its own events
   (`dossier.evt.<event prefix>.>`), and replies to requests it received (`allow_responses`);
@@ -109,7 +111,9 @@ def service_permissions(service: str, durables: Iterable[str] | None = None) -> 
         publish.append(f"{EVENT_SUBJECT_PREFIX}.{EVENT_PREFIX[service]}.>")
     if service in CONSUMES:
         publish += _consumer_api(durables, CONSUMES[service])
-    subscribe = [own, f"{inbox_prefix(service)}.>"] if service != "gateway" else [f"{inbox_prefix(service)}.>"]
+    # `<subject> <queue>`: the server lets this user subscribe to its requests in its queue group only.
+    requests = [f"{own} {service}"] if service != "gateway" else []
+    subscribe = [*requests, f"{inbox_prefix(service)}.>"]
     return {"publish": {"allow": publish}, "subscribe": {"allow": subscribe}, "allow_responses": True}
 
 

@@ -1,11 +1,17 @@
-"""Proof of caller: who vouches for the actor an envelope names, checked by the owner before any rule.
+"""Proof of caller: who vouches for the whole request an envelope carries, checked by the owner before any rule.
 
 A NATS permission says who may *send* on a subject, not for whom. So every envelope carries `proof`: the
-calling process signs (Ed25519) the actor it acts for, the subject, the request id and a short expiry.
-The gateway signs the actor it authenticated; runhost and workspace sign the actors of their own calls
-(a run's, an event's). An owner holds only the public keys, and trusts a signer on a subject only if that
-signer calls that subject (`natsauth.CALLS`, the same table the NATS permissions come from). The reads of a
-run also need the run's grant (shared/grants.py), so runhost reads only what a run was admitted with.
+calling process signs (Ed25519) the actor it acts for, the subject, the request id, a digest of the
+request's grant and payload, a single-use id and a short expiry. The gateway signs the actor it
+authenticated; runhost and workspace sign the actors of their own calls (a run's, an event's). An owner
+holds only the public keys, and trusts a signer on a subject only if that signer calls that subject
+(`natsauth.CALLS`, the same table the NATS permissions come from). The reads of a run also need the run's
+grant (shared/grants.py), so runhost reads only what a run was admitted with.
+
+The digest is taken over the payload as the owner's rules will see it (the decoded JSON, keys sorted), so
+a copied proof cannot carry another payload, and a duplicated JSON key means the same to the digest as to
+the rule. Each verifier remembers the single-use ids it has taken until their proofs expire, so the same
+envelope is acted on once.
 
 A proof is `<base64url(claims json)>.<base64url(signature)>`; the signature covers a domain tag and the
 claims' bytes, so a grant and a proof can never stand for each other.
@@ -15,8 +21,13 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
+import json
+import os
 import time
+from collections import deque
 from collections.abc import Mapping
+from typing import Any
 
 import nacl.exceptions
 import orjson
@@ -31,6 +42,9 @@ from shared.settings import CommonSettings
 PROOF_TAG = b"dossier-proof\n"
 # Long enough for a request that waits for a handler slot, short enough that a copied envelope soon dies.
 PROOF_SECONDS = 60.0
+# How far a signer's clock may run ahead of an owner's: a proof that expires later than this window plus
+# the skew is refused, so the ids a verifier must remember are bounded by one window of requests.
+CLOCK_SKEW_SECONDS = 5.0
 # The processes that sign: those that call another service.
 SIGNERS: tuple[str, ...] = tuple(sorted(name for name, calls in CALLS.items() if calls))
 # A run's attachments are commands of a run only: no tool sends them yet (runhost's NATS permissions leave
@@ -95,6 +109,21 @@ def parse_public_keys(text: str) -> dict[str, VerifyKey]:
     return keys
 
 
+def request_digest(data: Mapping[str, Any], grant: str | None) -> str:
+    """What a proof binds besides the actor: the grant and the payload, as JSON with sorted keys.
+
+    The owner digests the payload it decoded, the one its rules are given; the caller digests the payload
+    it sends, which decodes to the same values. orjson takes every JSON value but integers beyond 64 bits;
+    for those both ends fall back to the standard library's encoder.
+    """
+    value = {"grant": grant, "data": data}
+    try:
+        text = orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+    except TypeError:
+        text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    return b64(hashlib.sha256(text).digest())
+
+
 class ProofSigner:
     """Signs the actor of each call this process makes."""
 
@@ -103,17 +132,57 @@ class ProofSigner:
         self._key = private_key
         self._seconds = seconds
 
-    def prove(self, subject: str, actor: Actor, request_id: str, *, expires_at: float | None = None) -> str:
+    def prove(
+        self,
+        subject: str,
+        actor: Actor,
+        request_id: str,
+        *,
+        data: Mapping[str, Any],
+        grant: str | None = None,
+        expires_at: float | None = None,
+    ) -> str:
+        """A proof for one request: this actor, subject, request id, grant and payload, usable once."""
         claims = {
             "iss": self.issuer,
             "scope": actor.scope,
             "principal": actor.principal,
             "sub": subject,
             "rid": request_id,
+            "dig": request_digest(data, grant),
+            "jti": b64(os.urandom(16)),
             "exp": expires_at if expires_at is not None else time.time() + self._seconds,
         }
         payload = orjson.dumps(claims)
         return f"{b64(payload)}.{b64(self._key.sign(PROOF_TAG + payload).signature)}"
+
+
+class SeenProofs:
+    """The single-use ids of the proofs taken, each kept until its proof expires (then it could not be used
+    again anyway). Proofs live at most one window, so this holds at most one window of requests."""
+
+    def __init__(self) -> None:
+        self._expiry: dict[str, float] = {}
+        self._order: deque[tuple[float, str]] = deque()
+
+    def take(self, proof_id: str, expires_at: float, now: float) -> bool:
+        """True the first time `proof_id` is taken, False on any later use before it expires."""
+        while self._order and self._order[0][0] <= now:
+            _, old = self._order.popleft()
+            if self._expiry.get(old, now + 1) <= now:
+                del self._expiry[old]
+        if proof_id in self._expiry:
+            return False
+        self._expiry[proof_id] = expires_at
+        if self._order and expires_at < self._order[-1][0]:
+            # Signers' clocks differ a little: keep the queue in order of expiry so pruning stays exact.
+            self._order = deque(sorted((*self._order, (expires_at, proof_id))))
+        else:
+            self._order.append((expires_at, proof_id))
+        return True
+
+    def __len__(self) -> int:
+        return len(self._expiry)
 
 
 class ProofVerifier:
@@ -122,6 +191,7 @@ class ProofVerifier:
     def __init__(self, public_keys: Mapping[str, VerifyKey], *, trusted: Mapping[str, frozenset[str]] = TRUSTED):
         self._keys = dict(public_keys)
         self._trusted = trusted
+        self._seen = SeenProofs()
 
     def check(self, request: BusRequest, subject: str) -> str:
         """The signer that vouched for this request's actor on this subject; `forbidden` if none did."""
@@ -133,20 +203,29 @@ class ProofVerifier:
             claims = orjson.loads(payload)
             issuer, expires_at = str(claims["iss"]), float(claims["exp"])
             vouched = (claims["scope"], claims["principal"], claims["sub"], claims["rid"])
+            digest, proof_id = str(claims["dig"]), f"{issuer}:{claims['jti']}"
         except (ValueError, TypeError, KeyError, binascii.Error, orjson.JSONDecodeError) as exc:
             raise Forbidden("the proof of caller is malformed", {"subject": subject}) from exc
         if issuer not in self._trusted.get(subject, ()) or issuer not in self._keys:
             raise Forbidden(f"{issuer!r} may not vouch for a caller of this subject", {"subject": subject})
         if vouched != (request.actor.scope, request.actor.principal, subject, request.request_id):
             raise Forbidden("the proof was made for another actor, subject or request", {"subject": subject})
-        if time.time() >= expires_at:
+        now = time.time()
+        if now >= expires_at:
             raise Forbidden("the proof of caller has expired", {"subject": subject})
+        if expires_at > now + PROOF_SECONDS + CLOCK_SKEW_SECONDS:
+            raise Forbidden("the proof of caller lives longer than a proof may", {"subject": subject})
         try:
             self._keys[issuer].verify(PROOF_TAG + payload, signature)
         except (nacl.exceptions.BadSignatureError, ValueError, TypeError) as exc:
             raise Forbidden("the proof's signature does not verify", {"subject": subject}) from exc
+        if digest != request_digest(request.data, request.grant):
+            raise Forbidden("the proof was made for another payload or grant", {"subject": subject})
         if subject in GRANT_BOUND.get(issuer, ()) and not request.grant:
             raise Forbidden("runhost calls this only for a run, with the run's grant", {"subject": subject})
+        # Last, so that only a request that passed every other check uses up its proof.
+        if not self._seen.take(proof_id, expires_at, now):
+            raise Forbidden("the proof of caller was already used", {"subject": subject})
         return issuer
 
 

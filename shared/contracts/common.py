@@ -117,7 +117,8 @@ class BusRequest(Model):
     """The envelope of every request: who asks, on whose run's authority, and the payload."""
 
     actor: Actor
-    # The caller's signature over the actor, subject, request id and an expiry (shared/proof.py).
+    # The caller's signature over the actor, subject, request id, grant and payload, usable once before its
+    # expiry (shared/proof.py).
     proof: str | None = Field(default=None, max_length=4096)
     grant: str | None = None
     # The id of the HTTP request (or run step) this call serves; every service logs it.

@@ -79,6 +79,24 @@ async def test_a_service_cannot_take_another_services_requests(connect_as: Conne
     await violations.wait_for("subscription", publication.READ)
 
 
+@pytest.mark.parametrize("service", ["publication", "workspace", "assets", "runhost", "artifact"])
+async def test_a_service_password_cannot_watch_its_own_requests(connect_as: Connect, service: str) -> None:
+    """Its requests reach it only as a member of its queue group, where each goes to one member: a connection
+    with the password cannot watch what the service's replicas answer, nor listen in a group of its own."""
+    nc, violations = await connect_as(service)
+    subject = f"dossier.{service}.health"
+    # The server answers a refused subscription before the flush's pong: none came for the queue group.
+    await nc.subscribe(subject, queue=service)
+    await nc.flush()
+    await nc.flush()
+    assert not violations.seen
+    for queue in ("", "eavesdrop"):
+        await nc.subscribe(subject, queue=queue)
+        await nc.flush()
+        await violations.wait_for("subscription", subject)
+        violations.seen.clear()
+
+
 async def test_a_service_cannot_read_another_connections_replies(connect_as: Connect) -> None:
     nc, violations = await connect_as("publication")
     for inbox in ("_INBOX.>", "_INBOX_gateway.>"):

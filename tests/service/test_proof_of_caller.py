@@ -29,7 +29,7 @@ from services.workspace.app import create_app as create_workspace
 from shared.bus import BusClient
 from shared.contracts import assets, publication, workspace
 from shared.contracts.common import Actor, BusReply, Ref
-from shared.errors import Unauthenticated
+from shared.errors import Unauthenticated, Unreachable
 from shared.grants import GrantClaims, sign_grant
 from shared.proof import ProofSigner, b64, load_private_key, parse_public_keys, signer_for, unb64
 from shared.settings import AssetsSettings, CommonSettings, PublicationSettings, WorkspaceSettings
@@ -63,7 +63,14 @@ async def owners(infra: Infra, bus: BusClient) -> AsyncIterator[dict[str, Any]]:
                 actor=VICTIM,
             )
             pub = await bus.call_raw(publication.COMMIT, {"title": "R", "body": "the victim's report"}, actor=VICTIM)
-            yield {"workspace_id": wid, "publication_id": pub["id"]}
+            other_ws = await bus.call_raw(workspace.CREATE, {"title": "Fund Y", "goal": "Private"}, actor=VICTIM)
+            other = await bus.call_raw(publication.COMMIT, {"title": "S", "body": "her other report"}, actor=VICTIM)
+            yield {
+                "workspace_id": wid,
+                "publication_id": pub["id"],
+                "other_workspace_id": other_ws["id"],
+                "other_publication_id": other["id"],
+            }
     finally:
         await delete_durables(bus._nc, durables)
 
@@ -96,32 +103,43 @@ def key(infra: Infra, signer: str) -> SigningKey:
     return load_private_key(infra.proof_keys[signer])
 
 
-def forgeries(infra: Infra, subject: str) -> dict[str, dict[str, Any]]:
-    """Envelopes naming the victim's scope, each with what a thief of a service's password could add."""
+def forgeries(infra: Infra, subject: str, data: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Envelopes naming the victim's scope and carrying `data`, each with what a thief of a service's password
+    could add. Every proof is made over `data`, so each is refused for what it names and nothing else."""
     rid = "req-forged"
     runhost = ProofSigner("runhost", key(infra, "runhost"))
     gateway = ProofSigner("gateway", key(infra, "gateway"))
+
+    def made(signer: ProofSigner, subject: str, actor: Actor, rid: str, **kw: Any) -> str:
+        return signer.prove(subject, actor, rid, data=data, **kw)
+
     other_grant = sign_grant(
         key(infra, "runhost"), GrantClaims(run_id="run_x", scope=ELSEWHERE.scope, expires_at=time.time() + 60)
     )
     forged: dict[str, dict[str, Any]] = {
         "no proof, no grant": {},
         "a run grant for another scope": {"grant": other_grant},
-        "an expired proof": {"proof": gateway.prove(subject, VICTIM, rid, expires_at=time.time() - 1)},
-        "a gateway-like proof by an untrusted key": {
-            "proof": ProofSigner("gateway", SigningKey.generate()).prove(subject, VICTIM, rid)
+        "an expired proof": {"proof": made(gateway, subject, VICTIM, rid, expires_at=time.time() - 1)},
+        "a proof that would live an hour": {
+            "proof": made(gateway, subject, VICTIM, rid, expires_at=time.time() + 3600)
         },
-        "a proof for another scope": {"proof": gateway.prove(subject, ELSEWHERE, rid)},
-        "a proof for another subject": {"proof": gateway.prove(workspace.LIST, VICTIM, rid)},
-        "a proof for another request": {"proof": gateway.prove(subject, VICTIM, "req-earlier")},
+        "a gateway-like proof by an untrusted key": {
+            "proof": made(ProofSigner("gateway", SigningKey.generate()), subject, VICTIM, rid)
+        },
+        "a proof for another scope": {"proof": made(gateway, subject, ELSEWHERE, rid)},
+        "a proof for another subject": {"proof": made(gateway, workspace.LIST, VICTIM, rid)},
+        "a proof for another request": {"proof": made(gateway, subject, VICTIM, "req-earlier")},
         "a proof signed by a signer not trusted on it": {
-            "proof": ProofSigner("workspace", key(infra, "workspace")).prove(subject, VICTIM, rid)
+            "proof": made(ProofSigner("workspace", key(infra, "workspace")), subject, VICTIM, rid)
+        },
+        "a proof for another payload": {
+            "proof": gateway.prove(subject, VICTIM, rid, data={**data, "unrelated": 1}),
         },
         "a malformed proof": {"proof": "not.a-proof"},
     }
     if subject in (publication.READ, assets.SEARCH):
         forged["runhost's own proof of a run's read, without the run's grant"] = {
-            "proof": runhost.prove(subject, VICTIM, rid)
+            "proof": made(runhost, subject, VICTIM, rid)
         }
     return forged
 
@@ -132,12 +150,12 @@ async def test_a_service_password_reads_no_scope_without_proof(owners: dict[str,
     try:
         for subject in REACH[user]:
             data = targets(owners)[subject]
-            for what, extra in forgeries(infra, subject).items():
+            for what, extra in forgeries(infra, subject, data).items():
                 reply = await send(nc, subject, data, actor=VICTIM, **extra)
                 assert not reply.ok and reply.error is not None, f"{user} read {subject} with {what}: {reply.data}"
                 assert reply.error.code == "forbidden", (user, subject, what, reply.error)
             # The same envelope with a proof that a trusted signer made is answered: the proof is what was missing.
-            proof = infra.signer().prove(subject, VICTIM, "req-genuine")
+            proof = infra.signer().prove(subject, VICTIM, "req-genuine", data=data)
             genuine = await send(nc, subject, data, actor=VICTIM, proof=proof, request_id="req-genuine")
             assert genuine.ok, (user, subject, genuine.error)
     finally:
@@ -191,3 +209,82 @@ async def test_a_verifier_holds_only_public_keys_and_cannot_mint(
         publication.READ, read, actor=VICTIM, grant=sign_grant(key(infra, "runhost"), claims)
     )
     assert genuine.body == "the victim's report"
+
+
+def interceptions(seeded: dict[str, Any]) -> dict[str, list[tuple[str, dict[str, Any], dict[str, Any]]]]:
+    """Per service password: the victim's request on a subject it may take, and what the thief swaps in."""
+    pub, other = seeded["publication_id"], seeded["other_publication_id"]
+    return {
+        "publication": [
+            (publication.READ, {"id": pub, "version": 1}, {"id": other, "version": 1}),
+            (
+                publication.WITHDRAW,
+                {"id": pub, "version": 1, "reason": "superseded"},
+                {"id": other, "version": 1, "reason": "superseded"},
+            ),
+        ],
+        "workspace": [
+            (
+                workspace.GET,
+                {"workspace_id": seeded["workspace_id"]},
+                {"workspace_id": seeded["other_workspace_id"]},
+            )
+        ],
+        "assets": [(assets.SEARCH, {"q": "report"}, {"q": "salary"})],
+    }
+
+
+async def intercept(nc: nats.NATS, victim: BusClient, subject: str, data: dict[str, Any], queue: str) -> bytes:
+    """Take the victim's request as a member of the service's queue group (the one way the server lets a
+    thief of the password receive requests): asked until the thief's turn comes, a few tries at most."""
+    taken: list[bytes] = []
+
+    async def steal(msg: nats.aio.msg.Msg) -> None:
+        taken.append(bytes(msg.data))
+
+    sub = await nc.subscribe(subject, queue=queue, cb=steal)
+    await nc.flush()
+    try:
+        for _ in range(40):
+            try:
+                await victim.call_raw(subject, data, actor=VICTIM, timeout=0.5)
+            except Unreachable:
+                pass
+            if taken:
+                return taken[0]
+        raise AssertionError(f"the queue group never handed {subject} to the thief")
+    finally:
+        await sub.unsubscribe()
+
+
+async def resend(nc: nats.NATS, subject: str, raw: bytes) -> BusReply:
+    return BusReply.model_validate_json((await nc.request(subject, raw, timeout=5)).data)
+
+
+@pytest.mark.parametrize("user", ["publication", "workspace", "assets"])
+async def test_a_taken_request_cannot_be_changed_or_used_twice(
+    owners: dict[str, Any], infra: Infra, bus: BusClient, user: str
+) -> None:
+    """Issue 35's thief: a service password, the victim's request taken off the bus, another id swapped in
+    (another publication's body, a withdrawal of another version), and the same envelope sent again."""
+    victim = BusClient(bus._nc, signer=infra.signer())
+    nc = await infra.connect(user)
+    try:
+        for subject, data, swapped in interceptions(owners)[user]:
+            raw = await intercept(nc, victim, subject, data, queue=user)
+            envelope = orjson.loads(raw)
+            changed = await resend(nc, subject, orjson.dumps({**envelope, "data": swapped}))
+            assert changed.error is not None and changed.error.code == "forbidden", (subject, changed)
+            assert "another payload" in changed.error.message
+            # The stolen request, delivered as the victim sent it, is answered once, and never again.
+            assert (await resend(nc, subject, raw)).ok
+            again = await resend(nc, subject, raw)
+            assert again.error is not None and again.error.code == "forbidden", (subject, again)
+            assert "already used" in again.error.message
+        if user == "publication":
+            kept = await victim.call(
+                publication.READ, publication.ReadRequest(id=owners["other_publication_id"], version=1), actor=VICTIM
+            )
+            assert kept.status == "active" and kept.body == "her other report"
+    finally:
+        await nc.close()

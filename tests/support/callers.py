@@ -8,6 +8,7 @@ where it is, so a test's call is refused or allowed exactly as that process's wo
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from nacl.signing import SigningKey
 
@@ -20,7 +21,16 @@ class CallerSigner(ProofSigner):
         super().__init__("gateway", keys["gateway"])
         self._signers = {name: ProofSigner(name, keys[name]) for name in SIGNERS}
 
-    def prove(self, subject: str, actor: Actor, request_id: str, *, expires_at: float | None = None) -> str:
+    def prove(
+        self,
+        subject: str,
+        actor: Actor,
+        request_id: str,
+        *,
+        data: Mapping[str, Any],
+        grant: str | None = None,
+        expires_at: float | None = None,
+    ) -> str:
         trusted = TRUSTED.get(subject, frozenset())
         issuer = next((name for name in SIGNERS if name in trusted), "gateway")
-        return self._signers[issuer].prove(subject, actor, request_id, expires_at=expires_at)
+        return self._signers[issuer].prove(subject, actor, request_id, data=data, grant=grant, expires_at=expires_at)

@@ -30,7 +30,7 @@ async def echo(ctx: RequestContext, req: Echo) -> dict[str, str]:
 
 def request(data: dict[str, object], subject: str = "t.echo") -> bytes:
     actor = Actor(scope="acme", principal="alice")
-    proof = SIGNER.prove(subject, actor, "req-1")
+    proof = SIGNER.prove(subject, actor, "req-1", data=data)
     return BusRequest(actor=actor, proof=proof, request_id="req-1", data=data).model_dump_json().encode()
 
 

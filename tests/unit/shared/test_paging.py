@@ -121,7 +121,7 @@ async def test_the_bus_envelope_refuses_unstorable_text() -> None:
         raise AssertionError("the rule must not see unstorable text")
 
     actor = Actor(scope="acme", principal="alice")
-    proof = SIGNER.prove("s", actor, "req-1")
+    proof = SIGNER.prove("s", actor, "req-1", data={"text": "a\x00"})
     nul = BusRequest(actor=actor, proof=proof, request_id="req-1", data={"text": "a\x00"}).model_dump_json().encode()
     lone = b'{"actor": {"scope": "acme", "principal": "alice"}, "data": {"text": "a\\ud800"}}'
     for raw in (nul, lone):

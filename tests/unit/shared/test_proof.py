@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 from nacl.signing import SigningKey
@@ -18,11 +19,13 @@ from shared.proof import (
     TRUSTED,
     ProofSigner,
     ProofVerifier,
+    SeenProofs,
     load_private_key,
     new_private_key,
     parse_public_keys,
     public_key_text,
     public_keys_text,
+    request_digest,
     signer_for,
     verifier_for,
 )
@@ -34,13 +37,28 @@ ALICE = Actor(scope="acme", principal="alice")
 
 
 def envelope(
-    proof: str | None, *, actor: Actor = ALICE, request_id: str = "req-1", grant: str | None = None
+    proof: str | None,
+    *,
+    actor: Actor = ALICE,
+    request_id: str = "req-1",
+    grant: str | None = None,
+    data: dict[str, Any] | None = None,
 ) -> BusRequest:
-    return BusRequest(actor=actor, proof=proof, grant=grant, request_id=request_id, data={})
+    return BusRequest(actor=actor, proof=proof, grant=grant, request_id=request_id, data=data or {})
 
 
-def prove(signer: str, subject: str, *, actor: Actor = ALICE, key: SigningKey | None = None, **kw: float) -> str:
-    return ProofSigner(signer, key or KEYS[signer]).prove(subject, actor, "req-1", **kw)
+def prove(
+    signer: str,
+    subject: str,
+    *,
+    actor: Actor = ALICE,
+    key: SigningKey | None = None,
+    data: dict[str, Any] | None = None,
+    grant: str | None = None,
+    expires_at: float | None = None,
+) -> str:
+    signing = ProofSigner(signer, key or KEYS[signer])
+    return signing.prove(subject, actor, "req-1", data=data or {}, grant=grant, expires_at=expires_at)
 
 
 def test_the_signers_are_the_processes_that_call_others() -> None:
@@ -52,7 +70,8 @@ def test_the_signers_are_the_processes_that_call_others() -> None:
 def test_a_proof_by_a_signer_trusted_on_the_subject_is_taken() -> None:
     assert VERIFIER.check(envelope(prove("gateway", workspace.GET)), workspace.GET) == "gateway"
     assert VERIFIER.check(envelope(prove("workspace", publication.CHECK)), publication.CHECK) == "workspace"
-    assert VERIFIER.check(envelope(prove("runhost", publication.READ), grant="g"), publication.READ) == "runhost"
+    read = envelope(prove("runhost", publication.READ, grant="g"), grant="g")
+    assert VERIFIER.check(read, publication.READ) == "runhost"
 
 
 @pytest.mark.parametrize(
@@ -83,6 +102,27 @@ def test_a_proof_by_a_signer_trusted_on_the_subject_is_taken() -> None:
         ("runhost on a user's write", envelope(prove("runhost", workspace.DELETE)), workspace.DELETE),
         ("a run's read without its grant", envelope(prove("runhost", assets.READ)), assets.READ),
         ("an unknown signer", envelope(prove("assets", assets.READ, key=KEYS["gateway"])), assets.READ),
+        (
+            "another payload",
+            envelope(prove("gateway", workspace.GET, data={"workspace_id": "ws_mine"}), data={"workspace_id": "ws_x"}),
+            workspace.GET,
+        ),
+        ("a payload added", envelope(prove("gateway", workspace.GET), data={"workspace_id": "ws_x"}), workspace.GET),
+        (
+            "another grant",
+            envelope(prove("runhost", publication.READ, grant="g-mine"), grant="g-other"),
+            publication.READ,
+        ),
+        (
+            "a grant dropped for a user's read",
+            envelope(prove("gateway", publication.GET, grant="g")),
+            publication.GET,
+        ),
+        (
+            "a proof that lives longer than one window",
+            envelope(prove("gateway", workspace.GET, expires_at=time.time() + 3600)),
+            workspace.GET,
+        ),
     ],
 )
 def test_anything_else_is_forbidden(what: str, request_: BusRequest, subject: str) -> None:
@@ -103,7 +143,7 @@ def test_keys_travel_as_text_and_verifiers_get_only_public_ones() -> None:
     verifier = verifier_for(verifier_settings)
     signer = signer_for("gateway", CommonSettings(proof_key=private["gateway"], proof_public_keys=public))
     assert signer is not None
-    proof = signer.prove(workspace.GET, ALICE, "req-1")
+    proof = signer.prove(workspace.GET, ALICE, "req-1", data={})
     assert verifier.check(envelope(proof), workspace.GET) == "gateway"
     # A public key is no signing key.
     for text in public.split(","):
@@ -123,3 +163,33 @@ def test_public_keys_name_only_signers() -> None:
 def test_runhost_reads_of_a_run_are_grant_bound() -> None:
     assert GRANT_BOUND["runhost"] == {publication.READ, assets.SEARCH, assets.READ, assets.ATTACH, assets.PROMOTE}
     assert TRUSTED[assets.ATTACH] == TRUSTED[assets.PROMOTE] == {"runhost"}
+
+
+def test_a_proof_is_taken_once() -> None:
+    verifier = ProofVerifier({name: key.verify_key for name, key in KEYS.items()})
+    request = envelope(prove("gateway", workspace.GET, data={"workspace_id": "ws_1"}), data={"workspace_id": "ws_1"})
+    assert verifier.check(request, workspace.GET) == "gateway"
+    with pytest.raises(Forbidden, match="already used"):
+        verifier.check(request, workspace.GET)
+    # A refused request does not use its proof up: only a request that passed every other check does.
+    fresh = prove("gateway", workspace.GET, data={"workspace_id": "ws_2"})
+    with pytest.raises(Forbidden, match="another payload"):
+        verifier.check(envelope(fresh, data={"workspace_id": "ws_3"}), workspace.GET)
+    assert verifier.check(envelope(fresh, data={"workspace_id": "ws_2"}), workspace.GET) == "gateway"
+
+
+def test_the_digest_reads_the_payload_as_the_rule_does() -> None:
+    """Key order and spacing change nothing; a value does. An integer past 64 bits is digested too."""
+    assert request_digest({"a": 1, "b": [1, 2]}, None) == request_digest({"b": [1, 2], "a": 1}, None)
+    assert request_digest({"a": 1}, None) != request_digest({"a": 2}, None)
+    assert request_digest({"a": 1}, None) != request_digest({"a": 1}, "g")
+    assert request_digest({"n": 2**70}, None) != request_digest({"n": 2**70 + 1}, None)
+
+
+def test_seen_proofs_are_forgotten_once_expired() -> None:
+    seen = SeenProofs()
+    assert seen.take("a", 10.0, 0.0) and seen.take("b", 12.0, 0.0) and seen.take("c", 11.0, 0.0)
+    assert not seen.take("a", 10.0, 5.0)
+    # At 11.5 a and c have expired (a proof past its expiry is refused before this is asked); b is kept.
+    assert seen.take("d", 20.0, 11.5) and len(seen) == 2
+    assert not seen.take("b", 12.0, 11.5)
