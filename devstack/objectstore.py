@@ -13,6 +13,10 @@ unverified listener left to reach, not even on loopback.
   and, where it has prefix rules (shared.objectkeys), only the objects under its prefixes, each with
   its own actions: every request is checked, the source of a copy and each part of a multipart upload
   included. A key with prefix rules may not list or delete a bucket.
+- Each header and query parameter is read once, by the signature check, the rules and localbucket alike:
+  a request naming one twice (a header in any case) or with a header line that does not parse answers 400
+  before its signature is checked, and the rules refuse a key that localbucket would not take as written
+  (`..`, empty segments) instead of judging it by its prefix.
 - No CORS at all: preflights are refused and no response carries `Access-Control-Allow-Origin`.
 
 `python -m devstack.objectstore --host 127.0.0.1 --port N --credentials FILE DATA_ROOT`
@@ -28,11 +32,12 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from email.message import Message
 from http import HTTPStatus
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 import localbucket
 
@@ -47,10 +52,49 @@ ADMINISTER = "administer"
 
 
 class Refused(Exception):
-    def __init__(self, code: str, message: str):
+    def __init__(self, code: str, message: str, status: HTTPStatus = HTTPStatus.FORBIDDEN):
         super().__init__(message)
         self.code = code
         self.message = message
+        self.status = status
+
+
+def _malformed(message: str) -> Refused:
+    return Refused("InvalidRequest", message, HTTPStatus.BAD_REQUEST)
+
+
+def read_once(headers: Message, raw_path: str) -> dict[str, str]:
+    """The request's headers by lower-case name, each of them and each query parameter present at most once.
+
+    localbucket reads the first of a repeated header (and query parameter), a dict of them holds the last: a
+    second `x-amz-copy-source` had the rules judge one source and localbucket copy another. Refusing every
+    repetition, not a list of headers that matter today, leaves nothing to read two ways.
+    """
+    # A line that is not a header ends the headers here and hides the ones after it; a folded value spans lines.
+    if headers.defects or headers.get_payload():
+        raise _malformed("A header line does not parse.")
+    once: dict[str, str] = {}
+    for name, value in headers.items():
+        lowered = name.lower()
+        if lowered in once:
+            raise _malformed(f"The request names the header {lowered} more than once.")
+        if "\r" in value or "\n" in value:
+            raise _malformed(f"The header {lowered} is folded over lines.")
+        once[lowered] = value
+    names = [name for name, _ in parse_qsl(urlsplit(raw_path).query, keep_blank_values=True)]
+    if len(set(names)) < len(names):
+        raise _malformed("The request names a query parameter more than once.")
+    # Some S3 servers take a presigned request's x-amz-* headers from its query; the rules read only headers.
+    if any(name.lower().startswith("x-amz-copy-source") for name in names):
+        raise _malformed("A copy source is a header, never a query parameter.")
+    return once
+
+
+def _object_key(key: str) -> str:
+    """The key as localbucket will store it, or Refused: the rules never judge `runs/../sha256/...` as `runs/`."""
+    if key.endswith("/") or any(part in ("", ".", "..") for part in key.split("/")):
+        raise Refused("InvalidArgument", "This server does not support this key.", HTTPStatus.BAD_REQUEST)
+    return key
 
 
 @dataclass(frozen=True)
@@ -90,11 +134,13 @@ def required(method: str, raw_path: str, headers: Mapping[str, str]) -> list[tup
     """
     url = urlsplit(raw_path)
     bucket, _, key = unquote(url.path).lstrip("/").partition("/")
-    query = {part.partition("=")[0] for part in url.query.split("&") if part}
+    # The names localbucket sees, decoded the same way (`upload%49d` is uploadId).
+    query = {name for name, _ in parse_qsl(url.query, keep_blank_values=True)}
     if not key:
         if method == "GET" and bucket and "location" not in query:
             return [(LIST, bucket, "")]
         return [(ADMINISTER, bucket, "")] if method in ("DELETE", "POST") and bucket else []
+    key = _object_key(key)
     if "uploadId" in query or "uploads" in query or method in ("PUT", "POST"):
         needs = [(WRITE, bucket, key)]
     else:
@@ -103,7 +149,7 @@ def required(method: str, raw_path: str, headers: Mapping[str, str]) -> list[tup
     if method == "PUT" and "x-amz-copy-source" in lowered:
         source = unquote(lowered["x-amz-copy-source"].partition("?")[0]).lstrip("/")
         source_bucket, _, source_key = source.partition("/")
-        needs.append((READ, source_bucket, source_key))
+        needs.append((READ, source_bucket, _object_key(source_key)))
     return needs
 
 
@@ -213,7 +259,7 @@ class SignedS3Handler(localbucket.S3Handler):
 
     def _dispatch(self, action: Any) -> None:
         try:
-            headers = dict(self.headers.items())
+            headers = read_once(self.headers, self.path)
             access_key = verify(self.command, self.path, headers, self.keys)
             key = self.keys[access_key]
             bucket = unquote(urlsplit(self.path).path).lstrip("/").partition("/")[0]
@@ -223,7 +269,7 @@ class SignedS3Handler(localbucket.S3Handler):
                 if not key.allows(other_bucket) or not key.may(need, name):
                     raise Refused("AccessDenied", f"This key may not {need} {other_bucket}/{name}.")
         except Refused as refused:
-            self._send_error(localbucket.S3Error(HTTPStatus.FORBIDDEN, refused.code, refused.message))
+            self._send_error(localbucket.S3Error(refused.status, refused.code, refused.message))
             return
         super()._dispatch(action)
 

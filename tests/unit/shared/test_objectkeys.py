@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from devstack.objectstore import Key, required
+import pytest
+
+from devstack.objectstore import Key, Refused, required
 from shared.objectkeys import OBJECT_RULES, minio_policy
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -29,6 +31,17 @@ def test_a_copy_needs_its_source_read_and_a_listing_needs_list() -> None:
     assert required("GET", "/b?list-type=2&prefix=runs/", {}) == [("list", "b", "")]
     assert required("GET", "/b?location", {}) == []
     assert required("DELETE", "/b/uploads/u?uploadId=1", {}) == [("write", "b", "uploads/u")]
+
+
+def test_the_rules_read_a_request_as_localbucket_does() -> None:
+    # localbucket decodes query names: this is an abort (write), not a delete.
+    assert required("DELETE", "/b/uploads/u?upload%49d=1", {}) == [("write", "b", "uploads/u")]
+    # Not a key under runs/: localbucket would not take it, so the rules do not judge it as one.
+    for source in ("/b/runs/../sha256/ab/doc", "/b/runs//x", "b/runs%2F.%2Fx"):
+        with pytest.raises(Refused):
+            required("PUT", "/b/runs/x", {"x-amz-copy-source": source})
+    with pytest.raises(Refused):
+        required("PUT", "/b/runs/../sha256/ab/doc", {})
 
 
 def test_stat_is_part_of_read_but_not_the_reverse() -> None:
