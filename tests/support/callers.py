@@ -21,16 +21,7 @@ class CallerSigner(ProofSigner):
         super().__init__("gateway", keys["gateway"])
         self._signers = {name: ProofSigner(name, keys[name]) for name in SIGNERS}
 
-    def prove(
-        self,
-        subject: str,
-        actor: Actor,
-        request_id: str,
-        *,
-        data: Mapping[str, Any],
-        grant: str | None = None,
-        expires_at: float | None = None,
-    ) -> str:
+    def prove(self, subject: str, actor: Actor, request_id: str, **how: Any) -> str:
         trusted = TRUSTED.get(subject, frozenset())
         issuer = next((name for name in SIGNERS if name in trusted), "gateway")
-        return self._signers[issuer].prove(subject, actor, request_id, data=data, grant=grant, expires_at=expires_at)
+        return self._signers[issuer].prove(subject, actor, request_id, **how)
