@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import uuid
 from typing import TYPE_CHECKING, Any
 
 import asyncpg
 
+from services.runhost.admission_key import admission_digest, same_request
 from services.runhost.admitted import AdmittedRun, Limits
 from services.runhost.events import emit
 from services.runhost.memory import RunFiles, validate_path
@@ -54,13 +53,11 @@ class RunService:
             if req.lease_seconds is not None:
                 raise Invalid("lease_seconds is for runs with driver external", {"field": "lease_seconds"})
             model = validate_model(req.model or self._settings.model, self._settings)
-        params = req.model_dump(mode="json") | {"model": model}
-        params_hash = hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()
         async with self._db.transaction() as conn:
             await self._repo.lock_request(conn, scope=ctx.actor.scope, request_id=req.request_id)
             existing = await self._repo.find_by_request(conn, scope=ctx.actor.scope, request_id=req.request_id)
             if existing is not None:
-                if existing.params_hash != params_hash:
+                if not same_request(existing.params_hash, req, model):
                     raise Conflict("the request_id was used with other parameters", {"run_id": existing.id})
                 return c.AdmitReply(run=existing.to_contract(), created=False)
             await self._check_history(ctx.actor, req.history)
@@ -78,7 +75,7 @@ class RunService:
                     "workspace_id": req.workspace_id,
                     "conversation_id": conversation_id,
                     "request_id": req.request_id,
-                    "params_hash": params_hash,
+                    "params_hash": admission_digest(req, model),
                     "status": "admitted",
                     "question": req.question,
                     "model": model,

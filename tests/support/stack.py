@@ -206,7 +206,11 @@ STARTED_HOMES: list[Path] = []
 METRICS_PORTS = 4 * len(SERVICES)
 
 
-def start_stack(home: Path, *, timeout: float = 120, extra_env: dict[str, str] | None = None) -> RunningStack:
+def start_stack(
+    home: Path, *, timeout: float = 120, extra_env: dict[str, str] | None = None, root: Path = ROOT
+) -> RunningStack:
+    """The local stack on `home`, from the code in `root` (this checkout; an earlier release's tree for the
+    upgrade tests), once it says it is up."""
     home.mkdir(parents=True, exist_ok=True)
     STARTED_HOMES.append(home)
     port = free_port()
@@ -222,7 +226,7 @@ def start_stack(home: Path, *, timeout: float = 120, extra_env: dict[str, str] |
     offset = output.stat().st_size if output.exists() else 0
     with open(output, "ab") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "devstack.stack"], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT
+            [sys.executable, "-m", "devstack.stack"], cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT
         )
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
