@@ -88,7 +88,8 @@ def _row(path: Path, source_id: str, api: Client, workspace_id: str | None) -> d
     except CliError as exc:
         if exc.exit_code == 3:  # the gateway is gone: every other file would fail the same way
             raise
-        return {"path": printable(str(path)), "source_id": source_id, "ok": False, "error": str(exc), "version": None}
+        row = {"path": printable(str(path)), "source_id": source_id, "ok": False, "error": str(exc), "version": None}
+        return row | {"unreadable": isinstance(exc, UsageProblem)}
     ok = version["status"] != "failed"
     row = {"path": printable(str(path)), "source_id": source_id, "ok": ok, "error": version.get("error")}
     return row | {"version": version}
@@ -124,7 +125,12 @@ def ingest(
     else:
         table(("FILE", "SOURCE", "VERSION", "STATUS", "COVERAGE"), [_cells(r) for r in rows])
     if failures:
-        raise CliError(f"{failures} of {len(paths)} files failed")
+        summary = f"{failures} of {len(paths)} files failed"
+        unreadable = [r["path"] for r in rows if r.get("unreadable")]
+        if unreadable:
+            # A local file that cannot be read is the caller's mistake (exit 2), even when the rest went up.
+            raise UsageProblem(f"{summary}; cannot read {', '.join(unreadable)}")
+        raise CliError(summary)
 
 
 def _cells(r: dict[str, Any]) -> tuple[Any, ...]:

@@ -53,8 +53,17 @@ def wants_json() -> bool:
 
 
 def seg(value: str | int) -> str:
-    """One path segment: an id can never add a segment or a query to the URL."""
-    return quote(str(value), safe="")
+    """One path segment: an id can never add a segment or a query to the URL. No id holds a `/` (the
+    server would read it as two segments), so one that does is a usage error named as such."""
+    text = str(value)
+    if "/" in text or not text.strip():
+        raise UsageProblem(f"{text!r} is not an id: an id is one word, without '/'")
+    return quote(text, safe="")
+
+
+def file_path(path: str) -> str:
+    """A run file's path as URL segments, each quoted (the server judges the path itself)."""
+    return "/".join(quote(part, safe="") for part in path.split("/"))
 
 
 def _admin_token() -> str:

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from dossier_cli.client import Client, UsageProblem, client, seg
+from dossier_cli.client import Client, UsageProblem, client, file_path, seg
 from dossier_cli.commands import command, read_text
 from dossier_cli.output import emit, err, out, record, ref, table
 from dossier_cli.runs import run, show_run
@@ -123,7 +123,7 @@ def write(
     text = read_text(source)
     with client() as api:
         headers = {"content-type": "text/plain; charset=utf-8"}
-        tail = "/files/" + "/".join(seg(part) for part in path.split("/"))
+        tail = "/files/" + file_path(path)
         _call(api, "PUT", run_id, tail, lease, content=text.encode(), headers=headers)
     emit({"run_id": run_id, "path": path, "size": len(text.encode())}, lambda _: err().print(f"{path} written"))
 

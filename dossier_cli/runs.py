@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from dossier_cli.client import EXIT_UNREACHABLE, Client, CliError, UsageProblem, client, seg, wants_json
+from dossier_cli.client import EXIT_UNREACHABLE, Client, CliError, UsageProblem, client, file_path, seg, wants_json
 from dossier_cli.commands import command, default_group, read_text
 from dossier_cli.output import cell, emit, err, out, print_json, record, ref, table
 
@@ -266,7 +266,7 @@ def files(run_id: RunId) -> None:
 
 
 def _file(api: Client, run_id: str, path: str) -> None:
-    text = api.text(_path(run_id, "/files/" + "/".join(seg(part) for part in path.split("/"))))
+    text = api.text(_path(run_id, "/files/" + file_path(path)))
     if wants_json():
         print_json({"run_id": run_id, "path": path, "text": text})
     else:

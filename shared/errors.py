@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 # HTTP status for every error code of the API (docs/api.md).
@@ -125,3 +126,48 @@ def from_envelope(error: dict[str, Any]) -> DomainError:
     if cls is None:
         return DomainError(message, details, code="internal")
     return cls(message, details)
+
+
+def _count(n: Any, one: str) -> str:
+    return f"{n:,} {one}" if n == 1 else f"{n:,} {one}s"
+
+
+def _length(value: Any) -> int | None:
+    return len(value) if isinstance(value, str | list | dict) else None
+
+
+def plain_problem(error: Mapping[str, Any]) -> str:
+    """What is wrong with one field, in words a person reads (one error of pydantic's `errors()`): the limit
+    a value broke and the size it had, rather than the validator's phrasing."""
+    kind, ctx, given = error.get("type", ""), error.get("ctx") or {}, error.get("input")
+    size = _length(given)
+    if kind == "missing":
+        return "is required"
+    if kind == "extra_forbidden":
+        return "is not a field this request takes"
+    if kind == "string_too_short":
+        least = ctx.get("min_length", 1)
+        return "must not be empty" if least == 1 else f"must be at least {_count(least, 'character')}"
+    if kind == "string_too_long":
+        return f"must be at most {_count(ctx.get('max_length'), 'character')}; it has {size:,}"
+    if kind in ("too_short", "too_long"):
+        bound = ctx.get("min_length") if kind == "too_short" else ctx.get("max_length")
+        word = "at least" if kind == "too_short" else "at most"
+        return f"must hold {word} {_count(bound, 'item')}; it holds {ctx.get('actual_length', size)}"
+    if kind == "string_pattern_mismatch":
+        return f"is not in the expected form (the pattern {ctx.get('pattern')})"
+    bounds = {"greater_than_equal": "at least", "less_than_equal": "at most", "greater_than": "more than"}
+    bounds |= {"less_than": "less than"}
+    if kind in bounds:
+        return f"must be {bounds[kind]} {next(iter(ctx.values()), '')}"
+    if kind in ("int_parsing", "int_type", "int_from_float"):
+        return "must be a whole number"
+    if kind in ("float_parsing", "float_type"):
+        return "must be a number"
+    if kind in ("bool_parsing", "bool_type"):
+        return "must be true or false"
+    if kind in ("literal_error", "enum"):
+        return f"must be one of {ctx.get('expected')}"
+    if kind in ("string_type", "list_type", "dict_type", "model_type"):
+        return "has the wrong type: " + str(error.get("msg", "")).lower().removeprefix("input should be ")
+    return str(error.get("msg", "is not valid"))

@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
-from shared.errors import HTTP_STATUS, DomainError
+from shared.errors import HTTP_STATUS, DomainError, plain_problem
 
 log = logging.getLogger("dossier.gateway")
 
@@ -46,6 +46,15 @@ def _field(loc: tuple[Any, ...]) -> str:
     return ".".join(parts) or (str(loc[0]) if loc else "body")
 
 
+def _http_message(request: Request, exc: StarletteHTTPException) -> str:
+    """Starlette's bare phrases ("Not Found") said as what went wrong, with the path the caller sent."""
+    if exc.status_code == 404:
+        return f"there is nothing at {request.url.path}: no path of the API looks like it"
+    if exc.status_code == 405:
+        return f"{request.method} is not a method of {request.url.path} (it takes {allowed_methods(request)})"
+    return str(exc.detail)
+
+
 # A page for a browser that strays off the workbench's pages (the workbench hands in its own renderer, so
 # the API's error path never imports the workbench's templates).
 StrayPage = Callable[[Request, str, str], Response]
@@ -63,7 +72,7 @@ def install_error_handlers(app: FastAPI, *, api_prefixes: tuple[str, ...], stray
         if first.get("type") == "json_invalid":
             return envelope("invalid", "the request body is not valid JSON", {"field": "body"})
         field = _field(tuple(first.get("loc", ())))
-        return envelope("invalid", f"{field}: {first.get('msg', 'invalid')}", {"field": field})
+        return envelope("invalid", f"{field}: {plain_problem(first)}", {"field": field})
 
     @app.exception_handler(StarletteHTTPException)
     async def on_http_error(request: Request, exc: StarletteHTTPException) -> Response:
@@ -73,7 +82,7 @@ def install_error_handlers(app: FastAPI, *, api_prefixes: tuple[str, ...], stray
         if exc.status_code == 400:
             # FastAPI's "error parsing the body" (a JSON body nested deeper than the parser goes): bad input.
             return envelope("invalid", "the request body cannot be parsed", {"field": "body"})
-        response = envelope(code, str(exc.detail), status=exc.status_code)
+        response = envelope(code, _http_message(request, exc), status=exc.status_code)
         # Starlette's own headers, such as the `Allow` of a 405, are part of the answer.
         response.headers.update(exc.headers or {})
         if exc.status_code == 405:

@@ -14,6 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib.metadata import version
 from pathlib import Path
 
+import httpx
 import pytest
 
 from devstack.procs import free_port
@@ -193,3 +194,23 @@ def test_json_output_of_publication_commands(stack: RunningStack) -> None:
 
     health = run("health")
     assert health["status"] == "ok" and set(health["services"]) >= {"workspace", "runhost"}
+
+
+def test_refusals_in_words_a_user_reads(stack: RunningStack) -> None:
+    """Issue 39: an empty title answered pydantic's phrase, an id with a slash "Not Found"."""
+    token = stack.token(f"s{uuid.uuid4().hex[:8]}")
+    empty = dossier(stack, token, "workspace", "create", "--title", "", "--goal", "A goal")
+    assert empty.returncode == 1 and no_traceback(empty), empty.stderr
+    assert empty.stderr.strip() == "dossier: invalid: title: must not be empty"
+    slashed = dossier(stack, token, "publication", "show", "bad/id")
+    assert slashed.returncode == 2 and no_traceback(slashed), slashed.stderr
+    assert "'bad/id' is not an id" in slashed.stderr
+    auth = {"Authorization": f"Bearer {token}"}
+    lost = httpx.get(f"{stack.url}/v1/publications/bad%2Fid", headers=auth)
+    assert lost.status_code == 404 and lost.json()["error"]["message"].startswith(
+        "there is nothing at /v1/publications/"
+    )
+    question = {"question": "x" * 5000, "request_id": "r1"}
+    too_long = httpx.post(f"{stack.url}/v1/workspaces/ws_x/runs", headers=auth, json=question)
+    assert too_long.status_code == 422
+    assert too_long.json()["error"]["message"] == "question: must be at most 4,000 characters; it has 5,000"

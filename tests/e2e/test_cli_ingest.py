@@ -8,7 +8,7 @@ from pathlib import Path
 import httpx
 
 from tests.support import documents
-from tests.support.cli import dossier
+from tests.support.cli import dossier, no_traceback
 from tests.support.stack import RunningStack
 
 
@@ -21,7 +21,8 @@ def test_ingest_several_files_one_failing(stack: RunningStack, tmp_path: Path) -
     files = [str(tmp_path / n) for n in ("report.pdf", "broken.pdf", "blob.bin", "notes.txt", "missing.pdf")]
 
     done = dossier(stack, token, "ingest", *files, "--source-id-from-name", "--workspace", "ws_cli")
-    assert done.returncode == 1, done.stderr
+    # The rest go up, and the missing file makes it a usage error (README: an unreadable local file is 2).
+    assert done.returncode == 2, done.stderr
     lines = done.stdout.strip().splitlines()
     assert lines[0].split() == ["FILE", "SOURCE", "VERSION", "STATUS", "COVERAGE"]
     by_file = {Path(line.split()[0]).name: line for line in lines[1:]}
@@ -31,6 +32,7 @@ def test_ingest_several_files_one_failing(stack: RunningStack, tmp_path: Path) -
     assert "unsupported" in by_file["blob.bin"] and "error" in by_file["blob.bin"]
     assert "cannot read" in by_file["missing.pdf"]
     assert "5/5" in done.stderr and "3 of 5 files failed" in done.stderr  # the progress bar, then the summary
+    assert f"cannot read {files[-1]}" in done.stderr
 
     auth = {"Authorization": f"Bearer {token}"}
     assert httpx.get(f"{stack.url}/v1/sources/report.pdf", headers=auth).json()["active_version"] == 1
@@ -38,3 +40,10 @@ def test_ingest_several_files_one_failing(stack: RunningStack, tmp_path: Path) -
     again = dossier(stack, token, "ingest", files[0], "--source-id", "report.pdf")
     assert again.returncode == 0, again.stderr
     assert "active (reused)" in again.stdout and "[" not in again.stderr  # one file: no progress bar
+
+
+def test_a_missing_file_alone_is_a_usage_error(stack: RunningStack, tmp_path: Path) -> None:
+    token = stack.token(f"s{uuid.uuid4().hex[:8]}")
+    done = dossier(stack, token, "ingest", str(tmp_path / "missing.pdf"), "--source-id", "missing")
+    assert done.returncode == 2 and no_traceback(done), done.stderr
+    assert f"cannot read {tmp_path / 'missing.pdf'}" in done.stderr
