@@ -162,6 +162,11 @@ class AssetsSettings(CommonSettings):
     max_upload_bytes: int = 52_428_800
     # `name=/abs/dir,name2=/abs/dir2`: the only directories `assets.import` may read from.
     approved_roots: str = ""
+    # Imports read their files on threads of their own (services.assets.import_threads): at most this many at
+    # once, this many for one scope, each waiting this long for its turn and as long again for its read.
+    import_threads: int = Field(default=8, ge=1)
+    import_threads_per_scope: int = Field(default=2, ge=1)
+    import_seconds: float = Field(default=30.0, gt=0)
     max_parts: int = 2000
     max_passages: int = 20_000
     max_passage_chars: int = 20_000

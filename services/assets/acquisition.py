@@ -12,12 +12,13 @@ import os
 import re
 import stat
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from shared.blobs import Blobs, TooManyBytes
 from shared.contracts.assets import BlobRef
-from shared.errors import Invalid, NotFound, TooLarge
+from shared.errors import Invalid, NotFound, Timeout, TooLarge
 
 _ROOT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _CHUNK = 1024 * 1024
@@ -28,6 +29,8 @@ class StagedFile:
     path: Path
     sha256: str
     size: int
+    # The imported file's own name (an upload's name comes with its request).
+    name: str = ""
 
     def discard(self) -> None:
         """The file and its per-job folder."""
@@ -101,14 +104,19 @@ async def stage_blob(blobs: Blobs, blob: BlobRef, *, max_bytes: int) -> StagedFi
     return StagedFile(path, digest, size)
 
 
-def resolve_import(roots: dict[str, Path], root: str, relative: str) -> Path:
-    """The real path of `relative` inside the approved root `root`; anything that leaves the root is invalid."""
+def import_base(roots: dict[str, Path], root: str, relative: str) -> Path:
+    """The approved root `root` for `relative`, both checked before any file is touched (no I/O here)."""
     base = roots.get(root)
     if base is None:
         # The names only (never the directories): what a person may type instead.
         raise Invalid(f"{root!r} is not an approved root", {"field": "root", "roots": sorted(roots)})
     if "\x00" in relative or os.path.isabs(relative) or relative.startswith("~"):
         raise Invalid("the path must be relative to the root", {"field": "path"})
+    return base
+
+
+def resolve_import(base: Path, root: str, relative: str) -> tuple[Path, Path]:
+    """The real root and the real path of `relative` inside it; anything that leaves the root is invalid."""
     try:
         real_base = base.resolve(strict=True)
     except OSError as exc:
@@ -117,42 +125,106 @@ def resolve_import(roots: dict[str, Path], root: str, relative: str) -> Path:
     candidate = (real_base / relative).resolve(strict=False)
     if not candidate.is_relative_to(real_base) or candidate == real_base:
         raise Invalid("the path leaves the approved root", {"field": "path"})
-    return candidate
+    return real_base, candidate
 
 
-def stage_import(real_base: Path, candidate: Path, *, max_bytes: int) -> StagedFile:
-    """Open without following a final symlink, re-check the opened file's real path, then copy it bounded."""
+# Looked at, not opened: an O_PATH descriptor reads nothing and runs no driver's open, so neither a FIFO
+# (whose open waits for a writer) nor a device can act before the checks below have seen what it is. With
+# O_NOFOLLOW a last component that became a symlink after resolution is held as the link itself.
+_LOOK = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
+# The open for reading, of a file already known to be regular: O_NONBLOCK still, so a lease another
+# process holds on it is refused at once instead of waiting out the lease break.
+_READ = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+_NOT_REGULAR = {
+    stat.S_IFDIR: "a directory",
+    stat.S_IFIFO: "a FIFO (named pipe)",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFLNK: "a symbolic link",
+}
+
+
+def not_a_file(mode: int) -> Invalid:
+    what = _NOT_REGULAR.get(stat.S_IFMT(mode), "not a regular file")
+    return Invalid(f"the path is {what}; only regular files are imported", {"field": "path", "type": what})
+
+
+def open_regular(real_base: Path, candidate: Path) -> int:
+    """A descriptor open for reading on the regular file at `candidate` inside `real_base`, or a refusal.
+
+    Every check is made on a descriptor, not on the path: the path may name another file by the time it is
+    opened (a swapped component, a file replaced by a FIFO), but a descriptor names one file for ever.
+    """
     try:
-        fd = os.open(candidate, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+        look = os.open(candidate, _LOOK)
     except FileNotFoundError as exc:
         raise NotFound("no such file in the approved root", {"field": "path"}) from exc
     except OSError as exc:
         raise Invalid("the path cannot be read as a file", {"field": "path"}) from exc
     try:
         # A directory component swapped for a symlink after resolution is caught here, on the open file.
-        opened = Path(os.readlink(f"/proc/self/fd/{fd}"))
-        if not opened.is_relative_to(real_base):
+        if not Path(os.readlink(f"/proc/self/fd/{look}")).is_relative_to(real_base):
             raise Invalid("the path leaves the approved root", {"field": "path"})
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise Invalid("the path is not a regular file", {"field": "path"})
-    except BaseException:
+        seen = os.fstat(look)
+        if not stat.S_ISREG(seen.st_mode):
+            raise not_a_file(seen.st_mode)
+        try:
+            # Through the descriptor, not the path: exactly the file that was checked.
+            fd = os.open(f"/proc/self/fd/{look}", _READ)
+        except OSError as exc:
+            raise Invalid("the file cannot be opened for reading (or is locked)", {"field": "path"}) from exc
+    finally:
+        os.close(look)
+    opened = os.fstat(fd)
+    if (opened.st_dev, opened.st_ino) != (seen.st_dev, seen.st_ino) or not stat.S_ISREG(opened.st_mode):
         os.close(fd)
-        raise
-    with os.fdopen(fd, "rb") as src:
+        raise Invalid("the file changed while it was opened", {"field": "path"})
+    return fd
+
+
+def copy_bounded(fd: int, out: int, *, max_bytes: int, deadline: float) -> tuple[str, int]:
+    """Copy until the end of the file, hashing: no more than `max_bytes` (a file may grow while it is read)
+    and no later than `deadline` (time.monotonic), checked between chunks."""
+    digest = hashlib.sha256()
+    size = 0
+    while chunk := os.read(fd, _CHUNK):
+        size += len(chunk)
+        if size > max_bytes:
+            raise TooLarge("the file is larger than the limit", {"field": "path", "limit": max_bytes})
+        if time.monotonic() > deadline:
+            raise Timeout("the file could not be read in time", {"field": "path"})
+        digest.update(chunk)
+        _write_all(out, chunk)
+    return digest.hexdigest(), size
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def stage_import(base: Path, root: str, relative: str, *, max_bytes: int, deadline: float) -> StagedFile:
+    """Resolve inside the root, open only a regular file, then copy it bounded by size and time.
+
+    It blocks (every step touches the root's file system), so it runs on an import thread
+    (services.assets.import_threads), never on the event loop.
+    """
+    real_base, candidate = resolve_import(base, root, relative)
+    fd = open_regular(real_base, candidate)
+    try:
         if os.fstat(fd).st_size > max_bytes:
             raise TooLarge("the file is larger than the limit", {"field": "path", "limit": max_bytes})
-        digest = hashlib.sha256()
-        size = 0
-        out_fd, path = _new_temp()
+        out, path = _new_temp()
         try:
-            with os.fdopen(out_fd, "wb") as out:
-                while chunk := src.read(_CHUNK):
-                    size += len(chunk)
-                    if size > max_bytes:
-                        raise TooLarge("the file is larger than the limit", {"field": "path", "limit": max_bytes})
-                    digest.update(chunk)
-                    out.write(chunk)
+            try:
+                digest, size = copy_bounded(fd, out, max_bytes=max_bytes, deadline=deadline)
+            finally:
+                os.close(out)
         except BaseException:
             _remove(path)
             raise
-    return StagedFile(path, digest.hexdigest(), size)
+    finally:
+        os.close(fd)
+    return StagedFile(path, digest, size, candidate.name)

@@ -9,6 +9,7 @@ from services.assets.contents import SourceContents
 from services.assets.eligibility import SourceChecks
 from services.assets.evidence import EvidenceService
 from services.assets.extract.base import Limits
+from services.assets.import_threads import ImportThreads
 from services.assets.lifecycle import Lifecycle
 from services.assets.repository import AssetsRepository
 from services.assets.sandbox import Sandbox
@@ -24,10 +25,11 @@ NAME = "assets"
 class AssetsRuntime(ServiceRuntime):
     """The common runtime, plus the object-store bucket at start and the warm sandbox at stop."""
 
-    def __init__(self, settings: AssetsSettings, blobs: Blobs, sandbox: Sandbox):
+    def __init__(self, settings: AssetsSettings, blobs: Blobs, sandbox: Sandbox, imports: ImportThreads):
         super().__init__(NAME, settings, MIGRATIONS)
         self.blobs = blobs
         self.sandbox = sandbox
+        self.imports = imports
         self.lifecycle: Lifecycle | None = None
 
     async def start(self) -> None:
@@ -36,8 +38,10 @@ class AssetsRuntime(ServiceRuntime):
         await super().start()
 
     def health_problem(self) -> str | None:
-        problem = self.sandbox.problem
-        return None if problem is None else f"parsing is refused: {problem}"
+        problems = [self.imports.problem()]
+        if self.sandbox.problem is not None:
+            problems.insert(0, f"parsing is refused: {self.sandbox.problem}")
+        return "; ".join(p for p in problems if p) or None
 
     async def stop(self) -> None:
         await super().stop()
@@ -63,11 +67,14 @@ def create_sandbox(settings: AssetsSettings) -> Sandbox:
 
 
 def create_app(settings: AssetsSettings) -> AssetsRuntime:
-    runtime = AssetsRuntime(settings, Blobs(settings), create_sandbox(settings))
+    imports = ImportThreads(
+        threads=settings.import_threads, per_scope=settings.import_threads_per_scope, seconds=settings.import_seconds
+    )
+    runtime = AssetsRuntime(settings, Blobs(settings), create_sandbox(settings), imports)
     repo = AssetsRepository()
     lifecycle = Lifecycle(runtime.db, runtime.sandbox, settings, repo)
     runtime.lifecycle = lifecycle
-    service = AssetsService(runtime.db, runtime.blobs, lifecycle, settings, repo)
+    service = AssetsService(runtime.db, runtime.blobs, lifecycle, settings, repo, imports)
     evidence = EvidenceService(runtime.db, service, repo)
     contents = SourceContents(runtime.db, repo)
     runtime.background(lambda: lifecycle.sweep_forever(service.stage_again))

@@ -2,7 +2,8 @@
 
 The evidence of a new version, the supersession of the previous active one and the activation commit in
 ONE transaction, so a reader sees either the old version with its evidence or the new one with its own,
-never a mix; a failure never touches the active version. While a version is being ingested the ingesting
+never a mix; a failure never touches the active version, and neither does a version that extracted no
+passage (it fails rather than replace what readers can read). While a version is being ingested the ingesting
 connection holds its claim (a session advisory lock); a process that dies loses its claim with its
 connection, and the recovery sweep finishes such versions or marks them failed.
 """
@@ -174,6 +175,12 @@ class Lifecycle:
                 conn, asset_id=row["asset_id"], status="superseded", extraction=extraction, error=None
             )
             return
+        if current is not None and not await self._repo.has_evidence(conn, asset_id=row["asset_id"]):
+            # A version that offers no passage (blank pages, text no parser could read) never replaces one:
+            # it fails, saying why, and the active version stays what readers and workspaces see.
+            reason = f"nothing was extracted (no passage); version {current['version']} stays active"
+            await self._fail(conn, row, reason, coverage=extraction)
+            return
         if current is not None:
             await self._repo.set_status(conn, asset_id=current["id"], status="superseded")
         await self._repo.settle(conn, asset_id=row["asset_id"], status="active", extraction=extraction, error=None)
@@ -191,9 +198,15 @@ class Lifecycle:
         )
         await enqueue(conn, c.EVT_VERSION_ACTIVATED, event, scope=row["scope"])
 
-    async def _fail(self, conn: asyncpg.Connection, row: asyncpg.Record, error: str) -> None:
+    async def _fail(
+        self, conn: asyncpg.Connection, row: asyncpg.Record, error: str, *, coverage: dict[str, Any] | None = None
+    ) -> None:
+        """`coverage`: what the parser did find, kept beside the reason (else the version offers nothing)."""
         source = await self._repo.lock_source(conn, pk=row["source_pk"])
         extraction = {"status": "failed", "units_total": 0, "units_extracted": 0, "notes": [error]}
+        if coverage is not None:
+            extraction |= {k: coverage[k] for k in ("units_total", "units_extracted")}
+            extraction["notes"] = [*coverage["notes"], error]
         status = "retired" if source["status"] == "retired" else "failed"
         await self._repo.settle(conn, asset_id=row["asset_id"], status=status, extraction=extraction, error=error)
         if row["namespace"] != "":

@@ -115,6 +115,9 @@ class AssetsRepository:
             "SELECT id, version FROM asset_versions WHERE source_pk = $1 AND status = 'active'", source_pk
         )
 
+    async def has_evidence(self, conn: asyncpg.Connection, *, asset_id: str) -> bool:
+        return bool(await conn.fetchval("SELECT EXISTS (SELECT 1 FROM evidence WHERE asset_id = $1)", asset_id))
+
     async def mark_extracting(self, conn: asyncpg.Connection, *, asset_id: str) -> int:
         return int(
             await conn.fetchval(

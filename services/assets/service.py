@@ -8,13 +8,13 @@ settled by `Lifecycle`.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import uuid
 
 import asyncpg
 
-from services.assets.acquisition import StagedFile, parse_roots, resolve_import, roots_of, stage_blob, stage_import
+from services.assets.acquisition import StagedFile, import_base, parse_roots, roots_of, stage_blob, stage_import
+from services.assets.import_threads import ImportThreads
 from services.assets.kinds import sniff
 from services.assets.lifecycle import SETTLED, Lifecycle, evidence_prefix
 from services.assets.repository import AssetsRepository
@@ -52,9 +52,16 @@ def to_version(row: asyncpg.Record, *, reused: bool = False) -> c.AssetVersion:
 
 class AssetsService:
     def __init__(
-        self, db: Database, blobs: Blobs, lifecycle: Lifecycle, settings: AssetsSettings, repo: AssetsRepository
+        self,
+        db: Database,
+        blobs: Blobs,
+        lifecycle: Lifecycle,
+        settings: AssetsSettings,
+        repo: AssetsRepository,
+        imports: ImportThreads,
     ):
         self._db = db
+        self._imports = imports
         self._blobs = blobs
         self._lifecycle = lifecycle
         self._settings = settings
@@ -96,10 +103,13 @@ class AssetsService:
 
     @answers(c.IMPORT)
     async def import_file(self, ctx: RequestContext, req: c.ImportRequest) -> c.AssetVersion:
-        roots = roots_of(self._roots, ctx.actor.scope)
-        candidate = resolve_import(roots, req.root, req.path)
-        base = roots[req.root].resolve()
-        staged = await asyncio.to_thread(stage_import, base, candidate, max_bytes=self._settings.max_upload_bytes)
+        base = import_base(roots_of(self._roots, ctx.actor.scope), req.root, req.path)
+
+        def read(deadline: float) -> StagedFile:
+            return stage_import(base, req.root, req.path, max_bytes=self._settings.max_upload_bytes, deadline=deadline)
+
+        # On an import thread: every step touches the root's file system, which may hang.
+        staged = await self._imports.run(ctx.actor.scope, read)
         try:
             kind = self._kind_of(staged)
             key = content_key(staged.sha256)
@@ -108,7 +118,7 @@ class AssetsService:
             blob = c.BlobRef(bucket=self._blobs.bucket, key=key, sha256=staged.sha256, size=staged.size)
             root = f"import:{req.root}"
             return await self._register(
-                ctx.actor, "", root, req.source_id, staged, kind, blob, candidate.name, req.workspace_id, None
+                ctx.actor, "", root, req.source_id, staged, kind, blob, staged.name, req.workspace_id, None
             )
         finally:
             staged.discard()

@@ -73,6 +73,32 @@ def truncated_pdf() -> bytes:
     return whole[: len(whole) * 2 // 3]
 
 
+def blank_pdf(pages: int) -> bytes:
+    """Pages with nothing on them: a valid file from which no passage can be extracted."""
+    import pymupdf
+
+    doc = pymupdf.open()
+    for _ in range(pages):
+        doc.new_page()
+    return bytes(doc.tobytes())
+
+
+def nested_flate_pdf() -> bytes:
+    """One page whose text sits behind two Flate filters, the inner one not Flate at all: MuPDF draws
+    nothing from it, so the page offers no passage."""
+    import zlib
+
+    import pymupdf
+
+    doc = pymupdf.open()
+    page = doc.new_page()
+    page.insert_text((72, 72), "Text no parser will see.")
+    xref = page.get_contents()[0]
+    doc.update_stream(xref, zlib.compress(b"\x00not a deflate stream" * 20), new=False, compress=False)
+    doc.xref_set_key(xref, "Filter", "[/FlateDecode /FlateDecode]")
+    return bytes(doc.tobytes())
+
+
 def docx(blocks: list[tuple[str, str]]) -> bytes:
     """`blocks` of (style, text): style "h1".."h3" for headings, "p" for body text, "table" for a 2x2 table."""
     import docx as python_docx

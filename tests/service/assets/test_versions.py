@@ -92,3 +92,30 @@ async def _try_source(assets: AssetsUnderTest, who: Actor, source_id: str) -> di
         return dict(await assets.bus.call_raw(c.GET_SOURCE, {"source_id": source_id}, actor=who))
     except NotFound:
         return None
+
+
+async def test_a_version_that_extracted_nothing_never_replaces_the_active_one(assets: AssetsUnderTest) -> None:
+    """A hostile v2 that offers no passage (blank pages; one page behind a broken nested Flate filter) fails
+    with its reason, and v1 stays active, searchable and the only version activated in the outbox."""
+    who = actor()
+    v1 = await assets.upload(who, "memo", documents.pdf(["Fund Q keeps eleven percent in cash."]))
+    assert v1["status"] == "active"
+    for version, hostile in [(2, documents.blank_pdf(3)), (3, documents.nested_flate_pdf())]:
+        got = await assets.upload(who, "memo", hostile)
+        assert (got["version"], got["status"]) == (version, "failed"), got
+        assert got["error"] == "nothing was extracted (no passage); version 1 stays active"
+        assert got["extraction"]["status"] == "failed" and got["error"] in got["extraction"]["notes"]
+    source = await assets.bus.call_raw(c.GET_SOURCE, {"source_id": "memo"}, actor=who)
+    assert source["active_version"] == 1
+    assert [(v["version"], v["status"]) for v in source["versions"]] == [(1, "active"), (2, "failed"), (3, "failed")]
+    hits = await assets.bus.call_raw(c.SEARCH, {"q": "eleven percent"}, actor=who)
+    assert [(h["version"], h["asset_id"]) for h in hits["items"]] == [(1, v1["asset_id"])]
+    async with assets.db() as conn:
+        rows = await conn.fetch("SELECT type FROM outbox WHERE scope = $1 ORDER BY seq", who.scope)
+    assert [r["type"] for r in rows] == [c.EVT_VERSION_ACTIVATED, c.EVT_VERSION_FAILED, c.EVT_VERSION_FAILED]
+
+    # A version with passages still replaces v1; a source's first version has nothing to replace.
+    v4 = await assets.upload(who, "memo", documents.pdf(["Fund Q now keeps nine percent."]))
+    assert (v4["version"], v4["status"]) == (4, "active")
+    first = await assets.upload(who, "blank", documents.blank_pdf(2))
+    assert (first["version"], first["status"]) == (1, "active")
