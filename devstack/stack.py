@@ -45,7 +45,7 @@ from shared.health import read_verdict, reports_ok
 from shared.metrics import MULTIPROC_ENV, fresh_metrics_dir, worker_exited
 from shared.natsauth import connect_options, server_accounts, user_passwords, workspace_durables
 from shared.objectkeys import key_entry
-from shared.outside import EVENTS_USER, OUTSIDE_ADMIN, declare_outside_stream, write_events_descriptor
+from shared.outside import EVENTS_USER, OUTSIDE_ADMIN, declare_outside_stream, max_consumers, write_events_descriptor
 from shared.proof import SIGNERS, new_private_key, public_key_text, public_keys_text
 from shared.secretfiles import private_folder, secret_table, secret_value
 from shared.settings import MAX_GATEWAY_WORKERS, CommonSettings, available_cores
@@ -149,6 +149,8 @@ class Stack:
         # a JetStream cluster of 1 or 3 nodes, and n processes of every service (devstack.scale).
         self.nats_nodes = count_setting(self.env, "DOSSIER_NATS_CLUSTER", (1, 3))
         self.replicas = count_setting(self.env, "DOSSIER_REPLICAS", (1, 2, 3, 4))
+        # How many consumers outside subscribers may hold on the events mirror (shared.outside).
+        self.outside_max_consumers = max_consumers(self.env)
         # (service, process name) of every process the stack runs, replica 1 first.
         # Gateway processes sharing each gateway port (services/gateway/workers.py).
         self.gateway_workers = workers_setting(self.env)
@@ -245,7 +247,9 @@ class Stack:
 
     def start_infra(self) -> None:
         base = self._infra_env()
-        accounts = server_accounts(self.nats_passwords, durables=workspace_durables())
+        accounts = server_accounts(
+            self.nats_passwords, durables=workspace_durables(), outside_max_consumers=self.outside_max_consumers
+        )
         # Each service's key may use the stack's bucket only, and there only its own objects.
         keys = {s3_access_key(n): key_entry(n, self.s3_secrets[n], ["dossier"]) for n in OBJECT_USERS}
         infra = [(nats_child(self.home, self.nats_port, base, accounts), self.nats_port)]

@@ -5,6 +5,8 @@ Outside subscribers' consumer-create requests (`$JS.API.CONSUMER.CREATE.DOSSIER_
 `dossier.guard.durable.…` in the mirror's account. A request is passed on to the mirror's JetStream API
 only if the consumer is named `ext-*` in the subject, the body names no other consumer, and it delivers to
 no subject (pull consumers only: a push consumer's deliveries could not leave the mirror's account anyway).
+How many there may be is the mirror account's JetStream limit (shared.outside `MAX_CONSUMERS_SETTING`); the
+server refuses one past it, and the guard adds to that refusal what to do.
 Anything else is answered with JetStream's own error shape (403), so clients raise their usual API error.
 
 `python -m shared.consumerguard` declares the mirror (shared.outside) and then serves, as the `outside`
@@ -30,6 +32,8 @@ from shared.outside import (
     EXTERNAL_CONSUMER_PREFIX,
     GUARD_PREFIX,
     JS_API,
+    MAX_CONSUMERS_ERR_CODE,
+    MAX_CONSUMERS_SETTING,
     OUTSIDE_ADMIN,
     declare_outside_stream,
 )
@@ -76,6 +80,22 @@ def refusal(description: str) -> bytes:
     return json.dumps({"type": "io.nats.jetstream.api.v1.consumer_create_response", "error": error}).encode()
 
 
+def explained(data: bytes) -> bytes:
+    """The mirror's answer; a create refused by the cap on outside consumers also says what to do."""
+    try:
+        answer = json.loads(data)
+    except ValueError:
+        return data
+    error = answer.get("error") if isinstance(answer, dict) else None
+    if not isinstance(error, dict) or error.get("err_code") != MAX_CONSUMERS_ERR_CODE:
+        return data
+    error["description"] = (
+        f"{error.get('description')}: the outside subscribers' consumers on {STREAM_NAME}, all of them together,"
+        f" are at their cap ({MAX_CONSUMERS_SETTING}); delete an {EXTERNAL_CONSUMER_PREFIX}* consumer no longer used"
+    )
+    return json.dumps(answer).encode()
+
+
 async def handle(nc: nats.NATS, msg: Msg) -> None:
     try:
         body = json.loads(msg.data or b"{}")
@@ -91,7 +111,7 @@ async def handle(nc: nats.NATS, msg: Msg) -> None:
     except Exception as exc:
         await msg.respond(refusal(f"the mirror did not answer ({type(exc).__name__})"))
         return
-    await msg.respond(reply.data)
+    await msg.respond(explained(reply.data))
 
 
 async def serve(nc: nats.NATS) -> None:

@@ -128,10 +128,15 @@ def workspace_durables(prefix: str = "workspace") -> dict[str, str]:
 
 
 def server_accounts(
-    passwords: Mapping[str, str], *, durables: Iterable[str] | None, with_tester: bool = False
+    passwords: Mapping[str, str],
+    *,
+    durables: Iterable[str] | None,
+    with_tester: bool = False,
+    outside_max_consumers: int = outside.MAX_CONSUMERS_DEFAULT,
 ) -> dict[str, Any]:
     """The `accounts` of the server config: every process (and the tester) in the internal account, the
-    outside subscribers in theirs, the mirror and its guard in a third (shared.outside)."""
+    outside subscribers in theirs, the mirror and its guard in a third (shared.outside), which holds at
+    most `outside_max_consumers` consumers."""
     names = list(durables) if durables is not None else None
     internal = [
         {"user": name, "password": passwords[name], "permissions": service_permissions(name, names)}
@@ -144,7 +149,7 @@ def server_accounts(
     return {
         INTERNAL_ACCOUNT: {"jetstream": "enabled", "users": internal, "exports": outside.internal_exports()},
         MIRROR_ACCOUNT: {
-            "jetstream": "enabled",
+            "jetstream": outside.mirror_jetstream(outside_max_consumers),
             "users": [admin],
             "imports": outside.mirror_imports(),
             "exports": outside.mirror_exports(),

@@ -21,6 +21,7 @@ The `outside` user (the stack's, never handed out) declares the mirror and runs 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +44,26 @@ JS_API = "$JS.API"
 INTERNAL_API = "$JS.dossier.API"
 MIRROR_DELIVERY = "dossier.outside.mirror"
 GUARD_PREFIX = "dossier.guard"
+# The consumers outside subscribers may hold on the mirror, all of them together (they share one user): the
+# JetStream limit of the mirror's account, so the server refuses the next one whatever makes it.
+MAX_CONSUMERS_SETTING = "DOSSIER_OUTSIDE_MAX_CONSUMERS"
+MAX_CONSUMERS_DEFAULT = 100
+# JetStream's error code for a create past that limit ("maximum consumers limit reached").
+MAX_CONSUMERS_ERR_CODE = 10026
 _MIRROR_CREATE_FORMS = (f"CONSUMER.CREATE.{STREAM_NAME}", f"CONSUMER.CREATE.{STREAM_NAME}.>")
+
+
+def max_consumers(env: Mapping[str, str]) -> int:
+    """The cap on the outside subscribers' consumers (`DOSSIER_OUTSIDE_MAX_CONSUMERS`, a positive number)."""
+    raw = env.get(MAX_CONSUMERS_SETTING) or str(MAX_CONSUMERS_DEFAULT)
+    if not raw.isdigit() or int(raw) < 1:
+        raise SystemExit(f"{MAX_CONSUMERS_SETTING}={raw!r}: expected a whole number of at least 1")
+    return int(raw)
+
+
+def mirror_jetstream(cap: int) -> dict[str, Any]:
+    """The mirror account's JetStream limits: only the number of consumers (the rest as the server's)."""
+    return {"max_consumers": cap}
 
 
 def internal_exports() -> list[dict[str, Any]]:

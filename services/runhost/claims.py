@@ -126,7 +126,13 @@ async def check_answer(db: Database, repo: RunRepository, files: RunFiles, answe
     async with db.pool.acquire() as conn:
         ledger = await repo.list_ledger(conn, run_id=files.run_id)
         listing = await repo.list_files(conn, run_id=files.run_id)
-    included = [ledger_key(r) for r in ledger if r["stage"] == "included" and r["ref"] is not None]
+    # A version recorded `unavailable` (withdrawn or retired while the run held it) supports nothing.
+    withheld = {ledger_key(r)[:3] for r in ledger if r["stage"] == "unavailable" and r["ref"] is not None}
+    included = [
+        key
+        for key in (ledger_key(r) for r in ledger if r["stage"] == "included" and r["ref"] is not None)
+        if key[:3] not in withheld
+    ]
     passages: dict[Key, str] = {}
     for row in listing:
         if row["path"].startswith("sources/") and row["ref"] is not None:

@@ -17,6 +17,7 @@ import asyncpg
 
 from services.runhost import leases
 from services.runhost.admitted import AdmittedRun
+from services.runhost.availability import unusable
 from services.runhost.claims import citations, claim_units, ledger_key
 from services.runhost.events import emit
 from services.runhost.external_repository import ExternalRepository
@@ -253,6 +254,8 @@ class ExternalRuns:
         try:
             if run.final_answer is None:
                 inclusions = await self._cited(run, answer)
+                # A cited version withdrawn or retired since it was read is recorded, not included.
+                gone = await unusable(self.owners, run.actor, [item.ref for item in inclusions])
                 kept = {
                     "final_answer": answer,
                     "final_proposal": await self._proposal(run, req.checkpoint, answer),
@@ -262,7 +265,9 @@ class ExternalRuns:
                 async with self.db.transaction() as conn:
                     for item in inclusions:
                         fields = {"content_hash": item.content_hash, "locator": item.locator, "model_request": "answer"}
-                        if not await ledger.append_in(conn, "included", item.ref, **fields):
+                        stage = "included" if item.ref.key() not in gone else "unavailable"
+                        fields["reason"] = gone.get(item.ref.key())
+                        if not await ledger.append_in(conn, stage, item.ref, **fields):
                             raise StaleLease(run.id)
                     if not await self.repo.fenced_update(conn, run_id=run.id, epoch=epoch, values=kept):
                         raise StaleLease(run.id)

@@ -17,9 +17,11 @@ from typing import Any
 from pydantic import ValidationError
 
 from services.runhost.admitted import AdmittedRun, Proposal
+from services.runhost.availability import withhold_unusable
 from services.runhost.claims import check_answer, claim_counts
 from services.runhost.events import emit
 from services.runhost.leases import StaleLease
+from services.runhost.ledger import RunLedger
 from services.runhost.memory import RunFiles
 from services.runhost.owners import Owners
 from services.runhost.report import render_report
@@ -70,6 +72,8 @@ class Finisher:
 
     async def complete(self, answer: str, proposal: dict[str, Any] | None) -> None:
         if self.run.final_answer is None:
+            ledger = RunLedger(self.db, self.repo, self.run.id, self.epoch)
+            await withhold_unusable(self.owners, ledger, self.actor, await self.consumed_sources())
             await self._fenced({"final_answer": answer, "final_proposal": proposal})
             self.run = self.run.model_copy(update={"final_answer": answer, "final_proposal": proposal})
         await self.resume_finish()

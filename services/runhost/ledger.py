@@ -57,8 +57,8 @@ class RunLedger:
         await self._append("listed", ref, locator=locator)
         self._listed.add(key)
 
-    async def unavailable(self, ref: Ref, *, reason: str) -> None:
-        await self._append("unavailable", ref, reason=reason)
+    async def unavailable(self, ref: Ref, *, reason: str, locator: str | None = None) -> None:
+        await self._append("unavailable", ref, reason=reason, locator=locator)
 
     async def included(self, inclusions: list[Inclusion], *, model_request: str) -> None:
         for item in inclusions:

@@ -19,6 +19,7 @@ WORKSPACE_PIN_ARTIFACT = ws.PIN_ARTIFACT
 ARTIFACT_REGISTER = artifact.REGISTER
 ASSETS_SEARCH = assets.SEARCH
 ASSETS_READ = assets.READ
+ASSETS_CHECK = assets.CHECK
 
 
 class Owners:
@@ -41,6 +42,10 @@ class Owners:
 
     async def check_publications(self, actor: Actor, refs: list[Ref]) -> list[Eligibility]:
         reply = await self.bus.call(pub.CHECK, CheckRequest(refs=refs), actor=actor)
+        return reply.items
+
+    async def check_sources(self, actor: Actor, refs: list[Ref]) -> list[Eligibility]:
+        reply = await self.bus.call(ASSETS_CHECK, CheckRequest(refs=refs), actor=actor)
         return reply.items
 
     async def read_publication_for_run(

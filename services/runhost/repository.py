@@ -261,10 +261,13 @@ class RunRepository:
         return {r["stage"]: r["n"] for r in rows}
 
     async def included_refs(self, conn: asyncpg.Connection, *, run_id: str) -> list[asyncpg.Record]:
-        """The consumed materials: distinct refs with an `included` row, in first-inclusion order."""
+        """The consumed materials: distinct refs with an `included` row, in first-inclusion order, but for
+        those with an `unavailable` row (withdrawn or retired while the run held them)."""
         rows: list[asyncpg.Record] = await conn.fetch(
             "SELECT ref FROM (SELECT DISTINCT ON (ref) ref, id FROM ledger"
-            " WHERE run_id = $1 AND stage = 'included' ORDER BY ref, id) AS firsts ORDER BY id",
+            " WHERE run_id = $1 AND stage = 'included' AND ref NOT IN"
+            " (SELECT ref FROM ledger WHERE run_id = $1 AND stage = 'unavailable' AND ref IS NOT NULL)"
+            " ORDER BY ref, id) AS firsts ORDER BY id",
             run_id,
         )
         return rows

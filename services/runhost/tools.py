@@ -9,6 +9,7 @@ from typing import Any, Generic, TypeVar
 
 import asyncpg
 
+from services.runhost.availability import unusable
 from services.runhost.leases import StaleLease
 from services.runhost.ledger import Inclusion, RunLedger
 from services.runhost.memory import RunFiles, pointer, source_name
@@ -142,7 +143,7 @@ class ToolBox:
         ref = Ref(kind="publication", id=id, version=version)
         path = f"sources/{source_name('publication', id, ref.version)}.txt"
         if path in await self.files.listing():
-            return await self._pointer_result(call, path)
+            return await self._refused(call, path) or await self._pointer_result(call, path)
         try:
             body = await self.owners.read_publication_for_run(self.actor, self.grant, id=id, version=ref.version or 0)
         except (Unavailable, NotFound) as exc:
@@ -199,7 +200,7 @@ class ToolBox:
         evidence_id = args.evidence_id
         path = f"sources/{source_name('evidence', 'E-' + evidence_id, None)}.txt"
         if path in await self.files.listing():
-            return await self._pointer_result(call, path)
+            return await self._refused(call, path) or await self._pointer_result(call, path)
         try:
             passage = await self.owners.read_evidence_for_run(self.actor, self.grant, evidence_id=evidence_id)
         except (Unavailable, NotFound) as exc:
@@ -215,6 +216,20 @@ class ToolBox:
             path, text, provenance=prov, with_record=self._read_row(ref, content_hash, passage.locator)
         )
         return await self._fresh_pointer(call, path, text)
+
+    async def _refused(self, call: ToolCall, path: str) -> Outcome | None:
+        """A read from the run's own copy of a material asks its owner again (services/runhost/availability.py):
+        a version withdrawn or retired since the run read it is refused, with an `unavailable` row."""
+        prov = await self.files.provenance(path)
+        if prov is None:
+            return None
+        ref = Ref.model_validate(prov["ref"])
+        reason = (await unusable(self.owners, self.actor, [ref])).get(ref.key())
+        if reason is None:
+            return None
+        await self.ledger.unavailable(ref, reason=reason, locator=prov["locator"])
+        text = f"unavailable: {ref.id}@v{ref.version} ({reason}); the run's copy may not be used"
+        return ToolResult(call.name, call.arguments, text, ok=False, data={"reason": reason, "path": path}), []
 
     def _read_row(self, ref: Ref, content_hash: str | None, locator: str | None) -> Any:
         """The `read` ledger row, written in the same transaction as the source file's index entry."""
@@ -246,6 +261,10 @@ class ToolBox:
     async def _read_file(self, call: ToolCall, args: ReadFileArgs) -> Outcome:
         path = args.path
         offset, limit = max(0, args.offset), max(1, min(args.limit, READ_LIMIT_MAX))
+        if path.startswith("sources/"):
+            refused = await self._refused(call, path)
+            if refused is not None:
+                return refused
         text = await self.files.read(path)
         part = text[offset : offset + limit]
         end = offset + len(part)

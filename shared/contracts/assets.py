@@ -307,7 +307,7 @@ CHECK = Subject(
     CheckRequest,
     CheckReply,
     "Which of these refs of kind `source` the actor may cite.",
-    callers=("workspace",),
+    callers=("runhost", "workspace"),
 )
 SEARCH = Subject(
     "dossier.assets.evidence.search",

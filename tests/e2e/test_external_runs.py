@@ -188,3 +188,54 @@ def test_external_admission_refusals(api: Api, stack: RunningStack) -> None:
     assert take.status_code == 409
     other = Api(stack)
     assert other.http.post(f"/v1/runs/{dossier_run['id']}/lease/take", json={"force": True}).status_code == 404
+
+
+def test_a_withdrawn_publication_and_a_retired_source_are_refused_even_from_the_runs_own_copy(api: Api) -> None:
+    """The run's copy in `sources/` is no pass: a version withdrawn or retired after the run read it is refused
+    when read again (an `unavailable` row), and an answer citing it publishes without it as a source."""
+    ws, a, b = setting(api)
+    run = admit(
+        api, ws, a, history=[{"publication_id": a["id"], "version": 1}, {"publication_id": b["id"], "version": 1}]
+    )
+    agent = Agent(api, run["id"], run["lease"]["token"])
+    pub_a = {"kind": "publication", "id": a["id"], "version": 1}
+    pub_b = {"kind": "publication", "id": b["id"], "version": 1}
+    assert "30 days" in agent.ok("POST", "/read", json={"ref": pub_a})["text"]
+    assert "stress" in agent.ok("POST", "/read", json={"ref": pub_b})["text"]
+    hit = agent.ok("GET", "/search", params={"q": "redemption gates"})["items"][0]
+    passage = agent.ok("POST", "/read", json={"ref": {"kind": "evidence", "id": hit["evidence_id"]}})
+    assert passage["ref"] == {"kind": "source", "id": "announcement", "version": 1}
+
+    for pub in (a, b):
+        api.ok("POST", f"/v1/publications/{pub['id']}/versions/1/withdraw", json={"reason": "retracted"})
+    api.ok("POST", "/v1/sources/announcement/retire")
+
+    # Read again: each answered from the run's own file before; now the owner is asked and refuses.
+    again = agent.call("POST", "/read", json={"ref": pub_a})
+    assert again.status_code == 409, again.text
+    assert again.json()["error"]["details"]["reason"] == "withdrawn"
+    again = agent.call("POST", "/read", json={"ref": {"kind": "evidence", "id": hit["evidence_id"]}})
+    assert again.status_code == 409, again.text
+    assert again.json()["error"]["details"]["reason"] == "retired"
+    refused = {
+        (r["ref"]["kind"], r["ref"]["id"], r["reason"]) for r in api.ledger(run["id"]) if r["stage"] == "unavailable"
+    }
+    assert refused == {("publication", a["id"], "withdrawn"), ("source", "announcement", "retired")}
+
+    # An answer citing them (B was not read again) is published, but none of them is its source or supports it.
+    answer = (
+        "## What earlier reports concluded\n"
+        f"- Fund X can meet redemptions within 30 days ({a['id']}@v1).\n"
+        f"- Report B finds Fund X liquidity inadequate under stress ({b['id']}@v1).\n\n"
+        "## What the new evidence says\n"
+        f"- The board introduces redemption gates of 10 percent per quarter (announcement@v1 {passage['locator']}).\n"
+    )
+    done = agent.ok("POST", "/finish", json={"answer": answer})
+    assert done["status"] == "completed" and done["publication"] is not None
+    published = api.read(done["publication"])
+    assert published["sources"] == []
+    assert done["stats"]["claims_supported"] == 0 and done["stats"]["claims_unsupported"] == 3
+    ledger = api.ledger(run["id"])
+    assert not [r for r in ledger if r["stage"] == "included"]
+    cited = {(r["ref"]["id"], r["reason"]) for r in ledger if r["stage"] == "unavailable" and r["model_request"]}
+    assert cited == {(a["id"], "withdrawn"), (b["id"], "withdrawn"), ("announcement", "retired")}

@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -56,10 +57,13 @@ def published_once(api: Api, workspace_id: str, run: dict[str, Any]) -> None:
 
 
 @pytest.fixture(scope="module")
-def slow_stack(
-    tmp_path_factory: pytest.TempPathFactory, dossier_homes: Callable[[str], Path], model_server: str
-) -> Iterator[RunningStack]:
-    scripts = tmp_path_factory.mktemp("scripts")
+def scripts(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder of slow_stack's scripted policies; a test may add one (`scripted:<name>`) before its run."""
+    return tmp_path_factory.mktemp("scripts")
+
+
+@pytest.fixture(scope="module")
+def slow_stack(scripts: Path, dossier_homes: Callable[[str], Path], model_server: str) -> Iterator[RunningStack]:
     for name, steps in SCRIPTS.items():
         (scripts / f"{name}.json").write_text(json.dumps(steps))
     env = {
@@ -201,6 +205,51 @@ def test_openai_policy_against_a_fake_server(slow_stack: RunningStack, model_ser
     assert error_turn["role"] == "tool" and "not a JSON object" in error_turn["content"]
     ledger = api.ledger(run["id"])
     assert {r["stage"] for r in ledger} == {"listed"}
+
+
+@pytest.mark.local_stack
+def test_a_version_withdrawn_mid_run_is_refused_from_the_runs_copy_and_is_no_source(
+    slow_stack: RunningStack, scripts: Path
+) -> None:
+    """A run reads A and B, both are withdrawn while it drafts; it reads A again (its copy, then its file):
+    refused, `unavailable` rows. Its answer cites both: published, but neither is a source or supports it."""
+    api = Api(slow_stack)
+    ws = api.workspace()
+    a = api.publish("Report A", "Fund X can meet redemptions within 30 days.", ws["id"])
+    b = api.publish("Report B", "Fund X liquidity is inadequate under stress.", ws["id"])
+    api.wait_catalog(ws["id"], 2)
+    copy = f"sources/{a['id']}@v1.txt"
+    answer = f"- Fund X can meet redemptions within 30 days ({a['id']}@v1).\n- Under stress it cannot ({b['id']}@v1).\n"
+    steps = [
+        {"name": "read_publication", "arguments": {"id": a["id"], "version": 1}},
+        {"name": "read_publication", "arguments": {"id": b["id"], "version": 1}},
+        *({"name": "write_draft", "arguments": {"text": f"draft {i}"}} for i in range(30)),
+        {"name": "read_publication", "arguments": {"id": a["id"], "version": 1}},
+        {"name": "read_file", "arguments": {"path": copy}},
+        {"name": "finish", "arguments": {"answer": answer}},
+    ]
+    name = f"withdrawn-{uuid.uuid4().hex[:8]}"
+    (scripts / f"{name}.json").write_text(json.dumps(steps))
+    run = api.start_run(ws["id"], "What do A and B say?", model=f"scripted:{name}")
+
+    def both_read() -> bool:
+        return len([r for r in api.ledger(run["id"]) if r["stage"] == "read"]) == 2
+
+    probe(both_read, timeout=60, interval=0.02)
+    for pub in (a, b):
+        api.ok("POST", f"/v1/publications/{pub['id']}/versions/1/withdraw", json={"reason": "retracted"})
+    draft = api.http.get(f"/v1/runs/{run['id']}/files/draft.md")
+    assert draft.status_code == 404 or "draft 29" not in draft.text, "withdrawn too late to prove anything"
+
+    run = api.wait_run(run["id"])
+    assert run["status"] == "completed", run["error"]
+    ledger = api.ledger(run["id"])
+    refused = [(r["ref"]["id"], r["reason"]) for r in ledger if r["stage"] == "unavailable"]
+    # The read again and the read of its file, then B when the answer was kept.
+    assert refused == [(a["id"], "withdrawn"), (a["id"], "withdrawn"), (b["id"], "withdrawn")]
+    published = api.read(run["publication"])
+    assert published["sources"] == []
+    assert run["stats"]["claims_supported"] == 0 and run["stats"]["claims_unsupported"] == 2
 
 
 @pytest.mark.local_stack

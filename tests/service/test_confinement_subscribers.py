@@ -9,6 +9,7 @@ hands out.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator
@@ -19,6 +20,7 @@ import pytest
 from nats.js import api
 
 from shared.contracts.common import STREAM_NAME
+from shared.outside import MAX_CONSUMERS_DEFAULT, MAX_CONSUMERS_SETTING
 from shared.streams import ensure_stream
 from tests.support.infra import Infra, events_descriptor
 from tests.support.owners import publish_event
@@ -35,10 +37,10 @@ class Outside:
         self.nc = nc
         self.violations = violations
 
-    async def api(self, subject: str, body: dict[str, Any]) -> dict[str, Any] | None:
+    async def api(self, subject: str, body: dict[str, Any], timeout: float = 2) -> dict[str, Any] | None:
         """A JetStream API request; None when the server dropped it (a permissions violation)."""
         try:
-            reply = await self.nc.request(subject, json.dumps(body).encode(), timeout=2)
+            reply = await self.nc.request(subject, json.dumps(body).encode(), timeout=timeout)
         except nats.errors.TimeoutError:
             return None
         return dict(json.loads(reply.data))
@@ -223,4 +225,54 @@ async def test_an_ext_durable_still_receives_every_event(outside: Outside, teste
     assert live == [e.id for e in events]
     # Its own consumers it may delete: nothing it makes outlives its wish.
     await js.delete_consumer(STREAM_NAME, durable)
+    assert outside.violations == []
+
+
+async def _ext_consumers(outside: Outside) -> list[str]:
+    reply = await outside.api(f"$JS.API.CONSUMER.NAMES.{STREAM_NAME}", {})
+    assert reply is not None and "error" not in reply, reply
+    return list(reply["consumers"] or [])
+
+
+async def test_consumers_past_the_cap_are_refused_and_the_earlier_ones_still_work(
+    outside: Outside, tester: nats.NATS
+) -> None:
+    """300 creates at once made 300 consumers; the outside account now holds at most its cap (shared.outside),
+    the rest are refused with JetStream's own error, and the consumers made keep delivering."""
+    cap = MAX_CONSUMERS_DEFAULT  # as the test infrastructure, like the stack, leaves it
+    # What earlier tests left counts too (the attacker may delete any ext-* consumer anyway).
+    for name in await _ext_consumers(outside):
+        await outside.api(f"$JS.API.CONSUMER.DELETE.{STREAM_NAME}.{name}", {})
+    run = uuid.uuid4().hex[:8]
+    names = [f"ext-flood-{run}-{n:03d}" for n in range(300)]
+
+    async def create(name: str) -> dict[str, Any] | None:
+        subject = f"$JS.API.CONSUMER.DURABLE.CREATE.{STREAM_NAME}.{name}"
+        return await outside.api(subject, _config(durable_name=name, deliver_policy="new"), timeout=30)
+
+    replies = await asyncio.gather(*(create(name) for name in names))
+    made = [name for name, reply in zip(names, replies, strict=True) if reply is not None and "error" not in reply]
+    try:
+        assert len(made) == cap, f"{len(made)} consumers made"
+        refusals = [reply["error"] for reply in replies if reply is not None and "error" in reply]
+        assert len(refusals) == len(names) - cap
+        assert all(e["err_code"] == 10026 and "maximum consumers" in e["description"] for e in refusals), refusals[0]
+        assert MAX_CONSUMERS_SETTING in refusals[0]["description"], "the refusal says what sets the cap"
+        assert sorted(await _ext_consumers(outside)) == sorted(made)
+
+        # The consumers made still deliver.
+        sub = await outside.nc.jetstream(timeout=5).pull_subscribe_bind(made[0], stream=STREAM_NAME)
+        event = await publish_event(tester, type="artifact.registered", scope="cap", data={})
+        delivered = await sub.fetch(1, timeout=10)
+        assert json.loads(delivered[0].data)["id"] == event.id
+        await delivered[0].ack()
+
+        # Deleting one makes room for one.
+        await outside.api(f"$JS.API.CONSUMER.DELETE.{STREAM_NAME}.{made.pop()}", {})
+        another = f"ext-flood-{run}-again"
+        assert "error" not in (await create(another) or {"error": None})
+        made.append(another)
+    finally:
+        for name in made:
+            await outside.api(f"$JS.API.CONSUMER.DELETE.{STREAM_NAME}.{name}", {})
     assert outside.violations == []

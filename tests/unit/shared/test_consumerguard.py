@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
-from shared.consumerguard import Refusal, forward_subject
+from shared.consumerguard import Refusal, explained, forward_subject
+from shared.outside import MAX_CONSUMERS_DEFAULT, MAX_CONSUMERS_SETTING, max_consumers
 
 STREAM = "DOSSIER_EVENTS"
 
@@ -45,3 +47,22 @@ def test_an_ext_pull_consumer_is_passed_on_in_the_form_it_came() -> None:
 def test_anything_else_is_refused(subject: str, request_body: dict[str, Any]) -> None:
     with pytest.raises(Refusal):
         forward_subject(subject, request_body)
+
+
+def test_a_create_past_the_cap_keeps_its_error_and_says_what_sets_the_cap() -> None:
+    error = {"code": 400, "err_code": 10026, "description": "maximum consumers limit reached"}
+    answer = json.loads(explained(json.dumps({"type": "t", "error": error}).encode()))
+    assert answer["error"]["err_code"] == 10026 and answer["error"]["code"] == 400
+    assert answer["error"]["description"].startswith("maximum consumers limit reached: ")
+    assert MAX_CONSUMERS_SETTING in answer["error"]["description"]
+    other = json.dumps({"error": {"code": 404, "err_code": 10014, "description": "consumer not found"}}).encode()
+    for untouched in (other, b'{"type": "t", "name": "ext-a"}', b"not json", b"[]"):
+        assert explained(untouched) == untouched
+
+
+def test_the_cap_setting() -> None:
+    assert max_consumers({}) == MAX_CONSUMERS_DEFAULT
+    assert max_consumers({MAX_CONSUMERS_SETTING: "7"}) == 7
+    for bad in ("0", "-1", "many", "1.5"):
+        with pytest.raises(SystemExit, match=MAX_CONSUMERS_SETTING):
+            max_consumers({MAX_CONSUMERS_SETTING: bad})
