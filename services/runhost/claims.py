@@ -8,6 +8,7 @@ row of the run's ledger (its text never entered a model input) is `unsupported`,
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from typing import Any
 from services.runhost.memory import RunFiles
 from services.runhost.policies.text import tokens
 from services.runhost.repository import RunRepository
-from shared.citations import LOCATOR, PUBLICATION_CITE, SOURCE_CITE, source_locator
+from shared.citations import Block, Citation, Known, blocks
 from shared.contracts.common import Ref
 from shared.contracts.publication import Claim, Support
 from shared.db import Database
@@ -41,49 +42,69 @@ class Cited:
         return Ref(kind=kind, id=id_, version=version)  # type: ignore[arg-type]
 
 
-def claim_units(answer: str) -> list[str]:
-    """Bullets and sentences of the answer. Lines under a heading about what was *not* read are left out:
-    they name refs to say they were not used, which claims nothing from them."""
-    units: list[str] = []
-    skipping = False
-    for raw in answer.splitlines():
-        line = raw.strip()
-        if line.startswith("#"):
-            skipping = "not read" in line.lower()
-            continue
-        if not line or skipping:
-            continue
-        if line.startswith(("- ", "* ")):
-            units.append(line[2:].strip())
-        else:
-            units.extend(s.strip() for s in SENTENCE.split(line) if s.strip())
+@dataclass(frozen=True)
+class Unit:
+    """A bullet or a sentence as the reader reads it (`shared.citations.blocks`), and what it cites."""
+
+    text: str
+    citations: tuple[Citation, ...]
+
+    @property
+    def cited(self) -> list[Cited]:
+        return list(dict.fromkeys(Cited((c.kind, c.id, c.version, c.locator)) for c in self.citations))
+
+    @property
+    def claim(self) -> str:
+        """The unit without its citations: what is checked against the passages."""
+        parts, at = [], 0
+        for c in self.citations:
+            parts.append(self.text[at : c.start])
+            at = c.end
+        return " ".join([*parts, self.text[at:]])
+
+
+def claim_units(answer: str, known_locators: Known) -> list[Unit]:
+    """Bullets and sentences of the answer, read as the workbench shows it (escapes and character references
+    decoded), so the check counts exactly the citations the page links. A source locator is matched against
+    the locators the run read for that version first (they may hold spaces, e.g. a DOCX heading path), else
+    taken as written. A section under a heading about what was *not* read cites nothing (and links nothing):
+    it names refs to say they were not used."""
+    units: list[Unit] = []
+    for block in blocks(answer, known_locators):
+        cites, at, i = block.citations, 0, 0
+        for end in [*([] if block.listed else _sentence_ends(block)), len(block.text)]:
+            inside = []
+            while i < len(cites) and cites[i].start < end:
+                inside.append(cites[i])
+                i += 1
+            piece = block.text[at:end]
+            lead = len(piece) - len(piece.lstrip())
+            shifted = tuple(c.moved(c.start - at - lead) for c in inside)
+            if piece.strip():
+                units.append(Unit(piece.strip(), shifted))
+            at = end
     return units
 
 
-def citations(unit: str, known_locators: Mapping[tuple[str, int], list[str]]) -> list[Cited]:
-    """The refs a unit cites. A source locator is matched against the locators the run read for that
-    version first (they may hold spaces, e.g. a DOCX heading path), else taken as written."""
-    found: list[Cited] = []
-    for m in PUBLICATION_CITE.finditer(unit):
-        found.append(Cited(("publication", m[1], int(m[2]), None)))
-    for m in SOURCE_CITE.finditer(unit):
-        if m[1].startswith("pub_"):
-            continue
-        version = int(m[2])
-        locator = source_locator(unit[m.end() :], known_locators.get((m[1], version), []))
-        if locator is None:
-            continue  # `id@vN` without a locator is a mention, not a cited passage
-        found.append(Cited(("source", m[1], version, locator)))
-    return list(dict.fromkeys(found))
+def _sentence_ends(block: Block) -> list[int]:
+    """Where SENTENCE ends the block's sentences, but never inside a citation (a locator may hold ". A")."""
+    ends, i, cites = [], 0, block.citations
+    for m in SENTENCE.finditer(block.text):
+        while i < len(cites) and cites[i].end <= m.start():
+            i += 1
+        if i == len(cites) or cites[i].start >= m.start():
+            ends.append(m.start())
+    return ends
 
 
-def _strip_citations(unit: str) -> str:
-    text = PUBLICATION_CITE.sub(" ", unit)
-    return SOURCE_CITE.sub(" ", LOCATOR.sub(" ", text))
+def cited(answer: str, known_locators: Known) -> list[Cited]:
+    """Every ref the answer cites, once, in order."""
+    return list(dict.fromkeys(c for unit in claim_units(answer, known_locators) for c in unit.cited))
 
 
 def support_score(unit: str, passage: str) -> float:
-    claim = tokens(_strip_citations(unit))
+    """`unit`: a claim without its citations (`Unit.claim`)."""
+    claim = tokens(unit)
     if not claim:
         return 0.0
     words = tokens(passage)
@@ -101,16 +122,16 @@ def check_claims(answer: str, included: Iterable[Key], passages: Mapping[Key, st
         if kind == "source" and locator is not None:
             locators.setdefault((id_, version), []).append(locator)
     claims: list[Claim] = []
-    for unit in claim_units(answer):
-        cited = citations(unit, locators)
-        if not cited:
+    for unit in claim_units(answer, locators):
+        refs = unit.cited
+        if not refs:
             continue
-        if all(c.key in consumed for c in cited):
-            score = support_score(unit, "\n".join(passages.get(c.key, "") for c in cited))
+        if all(c.key in consumed for c in refs):
+            score = support_score(unit.claim, "\n".join(passages.get(c.key, "") for c in refs))
         else:
             score = 0.0
         support: Support = "supported" if score >= SUPPORTED else "weak" if score >= WEAK else "unsupported"
-        claims.append(Claim(text=unit[:MAX_CLAIM_CHARS], refs=[c.ref for c in cited], support=support, score=score))
+        claims.append(Claim(text=unit.text[:MAX_CLAIM_CHARS], refs=[c.ref for c in refs], support=support, score=score))
         if len(claims) == MAX_CLAIMS:
             break
     return claims
@@ -137,7 +158,8 @@ async def check_answer(db: Database, repo: RunRepository, files: RunFiles, answe
     for row in listing:
         if row["path"].startswith("sources/") and row["ref"] is not None:
             passages[ledger_key(row)] = await files.read(row["path"])
-    return check_claims(answer, included, passages)
+    # A long answer takes a while to parse: off the loop, as a diff is.
+    return await asyncio.to_thread(check_claims, answer, included, passages)
 
 
 def claim_counts(claims: list[Claim]) -> dict[str, int]:

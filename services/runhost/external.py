@@ -18,7 +18,7 @@ import asyncpg
 from services.runhost import leases
 from services.runhost.admitted import AdmittedRun
 from services.runhost.availability import unusable
-from services.runhost.claims import citations, claim_units, ledger_key
+from services.runhost.claims import cited, ledger_key
 from services.runhost.events import emit
 from services.runhost.external_repository import ExternalRepository
 from services.runhost.finishing import Finisher
@@ -294,12 +294,12 @@ class ExternalRuns:
         for kind, id_, version, locator in read:
             if kind == "source" and locator is not None:
                 locators.setdefault((id_, version), []).append(locator)
-        cited = list(dict.fromkeys(c for unit in claim_units(answer) for c in citations(unit, locators)))
-        missing = [c for c in cited if c.key not in read]
+        refs = await asyncio.to_thread(cited, answer, locators)
+        missing = [c for c in refs if c.key not in read]
         if missing:
-            refs = [c.ref.model_dump() | {"locator": c.key[3]} for c in missing]
-            raise Invalid("the answer cites material this run did not read at that version", {"refs": refs})
-        return [Inclusion(c.ref, read[c.key]["content_hash"], c.key[3]) for c in cited]
+            named = [c.ref.model_dump() | {"locator": c.key[3]} for c in missing]
+            raise Invalid("the answer cites material this run did not read at that version", {"refs": named})
+        return [Inclusion(c.ref, read[c.key]["content_hash"], c.key[3]) for c in refs]
 
     async def _proposal(
         self, run: AdmittedRun, checkpoint: c.CheckpointUpdate | None, answer: str

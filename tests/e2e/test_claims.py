@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.api import Api
+from tests.support.citation_forms import CITED, written
 from tests.support.cli import dossier
 from tests.support.documents import ANNOUNCEMENT, QUESTION, pdf
 from tests.support.stack import RunningStack, start_stack, stop_stack
@@ -101,3 +102,31 @@ def test_claims_of_the_running_example_and_of_a_claim_citing_what_was_not_includ
     api.ok("POST", f"/v1/publications/{a1['id']}/versions/1/withdraw", json={"reason": "wrong"})
     withdrawn = api.http.get(f"/v1/publications/{a1['id']}/versions/1/claims")
     assert withdrawn.status_code == 409 and withdrawn.json()["error"]["details"]["reason"] == "withdrawn"
+
+
+def test_a_run_s_answer_citing_what_it_never_read_in_any_escape_is_unsupported(
+    scripted_stack: RunningStack, scripts: Path
+) -> None:
+    """The run host's own finish: every way of writing a citation that the page links is a claim the check
+    counts, and one citing a version the run never included is unsupported."""
+    api = Api(scripted_stack)
+    ws, a1, b1 = example(api)
+    answer = "\n\n".join(written(form, b1["id"]) for form in CITED.values()) + "\n"
+    steps = [
+        {"name": "read_publication", "arguments": {"id": a1["id"], "version": 1}},
+        {"name": "finish", "arguments": {"answer": answer}},
+    ]
+    (scripts / "cite-b1-escaped.json").write_text(json.dumps(steps))
+    run = api.start_run(
+        ws["id"], "What holds?", model="scripted:cite-b1-escaped", history=[{"publication_id": a1["id"], "version": 1}]
+    )
+    run = api.wait_run(run["id"])
+    assert run["status"] == "completed", run["error"]
+    claims = claims_of(api, run)
+    b = {"kind": "publication", "id": b1["id"], "version": 1}
+    source = {"kind": "source", "id": "announcement", "version": 9}
+    assert [c["refs"] for c in claims] == [[source if "{src}" in form else b] for form in CITED.values()]
+    assert {c["support"] for c in claims} == {"unsupported"}
+    assert run["stats"]["claims_unsupported"] == len(CITED)
+    # The sources are what entered the model's input (A@1), never what the answer only claims to cite.
+    assert api.read(run["publication"])["sources"] == [{"kind": "publication", "id": a1["id"], "version": 1}]

@@ -3,6 +3,7 @@ publication as a run the run host drives, with the agent's calls as the run's st
 
 from __future__ import annotations
 
+import re
 import uuid
 from typing import Any
 
@@ -10,7 +11,9 @@ import httpx
 import pytest
 
 from tests.support.api import Api, probe
+from tests.support.citation_forms import CITED, shown_as_text, written
 from tests.support.documents import ANNOUNCEMENT, pdf
+from tests.support.gateway import sign_in
 from tests.support.stack import RunningStack
 
 
@@ -239,3 +242,58 @@ def test_a_withdrawn_publication_and_a_retired_source_are_refused_even_from_the_
     assert not [r for r in ledger if r["stage"] == "included"]
     cited = {(r["ref"]["id"], r["reason"]) for r in ledger if r["stage"] == "unavailable" and r["model_request"]}
     assert cited == {(a["id"], "withdrawn"), (b["id"], "withdrawn"), ("announcement", "retired")}
+
+
+def _cite_links(page: httpx.Response, element: str) -> list[str]:
+    """The workbench links in one element of a page (`#pub-body`, `#answer`): every link into the
+    workbench an answer shows is a citation the check counted."""
+    assert page.status_code == 200, page.text[:300]
+    body = re.search(rf'id="{element}">(.*?)</div>', page.text, re.S)
+    assert body, page.text[:500]
+    return [h for h in re.findall(r'<a href="([^"]*)"', body[1]) if not h.startswith("https://example.com/")]
+
+
+def test_a_citation_is_read_as_the_reader_reads_it_whatever_its_escape_or_heading(
+    api: Api, stack: RunningStack
+) -> None:
+    ws, a, b = setting(api)
+    run = admit(api, ws, a)
+    agent = Agent(api, run["id"], run["lease"]["token"])
+    agent.ok("POST", "/read", json={"ref": {"kind": "publication", "id": a["id"], "version": 1}})
+
+    # Each way of writing a citation of B@1 (never read) that the page would show as a link is refused,
+    # naming what it cites; so is a passage of a source version never read.
+    for name, form in CITED.items():
+        r = agent.call("POST", "/finish", json={"answer": written(form, b["id"])})
+        assert r.status_code == 422, (name, r.status_code, r.text[:300])
+        [ref] = r.json()["error"]["details"]["refs"]
+        expected = (
+            {"kind": "source", "id": "announcement", "version": 9, "locator": "page:1"}
+            if "{src}" in form
+            else {"kind": "publication", "id": b["id"], "version": 1, "locator": None}
+        )
+        assert ref == expected, name
+    assert api.run(run["id"])["publication"] is None
+
+    # What the page shows as text (code, a document's own links, split or look-alike ids, a section about
+    # what was not read) cites nothing; A@1 written with an escape is the one citation, read and included.
+    escaped = written(CITED["backslash-escaped underscore"], a["id"])  # "pub\\_…@1 found it."
+    answer = f"Fund X can meet redemptions within 30 days: {escaped}\n\n"
+    done = agent.ok("POST", "/finish", json={"answer": answer + shown_as_text(b["id"])})
+    assert done["status"] == "completed"
+    pub = done["publication"]
+    published = api.read(pub)
+    assert published["sources"] == [{"kind": "publication", "id": a["id"], "version": 1}]
+    claims = api.ok("GET", f"/v1/publications/{pub['id']}/versions/{pub['version']}/claims")["items"]
+    assert [c["refs"] for c in claims] == [[{"kind": "publication", "id": a["id"], "version": 1}]]
+    assert [s[1:4] for s in stages(api, run["id"]) if s[0] == "included"] == [("publication", a["id"], 1)]
+
+    # The workbench links exactly that: on the publication's page and on the run's.
+    with httpx.Client(base_url=stack.url, timeout=30) as browser:
+        sign_in(browser, api.http.headers["Authorization"].removeprefix("Bearer "))
+        page = browser.get(f"/publications/{pub['id']}/versions/{pub['version']}")
+        assert _cite_links(page, "pub-body") == [f"/publications/{a['id']}/versions/1"]
+        assert _cite_links(browser.get(f"/runs/{run['id']}"), "answer") == [f"/publications/{a['id']}/versions/1"]
+    # B@1 is on the page as text, and nothing on it leads to B.
+    assert f"<li>{b['id']}@1 found it.</li>" in page.text
+    assert f'href="/publications/{b["id"]}/' not in page.text

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
+import pytest
+
 from services.runhost.claims import check_claims, claim_counts
+from shared.markdown import render_markdown
+from tests.support.citation_forms import CITED, SHOWN_AS_TEXT, written
 
 PAGE = ("source", "announcement", 1, "page:1")
 DOCX = ("source", "memo", 2, "docx:h=Risk / Liquidity;p=3")
@@ -44,3 +50,32 @@ def test_a_partly_matching_claim_is_weak_and_an_uncited_ref_is_always_unsupporte
     both = check_claims("Gates of 10 percent per quarter (announcement@v1 page:1, pub_xyz@v3).", [PAGE], PASSAGES)
     assert both[0].support == "unsupported" and both[0].score == 0
     assert {r.kind for r in both[0].refs} == {"source", "publication"}
+
+
+def _linked(html: str) -> set[tuple[str, str, int]]:
+    """The refs a page links: publication versions and passages of the workbench."""
+    found = set()
+    for kind, id_, version in re.findall(r'href="/(publications|sources)/([^/"]+)/versions/(\d+)', html):
+        found.add(("publication" if kind == "publications" else "source", id_, int(version)))
+    return found
+
+
+@pytest.mark.parametrize("form", [*CITED.values(), *SHOWN_AS_TEXT.values()], ids=[*CITED, *SHOWN_AS_TEXT])
+def test_the_check_counts_exactly_what_the_page_links(form: str) -> None:
+    answer = written(form, "pub_b1")
+    claims = check_claims(answer, [PAGE], PASSAGES)
+    checked = {(r.kind, r.id, r.version) for c in claims for r in c.refs}
+    assert checked == _linked(render_markdown(answer))
+    assert all(c.support == "unsupported" for c in claims)
+    assert len(checked) == (form in CITED.values())
+
+
+def test_a_cited_heading_is_a_claim_and_a_sentence_never_ends_inside_a_citation() -> None:
+    # The run read a locator that holds ". L": the sentence runs on past it.
+    answer = "# Gates per announcement@v1 page:1\n\nThe board acts. See memo@v2 docx:h=Risk. Liquidity is thin."
+    passages = {("source", "memo", 2, "docx:h=Risk. Liquidity"): "Liquidity is thin."}
+    claims = check_claims(answer, [PAGE, *passages], {**PASSAGES, **passages})
+    assert [(c.text, [r.id for r in c.refs]) for c in claims] == [
+        ("Gates per announcement@v1 page:1", ["announcement"]),
+        ("See memo@v2 docx:h=Risk. Liquidity is thin.", ["memo"]),
+    ]

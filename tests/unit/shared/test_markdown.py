@@ -11,11 +11,12 @@ def test_raw_html_is_text_and_images_are_not_fetched() -> None:
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "&lt;img src=x" in html
 
 
-def test_script_links_are_dropped_and_foreign_links_carry_no_referrer() -> None:
-    html = render_markdown("[a](javascript:alert(1)) [b](https://example.com/) [c](//example.com/) [d](/runs/r)")
+def test_script_links_are_dropped_foreign_links_carry_no_referrer_and_own_links_are_text() -> None:
+    html = render_markdown("[a](javascript:alert(1)) [b](https://example.com/) [c](//example.com/) [d](/runs/r) [e](f)")
     assert 'href="javascript' not in html
-    assert html.count('rel="noopener noreferrer nofollow"') == 2
-    assert '<a href="/runs/r">d</a>' in html
+    assert html.count('rel="noopener noreferrer nofollow"') == 2 and html.count("<a ") == 2
+    # A link into the workbench is a citation the check counted, never one the document wrote.
+    assert html.endswith(" d e</p>\n")
 
 
 def test_citations_link_to_the_exact_passage_or_version() -> None:
@@ -27,7 +28,8 @@ def test_citations_link_to_the_exact_passage_or_version() -> None:
         '<a href="/sources/announcement/versions/2/passage?locator=page%3A3" class="cite">announcement@v2 page:3</a>'
         in html
     )
-    assert '<a href="/sources/memo#v1" class="cite">memo@v1</a>' in html
+    # A source named without a locator is a mention: the check counts no passage there, so nothing is linked.
+    assert "See memo@v1 now." in html
 
 
 def test_a_known_locator_with_spaces_is_one_link_and_code_is_left_alone() -> None:
