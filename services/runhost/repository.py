@@ -219,9 +219,14 @@ class RunRepository:
         reason: str | None = None,
         model_request: str | None = None,
     ) -> bool:
-        done = await conn.fetchval(
-            "INSERT INTO ledger (run_id, epoch, stage, ref, content_hash, locator, reason, model_request)"
-            f" SELECT $1, $2, $3, $4, $5, $6, $7, $8 WHERE {_FENCE} RETURNING 1",
+        """One row under the fence: false when the lease is not this epoch's. A row the run already has (the
+        same stage, ref and locator: a concurrent call under the same lease) is kept as it was."""
+        held: bool = await conn.fetchval(
+            "WITH held AS (SELECT 1 FROM runs WHERE id = $1 AND lease_epoch = $2 AND status = 'running'),"
+            " added AS (INSERT INTO ledger (run_id, epoch, stage, ref, content_hash, locator, reason, model_request)"
+            "   SELECT $1, $2, $3, $4, $5, $6, $7, $8 FROM held"
+            "   ON CONFLICT (run_id, stage, ref, locator) WHERE ref IS NOT NULL DO NOTHING)"
+            " SELECT EXISTS (SELECT 1 FROM held)",
             run_id,
             epoch,
             stage,
@@ -231,7 +236,7 @@ class RunRepository:
             reason,
             model_request,
         )
-        return done is not None
+        return held
 
     async def list_ledger(self, conn: asyncpg.Connection, *, run_id: str) -> list[asyncpg.Record]:
         rows: list[asyncpg.Record] = await conn.fetch(

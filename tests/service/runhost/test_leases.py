@@ -79,7 +79,9 @@ async def test_expired_lease_is_taken_over_and_the_stale_worker_is_fenced(db: Da
         assert not await repo.fenced_update(conn, run_id=run_id, epoch=1, values={"status": "completed"})
         assert not await repo.upsert_file(conn, run_id=run_id, path="draft.md", size=1, sha256="x", epoch=1)
         assert await repo.add_counters(conn, run_id=run_id, epoch=1, work=WorkDone(steps=1, requests=1)) is None
-        assert await repo.append_ledger(conn, run_id=run_id, epoch=2, stage="read", ref=REF)
+        assert await repo.append_ledger(conn, run_id=run_id, epoch=2, stage="read", ref=REF | {"id": "pub_b"})
+        # The same row again (a concurrent call under the same lease) is held, and recorded once.
+        assert await repo.append_ledger(conn, run_id=run_id, epoch=2, stage="read", ref=REF | {"id": "pub_b"})
 
     blobs = Blobs(settings_from(infra.settings_env("runhost"), CommonSettings))
     await blobs.ensure_bucket()
