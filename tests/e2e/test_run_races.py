@@ -1,7 +1,7 @@
 """How an outside agent's run ends under races, played as an attacker holding one credential would over HTTP:
 a cancel racing a finish, a take-over racing the old session's finish, two finishes with one lease, and
-parallel reads with one lease. Each race runs many times; the offsets between the two sides sweep the
-length of an uncontested finish, so some land inside it. Nothing here asserts on time.
+parallel reads with one lease. Each race runs many times; the offsets between the two sides sweep from a
+little before the finish to its whole length, so some land inside it. Nothing here asserts on time.
 
 The run's end is decided once (services/runhost/finishing.py): either the run is cancelled (or taken over)
 and nothing is published for it, or it completes with exactly the answer whose finish answered 200."""
@@ -70,7 +70,7 @@ async def finish(client: httpx.AsyncClient, run_id: str, token: str, answer: str
 
 
 async def after(delay: float, call: Any) -> Any:
-    await asyncio.sleep(delay)
+    await asyncio.sleep(max(delay, 0))
     return await call
 
 
@@ -84,8 +84,9 @@ async def finish_seconds(client: httpx.AsyncClient, setting: Setting) -> float:
 
 
 def offsets(span: float) -> list[float]:
-    """From 0 to the whole span, denser near the start, where the finish decides the run's end."""
-    return [span * (i / (RACES - 1)) ** 2 for i in range(RACES)]
+    """How long after the finish the other side starts (before it, when negative): from a little before the
+    finish to its whole span, denser near its start, where the finish decides the run's end."""
+    return [span * ((i - 2) / (RACES - 3)) * abs((i - 2) / (RACES - 3)) for i in range(RACES)]
 
 
 async def published_for(stack: RunningStack, run_id: str) -> list[asyncpg.Record]:
@@ -111,7 +112,8 @@ async def test_a_cancel_racing_a_finish_never_leaves_a_cancelled_run_published(
     for delay in offsets(span):
         run_id, token = await admit(client, setting, setting.a)
         finished, cancelled = await asyncio.gather(
-            finish(client, run_id, token, answer), after(delay, client.post(f"/v1/runs/{run_id}/cancel"))
+            after(-delay, finish(client, run_id, token, answer)),
+            after(delay, client.post(f"/v1/runs/{run_id}/cancel")),
         )
         assert cancelled.status_code == 200, cancelled.text
         run = setting.api.run(run_id)
@@ -150,13 +152,15 @@ async def test_a_take_over_racing_the_old_sessions_finish_publishes_exactly_the_
         run_id, token = await admit(client, setting, setting.a)
 
         async def take_and_finish(run_id: str = run_id, delay: float = delay) -> tuple[httpx.Response, Any]:
-            await asyncio.sleep(delay)
+            await asyncio.sleep(max(delay, 0))
             taken = await client.post(f"/v1/runs/{run_id}/lease/take", json={"force": True})
             if taken.status_code != 200:
                 return taken, None
             return taken, await finish(client, run_id, taken.json()["lease"]["token"], new_answer)
 
-        old, (taken, new) = await asyncio.gather(finish(client, run_id, token, old_answer), take_and_finish())
+        old, (taken, new) = await asyncio.gather(
+            after(-delay, finish(client, run_id, token, old_answer)), take_and_finish()
+        )
         # The take-over may lose to a finish that won the run (409), and the new session never finishes.
         tries = {"old": old} | ({"new": new} if new is not None else {"take": taken})
         codes = {who: r.status_code for who, r in tries.items()}
