@@ -80,7 +80,12 @@ class ExternalRuns:
             reply.lease = c.Lease(token=token, epoch=1, expires_at=run.lease_expires_at)
         return reply
 
-    async def _session(self, actor: Actor, run_id: str, token: str) -> tuple[AdmittedRun, int]:
+    async def _session(
+        self, actor: Actor, run_id: str, token: str, *, finishing: bool = False
+    ) -> tuple[AdmittedRun, int]:
+        """The run and the epoch of `token`, if that token's session may act on it now. Once a finish has won
+        the run, only a finish goes on (repeated after a crash, even past the lease: nothing can take the run
+        over any more); every other call is refused."""
         async with self.db.pool.acquire() as conn:
             run = await self.repo.get_run(conn, scope=actor.scope, id=run_id)
             if run is None:
@@ -93,6 +98,10 @@ class ExternalRuns:
             raise leases.not_running(run.status)
         if epoch != run.lease_epoch:
             raise leases.superseded(run.lease_epoch)
+        if run.final_answer is not None:
+            if not finishing:
+                raise leases.finishing()
+            return run, epoch
         if run.lease_expires_at is None or run.lease_expires_at <= now:
             raise leases.expired()
         return run, epoch
@@ -220,6 +229,9 @@ class ExternalRuns:
                 raise leases.not_external(run.driver)
             if run.status != "running":
                 raise leases.not_running(run.status)
+            if run.final_answer is not None:
+                # A finish won the run: its answer is being published, and no other session's may be.
+                raise leases.finishing()
             if run.lease_expires_at is not None and run.lease_expires_at > now and not req.force:
                 raise leases.held()
             lease = await self.leases.take(conn, run_id=req.run_id, token_hash=digest, holder=ctx.actor.principal)
@@ -244,13 +256,16 @@ class ExternalRuns:
 
     @answers(c.EXTERNAL_FINISH)
     async def finish(self, ctx: RequestContext, req: c.ExternalFinishRequest) -> c.Run:
-        """The cited refs become `included` rows in the same transaction that keeps the answer, so a crash
-        leaves either nothing or both; a repeated finish then goes on from the kept answer (a retry after a
-        crash publishes once: the publication's request key is the run's)."""
-        run, epoch = await self._session(ctx.actor, req.run_id, req.lease)
+        """The finish that wins the run keeps its answer, and the cited refs as `included` rows, in one
+        transaction on the run row (`Finisher.win`); only then is anything published. A finish that loses (to
+        a cancel, a take-over or another finish of the same session) has written nothing and answers 409. A
+        repeated finish with the kept answer goes on from it: a retry after a crash publishes once (the
+        publication's request key is the run's)."""
+        run, epoch = await self._session(ctx.actor, req.run_id, req.lease, finishing=True)
         answer = req.answer.strip()
         if not answer:
             raise Invalid("the answer is empty", {"field": "answer"})
+        finisher = Finisher(db=self.db, repo=self.repo, owners=self.owners, blobs=self.blobs, run=run, epoch=epoch)
         try:
             if run.final_answer is None:
                 inclusions = await self._cited(run, answer)
@@ -261,29 +276,34 @@ class ExternalRuns:
                     "final_proposal": await self._proposal(run, req.checkpoint, answer),
                     "final_title": (req.title or "").strip() or None,
                 }
-                ledger = RunLedger(self.db, self.repo, run.id, epoch)
-                async with self.db.transaction() as conn:
-                    for item in inclusions:
-                        fields = {"content_hash": item.content_hash, "locator": item.locator, "model_request": "answer"}
-                        stage = "included" if item.ref.key() not in gone else "unavailable"
-                        fields["reason"] = gone.get(item.ref.key())
-                        if not await ledger.append_in(conn, stage, item.ref, **fields):
-                            raise StaleLease(run.id)
-                    if not await self.repo.fenced_update(conn, run_id=run.id, epoch=epoch, values=kept):
-                        raise StaleLease(run.id)
-                run = run.model_copy(update=kept)
-                if self.settings.run_step_delay_seconds:
-                    # Between the kept answer and the publish: where the crash tests kill the run host.
-                    await asyncio.sleep(self.settings.run_step_delay_seconds)
-            finisher = Finisher(db=self.db, repo=self.repo, owners=self.owners, blobs=self.blobs, run=run, epoch=epoch)
+                if await finisher.win(kept, inclusions, gone):
+                    if self.settings.run_step_delay_seconds:
+                        # Between the kept answer and the publish: where the crash tests kill the run host.
+                        await asyncio.sleep(self.settings.run_step_delay_seconds)
+                else:
+                    finisher.run = await self._won_by(run, epoch)
+            if finisher.run.final_answer != answer:
+                raise leases.finishing()
             await finisher.resume_finish()
         except StaleLease:
-            raise await self._superseded(run) from None
+            # Another finish with this answer may have completed the run first: that is this finish's end too.
+            finished = await self._won_by(run, epoch)
+            if finished.status != "completed" or finished.final_answer != answer:
+                raise await self._superseded(run) from None
         async with self.db.pool.acquire() as conn:
-            finished = await self.repo.get_run(conn, scope=ctx.actor.scope, id=run.id)
-        if finished is None:
+            done = await self.repo.get_run(conn, scope=ctx.actor.scope, id=run.id)
+        if done is None:
             raise NotFound("run not found", {"id": run.id})
-        return finished.to_contract()
+        return done.to_contract()
+
+    async def _won_by(self, run: AdmittedRun, epoch: int) -> AdmittedRun:
+        """The run as it is now, if this epoch still holds it (a finish of this session won it, or completed
+        it); a cancel or a take-over that won answers 409."""
+        async with self.db.pool.acquire() as conn:
+            now = await self.repo.get_run_unscoped(conn, id=run.id)
+        if now is None or now.lease_epoch != epoch or now.status not in ("running", "completed"):
+            raise await self._superseded(run)
+        return now
 
     async def _cited(self, run: AdmittedRun, answer: str) -> list[Inclusion]:
         """Every ref the answer cites must be one this run read at that version."""
@@ -312,13 +332,37 @@ class ExternalRuns:
         return {"summary": summary, "add_questions": checkpoint.add_questions, "expected_revision": revision}
 
     async def cancel(self, actor: Actor, run_id: str) -> c.Run | None:
-        """An external run has no worker to notice a cancel request: it ends at once."""
+        """An external run has no worker to notice a cancel request: it ends at once, unless a finish has won
+        it (its answer is kept, on the same locked row): then the cancel loses and the run completes."""
         async with self.db.transaction() as conn:
-            run = await self.leases.cancel_external(conn, scope=actor.scope, id=run_id)
-            if run is None:
+            locked = await self.leases.lock_run(conn, scope=actor.scope, id=run_id)
+            if locked is None or locked[0].driver != "external":
                 return None
+            run = locked[0]
+            if run.status != "running" or run.final_answer is not None:
+                return run.to_contract()
+            run = await self.leases.cancel_external(conn, id=run_id)
             await emit(conn, c.EVT_CANCELLED, run)
         return run.to_contract()
+
+    async def finish_interrupted(self) -> None:
+        """Runs whose finish won but did not complete (the run host died on the way) and whose agent has not
+        repeated it within its lease: finished from the kept answer, as the agent's repeat would."""
+        async with self.db.pool.acquire() as conn:
+            runs = await self.leases.interrupted_finishes(conn)
+        for run in runs:
+            finisher = Finisher(
+                db=self.db, repo=self.repo, owners=self.owners, blobs=self.blobs, run=run, epoch=run.lease_epoch
+            )
+            with tracing.continued(run.trace_headers):
+                try:
+                    await finisher.resume_finish()
+                except StaleLease:
+                    continue
+                except DomainError as exc:
+                    log.warning("run %s: its interrupted finish did not complete (%s)", run.id, exc.message)
+                    continue
+            log.info("run %s: an interrupted finish completed", run.id)
 
     async def abandon_forever(self, interval: float = 60.0) -> None:
         """External runs whose lease stayed expired for DOSSIER_EXTERNAL_ABANDON_SECONDS fail as abandoned."""
@@ -334,6 +378,7 @@ class ExternalRuns:
                             await emit(conn, c.EVT_FAILED, run, error=ABANDONED)
                 for run in runs:
                     log.info("run %s: abandoned by its outside agent", run.id)
+                await self.finish_interrupted()
             except (OSError, asyncpg.PostgresError, DomainError) as exc:
                 log.warning("abandoning expired external runs failed: %s", exc)
             await asyncio.sleep(min(interval, max(self.settings.external_abandon_seconds / 4, 1.0)))

@@ -63,21 +63,29 @@ class ExternalRepository:
         return row
 
     async def abandon(self, conn: asyncpg.Connection, *, after_seconds: float, error: str) -> list[AdmittedRun]:
-        """External runs whose lease has stayed expired this long fail."""
+        """External runs whose lease has stayed expired this long fail, but for those a finish has won (they
+        are finished by `interrupted_finishes`)."""
         rows = await conn.fetch(
             "UPDATE runs SET status = 'failed', error = $2, finished_at = now()"
-            " WHERE driver = 'external' AND status = 'running'"
+            " WHERE driver = 'external' AND status = 'running' AND final_answer IS NULL"
             "   AND lease_expires_at < now() - make_interval(secs => $1) RETURNING *",
             after_seconds,
             error,
         )
         return [AdmittedRun.of(r) for r in rows]
 
-    async def cancel_external(self, conn: asyncpg.Connection, *, scope: str, id: str) -> AdmittedRun | None:
-        row = await conn.fetchrow(
-            "UPDATE runs SET status = 'cancelled', cancel_requested = true, finished_at = now()"
-            " WHERE id = $1 AND scope = $2 AND driver = 'external' AND status = 'running' RETURNING *",
-            id,
-            scope,
+    async def interrupted_finishes(self, conn: asyncpg.Connection) -> list[AdmittedRun]:
+        """External runs a finish has won (their answer is kept) and that are still running past their lease."""
+        rows = await conn.fetch(
+            "SELECT * FROM runs WHERE driver = 'external' AND status = 'running' AND final_answer IS NOT NULL"
+            " AND lease_expires_at < now() ORDER BY lease_expires_at LIMIT 50"
         )
-        return None if row is None else AdmittedRun.of(row)
+        return [AdmittedRun.of(r) for r in rows]
+
+    async def cancel_external(self, conn: asyncpg.Connection, *, id: str) -> AdmittedRun:
+        """Inside the transaction that locked the running run (`lock_run`) and found no finish had won it."""
+        row = await conn.fetchrow(
+            "UPDATE runs SET status = 'cancelled', cancel_requested = true, finished_at = now() WHERE id = $1 RETURNING *",
+            id,
+        )
+        return AdmittedRun.of(row)

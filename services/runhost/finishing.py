@@ -1,10 +1,15 @@
-"""How a run ends: publish (idempotent), associate, propose the checkpoint, retain the report, record.
+"""How a run ends: win the run, publish (idempotent), associate, propose the checkpoint, retain the report, record.
 
-Each step can be repeated by a worker that took the run over: the publication is committed with the
-request key `run:<run_id>`, so a retried finish never makes a second publication. The answer is kept
-under the lease fence before the first step, and a worker that takes over finishes with that same
-answer: a stale worker's late publish is then the same request (never a conflict for the current one),
-and every step leaving the service is preceded by a fence check, so a stale worker stops at the next.
+A run's end is decided once, in one transaction on the run row (`win`): the answer is kept, with the
+`included` rows of what it cites, only under the current epoch, while the run is running, no finish has won
+it and no cancel was asked for. A cancel or a take-over locks the same row and loses against a kept answer
+(services/runhost/external.py), so a finish that wins cannot be undone and a finish that loses has written
+nothing and publishes nothing.
+
+Each later step can be repeated by whoever finishes the run from the kept answer (a worker that took the
+run over, an outside agent repeating its finish, the sweep of interrupted finishes): the publication is
+committed with the request key `run:<run_id>`, so a retried finish never makes a second publication, and
+every step leaving the service is preceded by a fence check, so a stale worker stops at the next.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from services.runhost.availability import withhold_unusable
 from services.runhost.claims import check_answer, claim_counts
 from services.runhost.events import emit
 from services.runhost.leases import StaleLease
-from services.runhost.ledger import RunLedger
+from services.runhost.ledger import Inclusion, RunLedger
 from services.runhost.memory import RunFiles
 from services.runhost.owners import Owners
 from services.runhost.report import render_report
@@ -70,12 +75,40 @@ class Finisher:
             rows = await self.repo.included_refs(conn, run_id=self.run.id)
         return [Ref.model_validate(r["ref"]) for r in rows]
 
+    async def win(
+        self, kept: dict[str, Any], cited: list[Inclusion] | None = None, gone: dict[str, str] | None = None
+    ) -> bool:
+        """Keep the answer (`kept`: final_answer and what goes with it) and make what it cites `included` rows
+        (those in `gone`, withdrawn or retired since they were read, `unavailable` rows with that reason), in one
+        transaction, if this finish wins the run; false, with nothing written, if it does not."""
+        gone = gone or {}
+        async with self.db.transaction() as conn:
+            if not await self.repo.claim_end(conn, run_id=self.run.id, epoch=self.epoch, values=kept):
+                return False
+            ledger = RunLedger(self.db, self.repo, self.run.id, self.epoch)
+            for item in cited or []:
+                fields = {"content_hash": item.content_hash, "locator": item.locator, "model_request": "answer"}
+                reason = gone.get(item.ref.key())
+                stage = "included" if reason is None else "unavailable"
+                if not await ledger.append_in(conn, stage, item.ref, **fields, reason=reason):
+                    raise StaleLease(self.run.id)
+        self.run = self.run.model_copy(update=kept)
+        return True
+
     async def complete(self, answer: str, proposal: dict[str, Any] | None) -> None:
         if self.run.final_answer is None:
+            # A version withdrawn or retired since it was read supports nothing: recorded so before the answer
+            # is kept, so it is neither an `included` row nor among the publication's sources.
             ledger = RunLedger(self.db, self.repo, self.run.id, self.epoch)
             await withhold_unusable(self.owners, ledger, self.actor, await self.consumed_sources())
-            await self._fenced({"final_answer": answer, "final_proposal": proposal})
-            self.run = self.run.model_copy(update={"final_answer": answer, "final_proposal": proposal})
+            if not await self.win({"final_answer": answer, "final_proposal": proposal}):
+                async with self.db.pool.acquire() as conn:
+                    cancel = await self.repo.cancel_state(conn, run_id=self.run.id, epoch=self.epoch)
+                if cancel:
+                    # Asked for before the answer was kept: the cancel won, and nothing is published.
+                    await self.cancelled()
+                    return
+                raise StaleLease(self.run.id)
         await self.resume_finish()
 
     async def resume_finish(self) -> None:

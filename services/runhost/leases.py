@@ -50,5 +50,10 @@ def held() -> Conflict:
     return Conflict("the lease is held; wait for it to expire or take it with force", {"lease": "held"})
 
 
+def finishing() -> Conflict:
+    """A finish won the run: its answer is kept and being published; no other call changes the run now."""
+    return Conflict("a finish won the run; its answer is being published", {"lease": "finishing"})
+
+
 def not_external(driver: str) -> Conflict:
     return Conflict("only a run driven by an outside agent can be taken over", {"driver": driver})

@@ -1,6 +1,8 @@
 """The consumption ledger of one run: listed, read, included (naming the model request), unavailable.
 
-Every row is written under the lease fence; a stale worker's row is refused and stops that worker.
+Every row is written under the lease fence; a stale worker's row is refused and stops that worker. A row is
+written once per stage, ref and locator (services/runhost/migrations/0008_ledger_once.sql): concurrent calls
+under one lease that record the same row leave one.
 """
 
 from __future__ import annotations

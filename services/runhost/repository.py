@@ -100,7 +100,9 @@ class RunRepository:
 
     async def request_cancel(self, conn: asyncpg.Connection, *, scope: str, id: str) -> AdmittedRun | None:
         row = await conn.fetchrow(
-            "UPDATE runs SET cancel_requested = true WHERE id = $1 AND scope = $2 AND status = 'running' RETURNING *",
+            # A run whose finish has won it (its answer is kept) is ending as completed: the cancel loses.
+            "UPDATE runs SET cancel_requested = true"
+            " WHERE id = $1 AND scope = $2 AND status = 'running' AND final_answer IS NULL RETURNING *",
             id,
             scope,
         )
@@ -137,15 +139,24 @@ class RunRepository:
         )
         return row is not None
 
-    async def fenced_update(self, conn: asyncpg.Connection, *, run_id: str, epoch: int, values: dict[str, Any]) -> bool:
+    async def fenced_update(
+        self, conn: asyncpg.Connection, *, run_id: str, epoch: int, values: dict[str, Any], also: str = ""
+    ) -> bool:
         sets = ", ".join(f"{column} = ${i}" for i, column in enumerate(values, start=3))
         done = await conn.fetchval(
-            f"UPDATE runs SET {sets} WHERE id = $1 AND lease_epoch = $2 AND status = 'running' RETURNING 1",
+            f"UPDATE runs SET {sets} WHERE id = $1 AND lease_epoch = $2 AND status = 'running'{also} RETURNING 1",
             run_id,
             epoch,
             *values.values(),
         )
         return done is not None
+
+    async def claim_end(self, conn: asyncpg.Connection, *, run_id: str, epoch: int, values: dict[str, Any]) -> bool:
+        """The run's end, won by a finish: the answer is kept (`values`) only under this epoch, while the run is
+        running, no finish has won it yet and no cancel was asked for. The row stays locked until the caller's
+        transaction ends, so a cancel or a take-over waits for it and then finds the run won."""
+        also = " AND final_answer IS NULL AND NOT cancel_requested"
+        return await self.fenced_update(conn, run_id=run_id, epoch=epoch, values=values, also=also)
 
     async def holds_lease(self, conn: asyncpg.Connection, *, run_id: str, epoch: int) -> bool:
         return bool(
@@ -219,9 +230,14 @@ class RunRepository:
         reason: str | None = None,
         model_request: str | None = None,
     ) -> bool:
-        done = await conn.fetchval(
-            "INSERT INTO ledger (run_id, epoch, stage, ref, content_hash, locator, reason, model_request)"
-            f" SELECT $1, $2, $3, $4, $5, $6, $7, $8 WHERE {_FENCE} RETURNING 1",
+        """One row under the fence: false when the lease is not this epoch's. A row the run already has (the
+        same stage, ref and locator: a concurrent call under the same lease) is kept as it was."""
+        held: bool = await conn.fetchval(
+            "WITH held AS (SELECT 1 FROM runs WHERE id = $1 AND lease_epoch = $2 AND status = 'running'),"
+            " added AS (INSERT INTO ledger (run_id, epoch, stage, ref, content_hash, locator, reason, model_request)"
+            "   SELECT $1, $2, $3, $4, $5, $6, $7, $8 FROM held"
+            "   ON CONFLICT (run_id, stage, ref, locator) WHERE ref IS NOT NULL DO NOTHING)"
+            " SELECT EXISTS (SELECT 1 FROM held)",
             run_id,
             epoch,
             stage,
@@ -231,7 +247,7 @@ class RunRepository:
             reason,
             model_request,
         )
-        return done is not None
+        return held
 
     async def list_ledger(self, conn: asyncpg.Connection, *, run_id: str) -> list[asyncpg.Record]:
         rows: list[asyncpg.Record] = await conn.fetch(

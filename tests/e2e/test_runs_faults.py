@@ -389,6 +389,59 @@ def test_an_external_run_survives_kill_9_of_the_run_host_in_a_read_and_in_its_fi
 
 
 @pytest.mark.local_stack
+def test_an_external_finish_that_won_completes_after_kill_9_though_its_agent_never_comes_back(
+    slow_stack: RunningStack,
+) -> None:
+    """The finish won the run (its answer is kept), then the run host died before the publish: nothing can
+    take the run over or cancel it now, so once its lease has run out the run host finishes it from the kept
+    answer, publishing that answer once, instead of abandoning it."""
+    api = Api(slow_stack)
+    ws = api.workspace()
+    a = api.publish("Report A", "Fund X can meet redemptions within 30 days.", ws["id"])
+    api.wait_catalog(ws["id"], 1)
+    run = api.start_run(ws["id"], "Does Report A hold?", driver="external", lease_seconds=30)
+    headers = {"X-Run-Lease": run["lease"]["token"]}
+    read_a = {"ref": {"kind": "publication", "id": a["id"], "version": 1}}
+    assert api.http.post(f"/v1/runs/{run['id']}/read", json=read_a, headers=headers).status_code == 200
+    answer = f"- Fund X can meet redemptions within 30 days ({a['id']}@v1)."
+
+    async def status() -> tuple[bool, str]:
+        conn = await asyncpg.connect(slow_stack.dsn("runhost"))
+        try:
+            row = await conn.fetchrow(
+                "SELECT final_answer IS NOT NULL AS kept, status FROM runs WHERE id = $1", run["id"]
+            )
+            return bool(row["kept"]), str(row["status"])
+        finally:
+            await conn.close()
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        victim = slow_stack.pid("runhost")
+        body = {"answer": answer}
+        pending = pool.submit(api.http.post, f"/v1/runs/{run['id']}/finish", json=body, headers=headers, timeout=5)
+        probe(lambda: asyncio.run(status())[0], timeout=30, interval=0.01)
+        os.kill(victim, signal.SIGKILL)
+        with contextlib.suppress(httpx.HTTPError):
+            pending.result()
+    assert asyncio.run(status()) == (True, "running"), "the finish completed before the kill; this proves nothing"
+
+    def answered(method: str, route: str, **kwargs: Any) -> httpx.Response:
+        """The answer of the restarted run host (the gateway answers 5xx until it serves again)."""
+        return probe(lambda: (r := api.http.request(method, route, **kwargs)).status_code < 500 and r, timeout=60)
+
+    for refused in (
+        answered("POST", f"/v1/runs/{run['id']}/lease/take", json={"force": True}),
+        answered("GET", f"/v1/runs/{run['id']}/catalog", headers=headers),
+    ):
+        assert refused.status_code == 409 and refused.json()["error"]["details"]["lease"] == "finishing"
+    assert answered("POST", f"/v1/runs/{run['id']}/cancel").json()["status"] == "running"
+    done = api.wait_run(run["id"], timeout=90)
+    assert done["status"] == "completed", done
+    assert api.read(done["publication"])["body"] == answer
+    published_once(api, ws["id"], done)
+
+
+@pytest.mark.local_stack
 def test_an_external_run_whose_lease_stays_expired_is_abandoned(slow_stack: RunningStack) -> None:
     api = Api(slow_stack)
     ws = api.workspace()

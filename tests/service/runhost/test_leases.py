@@ -7,7 +7,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from services.runhost.admitted import AdmittedRun
 from services.runhost.app import MIGRATIONS
+from services.runhost.finishing import Finisher
 from services.runhost.leases import StaleLease
 from services.runhost.ledger import RunLedger
 from services.runhost.memory import RunFiles
@@ -79,7 +81,9 @@ async def test_expired_lease_is_taken_over_and_the_stale_worker_is_fenced(db: Da
         assert not await repo.fenced_update(conn, run_id=run_id, epoch=1, values={"status": "completed"})
         assert not await repo.upsert_file(conn, run_id=run_id, path="draft.md", size=1, sha256="x", epoch=1)
         assert await repo.add_counters(conn, run_id=run_id, epoch=1, work=WorkDone(steps=1, requests=1)) is None
-        assert await repo.append_ledger(conn, run_id=run_id, epoch=2, stage="read", ref=REF)
+        assert await repo.append_ledger(conn, run_id=run_id, epoch=2, stage="read", ref=REF | {"id": "pub_b"})
+        # The same row again (a concurrent call under the same lease) is held, and recorded once.
+        assert await repo.append_ledger(conn, run_id=run_id, epoch=2, stage="read", ref=REF | {"id": "pub_b"})
 
     blobs = Blobs(settings_from(infra.settings_env("runhost"), CommonSettings))
     await blobs.ensure_bucket()
@@ -139,3 +143,36 @@ async def test_a_read_row_and_its_source_file_commit_together(db: Database, infr
     async with db.pool.acquire() as conn:
         assert [r["stage"] for r in await repo.list_ledger(conn, run_id=run_id)] == ["read"]
     assert "sources/pub_a@v1.txt" in await files.listing()
+
+
+async def test_a_runs_end_is_won_once_on_its_row(db: Database) -> None:
+    """A kept answer is the run's end: a second finish and a later cancel request lose to it; a cancel asked for
+    before it wins, and the worker's finish then ends the run cancelled, keeping no answer."""
+    repo = RunRepository()
+
+    async def running() -> AdmittedRun:
+        await admitted_run(db, repo)
+        async with db.transaction() as conn:
+            run = await repo.claim_run(conn, owner="w", lease_seconds=30)
+        assert run is not None
+        return run
+
+    def finisher(run: AdmittedRun) -> Finisher:
+        # Neither the owners nor the object store is reached before the run's end is won.
+        return Finisher(db=db, repo=repo, owners=None, blobs=None, run=run, epoch=run.lease_epoch)  # type: ignore[arg-type]
+
+    run = await running()
+    assert await finisher(run).win({"final_answer": "first"})
+    assert not await finisher(run).win({"final_answer": "second"})
+    async with db.transaction() as conn:
+        assert await repo.request_cancel(conn, scope="s", id=run.id) is None
+        kept = await repo.get_run_unscoped(conn, id=run.id)
+    assert kept is not None and (kept.final_answer, kept.cancel_requested) == ("first", False)
+
+    run = await running()
+    async with db.transaction() as conn:
+        assert await repo.request_cancel(conn, scope="s", id=run.id) is not None
+    await finisher(run).complete("too late", None)
+    async with db.pool.acquire() as conn:
+        ended = await repo.get_run_unscoped(conn, id=run.id)
+    assert ended is not None and (ended.status, ended.final_answer) == ("cancelled", None)

@@ -1,0 +1,74 @@
+"""The ledger's rows are unique per (run, stage, ref, locator) on real PostgreSQL: the migration keeps the first
+of the rows concurrent calls wrote twice, and a later write of the same row adds nothing."""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from pathlib import Path
+
+from services.runhost.app import MIGRATIONS
+from services.runhost.repository import RunRepository
+from shared.db import Database
+from tests.service.runhost.test_leases import admitted_run
+from tests.support.infra import Infra
+
+ONCE = "0008_ledger_once.sql"
+A = {"kind": "publication", "id": "pub_a", "version": 1}
+PAGE = {"kind": "source", "id": "announcement", "version": 1}
+
+
+async def test_the_migration_keeps_the_first_row_and_later_writes_add_none(infra: Infra, tmp_path: Path) -> None:
+    # The migrations before this one, under the same names (`runhost/NNNN_name.sql`), then all of them.
+    before = tmp_path / "runhost" / "migrations"
+    before.mkdir(parents=True)
+    for path in MIGRATIONS.glob("*.sql"):
+        if path.name < ONCE:
+            shutil.copy(path, before / path.name)
+    db = Database(infra.dsn(f"runhost_{uuid.uuid4().hex[:10]}"))
+    await db.connect(before)
+    try:
+        repo = RunRepository()
+        run_id = await admitted_run(db, repo)
+        rows = [
+            ("read", A, None),
+            ("read", A, None),
+            ("read", PAGE, "page:1"),
+            ("read", PAGE, "page:1"),
+            ("read", PAGE, "page:2"),
+            ("included", A, None),
+            ("included", A, None),
+            ("included", A, None),
+            ("replayed", None, None),
+            ("replayed", None, None),
+        ]
+        async with db.transaction() as conn:
+            for stage, ref, locator in rows:
+                await conn.execute(
+                    "INSERT INTO ledger (run_id, epoch, stage, ref, locator) VALUES ($1, 1, $2, $3, $4)",
+                    run_id,
+                    stage,
+                    ref,
+                    locator,
+                )
+        await db.close()
+        db = Database(db.dsn)
+        await db.connect(MIGRATIONS)
+
+        async with db.transaction() as conn:
+            kept = await repo.list_ledger(conn, run_id=run_id)
+            assert [(r["stage"], r["locator"]) for r in kept] == [
+                ("read", None),
+                ("read", "page:1"),
+                ("read", "page:2"),
+                ("included", None),
+                ("replayed", None),
+                ("replayed", None),
+            ]
+            await conn.execute("UPDATE runs SET status = 'running', lease_epoch = 1 WHERE id = $1", run_id)
+            for stage, ref, locator in rows[:8]:
+                assert ref is not None
+                assert await repo.append_ledger(conn, run_id=run_id, epoch=1, stage=stage, ref=ref, locator=locator)
+            assert len(await repo.list_ledger(conn, run_id=run_id)) == len(kept)
+    finally:
+        await db.close()
