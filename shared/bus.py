@@ -35,7 +35,7 @@ from shared.contracts.common import (
     Subject,
     health_subject,
 )
-from shared.errors import DomainError, Invalid, Unreachable, from_envelope
+from shared.errors import DomainError, Invalid, Unreachable, from_envelope, validation_problem
 from shared.metrics import BUS_CALLS, BUS_REQUESTS, BUS_SECONDS
 from shared.observe import HandledLog, bound, new_request_id, request_id_var
 from shared.proof import ProofSigner, ProofVerifier
@@ -84,7 +84,7 @@ def validation_details(exc: ValidationError, prefix: str = "") -> dict[str, Any]
     errors = exc.errors()
     loc = tuple(errors[0]["loc"]) if errors else ()
     field = ".".join(str(p) for p in (prefix, *loc) if p != "")
-    return {"field": field or prefix or "body", "problem": errors[0]["msg"] if errors else "invalid"}
+    return {"field": field or prefix or "body", "problem": validation_problem(errors[0]) if errors else "invalid"}
 
 
 def _encode(value: Any) -> Any:

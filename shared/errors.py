@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 # HTTP status for every error code of the API (docs/api.md).
@@ -125,3 +126,29 @@ def from_envelope(error: dict[str, Any]) -> DomainError:
     if cls is None:
         return DomainError(message, details, code="internal")
     return cls(message, details)
+
+
+def over_limit(size: int, limit: int, unit: str = "characters") -> str:
+    """The words of a size refusal: the size sent and the limit, so the sender can tell how far to shorten."""
+    return f"too long: {size:,} {unit}, the limit is {limit:,}"
+
+
+def too_long(what: str, size: int, limit: int, unit: str = "characters") -> str:
+    """`the note is too long: 200,000 characters, the limit is 20,000`."""
+    return f"{what} is {over_limit(size, limit, unit)}"
+
+
+_LENGTH_UNITS = {"string_too_long": "characters", "bytes_too_long": "bytes", "too_long": "items"}
+
+
+def validation_problem(error: Mapping[str, Any]) -> str:
+    """pydantic's message for one of its errors, but a length over its bound names the length sent as well
+    as the bound (pydantic names only the bound of a string)."""
+    unit = _LENGTH_UNITS.get(str(error.get("type")))
+    ctx = error.get("ctx") or {}
+    limit, size, given = ctx.get("max_length"), ctx.get("actual_length"), error.get("input")
+    if size is None and isinstance(given, str | bytes | list | tuple | dict):
+        size = len(given)
+    if unit is not None and isinstance(limit, int) and isinstance(size, int):
+        return over_limit(size, limit, unit)
+    return str(error.get("msg", "invalid"))

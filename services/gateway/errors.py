@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
-from shared.errors import HTTP_STATUS, DomainError
+from shared.errors import HTTP_STATUS, DomainError, validation_problem
 
 log = logging.getLogger("dossier.gateway")
 
@@ -63,7 +63,7 @@ def install_error_handlers(app: FastAPI, *, api_prefixes: tuple[str, ...], stray
         if first.get("type") == "json_invalid":
             return envelope("invalid", "the request body is not valid JSON", {"field": "body"})
         field = _field(tuple(first.get("loc", ())))
-        return envelope("invalid", f"{field}: {first.get('msg', 'invalid')}", {"field": field})
+        return envelope("invalid", f"{field}: {validation_problem(first)}", {"field": field})
 
     @app.exception_handler(StarletteHTTPException)
     async def on_http_error(request: Request, exc: StarletteHTTPException) -> Response:
