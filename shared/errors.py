@@ -128,12 +128,25 @@ def from_envelope(error: dict[str, Any]) -> DomainError:
     return cls(message, details)
 
 
+def over_limit(size: int, limit: int, unit: str = "characters") -> str:
+    """The words of a size refusal: the size sent and the limit, so the sender can tell how far to shorten."""
+    return f"too long: {size:,} {unit}, the limit is {limit:,}"
+
+
+def too_long(what: str, size: int, limit: int, unit: str = "characters") -> str:
+    """`the note is too long: 200,000 characters, the limit is 20,000`."""
+    return f"{what} is {over_limit(size, limit, unit)}"
+
+
 def _count(n: Any, one: str) -> str:
     return f"{n:,} {one}" if n == 1 else f"{n:,} {one}s"
 
 
 def _length(value: Any) -> int | None:
-    return len(value) if isinstance(value, str | list | dict) else None
+    return len(value) if isinstance(value, str | bytes | list | tuple | dict) else None
+
+
+_LENGTH_UNITS = {"string_too_long": "characters", "bytes_too_long": "bytes", "too_long": "items"}
 
 
 def plain_problem(error: Mapping[str, Any]) -> str:
@@ -148,12 +161,12 @@ def plain_problem(error: Mapping[str, Any]) -> str:
     if kind == "string_too_short":
         least = ctx.get("min_length", 1)
         return "must not be empty" if least == 1 else f"must be at least {_count(least, 'character')}"
-    if kind == "string_too_long":
-        return f"must be at most {_count(ctx.get('max_length'), 'character')}; it has {size:,}"
-    if kind in ("too_short", "too_long"):
-        bound = ctx.get("min_length") if kind == "too_short" else ctx.get("max_length")
-        word = "at least" if kind == "too_short" else "at most"
-        return f"must hold {word} {_count(bound, 'item')}; it holds {ctx.get('actual_length', size)}"
+    if kind in _LENGTH_UNITS and isinstance(ctx.get("max_length"), int):
+        # The size sent beside the bound (pydantic names only the bound of a string).
+        sent = ctx.get("actual_length", size)
+        return over_limit(sent, ctx["max_length"], _LENGTH_UNITS[kind]) if isinstance(sent, int) else "is too long"
+    if kind == "too_short":
+        return f"must hold at least {_count(ctx.get('min_length'), 'item')}"
     if kind == "string_pattern_mismatch":
         return f"is not in the expected form (the pattern {ctx.get('pattern')})"
     bounds = {"greater_than_equal": "at least", "less_than_equal": "at most", "greater_than": "more than"}

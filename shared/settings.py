@@ -109,11 +109,16 @@ class RunhostSettings(CommonSettings):
     openai_model: str = ""
     openai_backoff_seconds: float = 0.5
     openai_max_backoff_seconds: float = 10.0
-    # How long a model request is retried (429, 5xx, resets, an error in a 200) before the run fails:
-    # long enough to ride out an endpoint's restart.
-    openai_retry_seconds: float = 120.0
-    # The deadline of one whole model request, however slowly its bytes arrive.
-    openai_timeout_seconds: float = 120.0
+    # How long a model request is retried (429, 5xx, resets, timeouts, an error in a 200) before the run
+    # fails, counted from its first failure (so an attempt that hung to its deadline leaves all of it):
+    # long enough to ride out an endpoint's restart. No attempt starts later.
+    openai_retry_seconds: float = Field(default=180.0, ge=0)
+    # The most attempts one model request makes, the first included.
+    openai_max_attempts: int = Field(default=30, ge=1)
+    # The deadline of one attempt (one whole HTTP request), however slowly its bytes arrive.
+    openai_timeout_seconds: float = Field(default=120.0, gt=0)
+    # Answers with nothing usable (no choices, a body that is not a JSON object) that fail a request at once.
+    openai_unusable_replies: int = Field(default=3, ge=1)
     # Sent as `parallel_tool_calls` when set; unset, the field is left out (not every server knows it).
     openai_parallel_tool_calls: bool | None = None
     # Ask for the reply as a stream of chunks (`stream: true`), assembled into the same step as a whole reply.

@@ -37,7 +37,7 @@ from shared.contracts import runhost as c
 from shared.contracts.common import Actor, Ref
 from shared.contracts.workspace import Catalog
 from shared.db import Database
-from shared.errors import Conflict, DomainError, Invalid, NotFound, TooLarge, Unavailable
+from shared.errors import Conflict, DomainError, Invalid, NotFound, TooLarge, Unavailable, too_long
 from shared.settings import RunhostSettings
 
 log = logging.getLogger("dossier.runhost.external")
@@ -199,8 +199,10 @@ class ExternalRuns:
     @answers(c.EXTERNAL_WRITE)
     async def write(self, ctx: RequestContext, req: c.ExternalWriteRequest) -> None:
         writable(req.path)
-        if len(req.text.encode("utf-8")) > MAX_WRITE_BYTES:
-            raise TooLarge("a working file is at most 1 MiB", {"limit": MAX_WRITE_BYTES})
+        size = len(req.text.encode("utf-8"))
+        if size > MAX_WRITE_BYTES:
+            message = too_long(f"the text of {req.path}", size, MAX_WRITE_BYTES, "bytes (UTF-8)")
+            raise TooLarge(message, {"limit": MAX_WRITE_BYTES, "size": size})
         run, epoch = await self._session(ctx.actor, req.run_id, req.lease)
         try:
             await self.files_for(run.id, epoch).write(req.path, req.text)

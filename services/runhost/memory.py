@@ -22,7 +22,7 @@ from services.runhost.repository import RunRepository
 from shared.blobs import Blobs
 from shared.contracts.runhost import RUN_FILE_PATTERN
 from shared.db import Database
-from shared.errors import Invalid, NotFound
+from shared.errors import Invalid, NotFound, too_long
 
 PATH = re.compile(RUN_FILE_PATTERN)
 MAX_FILE_CHARS = 4 * 1024 * 1024
@@ -66,7 +66,8 @@ class RunFiles:
         so a crash never leaves a source read without its file, or a file without its read."""
         validate_path(path)
         if len(text) > MAX_FILE_CHARS:
-            raise Invalid("the file is larger than a run's working file may be", {"limit": MAX_FILE_CHARS})
+            message = too_long(f"{path} (a run's working file)", len(text), MAX_FILE_CHARS)
+            raise Invalid(message, {"limit": MAX_FILE_CHARS, "size": len(text)})
         data = text.encode("utf-8")
         digest = hashlib.sha256(data).hexdigest()
         await self._blobs.put_bytes(self.key(path, digest), data, content_type="text/plain; charset=utf-8")

@@ -22,7 +22,7 @@ from shared.contracts import runhost as c
 from shared.contracts import workspace as ws
 from shared.contracts.common import Actor, Ref
 from shared.db import Database
-from shared.errors import Conflict, DomainError, Invalid, NotFound, TooLarge
+from shared.errors import Conflict, DomainError, Invalid, NotFound, TooLarge, too_long
 from shared.paging import Int64, cut_page, decode_cursor
 from shared.settings import RunhostSettings
 
@@ -233,7 +233,8 @@ class RunService:
     async def write_plan(self, ctx: RequestContext, req: c.WritePlanRequest) -> None:
         size = len(req.text.encode("utf-8"))
         if size > self._settings.max_plan_bytes:
-            raise TooLarge("the plan is larger than the limit", {"limit": self._settings.max_plan_bytes})
+            limit = self._settings.max_plan_bytes
+            raise TooLarge(too_long("the plan", size, limit, "bytes (UTF-8)"), {"limit": limit, "size": size})
         async with self._db.pool.acquire() as conn:
             run = await self._scoped_run(conn, ctx.actor, req.run_id)
         if run.status not in ("admitted", "running"):

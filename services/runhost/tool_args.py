@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSche
 
 from services.runhost.admitted import Proposal
 from shared.contracts.assets import SOURCE_ID_PATTERN
+from shared.errors import plain_problem
 
 
 class Args(BaseModel):
@@ -148,5 +149,5 @@ def check_arguments(model: type[A], tool: str, arguments: dict[str, Any]) -> A:
         problems = []
         for error in exc.errors()[:5]:
             where = ".".join(str(p) for p in error["loc"]) or "arguments"
-            problems.append(f"{where}: {error['msg']}")
+            problems.append(f"{where}: {plain_problem(error)}")
         raise BadArguments(f"bad arguments for {tool}: " + "; ".join(problems)) from exc

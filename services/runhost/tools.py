@@ -30,7 +30,7 @@ from services.runhost.tool_args import (
 )
 from shared.contracts.common import Actor, Ref
 from shared.contracts.workspace import Catalog
-from shared.errors import DomainError, Invalid, NotFound, Unavailable
+from shared.errors import DomainError, Invalid, NotFound, Unavailable, too_long
 
 log = logging.getLogger("dossier.runhost.tools")
 # A read answers at most this much, with where the rest starts: it fits whole in the model's window.
@@ -293,7 +293,7 @@ class ToolBox:
     ) -> Outcome:
         """Write one of the run's own files; a text over its limit is refused before anything is written."""
         if len(text) > limit:
-            raise Invalid(f"the {what} is too long", {"limit": limit})
+            raise Invalid(too_long(f"the {what}", len(text), limit), {"limit": limit, "size": len(text)})
         await self.files.write(path, text)
         return ToolResult(call.name, call.arguments, f"wrote {path} ({len(text)} chars)", data=data or {}), []
 

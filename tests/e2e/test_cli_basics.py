@@ -213,4 +213,4 @@ def test_refusals_in_words_a_user_reads(stack: RunningStack) -> None:
     question = {"question": "x" * 5000, "request_id": "r1"}
     too_long = httpx.post(f"{stack.url}/v1/workspaces/ws_x/runs", headers=auth, json=question)
     assert too_long.status_code == 422
-    assert too_long.json()["error"]["message"] == "question: must be at most 4,000 characters; it has 5,000"
+    assert too_long.json()["error"]["message"] == "question: too long: 5,000 characters, the limit is 4,000"

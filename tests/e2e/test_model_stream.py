@@ -16,6 +16,7 @@ from tests.support.fake_openai import (
     PACED,
     SCENARIO_ANSWER,
     killed_amid_a_batch,
+    model_env,
     read_and_cited_the_sources,
     requests_of,
     scenario_run,
@@ -27,14 +28,7 @@ from tests.support.stack import RunningStack, stack_running
 
 @pytest.fixture(scope="module")
 def stream_stack(tmp_path_factory: pytest.TempPathFactory, model_server: str) -> Iterator[RunningStack]:
-    env = {
-        "DOSSIER_MODEL": "openai",
-        "DOSSIER_OPENAI_BASE_URL": f"{model_server}/v1",
-        "DOSSIER_OPENAI_MODEL": "fake-stream",
-        "DOSSIER_OPENAI_STREAM": "true",
-        "DOSSIER_OPENAI_BACKOFF_SECONDS": "0.2",
-        **PACED,
-    }
+    env = model_env(model_server, "fake-stream", stream="true") | PACED
     with stack_running(tmp_path_factory.mktemp("stream-home"), extra_env=env) as running:
         yield running
 

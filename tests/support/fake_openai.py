@@ -21,6 +21,12 @@ An error body comes as an `{"error": ...}` event, `trickle` as a stream that sen
 twice a second and never ends, and `cutstream` as a first stream that stops after three chunks. Each record counts the chunks sent (`chunks`) and says when the client
 dropped the stream (`dropped`).
 
+Three scenarios test the client's budget: `stall:<seconds>` (the first request of a run waits that long,
+silent, before it answers; the next ones answer at once), `nochoices` (every reply a 200 without choices: a
+whole body with `choices: []`, or a stream of only its usage chunk) and `cutdone` (every stream, sent in
+HTTP/1.1 chunks, is cut by closing the connection right after the chunk carrying `finish_reason`: no
+usage, no `[DONE]`, no last chunk). `bignote` writes a note of 200,000 characters first.
+
 Started with the mode `walk` (`python -m tests.support.fake_openai PORT walk`) it plays a longer script
 instead, as a function of the input alone (like a model at temperature zero): the next step is chosen by
 how many tool results the request carries, so a resumed run that sends an input again gets the same step.
@@ -88,6 +94,7 @@ def text_reply(content: str | None, finish_reason: str = "stop") -> dict[str, An
     return completion({"role": "assistant", "content": content}, finish_reason)
 
 
+BIG_NOTE = 200_000  # characters: ten times what a note may hold
 SCENARIO = re.compile(r"scenario:([a-z_]+)(?::(\d+))?")
 NARRATION = "Let me start by listing the catalog, then I will search the evidence."
 SCENARIO_ANSWER = "## What the new evidence says\n- the scenario ran to its finish"
@@ -116,6 +123,11 @@ def scenario_answer(name: str, seconds: int, task: str, body: dict[str, Any]) ->
         first = FIRST_SEEN.setdefault(task, time.monotonic())
     if name == "outage" and time.monotonic() - first < seconds:
         return 503, {"error": {"message": "service unavailable", "type": "overloaded"}}
+    if name == "stall" and _count(task) == 1:
+        # Silent: not even the headers come before the client's deadline.
+        time.sleep(seconds)
+    if name == "nochoices":
+        return 200, completion({"role": "assistant", "content": None}, "stop") | {"choices": []}
     if name == "errorbody" and done == 0 and _count(task) == 1:
         return 200, {"error": {"message": "upstream model crashed", "type": "server_error", "code": 500}}
     if name == "trickle":
@@ -137,6 +149,8 @@ def scenario_answer(name: str, seconds: int, task: str, body: dict[str, Any]) ->
             return 200, text_reply(None, "content_filter")
         if name == "empty":
             return 200, text_reply("")
+        if name == "bignote":
+            return 200, tool_call("write_note", json.dumps({"source": "big", "text": "x" * BIG_NOTE}), "big-0")
         if name == "batch":
             calls = [
                 ("list_catalog", "{}", "batch-0"),
@@ -151,7 +165,7 @@ def scenario_answer(name: str, seconds: int, task: str, body: dict[str, Any]) ->
                 ("write_note", json.dumps({"source": "parallel", "text": "three calls in one reply"}), "par-2"),
             ]
             return 200, tool_calls(calls)
-    if name in ("outage", "errorbody") and done == 0:
+    if name in ("outage", "errorbody", "stall", "cutdone") and done == 0:
         return 200, tool_call("list_catalog", "{}", "s-0")
     proposal = {"summary": f"scenario {name} summary", "add_questions": [f"Did {name} hold?"]}
     arguments = {"answer": SCENARIO_ANSWER, "checkpoint_proposal": proposal}
@@ -284,7 +298,9 @@ PIECE = 7  # characters per streamed fragment: every argument of a tool call spa
 
 
 def pieces(text: str) -> list[str]:
-    return [text[i : i + PIECE] for i in range(0, len(text), PIECE)]
+    # A long text (a `bignote`) comes in at most about 100 pieces, so its stream fits a short deadline.
+    size = max(PIECE, len(text) // 100)
+    return [text[i : i + size] for i in range(0, len(text), size)]
 
 
 def chunk(delta: dict[str, Any] | None, finish_reason: str | None = None, **extra: Any) -> dict[str, Any]:
@@ -300,6 +316,8 @@ def chunk(delta: dict[str, Any] | None, finish_reason: str | None = None, **extr
 
 def chunks_of(payload: dict[str, Any], usage: bool) -> list[dict[str, Any]]:
     """A whole reply as the chunks a streaming server sends for it."""
+    if not payload["choices"]:
+        return [chunk(None, usage=payload["usage"])] if usage else []
     choice = payload["choices"][0]
     message = choice["message"]
     out = [chunk({"role": "assistant", "content": ""})]
@@ -323,13 +341,16 @@ class Handler(BaseHTTPRequestHandler):
 
     def _send(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
         data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(data)))
-        for k, v in (headers or {}).items():
-            self.send_header(k, v)
-        self.end_headers()
-        self.wfile.write(data)
+        try:
+            self.send_response(status)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            for k, v in (headers or {}).items():
+                self.send_header(k, v)
+            self.end_headers()
+            self.wfile.write(data)
+        except OSError:
+            return  # the client gave up waiting (a `stall` past its deadline)
 
     def do_GET(self) -> None:
         if self.path == "/requests":
@@ -365,6 +386,9 @@ class Handler(BaseHTTPRequestHandler):
             events = [payload] if "error" in payload else chunks_of(payload, usage)
             # `cutstream`: the first stream of a run stops after a few chunks, with no finish_reason nor [DONE].
             cut = scenario is not None and scenario[0] == "cutstream" and _count(scenario[2]) == 1
+            if scenario is not None and scenario[0] == "cutdone":
+                self._events_cut_after_finish(record, events)
+                return
             self._events(record, events[:3] if cut else events, done="error" not in payload and not cut)
             return
         self._send(status, payload, retry)
@@ -383,12 +407,33 @@ class Handler(BaseHTTPRequestHandler):
 
     def _events(self, record: dict[str, Any], events: list[dict[str, Any]], done: bool) -> None:
         """Server-sent events, then `[DONE]`; the connection closes after (HTTP/1.0)."""
-        self._start_events()
         try:
+            self._start_events()
             for event in events:
                 self._event(record, json.dumps(event))
             if done:
                 self.wfile.write(b"data: [DONE]\n\n")
+        except OSError:
+            with LOCK:
+                record["dropped"] = time.time()
+
+    def _events_cut_after_finish(self, record: dict[str, Any], events: list[dict[str, Any]]) -> None:
+        """The events up to the one carrying `finish_reason`, as HTTP/1.1 chunks, then the connection is
+        closed without the last chunk: the client's transport sees a body cut short."""
+        last = next(n for n, e in enumerate(events) if any(c.get("finish_reason") for c in e["choices"]))
+        self.protocol_version = "HTTP/1.1"
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
+        self.close_connection = True
+        try:
+            for event in events[: last + 1]:
+                data = f"data: {json.dumps(event)}\n\n".encode()
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                with LOCK:
+                    record["chunks"] = record.get("chunks", 0) + 1
+            self.wfile.flush()
         except OSError:
             with LOCK:
                 record["dropped"] = time.time()
@@ -433,6 +478,18 @@ def running(*mode: str) -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def model_env(url: str, model: str, **settings: str) -> dict[str, str]:
+    """A stack's environment whose runs the server at `url` drives, as `model`, with quick retries and
+    `settings` (`stream="true"` sets DOSSIER_OPENAI_STREAM)."""
+    env = {
+        "DOSSIER_MODEL": "openai",
+        "DOSSIER_OPENAI_BASE_URL": f"{url}/v1",
+        "DOSSIER_OPENAI_MODEL": model,
+        "DOSSIER_OPENAI_BACKOFF_SECONDS": "0.2",
+    }
+    return env | {f"DOSSIER_OPENAI_{name.upper()}": value for name, value in settings.items()}
 
 
 # A stack's environment for killing its runner between a model's answer and its tool: each step waits

@@ -41,6 +41,8 @@ def make_policy(model: str, settings: RunhostSettings) -> Policy:
             max_backoff_seconds=settings.openai_max_backoff_seconds,
             retry_seconds=settings.openai_retry_seconds,
             timeout=settings.openai_timeout_seconds,
+            max_attempts=settings.openai_max_attempts,
+            unusable_replies=settings.openai_unusable_replies,
             parallel_tool_calls=settings.openai_parallel_tool_calls,
             stream=settings.openai_stream,
         )

@@ -2,9 +2,10 @@
 
 The SDK's own retries are off: its budget (a few attempts within seconds) fails a run on a one-minute
 outage. Ours retries 429, 5xx, connection errors, timeouts and a 200 whose body is `{"error": ...}` with
-exponential backoff and full jitter, honours Retry-After, and gives up only when the retry budget
-(`retry_seconds`) is spent, logging the run id. Every attempt has a whole-request deadline, so a server
-that trickles bytes cannot hold a run past it.
+exponential backoff and full jitter, honours Retry-After, and gives up only when the retry budget is spent
+(`retries.py`: attempts, and time counted from the first failure, so a hung attempt leaves all of it),
+logging the run id. Every attempt has a whole-request deadline, so a server that trickles bytes cannot hold
+a run past it. A 200 with nothing usable in it (no choices) fails the request after a few, not the budget.
 
 The reply is read, never guessed: `finish_reason` and the tool calls decide the step. A reply that is
 not a usable tool call (narration, a `length` cut, `content_filter`, nothing at all) comes back as a
@@ -13,6 +14,8 @@ step with a `problem`, which the loop answers back to the model; it never become
 With `stream` on, the request asks for server-sent events (`stream=True`, usage in the last chunk) and
 the chunks are assembled into the body of a whole reply (`stream.py`) before any of the above, so a
 streamed run takes the same steps, ledger, journal and stats. A cancel closes the stream between chunks.
+A stream that breaks (or meets its deadline) after the chunk carrying `finish_reason` held a whole reply:
+it is kept, without the usage of the missing last chunk, and not asked for again.
 """
 
 from __future__ import annotations
@@ -20,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import random
 import time
 from typing import Any
 
@@ -29,18 +31,13 @@ import openai
 from openai.types.chat import ChatCompletion
 
 from services.runhost.policies.base import MALFORMED, ModelInput, PolicyError, ToolCall
-from services.runhost.policies.stream import StreamTooLong, assemble
+from services.runhost.policies.retries import BudgetSpent, Retryable, RetryBudget, Unusable
+from services.runhost.policies.stream import Assembly, StreamTooLong, assemble
 
 __all__ = ["MALFORMED", "OpenAIPolicy", "PolicyError"]
 
 NARRATION_CHARS = 2_000
 log = logging.getLogger("dossier.runhost.model")
-
-
-class Retryable(Exception):
-    def __init__(self, reason: str, retry_after: float | None = None):
-        super().__init__(reason)
-        self.reason, self.retry_after = reason, retry_after
 
 
 class OpenAIPolicy:
@@ -52,8 +49,10 @@ class OpenAIPolicy:
         model: str,
         backoff_seconds: float = 0.5,
         max_backoff_seconds: float = 10.0,
-        retry_seconds: float = 120.0,
+        retry_seconds: float = 180.0,
         timeout: float = 120.0,
+        max_attempts: int = 30,
+        unusable_replies: int = 3,
         parallel_tool_calls: bool | None = None,
         stream: bool = False,
     ):
@@ -62,6 +61,7 @@ class OpenAIPolicy:
         self.model = model
         self.backoff, self.max_backoff = backoff_seconds, max_backoff_seconds
         self.retry_seconds, self.timeout = retry_seconds, timeout
+        self.max_attempts, self.unusable_replies = max_attempts, unusable_replies
         self.parallel_tool_calls = parallel_tool_calls
         self.stream = stream
         # A local endpoint needs no key, but the SDK refuses to start without one.
@@ -80,37 +80,45 @@ class OpenAIPolicy:
 
     async def _complete(self, model_input: ModelInput) -> ChatCompletion:
         run_id = model_input.view.run_id
-        deadline = time.monotonic() + self.retry_seconds
-        attempt = 0
+        budget = RetryBudget(
+            self.backoff, self.max_backoff, self.retry_seconds, self.max_attempts, self.unusable_replies
+        )
         while True:
-            attempt += 1
+            budget.attempt(time.monotonic())
             try:
                 return await self._attempt(model_input)
             except Retryable as exc:
-                delay = min(self.max_backoff, self.backoff * 2 ** (attempt - 1)) * random.random()
-                if exc.retry_after is not None:
-                    delay = max(delay, exc.retry_after)
-                if time.monotonic() + delay > deadline:
-                    log.warning(
-                        "run %s: model endpoint given up after %d attempts in %.0f s: %s",
-                        run_id,
-                        attempt,
-                        self.retry_seconds,
-                        exc.reason,
-                    )
-                    raise PolicyError(
-                        f"the model endpoint failed for {self.retry_seconds:.0f} s ({attempt} attempts): {exc.reason}"
-                    ) from exc
+                try:
+                    delay = budget.after(exc, time.monotonic())
+                except BudgetSpent as spent:
+                    log.warning("run %s: model endpoint given up: %s", run_id, spent)
+                    raise spent from exc
                 await asyncio.sleep(delay)
             except PolicyError as exc:
                 log.warning("run %s: model endpoint refused the request: %s", run_id, exc)
                 raise
 
     async def _attempt(self, model_input: ModelInput) -> ChatCompletion:
+        assembly = Assembly()
+        try:
+            data = await self._reply(model_input, assembly)
+        except Retryable as exc:
+            if assembly.finish_reason is None:
+                raise
+            # The chunk with finish_reason ends the reply; what broke after it (the usage chunk, [DONE]) is
+            # not worth paying for the whole reply again.
+            log.info("run %s: a stream broke after its finish_reason, reply kept: %s", model_input.view.run_id, exc)
+            data = assembly.reply()
+        if not isinstance(data.get("choices"), list) or not data["choices"]:
+            raise Unusable("a reply without choices")
+        return completion_from_reply(data)
+
+    async def _reply(self, model_input: ModelInput, assembly: Assembly) -> dict[str, Any]:
+        """One request's reply body; a stream's chunks are added to `assembly` as they come."""
         try:
             # The SDK's timeout bounds each read; a server trickling bytes needs a deadline on the whole.
             async with asyncio.timeout(self.timeout):
-                data = await (self._streamed(model_input) if self.stream else self._whole(model_input))
+                return await (self._streamed(model_input, assembly) if self.stream else self._whole(model_input))
         except TimeoutError as exc:
             raise Retryable(f"no whole reply within {self.timeout:.0f} s") from exc
         except openai.APIStatusError as exc:
@@ -127,9 +135,6 @@ class OpenAIPolicy:
             raise Retryable(f"the stream broke ({type(exc).__name__})") from exc
         except StreamTooLong as exc:
             raise Retryable(str(exc)) from exc
-        if not isinstance(data.get("choices"), list) or not data["choices"]:
-            raise Retryable("a reply without choices")
-        return completion_from_reply(data)
 
     def _arguments(self, model_input: ModelInput) -> dict[str, Any]:
         return {
@@ -149,23 +154,23 @@ class OpenAIPolicy:
         try:
             data = json.loads(raw.text)
         except ValueError as exc:
-            raise Retryable("a reply that is not JSON") from exc
+            raise Unusable("a reply that is not JSON") from exc
         if not isinstance(data, dict):
-            raise Retryable("a reply that is not a JSON object")
+            raise Unusable("a reply that is not a JSON object")
         if data.get("error") is not None:
             # Some servers (proxies, vLLM under load) report a failure inside a 200.
             raise Retryable(f"an error in a 200 reply: {str(data['error'])[:200]}", _retry_after(raw.headers))
         return data
 
-    async def _streamed(self, model_input: ModelInput) -> dict[str, Any]:
+    async def _streamed(self, model_input: ModelInput, assembly: Assembly) -> dict[str, Any]:
         stream = await self.client.chat.completions.create(  # type: ignore[call-overload]
             stream=True, stream_options={"include_usage": True}, **self._arguments(model_input)
         )
         # Closing the stream on the way out (a cancel, the deadline) drops the connection at once.
         async with stream:
-            assembly = await assemble(stream)
+            await assemble(stream, assembly)
         if assembly.choices == 0:
-            raise Retryable("a stream without choices")
+            raise Unusable("a stream without choices")
         if assembly.finish_reason is None:
             raise Retryable("a stream that ended without a finish_reason")
         return assembly.reply()

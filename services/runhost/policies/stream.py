@@ -86,9 +86,10 @@ class Assembly:
         return body
 
 
-async def assemble(chunks: AsyncIterable[Any]) -> Assembly:
-    """The assembly of a whole stream of the SDK's chunk objects."""
-    assembly = Assembly()
+async def assemble(chunks: AsyncIterable[Any], assembly: Assembly | None = None) -> Assembly:
+    """The assembly of a whole stream of the SDK's chunk objects (into `assembly`, which keeps what came
+    when the stream breaks)."""
+    assembly = Assembly() if assembly is None else assembly
     async for chunk in chunks:
         assembly.add(chunk.to_dict() if hasattr(chunk, "to_dict") else dict(chunk))
     return assembly

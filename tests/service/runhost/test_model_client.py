@@ -92,3 +92,46 @@ async def test_a_stream_error_event_or_a_stream_cut_short_is_retried(
     assert step.name == expected and step.tokens_in == 100 and not step.problem
     first, second = await sent_requests(model_url)
     assert first["body"] == second["body"] and first["stream"] and second["chunks"] > first["chunks"]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_stall_longer_than_one_attempts_deadline_is_retried(model_url: str, stream: bool) -> None:
+    # The budget no longer than one attempt's deadline, as both once defaulted to 120 s: a request that
+    # timed out must still get its retry, as the budget runs from the first failure.
+    async with policy_at(model_url, backoff_seconds=0.1, retry_seconds=1, timeout=1, stream=stream) as policy:
+        step = await policy.next_step(model_input("run_stall", f"scenario:stall:3 stream={stream}"))
+    assert step.name == "list_catalog" and not step.problem and step.tokens_in == 100
+    first, second = await sent_requests(model_url)
+    assert first["body"] == second["body"] and second["status"] == 200
+
+
+async def test_a_stream_cut_after_its_finish_reason_is_kept_not_asked_again(model_url: str) -> None:
+    async with policy_at(model_url, backoff_seconds=0.1, retry_seconds=2, stream=True) as policy:
+        step = await policy.next_step(model_input("run_cut_done", "scenario:cutdone kept"))
+    assert step.name == "list_catalog" and step.call_id == "s-0" and not step.problem
+    # The usage chunk never came: the reply is kept without token counts.
+    assert step.tokens_in is None and step.tokens_out is None
+    (sent,) = await sent_requests(model_url)
+    assert sent["stream"] and sent["chunks"] >= 3
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_replies_without_choices_fail_after_three_attempts_whatever_the_budget(
+    model_url: str, stream: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with policy_at(model_url, backoff_seconds=0.05, retry_seconds=10, stream=stream) as policy:
+        with caplog.at_level(logging.WARNING, logger="dossier.runhost.model"), pytest.raises(PolicyError) as failed:
+            await policy.next_step(model_input("run_nochoices", f"scenario:nochoices stream={stream}"))
+    assert "answered 3 times with nothing usable" in str(failed.value) and "without choices" in str(failed.value)
+    assert any("run run_nochoices: model endpoint given up" in r.getMessage() for r in caplog.records)
+    assert len(await sent_requests(model_url)) == 3
+
+
+async def test_an_outage_meets_the_attempts_cap_before_the_time_budget(model_url: str) -> None:
+    async with policy_at(model_url, backoff_seconds=0.05, retry_seconds=600, max_attempts=3) as policy:
+        with pytest.raises(PolicyError) as failed:
+            await policy.next_step(model_input("run_cap", "scenario:outage:600 cap"))
+    assert "failed 3 attempts in " in str(failed.value) and "the most attempts a request makes: HTTP 503" in str(
+        failed.value
+    )
+    assert len(await sent_requests(model_url)) == 3
