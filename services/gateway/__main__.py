@@ -6,7 +6,8 @@ def serve(settings: GatewaySettings) -> None:
     import uvicorn
 
     from services.gateway.app import create_app
-    from services.gateway.connections import Connections, fit_descriptors, guarded
+    from services.gateway.connections import Connections, fit_descriptors
+    from services.gateway.protocol import guarded
     from services.gateway.workers import listen_socket
     from shared import tracing
     from shared.children import wait_for_file
@@ -33,7 +34,7 @@ def serve(settings: GatewaySettings) -> None:
         proxy_headers=False,
         loop="uvloop",
         # httptools, with each loop turn's writes sent together (writes.py), held to the connection caps
-        # and read deadlines (connections.py).
+        # and read deadlines (connections.py, protocol.py).
         http=guarded(connections),
     )
     wait_for_file(settings.infra_ready_file)

@@ -226,7 +226,7 @@ def _too_large(limit: int) -> TooLarge:
 
 async def send_envelope(send: Send, err: DomainError, *, extra: list[tuple[bytes, bytes]] | None = None) -> None:
     """The error envelope (docs/api.md), sent from outside FastAPI's exception handlers. A body it leaves
-    unread is drained and dropped by the connection (services.gateway.connections), never buffered."""
+    unread is drained and dropped by the connection (services.gateway.protocol), never buffered."""
     body = json.dumps(err.envelope()).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *(extra or [])]
     await send({"type": "http.response.start", "status": HTTP_STATUS[err.code], "headers": headers})

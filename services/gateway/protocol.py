@@ -1,0 +1,156 @@
+"""uvicorn's HTTP protocol held to the gateway's deadlines and connection caps (services.gateway.connections
+says which and why)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from typing import ClassVar
+
+from services.gateway.connections import Connections
+from services.gateway.limits import has_body
+from services.gateway.writes import CombinedWrites
+from shared.observe import new_request_id
+
+log = logging.getLogger("dossier.gateway.connections")
+
+# A body answered before it was read (a refusal) is read on and dropped, so the client, still sending,
+# can read the answer; past this many bytes the connection is closed instead.
+DRAIN_BYTES = 4 * 1024 * 1024
+
+HEADERS, BODY, BUSY, IDLE = "headers", "body", "busy", "idle"
+
+
+class GuardedConnection(CombinedWrites):
+    """uvicorn's httptools protocol (with combined writes), admitted by and held to `limits`."""
+
+    limits: ClassVar[Connections]
+    _admitted = False
+    peer = ""
+    _phase = HEADERS
+    _since = 0.0
+    _drained = 0
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        peername = transport.get_extra_info("peername")
+        self.peer = str(peername[0]) if isinstance(peername, tuple) and peername else ""
+        self._admitted = self.limits.admit(self, self.peer, self.loop)
+        if not self._admitted:
+            transport.abort()
+            return
+        self._enter(HEADERS)
+        super().connection_made(transport)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self._admitted:
+            return
+        self.limits.leave(self, self.peer)
+        super().connection_lost(exc)
+
+    def _enter(self, phase: str) -> None:
+        self._phase = phase
+        self._since = time.monotonic()
+        waiting = self.limits.waiting
+        waiting.pop(self, None)
+        if phase in (HEADERS, IDLE) and self in self.limits.open:
+            waiting[self] = None  # to the end of the line
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._drained = 0
+        self._enter(HEADERS)
+
+    def on_headers_complete(self) -> None:
+        super().on_headers_complete()
+        if has_body(self.headers):
+            # Nothing of a body is read until the application asks for it (uvicorn resumes reading then):
+            # a body refused from its headers, or waiting for room in the pre-auth budget, stays in the
+            # kernel's buffers, not in this process.
+            self.flow.pause_reading()
+            self._enter(BODY)
+        else:
+            self._enter(BUSY)
+
+    def on_body(self, body: bytes) -> None:
+        if self.cycle is not None and self.cycle.response_complete:
+            self._drained += len(body)  # uvicorn drops it
+            if self._drained > DRAIN_BYTES and not self.transport.is_closing():
+                self.transport.close()
+        super().on_body(body)
+        self._since = time.monotonic()
+
+    def on_message_complete(self) -> None:
+        super().on_message_complete()
+        # Answered before its body ended (a refusal): nothing is left to wait for.
+        self._enter(IDLE if self.cycle is not None and self.cycle.response_complete else BUSY)
+
+    def on_response_complete(self) -> None:
+        if self.cycle is not None and self.cycle.body:
+            # What arrived with the headers of a body that was never read (a refusal): no one will read it,
+            # and a connection that goes on draining the rest must not keep it.
+            self.cycle.body = bytearray()
+        super().on_response_complete()
+        if self._phase == BUSY:
+            self._enter(IDLE)
+
+    def enforce(self, now: float) -> None:
+        """Closes this connection if it is past its phase's deadline (called by the sweep)."""
+        if self.transport is None or self.transport.is_closing():
+            return
+        waited = now - self._since
+        if self._phase == HEADERS and waited > self.limits.header_timeout:
+            self.limits.late_headers.count()
+            previous_done = self.cycle is None or self.cycle.response_complete
+            self._close("the request's headers did not arrive in time", self.limits.header_timeout, previous_done)
+        elif self._phase == BODY:
+            if self.flow.read_paused:
+                self._since = now  # the application is taking its time, not the client
+            elif waited > self.limits.body_timeout:
+                self.limits.late_body.count()
+                reply = self.cycle is not None and not self.cycle.response_started
+                self._close("the request's body stopped arriving", self.limits.body_timeout, reply)
+        elif self._phase == IDLE and waited > self.limits.header_timeout:
+            self.limits.idle.count()
+            self.transport.close()
+
+    def shed(self) -> None:
+        """Closed to make room: 408 if its request had begun (its headers unfinished), else just closed."""
+        if self._phase == HEADERS and (self.cycle is None or self.cycle.response_complete):
+            self._close("the server made room for other connections", self.limits.header_timeout, True)
+        else:
+            self.transport.close()
+
+    def send_400_response(self, msg: str) -> None:
+        """A request the HTTP parser refuses (a malformed request line or chunk, a URL too long) is answered
+        in the envelope with its request id, like every other reply, and logged as one JSON line."""
+        request_id = new_request_id()
+        log.info("malformed HTTP request refused: %s", msg, extra={"request_id": request_id})
+        body = json.dumps(
+            {"error": {"code": "invalid", "message": "the request is not valid HTTP/1.1", "details": {}}}
+        ).encode()
+        head = (
+            b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\n"
+            + b"content-length: %d\r\nx-request-id: %s\r\nconnection: close\r\n\r\n" % (len(body), request_id.encode())
+        )
+        self.transport.write(head + body)
+        self.transport.close()
+
+    def _close(self, message: str, limit: float, reply: bool) -> None:
+        if reply:
+            body = json.dumps(
+                {"error": {"code": "timeout", "message": message, "details": {"limit_seconds": limit}}}
+            ).encode()
+            head = (
+                b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
+                + b"content-length: %d\r\nx-request-id: %s\r\nconnection: close\r\n\r\n"
+                % (len(body), new_request_id().encode())
+            )
+            self.transport.write(head + body)
+        self.transport.close()
+
+
+def guarded(limits: Connections) -> type[GuardedConnection]:
+    """The protocol class uvicorn builds a connection with, bound to this process's `limits`."""
+    return type("Guarded", (GuardedConnection,), {"limits": limits})
