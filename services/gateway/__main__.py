@@ -22,6 +22,9 @@ def serve(settings: GatewaySettings) -> None:
         max_per_peer=settings.max_connections_per_peer,
         header_timeout=settings.header_timeout_seconds,
         body_timeout=settings.body_timeout_seconds,
+        drain_timeout=settings.drain_timeout_seconds,
+        preauth_body_timeout=settings.preauth_body_timeout_seconds,
+        min_body_rate=settings.body_min_bytes_per_second,
     )
     GATEWAY_WORKERS.set(1)
     config = uvicorn.Config(

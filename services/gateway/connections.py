@@ -10,7 +10,13 @@ held to the caps kept here:
   connection, for its first request), and an idle keep-alive connection goes after as long;
 - a body may pause no longer than `body_timeout` while the server is reading it (not while the
   application is slow to take it, which pauses reading);
-- past either deadline the client gets 408 (the error envelope, `timeout`) when no answer to that request
+- a pause limit restarts with every byte, so a body sent a byte at a time would never meet it; three
+  deadlines do not restart. The rest of a body answered before it ended (a refusal: 401, 413) is read and
+  dropped for `drain_timeout` from the answer, then the connection is closed. A body read before its
+  caller is known to hold a valid token (the route learns it, or the token was refused and a chunked
+  body is read to its end) must end within `preauth_body_timeout` of its headers. Every body, once
+  read for `body_timeout`, must have averaged `min_body_rate` bytes a second of reading;
+- past a deadline the client gets 408 (the error envelope, `timeout`) when no answer to that request
   has begun, and the connection is closed;
 - a connection over `max_per_peer` from its peer's address is closed as soon as it is accepted, so one
   address cannot take every descriptor;
@@ -19,6 +25,8 @@ held to the caps kept here:
   is the new one refused: half-sent headers from many addresses cannot keep a caller elsewhere out.
 
 Refusals are counted (`dossier_gateway_refused_total`) and logged once an interval, never once each.
+The application says whose body a request carries through the `dossier.caller` ASGI extension
+(services.gateway.limits).
 """
 
 from __future__ import annotations
@@ -46,22 +54,38 @@ RESERVED_DESCRIPTORS = 512
 class Connections:
     """Every open connection of this process, the caps, and one sweep a moment that enforces deadlines."""
 
-    def __init__(self, *, max_total: int, max_per_peer: int, header_timeout: float, body_timeout: float):
+    def __init__(
+        self,
+        *,
+        max_total: int,
+        max_per_peer: int,
+        header_timeout: float,
+        body_timeout: float,
+        drain_timeout: float,
+        preauth_body_timeout: float,
+        min_body_rate: int,
+    ):
         self.max_total = max_total
         self.max_per_peer = max_per_peer
         self.header_timeout = header_timeout
         self.body_timeout = body_timeout
+        self.drain_timeout = drain_timeout
+        self.preauth_body_timeout = preauth_body_timeout
+        self.min_body_rate = min_body_rate
         self.open: set[GuardedConnection] = set()
         # Connections without a request in progress, longest waiting first (dicts keep insertion order).
         self.waiting: dict[GuardedConnection, None] = {}
         self.per_peer: Counter[str] = Counter()
-        self._interval = min(1.0, header_timeout / 4, body_timeout / 4)
+        self._interval = min(1.0, *(t / 4 for t in (header_timeout, body_timeout, drain_timeout, preauth_body_timeout)))
         self._sweep_handle: asyncio.TimerHandle | None = None
         self._over_total = Tally("connections", "connections refused: the gateway holds its most")
         self._shed = Tally("connections_shed", "waiting connections closed to make room for new ones")
         self._over_peer = Tally("connections_per_peer", "connections refused: their address holds its most")
         self.late_headers = Tally("header_timeout", "connections closed: headers not complete in time")
         self.late_body = Tally("body_timeout", "connections closed: a body paused too long")
+        self.slow_body = Tally("body_rate", "connections closed: a body arriving under the minimum rate")
+        self.late_preauth = Tally("preauth_body_timeout", "connections closed: a body before auth not whole in time")
+        self.late_drain = Tally("drain_timeout", "connections closed: a refused body still arriving at its deadline")
         self.idle = Tally("idle_timeout", "idle connections closed")
 
     def admit(self, conn: GuardedConnection, peer: str, loop: asyncio.AbstractEventLoop) -> bool:
