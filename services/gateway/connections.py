@@ -18,11 +18,13 @@ held to the caps kept here:
   read for `body_timeout`, must have averaged `min_body_rate` bytes a second of reading;
 - past a deadline the client gets 408 (the error envelope, `timeout`) when no answer to that request
   has begun, and the connection is closed;
-- a connection over `max_per_peer` from its peer's address is closed as soon as it is accepted, so one
-  address cannot take every descriptor;
-- over `max_total` in all, the connection that has waited longest without a request in progress (its
-  headers still unfinished, or idle between requests) is closed to make room, and only when there is none
-  is the new one refused: half-sent headers from many addresses cannot keep a caller elsewhere out.
+- over `max_per_peer` from one address, or over `max_total` in all, a connection is closed to make
+  room (`ShedOrder`): first one draining a body already answered (a refusal) or reading one before its
+  caller is known to hold a valid token, then one waiting without a request in progress (its
+  headers unfinished, or idle) that never carried a valid token, then any other waiting one; the
+  longest waiting first within each. A request in progress for a caller with a token is never closed
+  for room: only when there is nothing else is the new connection refused, so trickles and half-sent
+  headers from many addresses cannot keep a caller with a token out.
 
 Refusals are counted (`dossier_gateway_refused_total`) and logged once an interval, never once each.
 The application says whose body a request carries through the `dossier.caller` ASGI extension
@@ -49,6 +51,9 @@ log = logging.getLogger("dossier.gateway.connections")
 # Descriptors kept for what is not a client connection: the database pool, NATS, the object store, logs,
 # spooled uploads.
 RESERVED_DESCRIPTORS = 512
+# The lines of the shed order, the first closed first: bodies drained after their answer or read before
+# auth, waiting connections that never carried a valid token, waiting connections that did.
+UNKNOWN_BODY, UNKNOWN_WAITING, KNOWN_WAITING = range(3)
 
 
 class Connections:
@@ -73,13 +78,12 @@ class Connections:
         self.preauth_body_timeout = preauth_body_timeout
         self.min_body_rate = min_body_rate
         self.open: set[GuardedConnection] = set()
-        # Connections without a request in progress, longest waiting first (dicts keep insertion order).
-        self.waiting: dict[GuardedConnection, None] = {}
+        self.sheddable = ShedOrder()
         self.per_peer: Counter[str] = Counter()
         self._interval = min(1.0, *(t / 4 for t in (header_timeout, body_timeout, drain_timeout, preauth_body_timeout)))
         self._sweep_handle: asyncio.TimerHandle | None = None
         self._over_total = Tally("connections", "connections refused: the gateway holds its most")
-        self._shed = Tally("connections_shed", "waiting connections closed to make room for new ones")
+        self._shed = Tally("connections_shed", "connections closed to make room for new ones")
         self._over_peer = Tally("connections_per_peer", "connections refused: their address holds its most")
         self.late_headers = Tally("header_timeout", "connections closed: headers not complete in time")
         self.late_body = Tally("body_timeout", "connections closed: a body paused too long")
@@ -89,31 +93,38 @@ class Connections:
         self.idle = Tally("idle_timeout", "idle connections closed")
 
     def admit(self, conn: GuardedConnection, peer: str, loop: asyncio.AbstractEventLoop) -> bool:
-        if self.per_peer[peer] >= self.max_per_peer:
+        if self.per_peer[peer] >= self.max_per_peer and not self._make_room(peer):
             self._over_peer.count(f"{peer} holds {self.per_peer[peer]}")
             return False
-        if len(self.open) >= self.max_total:
-            if not self.waiting:
-                self._over_total.count(f"{len(self.open)} open")
-                return False
-            oldest = next(iter(self.waiting))
-            self._shed.count(f"{len(self.open)} open")
-            self.leave(oldest, oldest.peer)
-            oldest.shed()
+        if len(self.open) >= self.max_total and not self._make_room(None):
+            self._over_total.count(f"{len(self.open)} open")
+            return False
         self.open.add(conn)
         self.per_peer[peer] += 1
+        self.sheddable.join(conn)
         GATEWAY_CONNECTIONS.set(len(self.open))
         if self._sweep_handle is None:
             self._sweep_handle = loop.call_later(self._interval, self._sweep, loop)
         return True
 
+    def _make_room(self, peer: str | None) -> bool:
+        """Closes the first in the shed order (of `peer`'s connections, or of all); False when there is none."""
+        victim = self.sheddable.first(peer)
+        if victim is None:
+            return False
+        self._shed.count(f"{len(self.open)} open" if peer is None else f"{peer} holds {self.per_peer[peer]}")
+        self.leave(victim, victim.peer)
+        victim.shed()
+        return True
+
     def leave(self, conn: GuardedConnection, peer: str) -> None:
-        self.waiting.pop(conn, None)
+        self.sheddable.drop(conn)
         if conn in self.open:
             self.open.discard(conn)
             self.per_peer[peer] -= 1
             if self.per_peer[peer] <= 0:
                 del self.per_peer[peer]
+                self.sheddable.forget(peer)
             GATEWAY_CONNECTIONS.set(len(self.open))
 
     def _sweep(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -121,6 +132,50 @@ class Connections:
         for conn in list(self.open):
             conn.enforce(now)
         self._sweep_handle = loop.call_later(self._interval, self._sweep, loop) if self.open else None
+
+
+class ShedOrder:
+    """The connections that may be closed to make room, in the order they go: line by line (`UNKNOWN_BODY`
+    first), the longest waiting first within a line; kept for all and for each peer address. Where a
+    connection stands is kept on it (`shed_line`, `shed_lines_of_peer`): every request moves its
+    connection two or three times, and attributes cost it less than another table would."""
+
+    LINES = 3
+
+    def __init__(self) -> None:
+        self._lines: list[dict[GuardedConnection, None]] = [{} for _ in range(self.LINES)]
+        self._of_peer: dict[str, list[dict[GuardedConnection, None]]] = {}
+
+    def join(self, conn: GuardedConnection) -> None:
+        """A connection just admitted, in no line yet."""
+        lines = self._of_peer.get(conn.peer)
+        if lines is None:
+            lines = self._of_peer[conn.peer] = [{} for _ in range(self.LINES)]
+        conn.shed_line, conn.shed_lines_of_peer = None, lines
+
+    def put(self, conn: GuardedConnection, line: int | None) -> None:
+        """To the end of `line` (dicts keep insertion order); out of every line for None."""
+        was = conn.shed_line
+        if was is not None:
+            del self._lines[was][conn]
+            del conn.shed_lines_of_peer[was][conn]
+        conn.shed_line = line
+        if line is not None:
+            self._lines[line][conn] = None
+            conn.shed_lines_of_peer[line][conn] = None
+
+    def drop(self, conn: GuardedConnection) -> None:
+        self.put(conn, None)
+
+    def forget(self, peer: str) -> None:
+        """A peer address that holds no connection any more."""
+        self._of_peer.pop(peer, None)
+
+    def first(self, peer: str | None = None) -> GuardedConnection | None:
+        for line in self._lines if peer is None else self._of_peer.get(peer, ()):
+            for conn in line:
+                return conn
+        return None
 
 
 def fit_descriptors(max_total: int) -> int:

@@ -7,7 +7,7 @@ buffered (a chunked one, whose size only its end tells, is read and dropped to t
 the token's rate. Routes that learn their caller only while they run (the workbench's forms, /v1/health)
 read their body within the pre-auth budget (services.gateway.admission). Whether a body is a caller's
 with a valid token is told to the connection (`tell_connection`), which holds it to that caller's
-deadlines.
+deadlines and closes the others' first when it must make room.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ from shared.errors import HTTP_STATUS, DomainError, Overloaded, RateLimited, Too
 STREAMED_ROUTES = frozenset({("POST", "/v1/assets"), ("POST", "/v1/artifacts")})
 MCP_PATH = "/mcp"
 # The ASGI extension through which the connection that carries a request (services.gateway.protocol)
-# learns whether its body is a caller's with a valid token: the deadline the body is held to depends on it.
+# learns whether its body is a caller's with a valid token: the deadline the body is held to, and whether
+# the connection is among the first closed when the gateway must make room, depend on it.
 CALLER_EXTENSION = "dossier.caller"
 
 

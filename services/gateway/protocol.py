@@ -1,5 +1,6 @@
 """uvicorn's HTTP protocol held to the gateway's deadlines and connection caps (services.gateway.connections
-says which and why): each connection knows its request's phase and whose body it carries."""
+says which and why): each connection knows its request's phase, whose body it carries, and its place in
+the order in which connections are closed to make room."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import logging
 import time
 from typing import Any, ClassVar
 
-from services.gateway.connections import Connections
+from services.gateway.connections import KNOWN_WAITING, UNKNOWN_BODY, UNKNOWN_WAITING, Connections
 from services.gateway.limits import CALLER_EXTENSION, has_body
 from services.gateway.writes import CombinedWrites
 from shared.observe import new_request_id
@@ -33,8 +34,12 @@ class GuardedConnection(CombinedWrites):
     _since = 0.0
     _drained = 0
     # Whether the current request's caller holds a valid token: None until the application says
-    # (services.gateway.limits.tell_connection).
+    # (services.gateway.limits.tell_connection). `_trusted` once any request of this connection did.
     _caller: bool | None = None
+    _trusted = False
+    # Its place in the shed order (connections.ShedOrder, which sets both once it is admitted).
+    shed_line: int | None = None
+    shed_lines_of_peer: list[dict[GuardedConnection, None]]
     # The current body: when its headers ended, the bytes read, and the seconds spent reading it (not
     # those the application paused reading for), as of the sweep at `_checked`.
     _body_since = 0.0
@@ -63,10 +68,19 @@ class GuardedConnection(CombinedWrites):
     def _enter(self, phase: str) -> None:
         self._phase = phase
         self._since = time.monotonic()
-        waiting = self.limits.waiting
-        waiting.pop(self, None)
-        if phase in (HEADERS, IDLE) and self in self.limits.open:
-            waiting[self] = None  # to the end of the line
+        self._line_up()
+
+    def _line_up(self) -> None:
+        """To the end of its line in the shed order, or out of it: a request in progress is closed for
+        room only when it carries the body of a caller without a valid token."""
+        if self not in self.limits.open:
+            return  # closed, or being shed
+        phase, line = self._phase, None
+        if phase == DRAIN or (phase == BODY and self._caller is False):
+            line = UNKNOWN_BODY
+        elif phase in (HEADERS, IDLE):
+            line = KNOWN_WAITING if self._trusted else UNKNOWN_WAITING
+        self.limits.sheddable.put(self, line)
 
     def _told(self, scope: Any, authenticated: bool) -> None:
         if scope.get("headers") is not self.headers:
@@ -74,6 +88,9 @@ class GuardedConnection(CombinedWrites):
             # new headers list, which a copy of the scope made on the way to a route still shares.)
             return
         self._caller = authenticated
+        self._trusted = self._trusted or authenticated
+        if self._phase == BODY:
+            self._line_up()
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
@@ -161,9 +178,11 @@ class GuardedConnection(CombinedWrites):
                 self._close("the request's body arrives too slowly", limits.body_timeout, reply, rate=rate)
 
     def shed(self) -> None:
-        """Closed to make room: 408 if its request had begun (its headers unfinished), else just closed."""
+        """Closed to make room: 408 when its request has begun and has no answer yet, else just closed."""
         if self._phase == HEADERS and (self.cycle is None or self.cycle.response_complete):
             self._close("the server made room for other connections", self.limits.header_timeout, True)
+        elif self._phase == BODY and self.cycle is not None and not self.cycle.response_started:
+            self._close("the server made room for other connections", self.limits.body_timeout, True)
         else:
             self.transport.close()
 

@@ -2,7 +2,9 @@
 
 A body's pause limit restarts with every byte, so a trickle used to hold its connection for as long as the
 sender liked: after a refusal (401, 413) while the rest was drained, while a body was read before its
-caller was known, and while a token's body crawled. Each now has a deadline a trickle cannot reset.
+caller was known, and while a token's body crawled. Each now has a deadline a trickle cannot reset, and
+when the connection caps are reached the connections of callers without a valid token make room for one
+with a token.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+import httpx
 
 from tests.support.api import probe
 from tests.support.gateway import connect_from, read_if_closed, running_gateway
@@ -129,3 +133,48 @@ def test_a_trickled_body_is_closed_at_its_deadline_whatever_it_sends(infra: Infr
             print(f"every trickle closed by the gateway within {time.monotonic() - started:.1f}s")
             for name, (_, status) in expected.items():
                 assert bytes(attack.seen[name]).startswith(status), (name, bytes(attack.seen[name][:200]))
+
+
+CAP_TOTAL = 48
+CAP_PER_PEER = 16
+ADDRESSES = [f"127.0.0.{n}" for n in range(2, 7)]  # 5 addresses x 16: more than the gateway holds in all
+
+
+def test_trickling_connections_at_the_caps_leave_room_for_a_token(infra: Infra, tmp_path: Path) -> None:
+    """Connections that trickle refused or pre-auth bodies fill the caps and are kept trickling; with
+    deadlines too long to help, a caller with a token is still answered, with and without a body."""
+    with running_gateway(
+        infra,
+        tmp_path,
+        DOSSIER_MAX_CONNECTIONS=str(CAP_TOTAL),
+        DOSSIER_MAX_CONNECTIONS_PER_PEER=str(CAP_PER_PEER),
+        DOSSIER_DRAIN_TIMEOUT_SECONDS="600",
+        DOSSIER_PREAUTH_BODY_TIMEOUT_SECONDS="600",
+    ) as gateway:
+        admin = {"Authorization": f"Bearer {gateway.admin}"}
+        with trickling(gateway.port) as attack:
+            heads = [NO_TOKEN, OVER_LIMIT, SIGN_IN]
+            for address in ADDRESSES:
+                for n in range(CAP_PER_PEER):
+                    attack.open(f"{address}#{n}", heads[n % len(heads)], source=address)
+            attack.start()
+            refused = [name for name, head in attack.heads.items() if head is not SIGN_IN]
+            # Every refused request has its answer (or was closed), so every held one is trickling.
+            probe(lambda: all(attack.seen[n] or attack.gone(n) for n in refused), timeout=30)
+            held = attack.held()
+            print(f"{len(held)} of {len(attack.sockets)} trickling connections held by the gateway")
+            assert len(held) == CAP_TOTAL, "the attack did not reach the total cap"
+
+            try:
+                listed = httpx.get(f"{gateway.url}/v1/admin/tokens", headers=admin, timeout=30)
+                created = httpx.post(
+                    f"{gateway.url}/v1/admin/tokens",
+                    json={"scope": "acme", "principal": "bob"},
+                    headers=admin,
+                    timeout=30,
+                )
+            except httpx.TransportError as exc:
+                raise AssertionError(f"the caller with a token was not served: {exc!r}") from None
+            assert listed.status_code == 200, listed.text[:300]
+            assert created.status_code in (200, 201), created.text[:300]
+            print(f"{len(attack.held())} trickling connections held after the caller with a token was served")
