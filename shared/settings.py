@@ -83,8 +83,18 @@ class GatewaySettings(CommonSettings):
     # A request's line and headers must arrive within this; its body may pause no longer than the other.
     header_timeout_seconds: float = Field(default=10.0, gt=0)
     body_timeout_seconds: float = Field(default=30.0, gt=0)
-    # Open connections in all and from one peer address; over either, a new one is closed at once. The
-    # total is also kept under the process's file-descriptor limit (services.gateway.connections).
+    # Deadlines a body trickled a byte at a time cannot reset (services.gateway.protocol): the rest of a
+    # body answered before it ended (a refusal) is read and dropped for at most `drain_timeout_seconds`; a
+    # body read before its caller is known to hold a token must end within `preauth_body_timeout_seconds`
+    # of its headers; and every body, once read for `body_timeout_seconds`, must have averaged at least
+    # `body_min_bytes_per_second` (0: no such rule).
+    drain_timeout_seconds: float = Field(default=5.0, gt=0)
+    preauth_body_timeout_seconds: float = Field(default=20.0, gt=0)
+    body_min_bytes_per_second: int = Field(default=1024, ge=0)
+    # Open connections in all and from one peer address. Over either, a connection without a request in
+    # progress for a caller with a token is closed to make room, refused or pre-auth bodies first; when
+    # there is none, the new one is closed at once. The total is also kept under the process's
+    # file-descriptor limit (services.gateway.connections).
     max_connections: int = Field(default=8192, ge=1)
     max_connections_per_peer: int = Field(default=256, ge=1)
     # Gateway processes sharing the HTTP port (services.gateway.workers), and which of them this one is

@@ -6,7 +6,8 @@ def serve(settings: GatewaySettings) -> None:
     import uvicorn
 
     from services.gateway.app import create_app
-    from services.gateway.connections import Connections, fit_descriptors, guarded
+    from services.gateway.connections import Connections, fit_descriptors
+    from services.gateway.protocol import guarded
     from services.gateway.workers import listen_socket
     from shared import tracing
     from shared.children import wait_for_file
@@ -21,6 +22,9 @@ def serve(settings: GatewaySettings) -> None:
         max_per_peer=settings.max_connections_per_peer,
         header_timeout=settings.header_timeout_seconds,
         body_timeout=settings.body_timeout_seconds,
+        drain_timeout=settings.drain_timeout_seconds,
+        preauth_body_timeout=settings.preauth_body_timeout_seconds,
+        min_body_rate=settings.body_min_bytes_per_second,
     )
     GATEWAY_WORKERS.set(1)
     config = uvicorn.Config(
@@ -33,7 +37,7 @@ def serve(settings: GatewaySettings) -> None:
         proxy_headers=False,
         loop="uvloop",
         # httptools, with each loop turn's writes sent together (writes.py), held to the connection caps
-        # and read deadlines (connections.py).
+        # and read deadlines (connections.py, protocol.py).
         http=guarded(connections),
     )
     wait_for_file(settings.infra_ready_file)

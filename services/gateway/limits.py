@@ -5,7 +5,9 @@ The order is the contract's: a body declared over its limit is refused first (41
 then the token, from the headers, before a byte of the body is read, so an unauthenticated body is never
 buffered (a chunked one, whose size only its end tells, is read and dropped to tell 413 from 401); then
 the token's rate. Routes that learn their caller only while they run (the workbench's forms, /v1/health)
-read their body within the pre-auth budget (services.gateway.admission).
+read their body within the pre-auth budget (services.gateway.admission). Whether a body is a caller's
+with a valid token is told to the connection (`tell_connection`), which holds it to that caller's
+deadlines and closes the others' first when it must make room.
 """
 
 from __future__ import annotations
@@ -24,6 +26,10 @@ from shared.errors import HTTP_STATUS, DomainError, Overloaded, RateLimited, Too
 # body gets the JSON limit. Matched exactly: `/v1/assets/import` takes JSON like any other route.
 STREAMED_ROUTES = frozenset({("POST", "/v1/assets"), ("POST", "/v1/artifacts")})
 MCP_PATH = "/mcp"
+# The ASGI extension through which the connection that carries a request (services.gateway.protocol)
+# learns whether its body is a caller's with a valid token: the deadline the body is held to, and whether
+# the connection is among the first closed when the gateway must make room, depend on it.
+CALLER_EXTENSION = "dossier.caller"
 
 
 class BodyTooLarge(TooLarge):
@@ -83,9 +89,12 @@ class Admission:
         if needs_token(scope["path"]):
             await self._authenticated(scope, receive, send, body=body, chunked=chunked, limit=limit, streams=streams)
         elif not body or streams:
+            # A streamed form (the workbench's upload) says who sent it once its route knows (tell_connection).
             await self._pass(scope, receive, send, body=body, limit=limit, streams=streams)
         else:
-            # The caller is known only once the route runs: the body is held within the pre-auth budget.
+            # The caller is known only once the route runs: the body is held within the pre-auth budget,
+            # and to the pre-auth deadline.
+            tell_connection(scope, authenticated=False)
             size = int(declared) if declared is not None and declared.isdigit() else limit
             if not await self.budget.reserve(size):
                 await send_envelope(
@@ -107,12 +116,14 @@ class Admission:
         try:
             actor = await self.check(scope["path"], header)
         except DomainError as exc:
+            tell_connection(scope, authenticated=False)
             refusal = _too_large(limit) if chunked and not streams and not await _within(receive, limit) else exc
             challenge = scope["path"] == MCP_PATH and refusal.code == "unauthenticated"
             extra = [(b"www-authenticate", bearer_challenge(refusal.message).encode("latin-1"))] if challenge else []
             await send_envelope(send, refusal, extra=extra)
             return
         scope.setdefault("state", {})["actor"] = actor
+        tell_connection(scope, authenticated=True)
         # Keyed by the token's digest, the key its workbench sessions know too (web/security.py).
         retry_after = self.rates.take(token_digest(bearer(header)))
         if retry_after:
@@ -167,6 +178,14 @@ class Admission:
         except BodyTooLarge as exc:
             if not started:
                 await send_envelope(send, exc)
+
+
+def tell_connection(scope: Scope, *, authenticated: bool) -> None:
+    """Tells the connection whether this request's caller holds a valid token (or session), when it is
+    one that listens (services.gateway.protocol); an ASGI server without the extension is told nothing."""
+    extension = scope.get("extensions", {}).get(CALLER_EXTENSION)
+    if extension is not None:
+        extension["tell"](scope, authenticated)
 
 
 def _framing(headers: list[tuple[bytes, bytes]]) -> tuple[bytes | None, bool]:
@@ -226,7 +245,7 @@ def _too_large(limit: int) -> TooLarge:
 
 async def send_envelope(send: Send, err: DomainError, *, extra: list[tuple[bytes, bytes]] | None = None) -> None:
     """The error envelope (docs/api.md), sent from outside FastAPI's exception handlers. A body it leaves
-    unread is drained and dropped by the connection (services.gateway.connections), never buffered."""
+    unread is drained and dropped by the connection (services.gateway.protocol), never buffered."""
     body = json.dumps(err.envelope()).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *(extra or [])]
     await send({"type": "http.response.start", "status": HTTP_STATUS[err.code], "headers": headers})

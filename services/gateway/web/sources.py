@@ -8,6 +8,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import StreamingResponse
 
 from services.gateway.deps import ActorBus
+from services.gateway.limits import tell_connection
 from services.gateway.routes.artifacts import CHUNK_BYTES, SANDBOX_HEADERS, download_artifact, stream_checked
 from services.gateway.routes.assets import register_stored
 from services.gateway.uploads import stream_multipart
@@ -101,6 +102,8 @@ async def upload(request: Request, actor: Actor = Depends(signed_in)) -> Respons
     # Checked from the address before the body is read: a forged upload is refused without a byte of its
     # file streamed into storage (the form puts the token in its action, see _macros.html).
     check_csrf(request, getattr(request.state, "binding", None), request.query_params.get("csrf"))
+    # Its sender is now known: the file is held to a signed-in caller's body rules, not the pre-auth ones.
+    tell_connection(request.scope, authenticated=True)
     settings: GatewaySettings = request.app.state.settings
     blobs: Blobs = request.app.state.blobs
     fields, upload = await stream_multipart(request, blobs, max_file_bytes=settings.max_upload_bytes)
