@@ -8,6 +8,7 @@ restored stack must resume or fail cleanly, never leaving a run's publication ha
 
 from __future__ import annotations
 
+import concurrent.futures
 import hashlib
 import json
 import subprocess
@@ -237,3 +238,23 @@ def test_runs_in_flight_at_the_backup_are_resumed_or_failed_cleanly(
             else:
                 assert run["status"] == "failed" and run["publication"] is None and not produced, run
         assert any(run["status"] == "completed" for run in ended), [run["error"] for run in ended]
+
+
+def test_writes_wait_while_held_and_reads_go_on(original: RunningStack) -> None:
+    """`dossier admin writes hold|release`, what a backup does around its copy of the databases."""
+    api = Api(original)
+    admin = ("--url", original.url, "--token", original.admin_token, "--json")
+    held = dossier(None, None, "admin", "writes", "hold", "--seconds", "120", *admin)
+    assert held.returncode == 0, held.stderr
+    state = original.state()
+    assert json.loads(held.stdout)["processes"] == int(str(state["gateway_workers"])) * int(str(state["replicas"]))
+    try:
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            write = pool.submit(api.http.post, "/v1/workspaces", json={"title": "held", "goal": "Wait for the hold"})
+            assert api.http.get("/v1/workspaces").status_code == 200
+            assert not write.done(), "a write went through while writes were held"
+            released = dossier(None, None, "admin", "writes", "release", *admin)
+            assert released.returncode == 0 and json.loads(released.stdout)["held"] is False, released.stderr
+            assert write.result(timeout=60).status_code == 201
+    finally:
+        dossier(None, None, "admin", "writes", "release", *admin)
