@@ -147,6 +147,8 @@ def look(http: httpx.Client, seeded: dict[str, Any], admin: httpx.Client) -> dic
     return seen
 
 
+# A backup, a restore and the restored stack's start (and the backed-up one's, for the first test): over the default.
+@pytest.mark.timeout(300)
 def test_a_restored_stack_serves_everything_as_it_was(
     original: RunningStack, dossier_homes: Callable[[str], Path], stack_env: dict[str, str], tmp_path: Path
 ) -> None:
@@ -203,6 +205,8 @@ def test_a_corrupt_archive_is_refused_and_the_home_left_empty(
         assert list(home.iterdir()) == [], name
 
 
+# A backup, a restore and the restored stack's start (and the backed-up one's, for the first test): over the default.
+@pytest.mark.timeout(300)
 def test_runs_in_flight_at_the_backup_are_resumed_or_failed_cleanly(
     original: RunningStack, dossier_homes: Callable[[str], Path], stack_env: dict[str, str], tmp_path: Path
 ) -> None:
