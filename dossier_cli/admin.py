@@ -1,4 +1,5 @@
-"""`dossier admin token create|list|revoke`, `dossier admin metrics` (the admin token), `dossier health` (none)."""
+"""`dossier admin token create|list|revoke`, `dossier admin metrics` (the admin token), `dossier health` (none);
+`dossier admin backup|restore|writes` are in dossier_cli/backups.py."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
+from dossier_cli import backups
 from dossier_cli.client import CliError, client, seg, wants_json
 from dossier_cli.commands import command
 from dossier_cli.output import emit, err, out, print_json, table
@@ -17,6 +19,7 @@ token = typer.Typer(help="API tokens: issue, list, revoke.", no_args_is_help=Tru
 
 def register(app: typer.Typer) -> None:
     admin.add_typer(token, name="token")
+    backups.register(admin)
     app.add_typer(admin, name="admin")
     command(app, "health")(health)
 

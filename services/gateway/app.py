@@ -16,6 +16,7 @@ from services.gateway import observe
 from services.gateway.admission import PreauthBudget, SharedTokenBuckets, TokenBuckets
 from services.gateway.deps import check_token, reject_unstorable
 from services.gateway.errors import install_error_handlers
+from services.gateway.holds import HeldWrites, WriteHold, follow_holds
 from services.gateway.hot import HotReads
 from services.gateway.limits import STREAMED_ROUTES, Admission
 from services.gateway.mcp_endpoint import McpEndpoint
@@ -64,6 +65,7 @@ def create_app(settings: GatewaySettings, *, on_started: Callable[[], None] | No
     start-up objects out of the garbage collector's view there)."""
     db = Database(settings.database_url)
     mcp = McpEndpoint(version="1")
+    write_hold = WriteHold()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -89,12 +91,14 @@ def create_app(settings: GatewaySettings, *, on_started: Callable[[], None] | No
         app.state.sessions = SessionService(db, app.state.tokens, cache_seconds=settings.token_cache_seconds)
         app.state.blobs = Blobs(settings)
         await app.state.blobs.ensure_bucket()
+        holds = asyncio.create_task(follow_holds(db, write_hold))
         if on_started is not None:
             on_started()
         try:
             async with mcp.running():
                 yield
         finally:
+            holds.cancel()
             if health is not None:
                 health.cancel()
             await nc.drain()
@@ -114,6 +118,8 @@ def create_app(settings: GatewaySettings, *, on_started: Callable[[], None] | No
         telemetry={"tracing": False, "metrics": False, "logs": False},
     )
     app.state.settings = settings
+    app.state.db = db
+    app.state.write_hold = write_hold
     install_error_handlers(app, api_prefixes=API_PREFIXES, stray_page=error_page)
     app.include_router(health.router)
     app.include_router(observe.router)
@@ -134,7 +140,9 @@ def create_app(settings: GatewaySettings, *, on_started: Callable[[], None] | No
         return await check_token(app.state.tokens, path, authorization)
 
     # The last added runs first: size, token and rate before any body is read or parsed, and the hottest
-    # read (answered beside the router) only once the token is known.
+    # read (answered beside the router) only once the token is known; a held write waits last, once it is
+    # known to be allowed.
+    app.add_middleware(HeldWrites, hold=write_hold)
     app.add_middleware(HotReads, routes=publications.HOT_READS, bus=lambda: app.state.bus)
     app.state.rates = (
         SharedTokenBuckets(settings.rate_per_token, settings.rate_burst, settings.gateway_rates_file)

@@ -1,4 +1,4 @@
-"""Every SQL statement of the gateway: API tokens and the workbench's sessions."""
+"""Every SQL statement of the gateway: API tokens, the workbench's sessions, and write holds' signals."""
 
 from __future__ import annotations
 
@@ -79,3 +79,21 @@ class SessionRepository:
 
     async def delete_session(self, conn: asyncpg.Connection, *, session_hash: str) -> None:
         await conn.execute("DELETE FROM web_sessions WHERE session_hash = $1", session_hash)
+
+
+class HoldRepository:
+    """The signals of a write hold (services/gateway/holds.py): NOTIFY, and the listeners' connections."""
+
+    async def name_listener(self, conn: asyncpg.Connection, *, name: str) -> None:
+        await conn.execute("SELECT set_config('application_name', $1, false)", name)
+
+    async def count_listeners(self, conn: asyncpg.Connection, *, name: str) -> int:
+        return int(
+            await conn.fetchval(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1",
+                name,
+            )
+        )
+
+    async def notify(self, conn: asyncpg.Connection, *, channel: str, payload: str) -> None:
+        await conn.execute("SELECT pg_notify($1, $2)", channel, payload)

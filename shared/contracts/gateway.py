@@ -44,3 +44,22 @@ class TokenInfo(Model):
 class TokenPage(Model):
     items: list[TokenInfo]
     next_cursor: str | None
+
+
+# The longest a hold may last: a backup's copy of the databases takes seconds; a hold never outlives a
+# backup that died by more than this.
+MAX_HOLD_SECONDS = 300
+
+
+class HoldWritesRequest(Model):
+    seconds: Annotated[int, Strict(), Field(ge=1, le=MAX_HOLD_SECONDS), Integral] = Field(
+        description="how long writes wait at most; the hold ends sooner when released"
+    )
+
+
+class WriteHoldState(Model):
+    """Whether this gateway process holds writes, and for how much longer."""
+
+    held: bool
+    seconds_left: float
+    processes: int = Field(description="gateway processes that said they hold (0 when released)")

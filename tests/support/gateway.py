@@ -60,6 +60,27 @@ def running_gateway(infra: Infra, log_dir: Path, **env: str) -> Iterator[Gateway
         child.stop()
 
 
+@contextmanager
+def gateways_on_one_database(infra: Infra, log_dir: Path, **env: str) -> Iterator[tuple[str, str, str]]:
+    """Two gateway processes sharing one database: their URLs and the admin token."""
+    admin = f"adm_{secrets.token_urlsafe(16)}"
+    settings = infra.settings_env("gateway", DOSSIER_ADMIN_TOKEN=admin, **env)
+    ports = [free_port(), free_port()]
+    children = [
+        service_process("gateway", settings | {"DOSSIER_HTTP_PORT": str(port)}, log_dir / f"gw{n}")
+        for n, port in enumerate(ports)
+    ]
+    try:
+        for child, port in zip(children, ports, strict=True):
+            child.start()
+            # One at a time: the first applies the migrations the second then finds done.
+            wait_until(partial(port_open, port), timeout=60, what=f"gateway on {port}", alive=child.alive)
+        yield f"http://127.0.0.1:{ports[0]}", f"http://127.0.0.1:{ports[1]}", admin
+    finally:
+        for child in children:
+            child.stop()
+
+
 def connect_from(source: str, port: int) -> socket.socket:
     """A connection to the gateway from another loopback address (all of 127.0.0.0/8 is this host)."""
     return socket.create_connection(("127.0.0.1", port), timeout=10, source_address=(source, 0))

@@ -9,22 +9,19 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Iterator
-from functools import partial
 from pathlib import Path
 
 import httpx
 import pytest
 
-from devstack.procs import free_port, port_open
 from services.gateway.tokens import TokenService
-from shared.children import wait_until
 from shared.contracts.gateway import IssueTokenRequest
 from shared.db import Database
 from shared.errors import Unauthenticated
 from tests.support.api import probe
+from tests.support.gateway import gateways_on_one_database
 from tests.support.infra import Infra
 from tests.support.probe import probe_until
-from tests.support.service import service_process
 
 MIGRATIONS = Path(__file__).resolve().parents[3] / "services" / "gateway" / "migrations"
 
@@ -32,22 +29,8 @@ MIGRATIONS = Path(__file__).resolve().parents[3] / "services" / "gateway" / "mig
 @pytest.fixture
 def gateways(infra: Infra, tmp_path: Path) -> Iterator[tuple[str, str, str]]:
     """Two gateway processes sharing one database: their URLs and the admin token."""
-    admin = f"adm_{secrets.token_urlsafe(16)}"
-    env = infra.settings_env("gateway", DOSSIER_ADMIN_TOKEN=admin)
-    ports = [free_port(), free_port()]
-    children = [
-        service_process("gateway", env | {"DOSSIER_HTTP_PORT": str(port)}, tmp_path / f"gw{n}")
-        for n, port in enumerate(ports)
-    ]
-    try:
-        for child, port in zip(children, ports, strict=True):
-            child.start()
-            # One at a time: the first applies the migrations the second then finds done.
-            wait_until(partial(port_open, port), timeout=60, what=f"gateway on {port}", alive=child.alive)
-        yield f"http://127.0.0.1:{ports[0]}", f"http://127.0.0.1:{ports[1]}", admin
-    finally:
-        for child in children:
-            child.stop()
+    with gateways_on_one_database(infra, tmp_path) as running:
+        yield running
 
 
 def authenticated(url: str, token: str) -> bool:
