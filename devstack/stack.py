@@ -133,7 +133,7 @@ class Stack:
             self.env.get("DOSSIER_ADMIN_TOKEN"),
             lambda: f"adm_{secrets.token_urlsafe(32)}",
         )
-        # The scrapers' bearer token for every service's /metrics (the gateway's takes the admin token).
+        # The scrapers' bearer token for every process's /metrics, the gateway's included.
         self.metrics_token = secret_value(self.home / "metrics-token", None, lambda: secrets.token_urlsafe(32))
         # Proof of caller: each signer's Ed25519 key, generated once; every process gets the public halves.
         self.proof_keys = {
@@ -342,6 +342,7 @@ class Stack:
                 "DOSSIER_HTTP_PORT": str(self.gateway_ports.get(gateway_of(process), self.http_port)),
                 "DOSSIER_HEALTH_FILE": str(self.health_dir / f"{process}.json"),
                 "DOSSIER_INFRA_READY_FILE": str(self.infra_ready),
+                "DOSSIER_METRICS_TOKEN": self.metrics_token,
                 "PYTHONUNBUFFERED": "1",
             }
         )
@@ -366,7 +367,6 @@ class Stack:
             env["DOSSIER_OPENAI_API_KEY"] = self.env["DOSSIER_OPENAI_API_KEY"]
         if process in self.metrics_ports:
             env["DOSSIER_METRICS_PORT"] = str(self.metrics_ports[process])
-            env["DOSSIER_METRICS_TOKEN"] = self.metrics_token
         return env
 
     def start_services(self) -> None:
