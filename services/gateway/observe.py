@@ -20,6 +20,7 @@ from services.gateway.tokens import bearer
 from shared.errors import Unauthenticated
 from shared.metrics import HTTP_REQUESTS, HTTP_SECONDS, process_registry
 from shared.observe import acceptable_request_id, bound, new_request_id
+from shared.restarts import RestartsCollector
 from shared.settings import GatewaySettings
 
 HEADER = b"x-request-id"
@@ -89,8 +90,10 @@ router = APIRouter(tags=["operations"])
 
 
 def metrics_registry(settings: GatewaySettings) -> CollectorRegistry:
-    """This gateway's figures (all its workers', in multiprocess mode)."""
-    return process_registry("gateway")
+    """This gateway's figures (all its workers', in multiprocess mode) and the local supervisor's restart counts."""
+    registry = process_registry("gateway")
+    registry.register(RestartsCollector(settings.restarts_file))
+    return registry
 
 
 async def require_scraper(request: Request, _: HTTPAuthorizationCredentials | None = Security(BEARER)) -> None:
