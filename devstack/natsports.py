@@ -4,7 +4,7 @@ An outside subscriber connects with the servers `$DOSSIER_HOME/nats/events.json`
 same addresses when the stack restarts. The first start of a home picks free ports (or takes
 `DOSSIER_NATS_PORT` for the first node) and writes them to `$DOSSIER_HOME/nats/ports.json`; every later
 start listens on the same ones. A port another process holds stops the start with a message that names it,
-as a held metrics port does (docs/operations.md).
+as a held gateway port does (docs/operations.md).
 """
 
 from __future__ import annotations

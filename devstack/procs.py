@@ -79,16 +79,6 @@ def can_listen(port: int) -> bool:
     return True
 
 
-def free_port_range(count: int) -> int:
-    """The first of `count` consecutive free ports (a stack's fixed metrics ports, in tests beside a CI run)."""
-    while True:
-        first = free_port()
-        ports = range(first + 1, first + count)
-        if first + count <= 65536 and all(_bindable(port) and port not in _offered for port in ports):
-            _offered.update(range(first, first + count))
-            return first
-
-
 def port_open(port: int, host: str = "127.0.0.1") -> bool:
     try:
         with socket.create_connection((host, port), timeout=0.2):

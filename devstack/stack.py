@@ -39,7 +39,8 @@ from devstack.infra import (
 from devstack.natsports import nats_client_ports
 from devstack.procs import can_listen, free_port, port_open
 from devstack.scale import STREAM_DECLARER, count_setting, process_name
-from shared.children import Child, wait_until, worker_name, write_pid
+from devstack.scrape import metrics_urls, write_targets
+from shared.children import Child, service_of, wait_until, worker_name, write_pid
 from shared.contracts.common import ALL_PROCESSES, SERVICES
 from shared.health import read_verdict, reports_ok
 from shared.metrics import MULTIPROC_ENV, fresh_metrics_dir, worker_exited
@@ -47,6 +48,7 @@ from shared.natsauth import connect_options, server_accounts, user_passwords, wo
 from shared.objectkeys import key_entry
 from shared.outside import EVENTS_USER, OUTSIDE_ADMIN, declare_outside_stream, max_consumers, write_events_descriptor
 from shared.proof import SIGNERS, new_private_key, public_key_text, public_keys_text
+from shared.restarts import RESTARTS_FILE, RestartBook, next_delay
 from shared.secretfiles import private_folder, secret_table, secret_value
 from shared.settings import MAX_GATEWAY_WORKERS, CommonSettings, available_cores
 from shared.streams import declare_streams
@@ -64,6 +66,7 @@ SECRET_VARIABLES = (
 )
 # The processes that read or write object bytes; the others get no object-store key.
 OBJECT_USERS = ("gateway", "runhost", "artifact", "assets")
+# The first wait before restarting a process that died; it doubles while the process keeps dying (shared/restarts.py).
 RESTART_DELAY = 0.5
 POLL_SECONDS = 0.2
 HEALTH_TIMEOUT = 90.0
@@ -84,16 +87,6 @@ def nats_answers(port: int, timeout: float = 1.0) -> bool:
 
 def s3_access_key(process: str) -> str:
     return f"dossier-{process}"
-
-
-# The local stack's metrics ports: service i (in SERVICES order) at base + i, replica n of it
-# at base + i + len(SERVICES) * (n - 1). docs/operations.md lists them.
-METRICS_BASE_PORT = 9464
-
-
-def metrics_port(base: int, service: str, process: str) -> int:
-    replica = int(process.partition(".")[2] or 1)
-    return base + SERVICES.index(service) + len(SERVICES) * (replica - 1)
 
 
 def gateway_of(process: str) -> str:
@@ -126,14 +119,17 @@ class Stack:
         self.pid_dir = self.home / "pids"
         self.log_dir = self.home / "logs"
         self.http_port = int(self.env.get("DOSSIER_HTTP_PORT") or 8080)
-        # Printed once, when it is made; a later start says where it is kept (logs and terminals keep lines).
-        self.admin_token_is_new = not self.env.get("DOSSIER_ADMIN_TOKEN") and not (self.home / "admin-token").exists()
+        # Printed once, by the first start that comes up after it was made (one that fails before leaves it
+        # unshown); a later start says where it is kept (logs and terminals keep lines).
+        self.token_unshown = self.home / "admin-token.unshown"
+        if not self.env.get("DOSSIER_ADMIN_TOKEN") and not (self.home / "admin-token").exists():
+            self.token_unshown.touch(mode=0o600)
         self.admin_token = secret_value(
             self.home / "admin-token",
             self.env.get("DOSSIER_ADMIN_TOKEN"),
             lambda: f"adm_{secrets.token_urlsafe(32)}",
         )
-        # The scrapers' bearer token for every service's /metrics (the gateway's takes the admin token).
+        # The scrapers' bearer token for every process's /metrics, the gateway's included.
         self.metrics_token = secret_value(self.home / "metrics-token", None, lambda: secrets.token_urlsafe(32))
         # Proof of caller: each signer's Ed25519 key, generated once; every process gets the public halves.
         self.proof_keys = {
@@ -165,23 +161,23 @@ class Stack:
         # reads, and their per-token rate buckets (services/gateway/workers.py).
         self.gateway_dirs = {name: self.home / "gateway" / name for name in self.gateway_ports}
         self.gateway_processes = {process for name, process in self.processes if name == "gateway"}
-        # Each service process serves Prometheus metrics on a fixed port of its own (the gateway on its HTTP
-        # port), so a static scrape config (deploy/observability/prometheus.yml) survives a restart.
-        self.metrics_base_port = int(self.env.get("DOSSIER_METRICS_BASE_PORT") or METRICS_BASE_PORT)
-        self.metrics_ports = {
-            proc: metrics_port(self.metrics_base_port, service, proc)
-            for service, proc in self.processes
-            if service != "gateway"
-        }
+        # Each service process serves Prometheus metrics on a port of its own, chosen free (choose_ports; the
+        # gateway's are on its HTTP port), and listed in stack.json and prometheus-targets.json (devstack/scrape.py).
+        self.metrics_ports: dict[str, int] = {}
         self.stopping = False
         self._lock_fd: int | None = None
         self.health_dir = self.home / "health"
         # Present once the servers answer, the databases are provisioned and the streams declared.
         self.infra_ready = self.home / "infra-ready"
         # Fault tests hold NATS down for minutes; in any real use it comes back as fast as the rest.
-        self.nats_restart_delay = float(self.env.get("DOSSIER_NATS_RESTART_DELAY") or RESTART_DELAY)
+        self.restart_delay = float(self.env.get("DOSSIER_RESTART_DELAY") or RESTART_DELAY)
+        self.nats_restart_delay = float(self.env.get("DOSSIER_NATS_RESTART_DELAY") or self.restart_delay)
         self.unhealthy_grace = float(self.env.get("DOSSIER_UNHEALTHY_RESTART_SECONDS") or UNHEALTHY_RESTART_SECONDS)
         self._died_at: dict[str, float] = {}
+        # The wait before each dead process's next start, and why the supervisor killed one itself.
+        self._delays: dict[str, float] = {}
+        self._killed_for: dict[str, str] = {}
+        self.restarts: RestartBook | None = None
         self._nats_up_since: float | None = None
         self._health_checked = 0.0
         # `DOSSIER_START_TIMINGS=1` prints when each phase of the start ended (bench/start.py reads them).
@@ -211,16 +207,6 @@ class Stack:
         write_pid(self.pid_dir, child.name, pid)
         self.children[child.name] = child
 
-    def _check_metrics_ports(self) -> None:
-        """A fixed port another server holds would leave a process without metrics (or a scraper reading the
-        other server's): refuse to start instead."""
-        taken = [f"{proc} {port}" for proc, port in self.metrics_ports.items() if not can_listen(port)]
-        if taken:
-            raise SystemExit(
-                f"metrics ports already in use: {', '.join(taken)}; stop whatever holds them or set "
-                f"DOSSIER_METRICS_BASE_PORT (now {self.metrics_base_port}) to another free range"
-            )
-
     def _check_http_ports(self) -> None:
         """The gateway workers share their port (SO_REUSEPORT); a server already on it, even one that would
         let them join it, must stop the start rather than take a share of the requests."""
@@ -232,8 +218,8 @@ class Stack:
 
     def choose_ports(self) -> None:
         """Every server's port, before any process starts: the services are started with them."""
-        self._check_metrics_ports()
         self._check_http_ports()
+        self.metrics_ports = {proc: free_port() for service, proc in self.processes if service != "gateway"}
         # Kept in the home across restarts, so outside subscribers' nats/events.json stays valid.
         client_ports = nats_client_ports(self.home, self.env, self.nats_nodes)
         self.nats_port = client_ports[0]
@@ -346,6 +332,7 @@ class Stack:
                 "DOSSIER_HTTP_PORT": str(self.gateway_ports.get(gateway_of(process), self.http_port)),
                 "DOSSIER_HEALTH_FILE": str(self.health_dir / f"{process}.json"),
                 "DOSSIER_INFRA_READY_FILE": str(self.infra_ready),
+                "DOSSIER_METRICS_TOKEN": self.metrics_token,
                 "PYTHONUNBUFFERED": "1",
             }
         )
@@ -361,6 +348,7 @@ class Stack:
             env["DOSSIER_ADMIN_TOKEN"] = self.admin_token
             env["DOSSIER_GATEWAY_WORKERS"] = str(self.gateway_workers)
             env["DOSSIER_GATEWAY_WORKER"] = process.rpartition("-w")[2] if "-w" in process else "1"
+            env["DOSSIER_RESTARTS_FILE"] = str(self.home / RESTARTS_FILE)
             if self.gateway_workers > 1:
                 # What the workers of a port share (a lone worker keeps both in its memory, at less cost).
                 shared = self.gateway_dirs[gateway_of(process)]
@@ -370,7 +358,6 @@ class Stack:
             env["DOSSIER_OPENAI_API_KEY"] = self.env["DOSSIER_OPENAI_API_KEY"]
         if process in self.metrics_ports:
             env["DOSSIER_METRICS_PORT"] = str(self.metrics_ports[process])
-            env["DOSSIER_METRICS_TOKEN"] = self.metrics_token
         return env
 
     def start_services(self) -> None:
@@ -381,6 +368,7 @@ class Stack:
             self._launch(Child(process, argv, self.service_env(name, process), self.log_dir / f"{process}.log"))
 
     def write_state(self) -> None:
+        metrics = metrics_urls(self.gateway_ports, self.metrics_ports)
         state = {
             "gateway_url": f"http://127.0.0.1:{self.http_port}",
             "gateway_urls": [f"http://127.0.0.1:{port}" for port in self.gateway_ports.values()],
@@ -392,14 +380,14 @@ class Stack:
             "replicas": self.replicas,
             "gateway_workers": self.gateway_workers,
             "nats_cluster": self.nats_nodes,
-            "metrics": {
-                **{name: f"http://127.0.0.1:{port}/metrics" for name, port in self.gateway_ports.items()},
-                **{name: f"http://127.0.0.1:{port}/metrics" for name, port in self.metrics_ports.items()},
-            },
+            "metrics": metrics,
             "metrics_token_file": str(self.home / "metrics-token"),
             "supervisor_pid": os.getpid(),
         }
-        (self.home / "stack.json").write_text(json.dumps(state, indent=2) + "\n")
+        tmp = self.home / ".stack.json.tmp"
+        tmp.write_text(json.dumps(state, indent=2) + "\n")
+        os.replace(tmp, self.home / "stack.json")
+        write_targets(self.home, metrics)
 
     def healthy(self) -> bool:
         """Every gateway port answers its health, and every further replica and worker reports itself
@@ -428,20 +416,48 @@ class Stack:
         now = time.monotonic()
         for child in list(self.children.values()):
             if self.stopping or child.alive():
-                self._died_at.pop(child.name, None)
                 continue
-            died_at = self._died_at.setdefault(child.name, now)
-            delay = self.nats_restart_delay if child.name.split(".")[0] == "nats" else RESTART_DELAY
-            if now - max(died_at, child.started_at) < delay:
+            if child.name not in self._died_at:
+                # Noticed dead: its wait doubles from the last one unless it had run longer than the longest.
+                self._died_at[child.name] = now
+                base = self.nats_restart_delay if service_of(child.name) == "nats" else self.restart_delay
+                self._delays[child.name] = next_delay(self._delays.get(child.name), base, now - child.started_at)
+            if now - self._died_at[child.name] < self._delays[child.name]:
                 continue
-            code = child.proc.returncode if child.proc else None
-            if child.name in self.gateway_processes and self.gateway_workers > 1 and child.pid is not None:
-                worker_exited(child.pid, self.gateway_dirs[gateway_of(child.name)] / "metrics")
-            print(f"dossier: {child.name} exited ({code}); restarting it", file=sys.stderr, flush=True)
-            self._launch(child)
+            self._restart(child, uptime=self._died_at.pop(child.name) - child.started_at)
         if not self.stopping and now - self._health_checked >= HEALTH_CHECK_SECONDS:
             self._health_checked = now
             self.restart_unhealthy(now)
+
+    def _restart(self, child: Child, *, uptime: float) -> None:
+        code = child.proc.returncode if child.proc else None
+        reason = self._killed_for.pop(child.name, None) or f"exited ({code})"
+        if child.name in self.gateway_processes and self.gateway_workers > 1 and child.pid is not None:
+            worker_exited(child.pid, self.gateway_dirs[gateway_of(child.name)] / "metrics")
+        moved = {}
+        port = self.metrics_ports.get(child.name)
+        if port is not None and not can_listen(port):
+            # Another program took its metrics port meanwhile: a new one, or the process could only die again.
+            self.metrics_ports[child.name] = free_port()
+            child.env["DOSSIER_METRICS_PORT"] = str(self.metrics_ports[child.name])
+            moved = {"metrics_port": self.metrics_ports[child.name], "metrics_port_taken": port}
+        old_pid = child.pid
+        print(f"dossier: {child.name} {reason}; restarting it", file=sys.stderr, flush=True)
+        self._launch(child)
+        if moved:
+            self.write_state()
+        if self.restarts is not None:
+            delay = self._delays[child.name]
+            self.restarts.record(
+                child.name,
+                delay=delay,
+                uptime=uptime,
+                code=code,
+                reason=reason,
+                pid=old_pid,
+                new_pid=child.pid,
+                **moved,
+            )
 
     def restart_unhealthy(self, now: float) -> None:
         """Kill a service that stays deaf while NATS answers; the loop above starts it again."""
@@ -459,9 +475,8 @@ class Stack:
             started_wall = time.time() - (now - child.started_at)
             verdict = read_verdict(Path(report), child.pid, grace=self.unhealthy_grace, started_at=started_wall)
             if not verdict.healthy:
-                print(
-                    f"dossier: {child.name} is unhealthy ({verdict.reason}); restarting it", file=sys.stderr, flush=True
-                )
+                print(f"dossier: {child.name} is unhealthy ({verdict.reason}); killing it", file=sys.stderr, flush=True)
+                self._killed_for[child.name] = f"was unhealthy ({verdict.reason})"
                 assert child.proc is not None
                 child.proc.kill()
                 child.proc.wait(10)
@@ -472,6 +487,7 @@ class Stack:
         signal.signal(signal.SIGINT, self._on_signal)
         try:
             self.infra_ready.unlink(missing_ok=True)
+            self.restarts = RestartBook(self.home, [*(process for _, process in self.processes), *self._infra_names()])
             self.choose_ports()
             # The services import their code (most of a start's CPU) while the servers start.
             self.start_services()
@@ -495,11 +511,15 @@ class Stack:
             self.stop()
         return 0
 
+    def _infra_names(self) -> list[str]:
+        return ["s3", "outside", *(process_name("nats", i) for i in range(1, self.nats_nodes + 1)), "postgres"]
+
     def _announce(self) -> None:
-        if self.admin_token_is_new:
-            admin = self.admin_token
-        elif self.env.get("DOSSIER_ADMIN_TOKEN"):
+        unshown = self.token_unshown.exists()
+        if self.env.get("DOSSIER_ADMIN_TOKEN"):
             admin = "the one given in DOSSIER_ADMIN_TOKEN"
+        elif unshown:
+            admin = self.admin_token
         else:
             admin = f"kept in {self.home / 'admin-token'}"
         print(
@@ -510,6 +530,8 @@ class Stack:
             "Stop it with Ctrl-C.",
             flush=True,
         )
+        if unshown:
+            self.token_unshown.unlink()
 
     def _on_signal(self, signum: int, _frame: object) -> None:
         self.stopping = True
@@ -517,14 +539,15 @@ class Stack:
     def stop(self) -> None:
         self.stopping = True
         # Edges first (gateway, services), then the object store and the bus, the database last.
-        nats_nodes = [process_name("nats", i) for i in range(1, self.nats_nodes + 1)]
-        order = [process for _, process in self.processes] + ["s3", "outside", *nats_nodes, "postgres"]
+        order = [process for _, process in self.processes] + self._infra_names()
         for name in order:
             child = self.children.get(name)
             if child is not None:
                 child.stop()
                 (self.pid_dir / f"{name}.pid").unlink(missing_ok=True)
         self.infra_ready.unlink(missing_ok=True)
+        if self.restarts is not None:
+            self.restarts.close()
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None

@@ -52,6 +52,11 @@ def worker_name(process: str, worker: int) -> str:
     return process if worker == 1 else f"{process}-w{worker}"
 
 
+def service_of(process: str) -> str:
+    """The service a process runs: `runhost.2` → `runhost`, `gateway.2-w3` → `gateway`, `nats.3` → `nats`."""
+    return process.partition("-w")[0].partition(".")[0]
+
+
 @dataclass
 class Child:
     name: str

@@ -10,6 +10,7 @@ dead letters, runs, extraction, lease takeovers and how many lookups shared a st
 from __future__ import annotations
 
 import hmac
+import itertools
 import json
 import os
 import shutil
@@ -114,6 +115,13 @@ OWN_FAMILIES: dict[str, tuple[Counter | Gauge | Histogram, ...]] = {
     "assets": (EXTRACTION_SECONDS, EXTRACTION_FAILURES, EXTRACTION_WAITING, EXTRACTION_HELPERS),
     "publication": (COALESCED,),
 }
+
+
+def from_zero(family: Counter | Histogram, *label_values: Iterable[str]) -> None:
+    """A child for every combination of `label_values`, exported at 0 before its first event: a rule's
+    `increase()` needs a sample before the event to see it, and a dashboard a series to draw."""
+    for values in itertools.product(*label_values):
+        family.labels(*values)
 
 
 def _names(families: Iterable[Counter | Gauge | Histogram]) -> set[str]:

@@ -37,10 +37,12 @@ from shared.db import Database
 from shared.metrics import (
     CONSUMER_PENDING,
     DEAD_LETTER_EVENTS,
+    DEAD_LETTERS,
     EVENTS_CONSUMED,
     OUTBOX_LAG,
     OUTBOX_PARKED,
     OUTBOX_PENDING,
+    from_zero,
 )
 from shared.observe import HandledLog, bound, request_id_var
 from shared.streams import DLQ_STREAM, dead_letter, ensure_dlq_stream
@@ -245,6 +247,8 @@ async def consume(
     A failure is retried after `backoff[n]` seconds; after `len(backoff) + 1` tries the event is
     dead-lettered with its error and acknowledged, so the events behind it are handled.
     """
+    from_zero(EVENTS_CONSUMED, [consumer], ["handled", "failed"])
+    from_zero(DEAD_LETTERS, [consumer])
     js = nc.jetstream()
     await ensure_dlq_stream(js, replicas=replicas)
     tries = len(backoff) + 1

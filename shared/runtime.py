@@ -25,11 +25,12 @@ from shared.bus import (
 )
 from shared.children import wait_for_file
 from shared.contracts.common import Q, R, Subject
+from shared.contracts.registry import contract_events
 from shared.db import Database
 from shared.gcfreeze import freeze_startup_objects
 from shared.health import HealthReporter, connection_answers
-from shared.metrics import serve_metrics
-from shared.natsauth import broker_options
+from shared.metrics import BUS_REQUESTS, BUS_SECONDS, OUTBOX_PARKED, from_zero, serve_metrics
+from shared.natsauth import EVENT_PREFIX, broker_options
 from shared.observe import configure_logging
 from shared.outbox import OutboxRelay
 from shared.proof import signer_for, verifier_for
@@ -74,6 +75,8 @@ class ServiceRuntime:
 
     def serve(self, subject: Subject[Q, R], handler: Callable[[RequestContext, Q], Awaitable[R]]) -> None:
         """Answer `subject` with `handler(ctx, request) -> reply`, in this service's queue group."""
+        from_zero(BUS_REQUESTS, [subject], ["internal"])
+        from_zero(BUS_SECONDS, [subject])
         endpoint(self.broker, subject, handler, queue=self.name)
 
     def serve_rules(self, *owners: object) -> None:
@@ -108,6 +111,8 @@ class ServiceRuntime:
         self._background.append(task)
 
     async def start(self) -> None:
+        prefix = EVENT_PREFIX.get(self.name)
+        from_zero(OUTBOX_PARKED, [event.name for event in contract_events() if event.name.split(".")[0] == prefix])
         if self.settings.health_file is not None:
             reporter = HealthReporter(self.settings.health_file, self._healthy, interval=self.settings.health_interval)
             self._spawn(reporter.run)

@@ -103,6 +103,8 @@ class GatewaySettings(CommonSettings):
     gateway_worker: int = Field(default=0, ge=0, le=MAX_GATEWAY_WORKERS)
     # The file the workers of one port share their per-token rate buckets through (None: this process's own).
     gateway_rates_file: Path | None = None
+    # The local supervisor's record of restarts (shared/restarts.py): exported on /metrics, read by /v1/health.
+    restarts_file: Path | None = None
 
 
 class PublicationSettings(CommonSettings):

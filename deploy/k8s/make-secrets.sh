@@ -21,7 +21,7 @@ done
 PYTHON=${PYTHON:-../../.venv/bin/python}
 nats_hash() { echo "$1" | (cd ../.. && "$PYTHON" -m shared.natsauth hash); }
 : > secrets/nats-users.env
-# Every service's /metrics wants this bearer token (the scraper's; the gateway's /metrics wants the admin token).
+# Every process's /metrics wants this bearer token (the scraper's), the gateway's included.
 metrics=$(rand)
 echo "$metrics" > secrets/metrics-token
 for s in gateway workspace runhost publication artifact assets; do
@@ -35,7 +35,8 @@ for s in gateway workspace runhost publication artifact assets; do
     case $s in gateway|runhost|workspace)
       echo "DOSSIER_PROOF_KEY=$(openssl pkey -in "secrets/proof-$s.pem" -outform DER | raw32)";;
     esac
-    case $s in gateway) echo "DOSSIER_ADMIN_TOKEN=adm_$(rand)";; *) echo "DOSSIER_METRICS_TOKEN=$metrics";; esac
+    case $s in gateway) echo "DOSSIER_ADMIN_TOKEN=adm_$(rand)";; esac
+    echo "DOSSIER_METRICS_TOKEN=$metrics"
   } > "secrets/$s.env"
 done
 events=$(rand); outside=$(rand)

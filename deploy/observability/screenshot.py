@@ -4,7 +4,8 @@ Prometheus's own graph page, over a running local stack under load.
     .venv/bin/python deploy/observability/screenshot.py [--home .dossier] [--minutes 4]
 
 It reads the stack's `stack.json` and tokens from `--home` (a stack started with `make up`), writes a copy of
-prometheus.yml beside a temporary data folder with the stack's real ports and a 5 s scrape interval, starts
+prometheus.yml with a 5 s scrape interval beside a temporary data folder and links to the home's metrics token
+and scrape targets (the stack's real ports), starts
 `prometheus` (Debian's package; its classic graph page needs no Grafana), sends a mix of requests for
 `--minutes` (workspaces, publications, uploads, runs, searches, a share of 404s and 422s), then opens one
 graph panel per golden-signal query of grafana-dashboard.json in Chromium (Playwright, /usr/bin/chromium)
@@ -17,7 +18,6 @@ import argparse
 import json
 import os
 import random
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -68,20 +68,14 @@ def golden_queries() -> list[tuple[str, str]]:
 
 
 def scrape_config(home: Path, work: Path) -> Path:
-    """prometheus.yml with the running stack's ports (stack.json) and this home's tokens."""
-    state = json.loads((home / "stack.json").read_text())
+    """prometheus.yml with a 5 s interval, beside links to the home's metrics token and the targets file the
+    stack keeps up to date (its chosen ports), as docs/operations.md has an operator link them."""
     config = yaml.safe_load((HERE / "prometheus.yml").read_text())
     config["global"]["scrape_interval"] = "5s"
     config["global"]["evaluation_interval"] = "5s"
     config["rule_files"] = [str(HERE / "alerts.yml")]
-    for job in config["scrape_configs"]:
-        token = job["authorization"]["credentials_file"]
-        shutil.copyfile(home / token, work / token)
-        (work / token).chmod(0o600)
-        job["authorization"]["credentials_file"] = str(work / token)
-        for target in job["static_configs"]:
-            url = urllib.parse.urlsplit(state["metrics"][target["labels"]["process"]])
-            target["targets"] = [url.netloc]
+    for name in ("metrics-token", "prometheus-targets.json"):
+        (work / name).symlink_to(home / name)
     path = work / "prometheus.yml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return path

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import fields
 from pathlib import Path
+from typing import get_args
 
 from services.assets.contents import SourceContents
 from services.assets.eligibility import SourceChecks
@@ -15,6 +16,8 @@ from services.assets.repository import AssetsRepository
 from services.assets.sandbox import Sandbox
 from services.assets.service import AssetsService
 from shared.blobs import Blobs
+from shared.contracts.assets import ExtractionStatus, Kind
+from shared.metrics import EXTRACTION_FAILURES, EXTRACTION_SECONDS, from_zero
 from shared.runtime import ServiceRuntime
 from shared.settings import AssetsSettings
 
@@ -71,6 +74,8 @@ def create_app(settings: AssetsSettings) -> AssetsRuntime:
         threads=settings.import_threads, per_scope=settings.import_threads_per_scope, seconds=settings.import_seconds
     )
     runtime = AssetsRuntime(settings, Blobs(settings), create_sandbox(settings), imports)
+    from_zero(EXTRACTION_FAILURES, get_args(Kind))
+    from_zero(EXTRACTION_SECONDS, get_args(Kind), get_args(ExtractionStatus))
     repo = AssetsRepository()
     lifecycle = Lifecycle(runtime.db, runtime.sandbox, settings, repo)
     runtime.lifecycle = lifecycle

@@ -120,6 +120,7 @@ def create_app(settings: GatewaySettings, *, on_started: Callable[[], None] | No
     app.state.settings = settings
     app.state.db = db
     app.state.write_hold = write_hold
+    app.state.metrics_registry = observe.metrics_registry(settings)
     install_error_handlers(app, api_prefixes=API_PREFIXES, stray_page=error_page)
     app.include_router(health.router)
     app.include_router(observe.router)

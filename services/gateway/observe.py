@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
+import hmac
 import logging
 import time
 from typing import Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Request, Security
 from fastapi.responses import Response
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from fastapi.security import HTTPAuthorizationCredentials
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from services.gateway.deps import require_admin
+from services.gateway.deps import BEARER
 from services.gateway.openapi import errors
+from services.gateway.tokens import bearer
+from shared.errors import Unauthenticated
 from shared.metrics import HTTP_REQUESTS, HTTP_SECONDS, process_registry
 from shared.observe import acceptable_request_id, bound, new_request_id
+from shared.restarts import RestartsCollector
+from shared.settings import GatewaySettings
 
 HEADER = b"x-request-id"
 log = logging.getLogger("dossier.gateway.access")
@@ -81,18 +87,34 @@ def _first_match(routes: Any, scope: Scope) -> str | None:
 
 
 router = APIRouter(tags=["operations"])
-GATEWAY_METRICS = process_registry("gateway")
+
+
+def metrics_registry(settings: GatewaySettings) -> CollectorRegistry:
+    """This gateway's figures (all its workers', in multiprocess mode) and the local supervisor's restart counts."""
+    registry = process_registry("gateway")
+    registry.register(RestartsCollector(settings.restarts_file))
+    return registry
+
+
+async def require_scraper(request: Request, _: HTTPAuthorizationCredentials | None = Security(BEARER)) -> None:
+    """The scrapers' metrics token, as on every other process's /metrics, or the admin token."""
+    settings: GatewaySettings = request.app.state.settings
+    given = bearer(request.headers.get("authorization")).encode()
+    accepted = [token.encode() for token in (settings.metrics_token, settings.admin_token) if token]
+    # Both compared, whichever matches: the time taken says nothing about which token was close.
+    if not sum(hmac.compare_digest(given, token) for token in accepted):
+        raise Unauthenticated("this route needs the metrics token or the admin token")
 
 
 @router.get(
     "/metrics",
-    dependencies=[Depends(require_admin)],
+    dependencies=[Depends(require_scraper)],
     response_model=None,
     responses={
         200: {"content": {CONTENT_TYPE_LATEST: {"schema": {"type": "string"}}}, "description": "Prometheus text"},
         **errors(401, 500),
     },
 )
-async def metrics() -> Response:
-    """Prometheus metrics of this gateway process (admin token)."""
-    return Response(generate_latest(GATEWAY_METRICS), media_type=CONTENT_TYPE_LATEST)
+async def metrics(request: Request) -> Response:
+    """Prometheus metrics of this gateway (the metrics token, or the admin token)."""
+    return Response(generate_latest(request.app.state.metrics_registry), media_type=CONTENT_TYPE_LATEST)

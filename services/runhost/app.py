@@ -9,11 +9,13 @@ from services.runhost.external import ExternalRuns
 from services.runhost.gauges import count_runs_forever
 from services.runhost.memory import RunFiles
 from services.runhost.owners import Owners
+from services.runhost.replies import MESSAGES
 from services.runhost.repository import RunRepository
 from services.runhost.service import RunService
 from services.runhost.sweeper import AssociationSweeper
 from services.runhost.worker import Worker
 from shared.blobs import Blobs
+from shared.metrics import MODEL_REPLIES_ANSWERED_BACK, from_zero
 from shared.runtime import ServiceRuntime
 from shared.settings import RunhostSettings
 
@@ -23,6 +25,7 @@ NAME = "runhost"
 
 def create_app(settings: RunhostSettings, *, workers: bool = True) -> ServiceRuntime:
     runtime = ServiceRuntime(NAME, settings, MIGRATIONS)
+    from_zero(MODEL_REPLIES_ANSWERED_BACK, MESSAGES)
     repo = RunRepository()
     blobs = Blobs(settings)
 

@@ -101,6 +101,10 @@ def test_every_process_serves_metrics(api: Api, stack: RunningStack) -> None:
     assert httpx.get(f"{stack.url}/openapi.json").status_code == 200
     unauthorised = httpx.get(str(urls["gateway"]), headers={"Authorization": f"Bearer {stack.token(api.scope)}"})
     assert unauthorised.status_code == 401
+    token = (stack.home / "metrics-token").read_text().strip()
+    # The scrapers' token opens the gateway's /metrics as it opens every other process's (so does the admin token).
+    scraped = httpx.get(str(urls["gateway"]), headers={"Authorization": f"Bearer {token}"})
+    assert scraped.status_code == 200 and "dossier_http_requests_total" in scraped.text
     gateway = httpx.get(str(urls["gateway"]), headers={"Authorization": f"Bearer {stack.admin_token}"})
     assert gateway.status_code == 200
     assert 'dossier_http_requests_total{method="POST",route="/v1/workspaces",status="201"}' in gateway.text
@@ -113,7 +117,6 @@ def test_every_process_serves_metrics(api: Api, stack: RunningStack) -> None:
         assert series in gateway.text, series
     assert 'route="unmatched"' not in gateway.text
 
-    token = (stack.home / "metrics-token").read_text().strip()
     assert stack.state()["metrics_token_file"] == str(stack.home / "metrics-token")
     scrape = {"Authorization": f"Bearer {token}"}
     for name in ALL_PROCESSES:

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from devstack.procs import free_port
-from tests.support.stack import alive, start_stack, stop_stack
+from tests.support.stack import RunningStack, alive, start_stack, stop_stack
 
 # Stacks of its own (the local supervisor itself): the local stack only (make test-containers deselects it).
 pytestmark = pytest.mark.local_stack
@@ -106,3 +106,40 @@ def test_a_postgres_port_another_server_answers_fails_the_start_at_once(dossier_
         with pytest.raises(RuntimeError, match="postgres exited while starting"):
             start_stack(dossier_homes("squatted"), extra_env={"DOSSIER_PG_PORT": str(squatter.getsockname()[1])})
         assert time.monotonic() - started < 30
+
+
+def ports_of(stack: RunningStack) -> set[int]:
+    """Every port a stack listens on, as its stack.json says."""
+    state = stack.state()
+    urls = [state["gateway_url"], *state["nats_urls"], *state["metrics"].values()]  # type: ignore[misc, attr-defined]
+    ports = {int(str(url).rsplit(":", 1)[1].split("/")[0]) for url in urls}
+    return ports | {int(str(state["postgres_port"])), int(str(state["s3_endpoint"]).rsplit(":", 1)[1])}
+
+
+def test_two_stacks_run_side_by_side_and_the_first_start_that_succeeds_prints_the_token(
+    dossier_homes: Callable[[str], Path],
+) -> None:
+    first, second = dossier_homes("side-a"), dossier_homes("side-b")
+    port = free_port()
+    # A start that fails (its gateway port held) has made the admin token; it has printed nothing.
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as squatter:
+        squatter.bind(("127.0.0.1", port))
+        squatter.listen()
+        with pytest.raises(RuntimeError, match=f"gateway port already in use: {port}"):
+            start_stack(first, extra_env={"DOSSIER_HTTP_PORT": str(port)})
+    token = (first / "admin-token").read_text().strip()
+    assert token not in (first / "stack.out").read_text()
+
+    a = start_stack(first, extra_env={"DOSSIER_HTTP_PORT": str(port)})
+    try:
+        assert a.output is not None and f"admin token: {token}" in a.output.read_text()
+        b = start_stack(second)  # its own home and gateway port; every other port chosen free
+        try:
+            for stack in (a, b):
+                assert httpx.get(f"{stack.url}/v1/health").status_code == 200
+            assert not ports_of(a) & ports_of(b)
+            assert b.output is not None and f"admin token: {b.admin_token}" in b.output.read_text()
+        finally:
+            stop_stack(b.proc)
+    finally:
+        stop_stack(a.proc)

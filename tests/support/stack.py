@@ -17,9 +17,8 @@ from typing import Any
 import httpx
 
 from devstack.infra import postgres_dsn
-from devstack.procs import free_port, free_port_range
+from devstack.procs import free_port
 from devstack.stack import OBJECT_USERS, SECRET_VARIABLES, s3_access_key
-from shared.contracts.common import SERVICES
 from shared.natsauth import inbox_prefix
 from shared.outside import EVENTS_USER
 from shared.proof import SIGNERS, public_key_text, public_keys_text
@@ -202,8 +201,6 @@ TEST_RATE = {"DOSSIER_RATE_PER_TOKEN": "1000", "DOSSIER_RATE_BURST": "2000"}
 ROOT_SCOPE = "rootscope"
 # Every home a test stack ran on: the session's end removes the system users their Postgres ran as.
 STARTED_HOMES: list[Path] = []
-# Every metrics port a stack of up to 4 replicas may use (devstack.stack.metrics_port).
-METRICS_PORTS = 4 * len(SERVICES)
 
 
 def start_stack(
@@ -213,14 +210,9 @@ def start_stack(
     upgrade tests), once it says it is up."""
     home.mkdir(parents=True, exist_ok=True)
     STARTED_HOMES.append(home)
-    port = free_port()
+    port = int((extra_env or {}).get("DOSSIER_HTTP_PORT") or free_port())
     env = {k: v for k, v in os.environ.items() if not k.startswith("DOSSIER_")}
-    # A free range for the fixed metrics ports: the documented default may be held by a stack beside this one.
-    metrics = str(free_port_range(METRICS_PORTS))
-    env.update(
-        {"DOSSIER_HOME": str(home), "DOSSIER_HTTP_PORT": str(port), "DOSSIER_METRICS_BASE_PORT": metrics},
-        **(TEST_RATE | (extra_env or {})),
-    )
+    env.update({"DOSSIER_HOME": str(home), "DOSSIER_HTTP_PORT": str(port)}, **(TEST_RATE | (extra_env or {})))
     output = home / "stack.out"
     output.touch(mode=0o600)
     offset = output.stat().st_size if output.exists() else 0

@@ -14,6 +14,7 @@ from services.assets.app import create_app
 from services.assets.confinement import Plan, runtime_paths
 from services.gateway.routes.health import health
 from shared.bus import BusClient
+from shared.restarts import read_restarts
 from shared.settings import AssetsSettings
 from tests.service.assets.conftest import AssetsUnderTest, actor
 from tests.support.probe import probe_until
@@ -48,7 +49,7 @@ async def test_versions_fail_saying_why_and_health_says_so(
         assert await bus.ping("assets")
 
         # The gateway's /v1/health (its route over this bus; the other services are not running here).
-        response = await health(bus)
+        response = await health(bus, read_restarts(None))
         body = json.loads(response.body)
         assert response.status_code == 503 and body["status"] == "degraded"
         assert body["services"]["assets"] == "degraded"
