@@ -113,14 +113,15 @@ def request_digest(data: Mapping[str, Any], grant: str | None) -> str:
     """What a proof binds besides the actor: the grant and the payload, as JSON with sorted keys.
 
     The owner digests the payload it decoded, the one its rules are given; the caller digests the payload
-    it sends, which decodes to the same values. orjson takes every JSON value but integers beyond 64 bits;
-    for those both ends fall back to the standard library's encoder.
+    it sends, which decodes to the same values. orjson takes every JSON value but integers beyond 64 bits
+    and text with a lone surrogate; for those both ends fall back to the standard library's encoder (a lone
+    surrogate never reaches an owner's digest: the envelope is refused as unstorable first).
     """
     value = {"grant": grant, "data": data}
     try:
         text = orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
     except TypeError:
-        text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+        text = json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
     return b64(hashlib.sha256(text).digest())
 
 

@@ -184,6 +184,8 @@ def test_the_digest_reads_the_payload_as_the_rule_does() -> None:
     assert request_digest({"a": 1}, None) != request_digest({"a": 2}, None)
     assert request_digest({"a": 1}, None) != request_digest({"a": 1}, "g")
     assert request_digest({"n": 2**70}, None) != request_digest({"n": 2**70 + 1}, None)
+    # Text no UTF-8 can carry is digested too (the sender's envelope is then refused naming the field).
+    assert request_digest({"t": "half \ud800"}, None) != request_digest({"t": "half"}, None)
 
 
 def test_seen_proofs_are_forgotten_once_expired() -> None:
