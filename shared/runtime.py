@@ -194,7 +194,8 @@ async def serve_until_signalled(start: Callable[[], Awaitable[None]], stop: Call
 
 
 def run_service(runtime: ServiceRuntime) -> None:
-    configure_logging(runtime.name, runtime.settings.log_level)
+    settings = runtime.settings
+    configure_logging(runtime.name, settings.log_level, process=settings.process, log_file=settings.log_file)
     wait_for_file(runtime.settings.infra_ready_file)
     # uvloop: the bus hops and the pool's round trips cost less loop time than on the default loop.
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:

@@ -87,3 +87,10 @@ def test_a_line_shows_its_extra_fields() -> None:
     record.fields = {"subject": "s", "outcome": "ok", "duration_ms": 1.5}
     line = json.loads(JsonFormatter("workspace").format(record))
     assert line["subject"] == "s" and line["outcome"] == "ok" and line["duration_ms"] == 1.5
+
+
+def test_a_line_names_its_process_when_the_stack_named_it() -> None:
+    record = logging.LogRecord("dossier.x", logging.INFO, __file__, 1, "hi", (), None)
+    line = json.loads(JsonFormatter("gateway", 2, "gateway-w2").format(record))
+    assert (line["process"], line["worker"]) == ("gateway-w2", 2)
+    assert "process" not in json.loads(JsonFormatter("gateway").format(record))
