@@ -1,8 +1,10 @@
-"""Logs as JSON lines that carry the request id, the run and the scope they belong to.
+"""Logs as JSON lines that carry the request id, the run and the scope they belong to, and the trace.
 
 The request id is set once at the edge (the gateway's `X-Request-ID`, or a new id), travels in the bus
 envelope, and is put back into the context of every service that handles the request, so one id follows
-a request through every log file.
+a request through every log file. With tracing on, a line written inside a recorded span carries its
+`trace_id` and `span_id`, and binding a request id also puts it on the span that is current then
+(`dossier.request_id`; shared/tracing.py puts it on every span started while it is bound).
 
 Under the local stack every process of a kind appends to one file (`logs/<service>.log`, O_APPEND, a line
 per write) and the supervisor rotates it by renaming it away (devstack/logfiles.py): `LogFileHandler`
@@ -23,12 +25,22 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import orjson
+from opentelemetry import trace
 
 request_id_var: ContextVar[str | None] = ContextVar("request_id", default=None)
 run_id_var: ContextVar[str | None] = ContextVar("run_id", default=None)
 scope_var: ContextVar[str | None] = ContextVar("scope", default=None)
 
 REQUEST_ID_MAX = 128
+# The span attribute that carries the request id (the log lines' `request_id`).
+REQUEST_ID_ATTRIBUTE = "dossier.request_id"
+# Set by shared.tracing when this process records spans: lines then carry the trace, and bound ids tag spans.
+_traced = {"on": False}
+
+
+def trace_logs() -> None:
+    """From now on, lines carry the current span's ids, and `bound` tags the current span (tracing is on)."""
+    _traced["on"] = True
 
 
 def new_request_id() -> str:
@@ -49,6 +61,12 @@ def bound(*, request_id: str | None = None, run_id: str | None = None, scope: st
         for var, value in ((request_id_var, request_id), (run_id_var, run_id), (scope_var, scope))
         if value is not None
     ]
+    if request_id is not None and _traced["on"]:
+        # The span opened before the id was known (the gateway's request, a bus request's or an event's
+        # handling); spans started inside get it from shared.tracing's span processor.
+        span = trace.get_current_span()
+        if span.is_recording():
+            span.set_attribute(REQUEST_ID_ATTRIBUTE, request_id)
     try:
         yield
     finally:
@@ -145,6 +163,12 @@ class JsonFormatter(logging.Formatter):
             value = getattr(record, key, None) or var.get()
             if value:
                 line[key] = value
+        if _traced["on"]:
+            span = trace.get_current_span().get_span_context()
+            # Only a recorded trace: a dropped one (an idle loop's statement) is nowhere to be found.
+            if span.trace_flags.sampled:
+                line["trace_id"] = format(span.trace_id, "032x")
+                line["span_id"] = format(span.span_id, "016x")
         fields = getattr(record, "fields", None)
         if fields:
             line.update(fields)

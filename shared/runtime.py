@@ -49,7 +49,7 @@ class ServiceRuntime:
         self.name = name
         self.settings = settings
         self.migrations = migrations
-        tracing.setup_tracing(name)
+        tracing.setup_tracing(name, sql=settings.trace_sql)
         # No FastStream telemetry middleware: its only subscribers here are health pings, which no trace wants,
         # and it named each reply's span by its inbox (a name per request).
         middlewares = [NatsPrometheusMiddleware(registry=REGISTRY, app_name=name)]

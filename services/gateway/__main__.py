@@ -21,7 +21,7 @@ def serve(settings: GatewaySettings) -> None:
         process=settings.process,
         log_file=settings.log_file,
     )
-    tracing.setup_tracing("gateway")
+    tracing.setup_tracing("gateway", sql=settings.trace_sql)
     connections = Connections(
         max_total=fit_descriptors(settings.max_connections),
         max_per_peer=settings.max_connections_per_peer,
