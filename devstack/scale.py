@@ -2,7 +2,7 @@
 (`DOSSIER_REPLICAS`), as docs/operations.md names them.
 
 Replica 1 of a service keeps the plain name (`workspace`, `pids/workspace.pid`); replica n is
-`workspace.n` (`pids/workspace.n.pid`, `health/workspace.n.json`, `logs/workspace.n.log`). NATS nodes
+`workspace.n` (`pids/workspace.n.pid`, `health/workspace.n.json`; its lines in `logs/workspace.log`). NATS nodes
 are `nats`, `nats.2`, `nats.3`. Gateway replica n listens on `DOSSIER_HTTP_PORT + n - 1`, with
 `DOSSIER_GATEWAY_WORKERS` processes sharing that port: `gateway`, `gateway-w2`, … (services/gateway/workers.py).
 """

@@ -36,6 +36,7 @@ from devstack.infra import (
     provision_roles,
     s3_child,
 )
+from devstack.logfiles import LogRotation
 from devstack.natsports import nats_client_ports
 from devstack.procs import can_listen, free_port, port_open
 from devstack.scale import STREAM_DECLARER, count_setting, process_name
@@ -118,6 +119,8 @@ class Stack:
         private_folder(self.home)
         self.pid_dir = self.home / "pids"
         self.log_dir = self.home / "logs"
+        # One file per service, shared by its processes, rotated by size here (devstack/logfiles.py).
+        self.log_rotation = LogRotation(self.log_dir, self.env, {f"{name}.log" for name in ALL_PROCESSES})
         self.http_port = int(self.env.get("DOSSIER_HTTP_PORT") or 8080)
         # Printed once, by the first start that comes up after it was made (one that fails before leaves it
         # unshown); a later start says where it is kept (logs and terminals keep lines).
@@ -331,6 +334,8 @@ class Stack:
                 "DOSSIER_S3_ENDPOINT": f"127.0.0.1:{self.s3_port}",
                 "DOSSIER_HTTP_PORT": str(self.gateway_ports.get(gateway_of(process), self.http_port)),
                 "DOSSIER_HEALTH_FILE": str(self.health_dir / f"{process}.json"),
+                "DOSSIER_PROCESS": process,
+                "DOSSIER_LOG_FILE": str(self.log_dir / f"{name}.log"),
                 "DOSSIER_INFRA_READY_FILE": str(self.infra_ready),
                 "DOSSIER_METRICS_TOKEN": self.metrics_token,
                 "PYTHONUNBUFFERED": "1",
@@ -365,7 +370,8 @@ class Stack:
             fresh_metrics_dir(folder / "metrics")
         for name, process in self.processes:
             argv = [sys.executable, "-m", f"services.{name}"]
-            self._launch(Child(process, argv, self.service_env(name, process), self.log_dir / f"{process}.log"))
+            env = self.service_env(name, process)
+            self._launch(Child(process, argv, env, Path(env["DOSSIER_LOG_FILE"])))
 
     def write_state(self) -> None:
         metrics = metrics_urls(self.gateway_ports, self.metrics_ports)
@@ -499,6 +505,7 @@ class Stack:
             started = time.monotonic()
             while not self.stopping:
                 self.supervise_once()
+                self.log_rotation.check()
                 if not announced and self.healthy():
                     announced = True
                     self._phase("healthy")

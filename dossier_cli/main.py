@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from dossier_cli import admin, artifacts, assets, external, mcp, publications, runs, workspaces
+from dossier_cli import admin, artifacts, assets, external, logs, mcp, publications, runs, workspaces
 from dossier_cli.client import EXIT_API, EXIT_INTERRUPTED
 from dossier_cli.commands import command, fail, remember
 
@@ -32,7 +32,7 @@ app = typer.Typer(
     rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-for module in (workspaces, runs, external, publications, assets, artifacts, admin, mcp):
+for module in (workspaces, runs, external, publications, assets, artifacts, admin, mcp, logs):
     module.register(app)
 
 

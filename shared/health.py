@@ -52,8 +52,10 @@ class HealthReporter:
         except Exception:
             ok = False
         if ok != self._ok:
-            if self._ok is not None:
-                log.warning("health is now %s", "ok" if ok else "bad (the bus connection is not answering)")
+            if self._ok is not None and ok:
+                log.info("health is now ok")  # a recovery is news, not a warning
+            elif self._ok is not None:
+                log.warning("health is now bad (the bus connection is not answering)")
             self._ok, self._since = ok, time.time()
         state = {"pid": os.getpid(), "ok": ok, "since": self._since, "at": time.time()}
         self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -126,7 +126,7 @@ class OutboxRelay:
         body = event.model_dump_json().encode()
         traced = row.get("trace_headers") if tracing.enabled() else None
         if traced:
-            with tracing.publish_span(subject, traced, message_id=event.id) as headers:
+            with tracing.publish_span(subject, traced, message_id=event.id, request_id=event.request_id) as headers:
                 await self._js.publish(subject, body, stream=STREAM_NAME, headers={**headers, "Nats-Msg-Id": event.id})
             return
         await self._js.publish(subject, body, stream=STREAM_NAME, headers={"Nats-Msg-Id": event.id})

@@ -50,7 +50,7 @@ class ServiceRuntime:
         self.name = name
         self.settings = settings
         self.migrations = migrations
-        tracing.setup_tracing(name)
+        tracing.setup_tracing(name, sql=settings.trace_sql)
         # No FastStream telemetry middleware: its only subscribers here are health pings, which no trace wants,
         # and it named each reply's span by its inbox (a name per request).
         middlewares = [NatsPrometheusMiddleware(registry=REGISTRY, app_name=name)]
@@ -199,7 +199,8 @@ async def serve_until_signalled(start: Callable[[], Awaitable[None]], stop: Call
 
 
 def run_service(runtime: ServiceRuntime) -> None:
-    configure_logging(runtime.name, runtime.settings.log_level)
+    settings = runtime.settings
+    configure_logging(runtime.name, settings.log_level, process=settings.process, log_file=settings.log_file)
     wait_for_file(runtime.settings.infra_ready_file)
     # uvloop: the bus hops and the pool's round trips cost less loop time than on the default loop.
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:

@@ -54,6 +54,12 @@ class CommonSettings(BaseSettings):
     # Off only in fault tests that must leave events unrelayed in the outbox.
     outbox_relay: bool = True
     log_level: str = "INFO"
+    # The local stack's name of this process (`gateway-w2`, `workspace.2`), put in every log line, and the
+    # file its output goes to, followed when the supervisor rotates it (shared.observe.LogFileHandler).
+    process: str = ""
+    log_file: Path | None = None
+    # With tracing on, a span per database statement (most of a run's trace); false leaves them out.
+    trace_sql: bool = True
     # Prometheus /metrics of this process on 127.0.0.1 (0: any free port); None serves none.
     metrics_port: int | None = None
     # The bearer token a scraper sends to that /metrics (the stack keeps it in $DOSSIER_HOME/metrics-token).

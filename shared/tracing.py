@@ -9,6 +9,10 @@ handled bus request or event, or a unit of work a loop found to do. A span with 
 database statement, a bus call or a publish (what an idle loop does every second) is not recorded, and
 neither is anything beneath it. Span names are templates: subjects, event subjects, route templates and
 SQL verbs, never an id.
+
+Every span started while a request id is bound (shared.observe.bound) carries it as `dossier.request_id`,
+and every log line written inside a recorded span carries its `trace_id`. `sql=False` (DOSSIER_TRACE_SQL)
+leaves the database statements out: they were nine tenths of a run's trace.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from opentelemetry import context, propagate, trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Link, SpanKind, Tracer
 from opentelemetry.util.types import Attributes
+
+from shared.observe import REQUEST_ID_ATTRIBUTE, request_id_var, trace_logs
 
 _state: dict[str, Any] = {"enabled": False}
 
@@ -63,13 +69,26 @@ def work_roots_sampler() -> Any:
     return ParentBased(root=WorkRoots())
 
 
-def setup_tracing(service: str, exporter: Any = None) -> bool:
-    """Install a tracer provider for this process. With no exporter given, OTLP over HTTP from the env."""
+def request_id_spans() -> Any:
+    """A span processor that puts the bound request id on every span it sees start."""
+    from opentelemetry.sdk.trace import Span, SpanProcessor
+
+    class RequestIds(SpanProcessor):
+        def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+            request_id = request_id_var.get()
+            if request_id:
+                span.set_attribute(REQUEST_ID_ATTRIBUTE, request_id)
+
+    return RequestIds()
+
+
+def setup_tracing(service: str, exporter: Any = None, *, sql: bool = True) -> bool:
+    """Install a tracer provider for this process. With no exporter given, OTLP over HTTP from the env.
+    `sql`: a span for each database statement (asyncpg's instrumentation)."""
     if exporter is None and not tracing_requested():
         return False
     if _state["enabled"]:
         return True
-    from opentelemetry.instrumentation.asyncpg import AsyncPGInstrumentor
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
@@ -77,6 +96,7 @@ def setup_tracing(service: str, exporter: Any = None) -> bool:
     provider = TracerProvider(
         resource=Resource.create({"service.name": f"dossier-{service}"}), sampler=work_roots_sampler()
     )
+    provider.add_span_processor(request_id_spans())
     if exporter is None:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
@@ -84,8 +104,12 @@ def setup_tracing(service: str, exporter: Any = None) -> bool:
     else:
         provider.add_span_processor(SimpleSpanProcessor(exporter))
     trace.set_tracer_provider(provider)
-    AsyncPGInstrumentor().instrument()
+    if sql:
+        from opentelemetry.instrumentation.asyncpg import AsyncPGInstrumentor
+
+        AsyncPGInstrumentor().instrument()
     _state["enabled"] = True
+    trace_logs()
     return True
 
 
@@ -148,14 +172,17 @@ def current_headers() -> dict[str, str] | None:
 
 
 @contextmanager
-def publish_span(subject: str, headers: Mapping[str, str] | None, *, message_id: str) -> Iterator[dict[str, str]]:
+def publish_span(
+    subject: str, headers: Mapping[str, str] | None, *, message_id: str, request_id: str | None = None
+) -> Iterator[dict[str, str]]:
     """The publish of one outbox row, a child of the code that enqueued it; yields the headers to send with it,
-    which carry the publish span's own context to the event's consumers."""
+    which carry the publish span's own context to the event's consumers. `request_id`: the event's (the relay
+    publishes outside any request)."""
+    attributes = _messaging(
+        subject, "publish", **{"messaging.message.id": message_id, REQUEST_ID_ATTRIBUTE: request_id}
+    )
     with tracer().start_as_current_span(
-        f"{subject} publish",
-        context=propagate.extract(headers or {}),
-        kind=SpanKind.PRODUCER,
-        attributes=_messaging(subject, "publish", **{"messaging.message.id": message_id}),
+        f"{subject} publish", context=propagate.extract(headers or {}), kind=SpanKind.PRODUCER, attributes=attributes
     ):
         yield inject_headers()
 

@@ -15,8 +15,14 @@ def serve(settings: GatewaySettings) -> None:
     from shared.metrics import GATEWAY_WORKERS
     from shared.observe import configure_logging
 
-    configure_logging("gateway", settings.log_level, worker=settings.gateway_worker or None)
-    tracing.setup_tracing("gateway")
+    configure_logging(
+        "gateway",
+        settings.log_level,
+        worker=settings.gateway_worker or None,
+        process=settings.process,
+        log_file=settings.log_file,
+    )
+    tracing.setup_tracing("gateway", sql=settings.trace_sql)
     connections = Connections(
         max_total=fit_descriptors(settings.max_connections),
         max_per_peer=settings.max_connections_per_peer,

@@ -15,8 +15,8 @@ What each process keeps in its own memory is documented where it is kept (servic
 connections.py; docs/operations.md). The MCP endpoint is stateless and tokens and sessions are read from
 the database, so a request may land on any worker.
 
-The local stack (devstack/stack.py) starts and supervises every worker itself, each with its own pid file,
-log and health report. `python -m services.gateway` on its own (a container) runs `run_workers`: a small
+The local stack (devstack/stack.py) starts and supervises every worker itself, each with its own pid file
+and health report; they share `logs/gateway.log`, each line naming its worker. `python -m services.gateway` on its own (a container) runs `run_workers`: a small
 parent that starts the workers, restarts one that dies, and stops them all on SIGTERM.
 """
 

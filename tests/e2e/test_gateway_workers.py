@@ -56,7 +56,8 @@ def list_workspaces(stack: RunningStack, token: str, request_id: str, count: int
 
 
 def served_by(stack: RunningStack, request_id: str) -> set[str]:
-    return {worker for worker in WORKERS if lines_with(stack, worker, request_id)}
+    """The workers whose lines (all in `gateway.log`, each naming its process) show this request id."""
+    return {str(line.get("process")) for line in lines_with(stack, "gateway", request_id)}
 
 
 def test_both_workers_serve_the_port_and_its_metrics_count_both(two_workers: RunningStack) -> None:

@@ -19,6 +19,7 @@ import httpx
 from devstack.infra import postgres_dsn
 from devstack.procs import free_port
 from devstack.stack import OBJECT_USERS, SECRET_VARIABLES, s3_access_key
+from dossier_cli.logread import backups, kind_of
 from shared.natsauth import inbox_prefix
 from shared.outside import EVENTS_USER
 from shared.proof import SIGNERS, public_key_text, public_keys_text
@@ -108,13 +109,20 @@ class RunningStack:
             return dict(e.split(b"=", 1) for e in f.read().split(b"\0") if b"=" in e)
 
     def log_text(self, name: str) -> str:
-        """What a service's process has written: its log file, or its container's log. A gateway's is that of
-        all its workers (`gateway.log`, `gateway-w2.log`, …; in compose they share the container's log)."""
+        """What a service's processes have written: their file with its rotated backups, or the container's
+        log. A service's name gives the lines of all its processes (a gateway's workers, replicas); a process's
+        name (`gateway-w2`, `workspace.2`) only its own."""
         if self.compose is not None:
             return self.compose.log_text(name)
         logs = self.local_home() / "logs"
-        files = [logs / f"{name}.log", *sorted(logs.glob(f"{name}-w*.log"))]
-        return "\n".join(path.read_text(errors="replace") for path in files)
+        kind = kind_of(name) or name
+        files = [*backups(logs, kind), logs / f"{kind}.log"]
+        text = "\n".join(path.read_text(errors="replace") for path in files if path.exists())
+        if name == kind:
+            return text
+        return "\n".join(
+            raw for raw in text.split("\n") if raw.startswith("{") and json.loads(raw).get("process") == name
+        )
 
     def pid(self, name: str) -> int:
         return int((self.local_home() / "pids" / f"{name}.pid").read_text())

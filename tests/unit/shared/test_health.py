@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
-from shared.health import read_verdict
+import pytest
+
+from shared.health import HealthReporter, read_verdict
 
 
 def report(path: Path, **state: object) -> Path:
@@ -37,3 +40,21 @@ def test_a_starting_process_gets_the_grace_from_its_start(tmp_path: Path) -> Non
     assert read_verdict(earlier, 7, grace=10, started_at=100, now=105).healthy
     assert not read_verdict(earlier, 7, grace=10, started_at=100, now=111).healthy
     assert read_verdict(tmp_path / "missing.json", 7, grace=10, started_at=100, now=105).healthy
+
+
+async def test_a_recovery_is_logged_at_info_and_a_loss_at_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    answers = iter([True, False, True])
+
+    async def check() -> bool:
+        return next(answers)
+
+    reporter = HealthReporter(tmp_path / "s.json", check)
+    with caplog.at_level(logging.INFO, logger="dossier.health"):
+        for _ in range(3):
+            await reporter.report_once()
+    assert [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "dossier.health"] == [
+        ("WARNING", "health is now bad (the bus connection is not answering)"),
+        ("INFO", "health is now ok"),
+    ]

@@ -7,7 +7,12 @@ import logging
 import random
 from datetime import UTC, datetime
 
-from shared.observe import HandledLog, JsonFormatter, bound
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from shared import observe
+from shared.observe import HandledLog, JsonFormatter, bound, trace_logs
 
 
 def iso(created: float) -> str:
@@ -87,3 +92,30 @@ def test_a_line_shows_its_extra_fields() -> None:
     record.fields = {"subject": "s", "outcome": "ok", "duration_ms": 1.5}
     line = json.loads(JsonFormatter("workspace").format(record))
     assert line["subject"] == "s" and line["outcome"] == "ok" and line["duration_ms"] == 1.5
+
+
+def test_a_line_names_its_process_when_the_stack_named_it() -> None:
+    record = logging.LogRecord("dossier.x", logging.INFO, __file__, 1, "hi", (), None)
+    line = json.loads(JsonFormatter("gateway", 2, "gateway-w2").format(record))
+    assert (line["process"], line["worker"]) == ("gateway-w2", 2)
+    assert "process" not in json.loads(JsonFormatter("gateway").format(record))
+
+
+def test_with_tracing_on_a_line_carries_its_trace_and_a_bound_request_id_tags_the_span() -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    formatter = JsonFormatter("workspace")
+    record = logging.LogRecord("dossier.x", logging.INFO, __file__, 1, "hi", (), None)
+    trace_logs()
+    try:
+        # Outside any span, or in one that is not recorded, a line names no trace.
+        assert "trace_id" not in json.loads(formatter.format(record))
+        with provider.get_tracer("t").start_as_current_span("dossier.workspace.get process") as span:
+            with bound(request_id="req_7"):
+                line = json.loads(formatter.format(record))
+        context = span.get_span_context()
+        assert line["trace_id"] == f"{context.trace_id:032x}" and line["span_id"] == f"{context.span_id:016x}"
+        assert exporter.get_finished_spans()[0].attributes == {"dossier.request_id": "req_7"}
+    finally:
+        observe._traced["on"] = False

@@ -47,3 +47,27 @@ def test_tracing_off_propagates_nothing() -> None:
         assert tracing.current_headers() is None
     with tracing.continued({"traceparent": "00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01"}):
         assert not trace.get_current_span().get_span_context().is_valid
+
+
+def test_every_span_started_while_a_request_id_is_bound_carries_it() -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from shared.observe import bound
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(tracing.request_id_spans())
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("t")
+    with bound(request_id="req_9"), tracer.start_as_current_span("run attempt"):
+        with tracer.start_as_current_span("SELECT", kind=SpanKind.CLIENT):
+            pass
+    with tracer.start_as_current_span("asset version recovery"):
+        pass
+    assert {s.name: (s.attributes or {}).get("dossier.request_id") for s in exporter.get_finished_spans()} == {
+        "SELECT": "req_9",
+        "run attempt": "req_9",
+        "asset version recovery": None,
+    }
