@@ -38,13 +38,24 @@ import logging
 import resource
 import time
 from collections import Counter
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from services.gateway.admission import Tally
 from shared.metrics import GATEWAY_CONNECTIONS
 
-if TYPE_CHECKING:
-    from services.gateway.protocol import GuardedConnection
+
+class Guarded(Protocol):
+    """What the caps need of a connection (services.gateway.protocol's, which imports this module): its
+    peer, its place in the shedding order, and the two ways it is ended."""
+
+    peer: str
+    shed_line: int | None
+    shed_lines_of_peer: list[dict[Guarded, None]]
+
+    def shed(self) -> None: ...
+
+    def enforce(self, now: float) -> None: ...
+
 
 log = logging.getLogger("dossier.gateway.connections")
 
@@ -77,7 +88,7 @@ class Connections:
         self.drain_timeout = drain_timeout
         self.preauth_body_timeout = preauth_body_timeout
         self.min_body_rate = min_body_rate
-        self.open: set[GuardedConnection] = set()
+        self.open: set[Guarded] = set()
         self.sheddable = ShedOrder()
         self.per_peer: Counter[str] = Counter()
         self._interval = min(1.0, *(t / 4 for t in (header_timeout, body_timeout, drain_timeout, preauth_body_timeout)))
@@ -92,7 +103,7 @@ class Connections:
         self.late_drain = Tally("drain_timeout", "connections closed: a refused body still arriving at its deadline")
         self.idle = Tally("idle_timeout", "idle connections closed")
 
-    def admit(self, conn: GuardedConnection, peer: str, loop: asyncio.AbstractEventLoop) -> bool:
+    def admit(self, conn: Guarded, peer: str, loop: asyncio.AbstractEventLoop) -> bool:
         if self.per_peer[peer] >= self.max_per_peer and not self._make_room(peer):
             self._over_peer.count(f"{peer} holds {self.per_peer[peer]}")
             return False
@@ -117,7 +128,7 @@ class Connections:
         victim.shed()
         return True
 
-    def leave(self, conn: GuardedConnection, peer: str) -> None:
+    def leave(self, conn: Guarded, peer: str) -> None:
         self.sheddable.drop(conn)
         if conn in self.open:
             self.open.discard(conn)
@@ -143,17 +154,17 @@ class ShedOrder:
     LINES = 3
 
     def __init__(self) -> None:
-        self._lines: list[dict[GuardedConnection, None]] = [{} for _ in range(self.LINES)]
-        self._of_peer: dict[str, list[dict[GuardedConnection, None]]] = {}
+        self._lines: list[dict[Guarded, None]] = [{} for _ in range(self.LINES)]
+        self._of_peer: dict[str, list[dict[Guarded, None]]] = {}
 
-    def join(self, conn: GuardedConnection) -> None:
+    def join(self, conn: Guarded) -> None:
         """A connection just admitted, in no line yet."""
         lines = self._of_peer.get(conn.peer)
         if lines is None:
             lines = self._of_peer[conn.peer] = [{} for _ in range(self.LINES)]
         conn.shed_line, conn.shed_lines_of_peer = None, lines
 
-    def put(self, conn: GuardedConnection, line: int | None) -> None:
+    def put(self, conn: Guarded, line: int | None) -> None:
         """To the end of `line` (dicts keep insertion order); out of every line for None."""
         was = conn.shed_line
         if was is not None:
@@ -164,14 +175,14 @@ class ShedOrder:
             self._lines[line][conn] = None
             conn.shed_lines_of_peer[line][conn] = None
 
-    def drop(self, conn: GuardedConnection) -> None:
+    def drop(self, conn: Guarded) -> None:
         self.put(conn, None)
 
     def forget(self, peer: str) -> None:
         """A peer address that holds no connection any more."""
         self._of_peer.pop(peer, None)
 
-    def first(self, peer: str | None = None) -> GuardedConnection | None:
+    def first(self, peer: str | None = None) -> Guarded | None:
         for line in self._lines if peer is None else self._of_peer.get(peer, ()):
             for conn in line:
                 return conn

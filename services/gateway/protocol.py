@@ -10,7 +10,7 @@ import logging
 import time
 from typing import Any, ClassVar
 
-from services.gateway.connections import KNOWN_WAITING, UNKNOWN_BODY, UNKNOWN_WAITING, Connections
+from services.gateway.connections import KNOWN_WAITING, UNKNOWN_BODY, UNKNOWN_WAITING, Connections, Guarded
 from services.gateway.limits import CALLER_EXTENSION, has_body
 from services.gateway.writes import CombinedWrites
 from shared.observe import new_request_id
@@ -39,7 +39,7 @@ class GuardedConnection(CombinedWrites):
     _trusted = False
     # Its place in the shed order (connections.ShedOrder, which sets both once it is admitted).
     shed_line: int | None = None
-    shed_lines_of_peer: list[dict[GuardedConnection, None]]
+    shed_lines_of_peer: list[dict[Guarded, None]]
     # The current body: when its headers ended, the bytes read, and the seconds spent reading it (not
     # those the application paused reading for), as of the sweep at `_checked`.
     _body_since = 0.0
