@@ -231,12 +231,16 @@ class RunRepository:
         model_request: str | None = None,
     ) -> bool:
         """One row under the fence: false when the lease is not this epoch's. A row the run already has (the
-        same stage, ref and locator: a concurrent call under the same lease) is kept as it was."""
+        same stage, ref and locator: a concurrent call under the same lease) is kept as it was, but for the
+        model request that carried it, filled in if it had none (an answer citing a version whose read was
+        refused before is that refusal's row, now tied to the answer)."""
         held: bool = await conn.fetchval(
             "WITH held AS (SELECT 1 FROM runs WHERE id = $1 AND lease_epoch = $2 AND status = 'running'),"
             " added AS (INSERT INTO ledger (run_id, epoch, stage, ref, content_hash, locator, reason, model_request)"
             "   SELECT $1, $2, $3, $4, $5, $6, $7, $8 FROM held"
-            "   ON CONFLICT (run_id, stage, ref, locator) WHERE ref IS NOT NULL DO NOTHING)"
+            "   ON CONFLICT (run_id, stage, ref, locator) WHERE ref IS NOT NULL DO UPDATE"
+            "   SET model_request = EXCLUDED.model_request"
+            "   WHERE ledger.model_request IS NULL AND EXCLUDED.model_request IS NOT NULL)"
             " SELECT EXISTS (SELECT 1 FROM held)",
             run_id,
             epoch,
