@@ -3,7 +3,8 @@
 It is scripted (no model): it begins a run it drives itself, lists the run's catalog, searches the evidence,
 reads the best passage and every earlier publication of the catalog at its exact version, keeps a plan and a
 note in the run's files, and finishes with an answer that cites exactly what it read. Dossier keeps the
-ledger, the files and the lease, and publishes the answer with those sources.
+ledger, the files and the lease, and publishes the answer with those sources. The MCP session holds the run
+and its lease, so no tool call passes either (the lease never enters a model's context).
 
     DOSSIER_URL=http://127.0.0.1:8080 DOSSIER_TOKEN=... \\
         .venv/bin/python examples/outside_agent.py WORKSPACE "What changed for Fund X?" --query "redemption gates"
@@ -38,10 +39,17 @@ async def call(client: Client, name: str, arguments: dict[str, Any]) -> Any:
 
 
 async def research(client: Client, workspace_id: str, question: str, query: str) -> dict[str, Any]:
-    begin = {"workspace_id": workspace_id, "question": question, "request_id": uuid.uuid4().hex}
+    begin = {
+        "workspace_id": workspace_id,
+        "question": question,
+        "request_id": uuid.uuid4().hex,
+        "agent": {"name": "examples/outside_agent.py"},
+    }
     run = await call(client, "begin_run", begin)
-    session = {"run_id": run["id"], "lease": run["lease"]["token"]}
-    print(f"run {run['id']}: lease epoch {run['lease']['epoch']} until {run['lease']['expires_at']}", file=sys.stderr)
+    # The session holds the lease; a connection without an MCP session is answered the token to pass along.
+    session = {} if run["lease"] is None else {"run_id": run["id"], "lease": run["lease"]["token"]}
+    lease = run["lease_state"]
+    print(f"run {run['id']}: lease epoch {lease['epoch']} until {lease['expires_at']}", file=sys.stderr)
 
     catalog = await call(client, "run_catalog", session)
     earlier = [i for i in catalog["items"] if i["kind"] == "publication" and i["available"]]
@@ -89,7 +97,9 @@ async def main(argv: list[str]) -> int:
         parser.error("a token is needed: --token or DOSSIER_TOKEN")
     headers = {"Authorization": f"Bearer {args.token}"}
     async with httpx2.AsyncClient(headers=headers, timeout=120) as http:
-        async with Client(streamable_http_client(f"{args.url.rstrip('/')}/mcp", http_client=http)) as client:
+        # `legacy`: the initialize handshake, whose answer assigns the MCP session (protocol 2026-07-28 has none).
+        transport = streamable_http_client(f"{args.url.rstrip('/')}/mcp", http_client=http)
+        async with Client(transport, mode="legacy") as client:
             try:
                 run = await research(client, args.workspace, args.question, args.query)
             except ToolRefused as exc:

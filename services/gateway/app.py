@@ -32,6 +32,7 @@ from services.gateway.routes import (
     runs,
     workspaces,
 )
+from services.gateway.run_bindings import RunBindings
 from services.gateway.sessions import SessionService
 from services.gateway.tokens import TokenService
 from services.gateway.web import install as install_workbench
@@ -89,6 +90,7 @@ def create_app(settings: GatewaySettings, *, on_started: Callable[[], None] | No
             db, admin_token=settings.admin_token, cache_seconds=settings.token_cache_seconds
         )
         app.state.sessions = SessionService(db, app.state.tokens, cache_seconds=settings.token_cache_seconds)
+        app.state.run_bindings = RunBindings(db)
         app.state.blobs = Blobs(settings)
         await app.state.blobs.ensure_bucket()
         holds = asyncio.create_task(follow_holds(db, write_hold))
@@ -126,9 +128,9 @@ def create_app(settings: GatewaySettings, *, on_started: Callable[[], None] | No
     app.include_router(observe.router)
     for module in (admin, workspaces, checkpoints, runs, external, publications, assets, artifacts):
         app.include_router(module.router, responses=errors(*COMMON))
-    # The MCP face: a raw ASGI route (not a Mount, which would redirect `/mcp` to `/mcp/`). POST only: a
-    # stateless server has no session to resume or end, and GET answers 405 so no idle stream stays open.
-    app.router.routes.append(Route("/mcp", mcp, methods=["POST"], include_in_schema=False))
+    # The MCP face: a raw ASGI route (not a Mount, which would redirect `/mcp` to `/mcp/`). POST, and DELETE
+    # to end a session; GET answers 405: a stateless server pushes nothing, so no idle stream stays open.
+    app.router.routes.append(Route("/mcp", mcp, methods=["POST", "DELETE"], include_in_schema=False))
     install_workbench(app)
 
     def limit_for(method: str, path: str) -> tuple[int, bool]:

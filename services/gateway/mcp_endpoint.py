@@ -1,26 +1,35 @@
 """The ASGI app at `/mcp`: the API's bearer auth in front of the SDK's streamable HTTP transport.
 
 Every HTTP request is authenticated exactly as a `/v1` route authenticates it (the admin token is refused),
-and its caller (actor, request id, bus) rides in the ASGI scope to the MCP server's handlers, which get the
-HTTP request from the SDK.
+and its caller (actor, request id, bus, MCP session) rides in the ASGI scope to the MCP server's handlers,
+which get the HTTP request from the SDK.
+
+MCP sessions: the transport is stateless, but the answer to `initialize` assigns an `Mcp-Session-Id`, which
+the client sends with every later request and which names the session whose runs `RunBindings` holds
+(services/gateway/run_bindings.py); `DELETE /mcp` with it ends the session. Protocol 2026-07-28 has no
+`initialize` and no sessions: such a client gets a binding only by sending an `Mcp-Session-Id` of its own.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
 from starlette.requests import Request
-from starlette.types import Receive, Scope, Send
+from starlette.responses import Response
+from starlette.types import Message, Receive, Scope, Send
 
 from services.gateway.deps import ActorBus, current_actor
 from services.gateway.errors import envelope
 from services.gateway.limits import bearer_challenge
 from services.gateway.mcp_caller import CALLER, Caller
-from shared.errors import DomainError
+from services.gateway.run_bindings import SESSION_HEADER, McpSession, RunBindings, new_session_id, session_id_of
+from services.gateway.tokens import bearer
+from shared.errors import DomainError, Invalid
 from shared.observe import new_request_id, request_id_var
 
 if TYPE_CHECKING:
@@ -30,6 +39,8 @@ log = logging.getLogger("dossier.gateway.mcp")
 
 # How long a request that comes while the MCP server is still loading waits for it.
 LOAD_WAIT_SECONDS = 30.0
+# A client sends this header once it has negotiated a version; `initialize` is sent without it.
+PROTOCOL_VERSION_HEADER = "mcp-protocol-version"
 
 
 def current_request_id() -> str:
@@ -94,8 +105,15 @@ class McpEndpoint:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
         request_id = current_request_id()
+        bindings: RunBindings = request.app.state.run_bindings
+        session_id = session_id_of(request.headers.get(SESSION_HEADER))
         try:
             actor = await current_actor(request)
+            token = bearer(request.headers.get("authorization"))
+            if request.method == "DELETE":
+                await self._end_session(bindings, session_id, token)
+                await Response(status_code=204)(scope, receive, send)
+                return
             if self._manager is None:
                 await self._loaded()
         except DomainError as err:
@@ -105,9 +123,25 @@ class McpEndpoint:
             log.info("mcp request refused: %s", err.code, extra={"request_id": request_id})
             await response(scope, receive, send)
             return
-        scope[CALLER] = Caller(bus=ActorBus(request.app.state.bus, actor), request_id=request_id)
+        if session_id is None and PROTOCOL_VERSION_HEADER not in request.headers:
+            receive, initializing = await _peek_initialize(receive)
+            if initializing:
+                session_id = new_session_id()
+                send = _with_session_id(send, session_id)
+        session = McpSession.of(session_id, token) if session_id is not None else None
+        bus = ActorBus(request.app.state.bus, actor)
+        scope[CALLER] = Caller(bus=bus, request_id=request_id, bindings=bindings, session=session)
         assert self._manager is not None
         await self._manager.handle_request(scope, receive, send)
+
+    @staticmethod
+    async def _end_session(bindings: RunBindings, session_id: str | None, token: str) -> None:
+        """The client ends its session: the runs it held go on (to be taken over), but not bound to it."""
+        if session_id is None:
+            raise Invalid(
+                "DELETE /mcp ends the MCP session its Mcp-Session-Id header names", {"header": "Mcp-Session-Id"}
+            )
+        await bindings.forget(McpSession.of(session_id, token))
 
     async def _loaded(self) -> None:
         if self._stop is None or self._stop.is_set():
@@ -121,6 +155,40 @@ class McpEndpoint:
             raise DomainError("the MCP server is not running", code="internal") from None
         if self._manager is None:
             raise DomainError("the MCP server is not running", code="internal")
+
+
+async def _peek_initialize(receive: Receive) -> tuple[Receive, bool]:
+    """Whether the body is an `initialize` request, and a `receive` that gives the body again. (Only a
+    request without a negotiated protocol version is read here: the handshake, or a client that keeps none.)"""
+    messages: list[Message] = []
+    while True:
+        message = await receive()
+        messages.append(message)
+        if message["type"] != "http.request" or not message.get("more_body", False):
+            break
+    body = b"".join(m.get("body", b"") for m in messages if m["type"] == "http.request")
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        parsed = None
+    initializing = isinstance(parsed, dict) and parsed.get("method") == "initialize"
+
+    async def replay() -> Message:
+        return messages.pop(0) if messages else await receive()
+
+    return replay, initializing
+
+
+def _with_session_id(send: Send, session_id: str) -> Send:
+    """The answer to `initialize` assigns the session id (a refusal assigns none)."""
+
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start" and 200 <= message["status"] < 300:
+            headers = [*message.get("headers", []), (SESSION_HEADER.encode(), session_id.encode())]
+            message = {**message, "headers": headers}
+        await send(message)
+
+    return sending
 
 
 def _load_sdk() -> None:

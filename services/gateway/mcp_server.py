@@ -92,6 +92,7 @@ def _tool_list() -> list[types.Tool]:
             name=tool.name,
             description=tool.description,
             input_schema=tool.input.model_json_schema(),
+            output_schema=tool.output.model_json_schema(mode="serialization"),
             annotations=types.ToolAnnotations(
                 read_only_hint=tool.read_only,
                 destructive_hint=False,
@@ -124,7 +125,7 @@ async def _call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallTool
             if tool is None:
                 raise Invalid(f"there is no tool named {params.name[:_QUOTED]!r}", {"field": "name"})
             payload = _validated(tool.input, params.arguments or {}, "tool's input")
-            result = (await IMPLEMENTATIONS[tool.name](caller.bus, payload)).model_dump(mode="json")
+            result = (await IMPLEMENTATIONS[tool.name](caller, payload)).model_dump(mode="json")
             return types.CallToolResult(
                 content=[types.TextContent(type="text", text=_json(result))], structured_content=result
             )
@@ -175,10 +176,10 @@ async def _read_addressed(caller: Caller, uri: str) -> Model:
     """The resource `uri` names, through the same bus read as its tool."""
     if (found := _PUBLICATION_URI.match(uri)) is not None:
         req = _validated(publication.ReadRequest, dict(found), "resource URI")
-        return await IMPLEMENTATIONS[m.READ_PUBLICATION](caller.bus, req)
+        return await IMPLEMENTATIONS[m.READ_PUBLICATION](caller, req)
     if (found := _EVIDENCE_URI.match(uri)) is not None:
         req = _validated(assets.EvidenceReadRequest, dict(found), "resource URI")
-        return await IMPLEMENTATIONS[m.READ_EVIDENCE](caller.bus, req)
+        return await IMPLEMENTATIONS[m.READ_EVIDENCE](caller, req)
     raise Invalid(f"no resource is addressed by {uri[:_QUOTED]!r}", {"field": "uri"})
 
 
@@ -217,8 +218,9 @@ def build_server(version: str) -> Server[Any]:
         instructions=(
             "Dossier keeps research goals that outlive single runs. Read earlier publications at exact "
             "versions, search and read evidence, start runs and follow their ledgers, and propose "
-            "checkpoint updates by compare-and-swap. Errors carry the API's code: not_found, conflict, "
-            "unavailable, invalid."
+            "checkpoint updates by compare-and-swap. To research yourself, begin_run: this session then "
+            "holds the run and its lease, and the run_* tools take only their own arguments. Errors carry "
+            "the API's code: not_found, conflict, unavailable, invalid, forbidden."
         ),
         get_tool_input_schema=lambda name: _CONTRACTS[name].input.model_json_schema() if name in _CONTRACTS else None,
         on_list_tools=_list_tools,

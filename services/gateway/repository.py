@@ -1,4 +1,5 @@
-"""Every SQL statement of the gateway: API tokens, the workbench's sessions, and write holds' signals."""
+"""Every SQL statement of the gateway: API tokens, the workbench's sessions, write holds' signals and the runs
+MCP sessions hold."""
 
 from __future__ import annotations
 
@@ -97,3 +98,60 @@ class HoldRepository:
 
     async def notify(self, conn: asyncpg.Connection, *, channel: str, payload: str) -> None:
         await conn.execute("SELECT pg_notify($1, $2)", channel, payload)
+
+
+class RunBindingRepository:
+    async def bind(
+        self,
+        conn: asyncpg.Connection,
+        *,
+        session_hash: str,
+        run_id: str,
+        token_hash: str,
+        sealed_lease: bytes,
+        lifetime_seconds: float,
+    ) -> None:
+        """The session holds the run under this lease from now on (a take-over's lease replaces the older)."""
+        await conn.execute(
+            "INSERT INTO mcp_run_bindings (session_hash, run_id, token_hash, sealed_lease, expires_at)"
+            " VALUES ($1, $2, $3, $4, now() + make_interval(secs => $5::double precision))"
+            " ON CONFLICT (session_hash, run_id) DO UPDATE SET token_hash = EXCLUDED.token_hash,"
+            " sealed_lease = EXCLUDED.sealed_lease, bound_at = now(), expires_at = EXCLUDED.expires_at",
+            session_hash,
+            run_id,
+            token_hash,
+            sealed_lease,
+            lifetime_seconds,
+        )
+
+    async def extend(
+        self, conn: asyncpg.Connection, *, session_hash: str, run_id: str, lifetime_seconds: float
+    ) -> None:
+        await conn.execute(
+            "UPDATE mcp_run_bindings SET expires_at = now() + make_interval(secs => $3::double precision)"
+            " WHERE session_hash = $1 AND run_id = $2",
+            session_hash,
+            run_id,
+            lifetime_seconds,
+        )
+
+    async def find(
+        self, conn: asyncpg.Connection, *, session_hash: str, token_hash: str, run_id: str | None
+    ) -> asyncpg.Record | None:
+        """The session's binding of `run_id`, or its latest one (None: the session holds no such run)."""
+        return await conn.fetchrow(
+            "SELECT run_id, sealed_lease FROM mcp_run_bindings"
+            " WHERE session_hash = $1 AND token_hash = $2 AND ($3::text IS NULL OR run_id = $3)"
+            " AND expires_at > now() ORDER BY bound_at DESC LIMIT 1",
+            session_hash,
+            token_hash,
+            run_id,
+        )
+
+    async def forget_session(self, conn: asyncpg.Connection, *, session_hash: str, token_hash: str) -> None:
+        await conn.execute(
+            "DELETE FROM mcp_run_bindings WHERE session_hash = $1 AND token_hash = $2", session_hash, token_hash
+        )
+
+    async def delete_expired(self, conn: asyncpg.Connection) -> None:
+        await conn.execute("DELETE FROM mcp_run_bindings WHERE expires_at <= now()")

@@ -88,6 +88,8 @@ class AdmittedRun(Model):
     final_title: str | None
     # The admitting request's trace context (shared/tracing.py), when tracing was on.
     trace_headers: dict[str, str] | None
+    # An external run's outside agent, as its admission named it.
+    agent: c.RunAgent | None = None
 
     @classmethod
     def of(cls, record: asyncpg.Record) -> AdmittedRun:
@@ -131,6 +133,7 @@ class AdmittedRun(Model):
             created_at=self.created_at,
             finished_at=self.finished_at,
             driver=self.driver,
+            agent=self.agent,
             lease_state=(
                 c.LeaseState(epoch=self.lease_epoch, expires_at=self.lease_expires_at, holder=self.lease_owner)
                 if self.driver == "external"

@@ -31,6 +31,13 @@ class ExternalRepository:
         )
         return epoch
 
+    async def epochs(self, conn: asyncpg.Connection, *, run_id: str) -> list[asyncpg.Record]:
+        """Each lease epoch of the run (its admission's, then one per take-over) and when it began."""
+        rows: list[asyncpg.Record] = await conn.fetch(
+            "SELECT epoch, created_at FROM run_leases WHERE run_id = $1 ORDER BY epoch", run_id
+        )
+        return rows
+
     async def renew(self, conn: asyncpg.Connection, *, run_id: str, epoch: int) -> asyncpg.Record | None:
         return await conn.fetchrow(
             "UPDATE runs SET lease_expires_at = now() + make_interval(secs => lease_seconds)"

@@ -3,8 +3,10 @@
 The run is the activity; every material it read (ledger `read` / `included` rows) is an entity at its exact
 version that the run `used`; the goal version it was admitted with and the user's history selection are
 entities too; its publication version `wasGeneratedBy` the run and `wasDerivedFrom` each included material;
-the principal who asked and the model that drove it are the agents. Nothing here asks another service:
-the export says what the run consumed then, not what those materials are now.
+the principal who asked and the model that drove it are the agents. An outside agent that drove an external
+run is named as its admission named it, and each lease epoch (the admission's, then one per take-over) is an
+association of its own. Nothing here asks another service: the export says what the run consumed then, not
+what those materials are now.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
+from urllib.parse import quote
 
 from services.runhost.admitted import AdmittedRun
 from shared.contracts.common import Ref
@@ -68,11 +71,12 @@ class ProvBuilder:
     def _began(self) -> str | None:
         return _time(self._run.started_at or self._run.created_at)
 
-    def agents(self) -> None:
+    def agents(self, epochs: Iterable[Mapping[str, Any]] = ()) -> None:
         run = self._run
-        model_id = f"dossier:model/{run.model}"
-        self.doc.agent[model_id] = {"prov:type": qualified("prov:SoftwareAgent"), "prov:label": run.model}
-        self.doc.wasAssociatedWith[self._next("assoc")] = {"prov:activity": self.run_id, "prov:agent": model_id}
+        model_id = self._driver()
+        associations = [{"prov:activity": self.run_id, "prov:agent": model_id, **_epoch(e)} for e in epochs]
+        for association in associations or [{"prov:activity": self.run_id, "prov:agent": model_id}]:
+            self.doc.wasAssociatedWith[self._next("assoc")] = association
         if run.principal is None:
             return
         person_id = f"dossier:principal/{run.scope}/{run.principal}"
@@ -83,6 +87,21 @@ class ProvBuilder:
             "prov:responsible": person_id,
             "prov:activity": self.run_id,
         }
+
+    def _driver(self) -> str:
+        """The software agent that drove the run: the run host's model, or the outside agent as named."""
+        run = self._run
+        if run.agent is None:
+            model_id = f"dossier:model/{run.model}"
+            self.doc.agent[model_id] = {"prov:type": qualified("prov:SoftwareAgent"), "prov:label": run.model}
+            return model_id
+        # Any name becomes a local name PROV-N can hold: its other characters percent-encoded.
+        agent_id = f"dossier:agent/{quote(run.agent.name, safe='')}"
+        record: dict[str, Any] = {"prov:type": qualified("prov:SoftwareAgent"), "prov:label": run.agent.name}
+        if run.agent.model is not None:
+            record["dossier:model"] = run.agent.model
+        self.doc.agent[agent_id] = record
+        return agent_id
 
     def goal(self) -> None:
         run = self._run
@@ -169,10 +188,21 @@ class ProvBuilder:
         self.doc.used[self._next("use")] = use
 
 
-def run_prov(run: AdmittedRun, ledger: Iterable[Mapping[str, Any]]) -> ProvDocument:
+def _epoch(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A lease epoch's attributes on its association: which epoch, and when its session took the run."""
+    return {
+        "dossier:epoch": row["epoch"],
+        "dossier:leaseFrom": {"$": _time(row["created_at"]), "type": "xsd:dateTime"},
+    }
+
+
+def run_prov(
+    run: AdmittedRun, ledger: Iterable[Mapping[str, Any]], epochs: Iterable[Mapping[str, Any]] = ()
+) -> ProvDocument:
+    """`epochs`: an external run's lease epochs (epoch, created_at), each an association of its own."""
     builder = ProvBuilder(run)
     builder.activity()
-    builder.agents()
+    builder.agents(epochs)
     builder.goal()
     builder.history()
     builder.publication(builder.consumed(ledger))

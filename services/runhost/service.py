@@ -11,6 +11,7 @@ import asyncpg
 from services.runhost.admission_key import admission_digest, same_request
 from services.runhost.admitted import AdmittedRun, Limits
 from services.runhost.events import emit
+from services.runhost.external_repository import ExternalRepository
 from services.runhost.memory import RunFiles, validate_path
 from services.runhost.owners import Owners
 from services.runhost.policies.factory import validate_model
@@ -40,6 +41,7 @@ class RunService:
     def __init__(self, db: Database, owners: Owners, files_for: Any, settings: RunhostSettings, repo: RunRepository):
         self._db, self._owners, self._settings, self._repo = db, owners, settings, repo
         self._files_for = files_for
+        self._leases = ExternalRepository()
         self.external: ExternalRuns | None = None
 
     @answers(c.ADMIT)
@@ -52,6 +54,8 @@ class RunService:
         else:
             if req.lease_seconds is not None:
                 raise Invalid("lease_seconds is for runs with driver external", {"field": "lease_seconds"})
+            if req.agent is not None:
+                raise Invalid("an agent drives only runs with driver external", {"field": "agent"})
             model = validate_model(req.model or self._settings.model, self._settings)
         async with self._db.transaction() as conn:
             await self._repo.lock_request(conn, scope=ctx.actor.scope, request_id=req.request_id)
@@ -85,6 +89,7 @@ class RunService:
                     "history": [h.model_dump() for h in req.history],
                     "limits": self._limits(req.limits).model_dump(),
                     "driver": req.driver,
+                    "agent": req.agent.model_dump() if req.agent is not None else None,
                     # Every attempt of the run continues the admission's trace (services/runhost/worker.py).
                     "trace_headers": tracing.current_headers(),
                 },
@@ -212,7 +217,8 @@ class RunService:
         async with self._db.pool.acquire() as conn:
             run = await self._scoped_run(conn, ctx.actor, req.run_id)
             rows = await self._repo.list_ledger(conn, run_id=req.run_id)
-        return run_prov(run, rows)
+            epochs = await self._leases.epochs(conn, run_id=req.run_id) if run.driver == "external" else []
+        return run_prov(run, rows, epochs)
 
     @answers(c.LIST_FILES)
     async def list_files(self, ctx: RequestContext, req: c.RunPageRequest) -> c.FileList:

@@ -18,6 +18,7 @@ from shared.contracts.common import (
     PageRequest,
     Ref,
     Subject,
+    id_field,
 )
 
 # A source id is chosen by people and tools (often a file name); it must fit in a URL path segment.
@@ -89,13 +90,15 @@ class GetAssetRequest(Model):
 
 
 class SearchRequest(Model):
-    q: str = Field(min_length=1, max_length=1000, pattern=NOT_BLANK)
-    source_id: str | None = Field(default=None, pattern=SOURCE_ID_PATTERN)
-    limit: int = Field(default=10, ge=1, le=100)
+    q: str = Field(min_length=1, max_length=1000, pattern=NOT_BLANK, description="What to search for (full text).")
+    source_id: str | None = Field(
+        default=None, pattern=SOURCE_ID_PATTERN, description="Only this source's passages; leave it out for all."
+    )
+    limit: int = Field(default=10, ge=1, le=100, description="How many hits at most.")
 
 
 class EvidenceReadRequest(Model):
-    evidence_id: str = Field(min_length=1, max_length=200)
+    evidence_id: str = id_field("The evidence id of a search hit.")
 
 
 class LocateRequest(Model):

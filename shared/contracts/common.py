@@ -75,13 +75,22 @@ class Actor(Model):
     principal: str = Field(min_length=1, max_length=200)
 
 
+def id_field(description: str) -> Any:
+    """An id a request names (1 to ID_MAX_CHARS characters), with what it is told to clients."""
+    return Field(min_length=1, max_length=ID_MAX_CHARS, description=description)
+
+
 RefKind = Literal["publication", "source", "artifact", "evidence"]
 
 
 class Ref(Model):
-    kind: RefKind
-    id: str = Field(min_length=1, max_length=200)
-    version: Annotated[int, Strict(), Field(le=INT32_MAX), Integral] | None = None
+    kind: RefKind = Field(
+        description="What the ref names: a publication, a source, an artifact or an evidence passage."
+    )
+    id: str = Field(min_length=1, max_length=200, description="The id of what it names.")
+    version: Annotated[int, Strict(), Field(le=INT32_MAX), Integral] | None = Field(
+        default=None, description="The exact version; null where the kind has none (an evidence passage)."
+    )
 
     def key(self) -> str:
         return f"{self.kind}:{self.id}@{self.version if self.version is not None else 'latest'}"
@@ -96,8 +105,13 @@ CURSOR_MAX_CHARS = 1000
 class PageRequest(Model):
     """`limit` items after `cursor` (the `next_cursor` of the previous page; none for the first page)."""
 
-    limit: int = Field(default=PAGE_LIMIT_DEFAULT, ge=1, le=PAGE_LIMIT_MAX)
-    cursor: str | None = Field(default=None, min_length=1, max_length=CURSOR_MAX_CHARS)
+    limit: int = Field(default=PAGE_LIMIT_DEFAULT, ge=1, le=PAGE_LIMIT_MAX, description="How many items at most.")
+    cursor: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=CURSOR_MAX_CHARS,
+        description="The `next_cursor` of the previous page; leave it out for the first page.",
+    )
 
 
 class Page(Model):

@@ -20,6 +20,7 @@ from shared.contracts.common import (
     StrictInt,
     Subject,
     Text,
+    id_field,
 )
 
 Id = Field(min_length=1, max_length=200)
@@ -61,8 +62,8 @@ class GetRequest(PageRequest):
 
 
 class ReadRequest(Model):
-    id: str = Id
-    version: int = Field(ge=1, le=INT32_MAX)
+    id: str = id_field("The publication (pub_…).")
+    version: int = Field(ge=1, le=INT32_MAX, description="The exact version to read.")
 
 
 class PublicationSearchRequest(Model):

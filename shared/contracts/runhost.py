@@ -20,6 +20,7 @@ from shared.contracts.common import (
     StrictInt,
     Subject,
     Text,
+    id_field,
 )
 from shared.contracts.workspace import Catalog
 
@@ -32,8 +33,8 @@ Id = Field(min_length=1, max_length=200)
 
 
 class HistoryRef(Model):
-    publication_id: str = Id
-    version: StrictInt = Field(ge=1, le=INT32_MAX)
+    publication_id: str = id_field("An earlier publication (pub_…) the run reads exactly.")
+    version: StrictInt = Field(ge=1, le=INT32_MAX, description="Its exact version.")
 
 
 # A run's answer is a publication titled by its question; its HTML report is an artifact titled
@@ -59,17 +60,65 @@ def short_title(question: str) -> str:
 class RunLimits(Model):
     """Per-run limits; each is capped by the server's own maximum."""
 
-    max_steps: Annotated[int, Strict(), Field(ge=1, le=INT32_MAX), Integral] | None = None
-    max_chars: Annotated[int, Strict(), Field(ge=1, le=INT32_MAX), Integral] | None = None
-    max_seconds: float | None = Field(default=None, gt=0)
+    max_steps: Annotated[int, Strict(), Field(ge=1, le=INT32_MAX), Integral] | None = Field(
+        default=None, description="The most steps (tool calls) the run may take."
+    )
+    max_chars: Annotated[int, Strict(), Field(ge=1, le=INT32_MAX), Integral] | None = Field(
+        default=None, description="The most characters the run may read and write."
+    )
+    max_seconds: float | None = Field(default=None, gt=0, description="The longest the run may take, in seconds.")
 
 
 # A run's policy: `scripted:<name>` replays a script of the run host's scripts folder (tests); `external`
 # names the outside agent of a run with driver external, the only model such a run takes.
 MODEL_PATTERN = r"^(extractive|openai|external|scripted:[A-Za-z0-9_-]{1,60})$"
+# The policies of the run host's own: what a run the run host drives may name.
+POLICY_PATTERN = r"^(extractive|openai|scripted:[A-Za-z0-9_-]{1,60})$"
+LeaseSeconds = Annotated[int, Strict(), Field(ge=LEASE_SECONDS_MIN, le=LEASE_SECONDS_MAX), Integral]
+LEASE_SECONDS_TOLD = (
+    f"How long the lease lasts before it must be renewed, in seconds ({LEASE_SECONDS_MIN}-{LEASE_SECONDS_MAX}, "
+    f"default {LEASE_SECONDS_DEFAULT})."
+)
 
 
-class RunRequest(Model):
+class RunAgent(Model):
+    """The outside agent that drives an external run, as its provenance names it."""
+
+    name: str = Field(
+        min_length=1, max_length=200, pattern=NOT_BLANK, description="The agent's name (a program, a product)."
+    )
+    model: str | None = Field(
+        default=None, min_length=1, max_length=200, pattern=NOT_BLANK, description="The model behind it, if any."
+    )
+
+
+class RunQuestion(Model):
+    """What every admission asks: the question, the admission's idempotency key and the history to read."""
+
+    question: Text = Field(min_length=1, max_length=4000, description="The research question the run answers.")
+    request_id: str = id_field("Your idempotency key: the same id with the same parameters answers the same run.")
+    history: list[HistoryRef] = Field(
+        default_factory=list,
+        max_length=HISTORY_MAX,
+        description="Earlier publication versions the run reads exactly, whatever the workspace holds now.",
+    )
+
+
+class PolicyRunRequest(RunQuestion):
+    """What a run the run host drives may ask besides: its policy, its conversation and its limits."""
+
+    model: str | None = Field(
+        default=None, pattern=MODEL_PATTERN, description="The run host's policy; leave it out for its default."
+    )
+    conversation_id: str | None = Field(
+        default=None,
+        max_length=200,
+        description="A conversation (conv_…) this run continues; leave it out for a new one.",
+    )
+    limits: RunLimits | None = Field(default=None, description="Limits below the server's own.")
+
+
+class RunRequest(PolicyRunRequest):
     """The body of `POST /v1/workspaces/{id}/runs`."""
 
     # The run host's rules across fields, told to clients: a run with driver external names no policy of
@@ -78,26 +127,29 @@ class RunRequest(Model):
         json_schema_extra={
             "if": {"properties": {"driver": {"const": "external"}}, "required": ["driver"]},
             "then": {"properties": {"model": {"enum": ["external", None]}}},
-            "else": {"properties": {"model": {"not": {"const": "external"}}, "lease_seconds": {"type": "null"}}},
+            "else": {
+                "properties": {
+                    "model": {"not": {"const": "external"}},
+                    "lease_seconds": {"type": "null"},
+                    "agent": {"type": "null"},
+                }
+            },
         }
     )
 
-    question: Text = Field(min_length=1, max_length=4000)
-    request_id: str = Id
-    history: list[HistoryRef] = Field(default_factory=list, max_length=HISTORY_MAX)
-    model: str | None = Field(default=None, pattern=MODEL_PATTERN)
-    conversation_id: str | None = Field(default=None, max_length=200)
-    limits: RunLimits | None = None
-    driver: Driver = "dossier"
-    lease_seconds: Annotated[int, Strict(), Field(ge=LEASE_SECONDS_MIN, le=LEASE_SECONDS_MAX), Integral] | None = None
+    driver: Driver = Field(
+        default="dossier", description="`dossier`: the run host's policy drives the run; `external`: you do."
+    )
+    lease_seconds: LeaseSeconds | None = Field(default=None, description=f"External runs only. {LEASE_SECONDS_TOLD}")
+    agent: RunAgent | None = Field(default=None, description="External runs only: who drives the run (in its PROV).")
 
 
 class AdmitRequest(RunRequest):
-    workspace_id: str = Id
+    workspace_id: str = id_field("The workspace (ws_…).")
 
 
 class RunIdRequest(Model):
-    run_id: str = Id
+    run_id: str = id_field("The run (run_…).")
 
 
 class ListRunsRequest(PageRequest):
@@ -107,7 +159,7 @@ class ListRunsRequest(PageRequest):
 class RunPageRequest(PageRequest):
     """A page of one run's list (ledger rows, files)."""
 
-    run_id: str = Id
+    run_id: str = id_field("The run (run_…).")
 
 
 class ConversationRequest(PageRequest):
@@ -117,8 +169,8 @@ class ConversationRequest(PageRequest):
 
 
 class ReadFileRequest(Model):
-    run_id: str = Id
-    path: str = Field(min_length=1, max_length=300)
+    run_id: str = id_field("The run (run_…).")
+    path: str = Field(min_length=1, max_length=300, description="The file's path, as the run's file list names it.")
 
 
 class WritePlanRequest(Model):
@@ -182,6 +234,8 @@ class Run(Model):
     finished_at: datetime | None
     stats: RunStats = Field(default_factory=RunStats)
     driver: Driver = "dossier"
+    # An external run's outside agent, as its admission named it.
+    agent: RunAgent | None = None
     # The secret lease, in the admission's and a take-over's answers only.
     lease: Lease | None = None
     # An external run's lease as anyone of its scope may see it.
@@ -268,13 +322,19 @@ class ProvDocument(Model):
 class LeaseRequest(Model):
     """A run-bound call of an external run: the run and the lease token the agent holds."""
 
-    run_id: str = Id
-    lease: str = Field(min_length=1, max_length=200)
+    run_id: str = id_field("The run (run_…).")
+    lease: str = Field(min_length=1, max_length=200, description="The run's lease token (rl_…).")
 
 
-class ExternalSearchRequest(LeaseRequest):
-    q: str = Field(min_length=1, max_length=1000, pattern=NOT_BLANK)
-    limit: int = Field(default=10, ge=1, le=50)
+class SearchBody(Model):
+    """What a run's search asks."""
+
+    q: str = Field(min_length=1, max_length=1000, pattern=NOT_BLANK, description="What to search for (full text).")
+    limit: int = Field(default=10, ge=1, le=50, description="How many passages at most.")
+
+
+class ExternalSearchRequest(LeaseRequest, SearchBody):
+    pass
 
 
 class ExternalReadRequest(LeaseRequest):
@@ -282,22 +342,44 @@ class ExternalReadRequest(LeaseRequest):
     locator: str | None = Field(default=None, max_length=500)
 
 
-class ExternalWriteRequest(LeaseRequest):
-    path: str = Field(min_length=1, max_length=300)
-    text: Text
+class WriteBody(Model):
+    """One of a run's working files an outside agent writes, and its text."""
+
+    path: str = Field(
+        min_length=1, max_length=300, description="plan.md, draft.md or notes/<name>.md (name: letters, digits, _.@-)."
+    )
+    text: Text = Field(description="The file's whole new text (markdown, at most 1 MiB in UTF-8).")
+
+
+class ExternalWriteRequest(LeaseRequest, WriteBody):
+    pass
 
 
 class CheckpointUpdate(Model):
-    summary: str | None = Field(default=None, max_length=20_000)
-    add_questions: list[str] = Field(default_factory=list, max_length=50)
+    summary: str | None = Field(
+        default=None,
+        max_length=20_000,
+        description="The workspace's new progress summary; leave it out for the answer's start.",
+    )
+    add_questions: list[str] = Field(
+        default_factory=list, max_length=50, description="Open questions to add to the workspace's checkpoint."
+    )
 
 
 class FinishBody(Model):
     """The body of `POST /v1/runs/{id}/finish`."""
 
-    answer: str = Field(min_length=1, max_length=200_000)
-    title: str | None = Field(default=None, max_length=300)
-    checkpoint: CheckpointUpdate | None = None
+    answer: str = Field(
+        min_length=1,
+        max_length=200_000,
+        description="The answer (markdown), citing `source_id@vN locator` for evidence and `pub_…@vN` for publications.",
+    )
+    title: str | None = Field(
+        default=None, max_length=300, description="The published answer's title; leave it out for the question."
+    )
+    checkpoint: CheckpointUpdate | None = Field(
+        default=None, description="A proposal to update the workspace's checkpoint with what the run found."
+    )
 
 
 class ExternalFinishRequest(LeaseRequest, FinishBody):
@@ -307,11 +389,11 @@ class ExternalFinishRequest(LeaseRequest, FinishBody):
 class TakeBody(Model):
     """The body of `POST /v1/runs/{id}/lease/take`."""
 
-    force: bool = False
+    force: bool = Field(default=False, description="Take the run even though its lease has not expired.")
 
 
 class TakeRequest(TakeBody):
-    run_id: str = Id
+    run_id: str = id_field("The run (run_…).")
 
 
 class ReadBody(Model):

@@ -19,6 +19,7 @@ from shared.contracts.common import (
     StrictInt,
     Subject,
     Text,
+    id_field,
 )
 
 # What the assets service answers and announces: its own contract module owns these names.
@@ -108,8 +109,10 @@ CATALOG_LIMIT_MAX = 200
 
 
 class CatalogRequest(Model):
-    workspace_id: str = Id
-    limit: int | None = Field(default=None, ge=1, le=INT32_MAX)
+    workspace_id: str = id_field("The workspace (ws_…).")
+    limit: int | None = Field(
+        default=None, ge=1, le=INT32_MAX, description="How many catalog items at most; leave it out for the default."
+    )
 
 
 class CatalogItem(Model):
@@ -275,14 +278,22 @@ QUESTION_MAX_CHARS = 2000
 class CheckpointEdit(Model):
     """A person's edit. An omitted `summary` keeps the current one; a question closes only when resolved."""
 
-    expected_revision: StrictInt = Field(ge=0, le=INT32_MAX)
-    summary: Text | None = None
-    add_questions: list[Annotated[Text, Field(max_length=QUESTION_MAX_CHARS)]] = Field(default_factory=list)
-    resolve_questions: list[Annotated[str, Field(min_length=1, max_length=200)]] = Field(default_factory=list)
+    expected_revision: StrictInt = Field(
+        ge=0, le=INT32_MAX, description="The revision you read (0 when there is no checkpoint yet)."
+    )
+    summary: Text | None = Field(
+        default=None, description="The new summary; leave it out to keep the current one, null to clear it."
+    )
+    add_questions: list[Annotated[Text, Field(max_length=QUESTION_MAX_CHARS)]] = Field(
+        default_factory=list, description="Open questions to add, each its text."
+    )
+    resolve_questions: list[Annotated[str, Field(min_length=1, max_length=200)]] = Field(
+        default_factory=list, description="The ids of open questions this update resolves."
+    )
 
 
 class UpdateCheckpointRequest(CheckpointEdit):
-    workspace_id: str = Id
+    workspace_id: str = id_field("The workspace whose checkpoint this updates (ws_…).")
 
 
 class ProposeRequest(Model):

@@ -31,6 +31,7 @@ def test_the_example_outside_agent_researches_the_running_example(stack: Running
     assert done.returncode == 0, done.stderr
     run = json.loads(done.stdout)
     assert run["status"] == "completed" and run["driver"] == "external"
+    assert run["agent"] == {"name": "examples/outside_agent.py", "model": None}
     published = api.ok("GET", f"/v1/publications/{run['publication']['id']}/versions/1")
     sources = {(s["kind"], s["id"], s["version"]) for s in published["sources"]}
     assert sources == {("publication", a["id"], 1), ("source", "announcement", 1)}

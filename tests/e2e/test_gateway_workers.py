@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from shared.contracts import mcp as contract
 from tests.e2e.test_mcp import bearer, mcp_client, ok
-from tests.support.api import probe
+from tests.support.api import Api, probe
 from tests.support.logs import lines_with
 from tests.support.stack import RunningStack, start_stack, stop_stack
 
@@ -87,6 +87,26 @@ async def test_mcp_calls_work_whichever_worker_each_lands_on(two_workers: Runnin
             tools = {t.name for t in (await client.list_tools()).tools}
             assert tools == {t.name for t in contract.TOOLS}
             assert ok(await client.call_tool("list_workspaces", {}))["items"] == [], n
+    assert served_by(stack, request_id) == set(WORKERS)
+
+
+async def test_a_sessions_run_is_held_whichever_worker_each_call_lands_on(two_workers: RunningStack) -> None:
+    stack = two_workers
+    api = Api(stack)
+    ws = api.workspace()
+    token = api.http.headers["Authorization"].removeprefix("Bearer ")
+    request_id = f"req_bound_{uuid.uuid4().hex}"
+    headers = bearer(token, Connection="close", **{"X-Request-ID": request_id})
+    async with mcp_client(f"{stack.url}/mcp", headers, mode="legacy") as client:
+        begin = {"workspace_id": ws["id"], "question": "Anything?", "request_id": uuid.uuid4().hex}
+        run = ok(await client.call_tool("begin_run", begin))
+        assert run["lease"] is None
+        # Bound on one worker, the run is held on the other too: the binding is in the gateway's database.
+        for n in range(8):
+            assert ok(await client.call_tool("run_catalog", {}))["items"] == [], n
+            ok(await client.call_tool("write_run_file", {"path": f"notes/n{n}.md", "text": f"note {n}"}))
+        done = ok(await client.call_tool("finish_run", {"answer": "Nothing in the workspace bears on it."}))
+    assert done["id"] == run["id"] and done["status"] == "completed"
     assert served_by(stack, request_id) == set(WORKERS)
 
 

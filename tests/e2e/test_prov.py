@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 from datetime import datetime
 from pathlib import Path
 
@@ -72,3 +73,42 @@ def test_prov_of_the_running_example_validates_and_names_a1(api: Api, stack: Run
 
     missing = api.http.get("/v1/runs/run_missing/prov")
     assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found"
+
+
+def test_prov_names_the_outside_agent_and_each_lease_epoch(api: Api) -> None:
+    ws = api.workspace()
+    a1 = api.publish("Report A: Fund X liquidity", "Fund X can meet redemptions within 30 days.", ws["id"])
+    agent = {"name": "Claude Code", "model": "claude-opus"}
+    history = [{"publication_id": a1["id"], "version": 1}]
+    run = api.start_run(ws["id"], QUESTION, history=history, driver="external", agent=agent)
+    assert run["agent"] == agent and api.ok("GET", f"/v1/runs/{run['id']}")["agent"] == agent
+    policy_run = {"question": QUESTION, "request_id": uuid.uuid4().hex, "agent": agent}
+    refused = api.http.post(f"/v1/workspaces/{ws['id']}/runs", json=policy_run)
+    assert refused.status_code == 422 and refused.json()["error"]["details"]["field"] == "agent"
+
+    # A second session takes the run over (epoch 2), reads and finishes.
+    taken = api.ok("POST", f"/v1/runs/{run['id']}/lease/take", json={"force": True})
+    lease = {"X-Run-Lease": taken["lease"]["token"]}
+    ref = {"kind": "publication", "id": a1["id"], "version": 1}
+    assert api.http.post(f"/v1/runs/{run['id']}/read", json={"ref": ref}, headers=lease).status_code == 200
+    answer = f"- Fund X can meet redemptions within 30 days ({a1['id']}@v1)."
+    finish = api.http.post(f"/v1/runs/{run['id']}/finish", json={"answer": answer}, headers=lease)
+    assert finish.status_code == 200, finish.text
+
+    doc = api.ok("GET", f"/v1/runs/{run['id']}/prov")
+    jsonschema.Draft4Validator(SCHEMA).validate(doc)
+    activity = f"dossier:run/{run['id']}"
+    named = "dossier:agent/Claude%20Code"
+    assert doc["agent"][named]["prov:label"] == "Claude Code" and doc["agent"][named]["dossier:model"] == "claude-opus"
+    assert "dossier:model/external" not in doc["agent"]
+    epochs = [
+        assoc
+        for assoc in doc["wasAssociatedWith"].values()
+        if assoc["prov:activity"] == activity and assoc["prov:agent"] == named
+    ]
+    assert sorted(e["dossier:epoch"] for e in epochs) == [1, 2]
+    began = {e["dossier:epoch"]: datetime.fromisoformat(e["dossier:leaseFrom"]["$"]) for e in epochs}
+    assert began[1] <= began[2]
+    [delegation] = doc["actedOnBehalfOf"].values()
+    assert delegation["prov:delegate"] == named
+    assert delegation["prov:responsible"] == f"dossier:principal/{api.scope}/tester"

@@ -10,12 +10,14 @@ from pydantic import Field
 from services.runhost.admission_key import admission_digest, first_digest, same_request
 from shared.contracts import runhost as c
 
+# Fields of an admission that the releases writing every field into the digest did not have yet.
+ADDED_SINCE = {"agent"}
+
 
 def stored_by_earlier_release(req: c.AdmitRequest, model: str) -> str:
-    """The digest the earlier releases wrote: every field, defaults included, the policy resolved."""
-    return hashlib.sha256(
-        json.dumps(req.model_dump(mode="json") | {"model": model}, sort_keys=True).encode()
-    ).hexdigest()
+    """The digest the earlier releases wrote: every field they had, defaults included, the policy resolved."""
+    asked = req.model_dump(mode="json", exclude=ADDED_SINCE)
+    return hashlib.sha256(json.dumps(asked | {"model": model}, sort_keys=True).encode()).hexdigest()
 
 
 class LaterLimits(c.RunLimits):
