@@ -5,14 +5,16 @@ without finishing, and the async session. The install as a user does it: test_cl
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from dossier_client import AsyncDossier, Dossier, Invalid, LeaseLost, NotFound
 from dossier_client.models import Passage
 
-from tests.support.api import Api
+from tests.support.api import Api, probe
 from tests.support.documents import ANNOUNCEMENT, pdf
 from tests.support.stack import RunningStack
 
@@ -40,8 +42,6 @@ def setting(dossier: Dossier) -> tuple[str, Any]:
 
 
 def wait_catalog(dossier: Dossier, workspace_id: str, count: int) -> None:
-    from tests.support.api import probe
-
     probe(lambda: len(dossier.catalog(workspace_id).items) >= count, timeout=30)
 
 
@@ -101,6 +101,21 @@ def test_a_take_over_fences_the_old_session_and_a_left_run_stays_running(dossier
         assert read.path in {f.path for f in dossier.run_files(first.run_id)}
         done = second.finish(answer_of([read]))
     assert done.status == "completed"
+
+
+def test_a_session_whose_lease_ran_out_takes_the_run_back_itself(dossier: Dossier) -> None:
+    """Its renewals stopped (as when a laptop sleeps), the lease runs out; nobody else took the run, so
+    the next call takes it over (a new epoch, no force) and is answered."""
+    ws, _ = setting(dossier)
+    wait_catalog(dossier, ws, 1)
+    with dossier.external_run(ws, QUESTION, lease_seconds=30) as run:
+        run.close()  # no more renewals
+        first = run.lease
+        time.sleep(max((first.expires_at + timedelta(seconds=2) - datetime.now(UTC)).total_seconds(), 0))
+        hits = run.search("redemption gates")
+        assert hits and run.lease.epoch == first.epoch + 1
+        assert dossier.run(run.run_id).status == "running"
+        assert dossier.cancel_run(run.run_id).status == "cancelled"
 
 
 def test_an_admission_repeated_with_its_request_id_takes_the_run_over(dossier: Dossier) -> None:
