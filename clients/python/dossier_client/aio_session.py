@@ -112,7 +112,13 @@ class AsyncRunSession:
         except LeaseLost as exc:
             raise self._keeper.lose(exc) from None
         except Conflict as exc:
-            raise limit_error(await self.run(), exc) from None
+            raise await self._why(exc) from None
+
+    async def _why(self, conflict: Conflict) -> DossierError:
+        try:
+            return limit_error(await self.run(), conflict)
+        except DossierError:
+            return conflict
 
     async def _retake(self, expired: str) -> None:
         async with self._retaking:

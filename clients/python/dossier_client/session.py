@@ -134,7 +134,14 @@ class RunSession:
         except LeaseLost as exc:
             raise self._keeper.lose(exc) from None
         except Conflict as exc:
-            raise limit_error(self.run(), exc) from None
+            raise self._why(exc) from None
+
+    def _why(self, conflict: Conflict) -> DossierError:
+        """A run-bound conflict of a run that a limit ended is that limit; else the conflict as it is."""
+        try:
+            return limit_error(self.run(), conflict)
+        except DossierError:
+            return conflict
 
     def _retake(self, http: httpx.Client, expired: str) -> None:
         """Take the run over after this session's own lease ran out; lost if another session holds it."""

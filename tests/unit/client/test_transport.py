@@ -10,9 +10,9 @@ from typing import Any
 import httpx
 import pytest
 from dossier_client import Dossier, errors
-from dossier_client._lease import LeaseKeeper
+from dossier_client._lease import LeaseKeeper, limit_error
 from dossier_client._transport import RETRIES, retry_wait
-from dossier_client.models import Lease
+from dossier_client.models import Lease, Run
 
 
 def envelope(code: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -106,3 +106,34 @@ def test_a_lost_lease_stops_the_renewals_and_every_call() -> None:
     assert not ended.renewal_failed(errors.error_from(409, envelope("conflict", {"status": "completed"})))
     ended.check()  # the run ended: calls go on and get the server's own answer
     assert ended.ended
+
+
+def a_run(status: str, error: str | None) -> Run:
+    return Run.model_validate(
+        {
+            "id": "run_1",
+            "workspace_id": "ws_1",
+            "conversation_id": "conv_1",
+            "request_id": "r",
+            "status": status,
+            "question": "q?",
+            "model": "external",
+            "goal_version": 1,
+            "history": [],
+            "catalog": {"items": [], "complete": True, "omitted": 0},
+            "publication": None,
+            "checkpoint_proposal": {"status": "none"},
+            "workspace_association": "pending",
+            "error": error,
+            "created_at": "2026-01-01T00:00:00Z",
+            "finished_at": None,
+        }
+    )
+
+
+def test_a_conflict_of_a_run_a_limit_ended_is_that_limit() -> None:
+    conflict = errors.error_from(409, envelope("conflict", {"status": "failed"}))
+    assert isinstance(conflict, errors.Conflict)
+    reached = limit_error(a_run("failed", "limit:steps"), conflict)
+    assert isinstance(reached, errors.LimitReached) and reached.details["limit"] == "steps"
+    assert limit_error(a_run("completed", None), conflict) is conflict
