@@ -71,8 +71,9 @@ def test_a_session_researches_and_publishes_what_it_read(dossier: Dossier, api: 
         with pytest.raises(Invalid) as refused:
             run.finish(f"- Unread ({a.id}@v9).")
         assert refused.value.details["refs"][0]["id"] == a.id
-        done = run.finish(answer_of([report, passage]), title="Fund X after the gates")
+        done = run.finish(answer_of([report, passage]), {"summary": "Gated."}, title="Fund X after the gates")
     assert done.status == "completed" and done.publication is not None
+    assert done.checkpoint_proposal.status == "applied"
     published = dossier.publication_version(done.publication.id, done.publication.version)
     assert {(s.kind, s.id, s.version) for s in published.sources} == {
         ("publication", a.id, 1),

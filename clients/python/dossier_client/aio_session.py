@@ -77,7 +77,11 @@ class AsyncRunSession:
         return lease
 
     async def finish(
-        self, answer: str, title: str | None = None, checkpoint: m.CheckpointUpdate | dict[str, Any] | None = None
+        self,
+        answer: str,
+        checkpoint: m.CheckpointUpdate | dict[str, Any] | None = None,
+        *,
+        title: str | None = None,
     ) -> m.Run:
         done = await self._bound(lambda token: r.finish(self.run_id, token, answer, title, checkpoint))
         await self.aclose()

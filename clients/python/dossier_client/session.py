@@ -91,7 +91,11 @@ class RunSession:
         return lease
 
     def finish(
-        self, answer: str, title: str | None = None, checkpoint: m.CheckpointUpdate | dict[str, Any] | None = None
+        self,
+        answer: str,
+        checkpoint: m.CheckpointUpdate | dict[str, Any] | None = None,
+        *,
+        title: str | None = None,
     ) -> m.Run:
         """End the run with its answer, which cites what the run read (`passage.cite()`); the completed Run."""
         done = self._bound(lambda token: r.finish(self.run_id, token, answer, title, checkpoint))

@@ -123,7 +123,7 @@ def _functions(session: RunSession) -> list[Callable[..., str]]:
 
     def finish(answer: Answer, title: Title = None) -> str:
         try:
-            return _finished(session.finish(answer, title))
+            return _finished(session.finish(answer, title=title))
         except DossierError as exc:
             return _refused(exc)
 
@@ -152,7 +152,7 @@ def _coroutines(session: AsyncRunSession) -> list[Callable[..., Any]]:
 
     async def finish(answer: Answer, title: Title = None) -> str:
         try:
-            return _finished(await session.finish(answer, title))
+            return _finished(await session.finish(answer, title=title))
         except DossierError as exc:
             return _refused(exc)
 
