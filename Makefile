@@ -49,7 +49,7 @@ test-containers: setup
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy shared services dossier_cli devstack
+	$(VENV)/bin/mypy shared services dossier_cli devstack clients/python/dossier_client
 
 # The official AsyncAPI CLI's verdict on docs/asyncapi.json (npm install -g @asyncapi/cli@4; CI installs it).
 check-asyncapi:
