@@ -28,7 +28,7 @@ from services.runhost.memory import RunFiles, validate_path
 from services.runhost.owners import Owners
 from services.runhost.policies.base import ToolCall, ToolResult
 from services.runhost.repository import RunRepository, WorkDone
-from services.runhost.tools import ToolBox
+from services.runhost.tools import ToolBox, agent_reading
 from services.runhost.worker import run_grant
 from shared import tracing
 from shared.blobs import Blobs
@@ -114,6 +114,7 @@ class ExternalRuns:
             files=self.files_for(run.id, epoch),
             ledger=RunLedger(self.db, self.repo, run.id, epoch),
             owners=self.owners,
+            reading=agent_reading(run.id),
         )
 
     async def _step(self, run: AdmittedRun, epoch: int, result: ToolResult | None = None) -> None:
@@ -143,29 +144,34 @@ class ExternalRuns:
 
     @answers(c.EXTERNAL_SEARCH)
     async def search(self, ctx: RequestContext, req: c.ExternalSearchRequest) -> c.ExternalSearch:
+        """At most `limit` hits: the passages first, then the earlier publications of the workspace the search
+        found (`ToolBox.search`); exactly the hits answered are recorded as `listed`."""
         run, epoch = await self._session(ctx.actor, req.run_id, req.lease)
-        result = await self._tool(run, epoch, "search_evidence", query=req.q)
-        passages = [
+        toolbox = self._toolbox(run, epoch)
+        await toolbox.ledger.load()
+        try:
+            found = await toolbox.search(req.q, limit=req.limit, in_all=True)
+        except StaleLease:
+            raise await self._superseded(run) from None
+        items = [
             c.RunSearchHit(
-                evidence_id=h["evidence_id"],
-                ref=Ref(kind="source", id=h["source_id"], version=h["version"]),
-                locator=h["locator"],
-                snippet=h["snippet"],
+                evidence_id=h.evidence_id,
+                ref=Ref(kind="source", id=h.source_id, version=h.version),
+                locator=h.locator,
+                snippet=h.snippet,
             )
-            for h in result.data.get("hits", [])[: req.limit]
-        ]
-        # Then the few (at most 3) earlier publications of the workspace the search found, all of them:
-        # each was recorded as listed, so the agent is shown each.
-        publications = [
+            for h in found.passages
+        ] + [
             c.RunSearchHit(
                 evidence_id=None,
-                ref=Ref(kind="publication", id=p["id"], version=p["version"]),
+                ref=Ref(kind="publication", id=p.id, version=p.version),
                 locator=None,
-                snippet=p["snippet"],
+                snippet=p.snippet,
             )
-            for p in result.data.get("publications", [])
+            for p in found.publications
         ]
-        return c.ExternalSearch(items=passages + publications)
+        await self._step(run, epoch)
+        return c.ExternalSearch(items=items)
 
     @answers(c.EXTERNAL_READ)
     async def read(self, ctx: RequestContext, req: c.ExternalReadRequest) -> c.ExternalRead:

@@ -39,11 +39,14 @@ async def external_catalog(lease: c.LeaseRequest = Depends(run_lease), bus: Acto
 @router.get("/v1/runs/{run_id}/search", response_model=c.ExternalSearch, responses=LEASE_ERRORS)
 async def external_search(
     q: str = Query(min_length=1, max_length=1000, pattern=NOT_BLANK, description="What to search for"),
-    limit: int = Query(default=10, ge=1, le=50),
+    limit: int = Query(
+        default=10, ge=1, le=50, description="The most hits to answer, passages and publications together"
+    ),
     lease: c.LeaseRequest = Depends(run_lease),
     bus: ActorBus = Depends(actor_bus),
 ) -> Response:
-    """Evidence hits among what the run may read; each hit's ref is recorded once as `listed`."""
+    """At most `limit` hits among what the run may read: evidence passages, then earlier publications of the
+    workspace; exactly the hits answered are recorded (once) as `listed`."""
     request = c.ExternalSearchRequest(run_id=lease.run_id, lease=lease.lease, q=q, limit=limit)
     return await bus.relay(c.EXTERNAL_SEARCH, request)
 
