@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from datetime import datetime
 
 import asyncpg
 
@@ -45,6 +46,9 @@ from shared.settings import RunhostSettings
 log = logging.getLogger("dossier.runhost.external")
 MAX_WRITE_BYTES = 1024 * 1024
 ABANDONED = "abandoned"
+# How long a take-over waits for a finish under way to win or fail: a few seconds, well inside the bus
+# request timeout of whoever asked for the take-over (DOSSIER_REQUEST_TIMEOUT, 5 s by default).
+TAKE_WAITS_FOR_FINISH_SECONDS = 3.0
 # The longest a run's time-limit sweep waits between two looks.
 DEADLINE_SWEEP_SECONDS = 5.0
 
@@ -231,21 +235,22 @@ class ExternalRuns:
     @answers(c.EXTERNAL_TAKE)
     async def take(self, ctx: RequestContext, req: c.TakeRequest) -> c.TakeReply:
         token, digest = new_token()
+        async with self.db.pool.acquire() as conn:
+            seen = await self.leases.peek_run(conn, scope=ctx.actor.scope, id=req.run_id)
+        if seen is None:
+            raise NotFound("run not found", {"id": req.run_id})
+        # What would refuse the take-over anyway is answered before any wait.
+        self._may_take(*seen, req.force)
         refusal: DomainError | None = None
         async with self.db.transaction() as conn:
+            # A finish under way (its lease checked, the run not yet won) is waited for, a few seconds at most,
+            # rather than have its nearly done answer thrown away; then everything is checked again.
+            await self.leases.wait_for_finishes(conn, run_id=req.run_id, seconds=TAKE_WAITS_FOR_FINISH_SECONDS)
             locked = await self.leases.lock_run(conn, scope=ctx.actor.scope, id=req.run_id)
             if locked is None:
                 raise NotFound("run not found", {"id": req.run_id})
             run, now = locked
-            if run.driver != "external":
-                raise leases.not_external(run.driver)
-            if run.status != "running":
-                raise leases.not_running(run.status, run.error)
-            if run.final_answer is not None:
-                # A finish won the run: its answer is being published, and no other session's may be.
-                raise leases.finishing()
-            if run.lease_expires_at is not None and run.lease_expires_at > now and not req.force:
-                raise leases.held()
+            self._may_take(run, now, req.force)
             if run.deadline is not None and run.deadline <= now:
                 # Past its time limit the run ends here: a new session would get no time to go on.
                 refusal = await self.limits.check_in(conn, run, now, step=False)
@@ -272,6 +277,19 @@ class ExternalRuns:
             resume=resume,
         )
 
+    def _may_take(self, run: AdmittedRun, now: datetime, force: bool) -> None:
+        """Refusals of a take-over: a run that is not external or not running, one a finish has won, or (without
+        `force`) a lease still held."""
+        if run.driver != "external":
+            raise leases.not_external(run.driver)
+        if run.status != "running":
+            raise leases.not_running(run.status, run.error)
+        if run.final_answer is not None:
+            # A finish won the run: its answer is being published, and no other session's may be.
+            raise leases.finishing()
+        if run.lease_expires_at is not None and run.lease_expires_at > now and not force:
+            raise leases.held(run.lease_expires_at)
+
     @answers(c.EXTERNAL_FINISH)
     async def finish(self, ctx: RequestContext, req: c.ExternalFinishRequest) -> c.Run:
         """The finish that wins the run keeps its answer, and the cited refs as `included` rows, in one
@@ -286,15 +304,7 @@ class ExternalRuns:
         finisher = Finisher(db=self.db, repo=self.repo, owners=self.owners, blobs=self.blobs, run=run, epoch=epoch)
         try:
             if run.final_answer is None:
-                inclusions = await self._cited(run, answer)
-                # A cited version withdrawn or retired since it was read is recorded, not included.
-                gone = await unusable(self.owners, run.actor, [item.ref for item in inclusions])
-                kept = {
-                    "final_answer": answer,
-                    "final_proposal": await self._proposal(run, req.checkpoint, answer),
-                    "final_title": (req.title or "").strip() or None,
-                }
-                if await finisher.win(kept, inclusions, gone):
+                if await self._win(finisher, answer, req):
                     if self.settings.run_step_delay_seconds:
                         # Between the kept answer and the publish: where the crash tests kill the run host.
                         await asyncio.sleep(self.settings.run_step_delay_seconds)
@@ -314,6 +324,23 @@ class ExternalRuns:
             raise NotFound("run not found", {"id": run.id})
         return done.to_contract()
 
+    async def _win(self, finisher: Finisher, answer: str, req: c.ExternalFinishRequest) -> bool:
+        """Check what the answer cites and keep it, if this finish wins the run (`Finisher.win_in`). From its
+        first statement to its end, this finish's transaction holds the run's finishing lock, so a take-over
+        arriving meanwhile waits for it to win or fail (`take`) instead of throwing a nearly done answer away."""
+        run = finisher.run
+        kept: dict[str, object] = {"final_answer": answer, "final_title": (req.title or "").strip() or None}
+        async with self.db.transaction() as conn:
+            await self.leases.hold_for_finish(conn, run_id=run.id)
+            inclusions = await self._cited(conn, run, answer)
+            # A cited version withdrawn or retired since it was read is recorded, not included.
+            gone = await unusable(self.owners, run.actor, [item.ref for item in inclusions])
+            kept["final_proposal"] = await self._proposal(run, req.checkpoint, answer)
+            won = await finisher.win_in(conn, kept, inclusions, gone)
+        if won:
+            finisher.run = run.model_copy(update=kept)
+        return won
+
     async def _won_by(self, run: AdmittedRun, epoch: int) -> AdmittedRun:
         """The run as it is now, if this epoch still holds it (a finish of this session won it, or completed
         it); a cancel or a take-over that won answers 409."""
@@ -323,10 +350,9 @@ class ExternalRuns:
             raise await self._superseded(run)
         return now
 
-    async def _cited(self, run: AdmittedRun, answer: str) -> list[Inclusion]:
+    async def _cited(self, conn: asyncpg.Connection, run: AdmittedRun, answer: str) -> list[Inclusion]:
         """Every ref the answer cites must be one this run read at that version."""
-        async with self.db.pool.acquire() as conn:
-            rows = await self.repo.list_ledger(conn, run_id=run.id)
+        rows = await self.repo.list_ledger(conn, run_id=run.id)
         read = {ledger_key(r): r for r in rows if r["stage"] == "read" and r["ref"] is not None}
         locators: dict[tuple[str, int], list[str]] = {}
         for kind, id_, version, locator in read:

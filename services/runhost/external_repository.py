@@ -1,5 +1,5 @@
-"""The SQL of runs driven by an outside agent: their lease tokens (hashes), take-over and abandonment, and the
-limits their calls are held to."""
+"""The SQL of runs driven by an outside agent: their lease tokens (hashes), take-over and abandonment, the
+limits their calls are held to, and the lock by which a finish under way holds a take-over off."""
 
 from __future__ import annotations
 
@@ -57,6 +57,11 @@ class ExternalRepository:
         )
         return None if row is None else (AdmittedRun.of(row), row["now"])
 
+    async def peek_run(self, conn: asyncpg.Connection, *, scope: str, id: str) -> tuple[AdmittedRun, datetime] | None:
+        """The run as it is (not locked), and the database's time."""
+        row = await conn.fetchrow("SELECT *, now() AS now FROM runs WHERE id = $1 AND scope = $2", id, scope)
+        return None if row is None else (AdmittedRun.of(row), row["now"])
+
     async def end_at_limit(
         self, conn: asyncpg.Connection, *, run_id: str, epoch: int, error: str
     ) -> AdmittedRun | None:
@@ -79,6 +84,22 @@ class ExternalRepository:
             error,
         )
         return [AdmittedRun.of(r) for r in rows]
+
+    # A finish under way holds its run's lock shared (several finishes of one session may be under way) until
+    # its transaction has won the run or failed; a take-over takes it exclusively, so it waits for them.
+    async def hold_for_finish(self, conn: asyncpg.Connection, *, run_id: str) -> None:
+        await conn.execute("SELECT pg_advisory_xact_lock_shared(hashtextextended($1, 0))", f"finish|{run_id}")
+
+    async def wait_for_finishes(self, conn: asyncpg.Connection, *, run_id: str, seconds: float) -> bool:
+        """Wait, at most `seconds`, until no finish of the run is under way; false when the wait ran out."""
+        try:
+            async with conn.transaction():  # a savepoint: a wait that runs out is undone, not the transaction
+                await conn.execute("SELECT set_config('lock_timeout', $1, true)", f"{max(int(seconds * 1000), 1)}ms")
+                await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", f"finish|{run_id}")
+                await conn.execute("SET LOCAL lock_timeout TO DEFAULT")
+        except asyncpg.LockNotAvailableError:
+            return False
+        return True
 
     async def take(self, conn: asyncpg.Connection, *, run_id: str, token_hash: str, holder: str) -> asyncpg.Record:
         """A new epoch for another session: every write under an older one is fenced off from now on."""

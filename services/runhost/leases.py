@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from datetime import datetime
 
 from shared.errors import Conflict, Forbidden
 
@@ -67,8 +68,12 @@ def expired() -> Conflict:
     return Conflict("the lease has expired; take the run over to go on", {"lease": "expired"})
 
 
-def held() -> Conflict:
-    return Conflict("the lease is held; wait for it to expire or take it with force", {"lease": "held"})
+def held(expires_at: datetime | None) -> Conflict:
+    """Another session holds the lease until `expires_at`."""
+    until = expires_at.isoformat().replace("+00:00", "Z") if expires_at is not None else None
+    return Conflict(
+        "the lease is held; wait for it to expire or take it with force", {"lease": "held", "expires_at": until}
+    )
 
 
 def finishing() -> Conflict:

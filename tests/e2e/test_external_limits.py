@@ -173,3 +173,12 @@ def test_catalog_md_points_an_outside_agent_at_the_runs_own_search_and_read(api:
     assert "search_evidence" not in text and "read_evidence" not in text, text
     taken = api.ok("POST", f"/v1/runs/{run['id']}/lease/take", json={"force": True})
     assert "catalog.md" in {f["path"] for f in taken["resume"]["files"]}
+
+
+def test_a_held_lease_says_until_when(api: Api) -> None:
+    run, _, _ = begin(api)
+    held = api.http.post(f"/v1/runs/{run['id']}/lease/take", json={})
+    assert held.status_code == 409, held.text
+    details = error_of(held)["details"]
+    assert details["lease"] == "held", details
+    assert datetime.fromisoformat(details["expires_at"]) == datetime.fromisoformat(run["lease"]["expires_at"])

@@ -79,5 +79,8 @@ async def finish_run(
 
 @router.post("/v1/runs/{run_id}/lease/take", response_model=c.TakeReply, responses=errors(404, 409, 413))
 async def take_over_run(run_id: PathId, body: c.TakeBody | None = None, bus: ActorBus = Depends(actor_bus)) -> Response:
-    """Another session resumes the run under a new epoch (an expired lease, or `force`); the old token is fenced."""
-    return await bus.relay(c.EXTERNAL_TAKE, c.TakeRequest(run_id=run_id, force=body.force if body else False))
+    """Another session resumes the run under a new epoch (an expired lease, or `force`); the old token is fenced.
+    A finish under way is waited for (a few seconds at most): if it wins the run, the take-over answers 409."""
+    request = c.TakeRequest(run_id=run_id, force=body.force if body else False)
+    # Longer than the bus's default: the run host may wait for a finish under way before it answers.
+    return await bus.relay(c.EXTERNAL_TAKE, request, timeout=15)

@@ -1,5 +1,5 @@
-"""An outside agent's lease and limits on real PostgreSQL: no lease outlives the run's time limit, and a run
-ends at a limit once and only under its epoch."""
+"""An outside agent's lease and limits on real PostgreSQL: no lease outlives the run's time limit, a run ends at
+a limit once and only under its epoch, and a take-over waits for a finish under way only as long as told."""
 
 from __future__ import annotations
 
@@ -50,3 +50,22 @@ async def test_a_run_ends_at_a_limit_once_and_only_under_its_epoch(db: Database)
         ended = await leases.end_at_limit(conn, run_id=run_id, epoch=1, error="limit_reached: steps")
         assert ended is not None and (ended.status, ended.error) == ("failed", "limit_reached: steps")
         assert await leases.end_at_limit(conn, run_id=run_id, epoch=1, error="limit_reached: chars") is None
+
+
+async def test_a_take_over_waits_for_a_finish_under_way_only_as_long_as_told(db: Database) -> None:
+    leases = ExternalRepository()
+    run_id = await external_run(db, lease_seconds=60, max_seconds=60)
+    async with db.pool.acquire() as finishing, finishing.transaction():
+        await leases.hold_for_finish(finishing, run_id=run_id)
+        # Another finish of the same session is under way beside it: finishes do not wait for each other.
+        async with db.transaction() as second:
+            await leases.hold_for_finish(second, run_id=run_id)
+        async with db.transaction() as taking:
+            assert not await leases.wait_for_finishes(taking, run_id=run_id, seconds=0.2)
+            # The wait that ran out is undone, not the take-over's transaction, and no lock timeout stays.
+            assert await taking.fetchval("SELECT current_setting('lock_timeout')") == "0"
+            run, _ = await leases.lock_run(taking, scope="s", id=run_id) or pytest.fail("no run")
+            assert run.lease_epoch == 1
+    async with db.transaction() as taking:
+        assert await leases.wait_for_finishes(taking, run_id=run_id, seconds=0.2)
+        assert await taking.fetchval("SELECT current_setting('lock_timeout')") == "0"
