@@ -121,7 +121,7 @@ async def begin_run(caller: Caller, req: m.BeginRunRequest) -> runhost.Run:
 
 async def take_over_run(caller: Caller, req: m.TakeOverRequest) -> m.TakenOver:
     take = runhost.TakeRequest(run_id=req.run_id, force=req.force)
-    taken: runhost.TakeReply = await caller.bus.call(runhost.EXTERNAL_TAKE, take)
+    taken: runhost.TakeReply = await caller.bus.call(runhost.EXTERNAL_TAKE, take, timeout=runhost.TAKE_TIMEOUT_SECONDS)
     shown: str | None = taken.lease.token
     if caller.session is not None:
         await caller.bindings.bind(caller.session, req.run_id, taken.lease.token)

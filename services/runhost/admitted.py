@@ -8,7 +8,7 @@ earlier version of the run host loads and resumes as it was.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 import asyncpg
@@ -25,6 +25,19 @@ class Limits(Model):
     max_steps: int
     max_chars: int
     max_seconds: float
+
+    def exceeded(self, *, steps: int, chars: int, past_deadline: bool) -> str | None:
+        """Which limit a run's counters after a call would break (`steps`, `chars`, `time`), if any."""
+        if past_deadline:
+            return "time"
+        if steps > self.max_steps:
+            return "steps"
+        if chars > self.max_chars:
+            return "chars"
+        return None
+
+    def maximum(self, which: str) -> int | float:
+        return {"steps": self.max_steps, "chars": self.max_chars, "time": self.max_seconds}[which]
 
 
 class Proposal(Model):
@@ -94,6 +107,13 @@ class AdmittedRun(Model):
     @classmethod
     def of(cls, record: asyncpg.Record) -> AdmittedRun:
         return cls.model_validate(dict(record))
+
+    @property
+    def deadline(self) -> datetime | None:
+        """When the run's time limit runs out, counted from its first start."""
+        if self.started_at is None:
+            return None
+        return self.started_at + timedelta(seconds=self.limits.max_seconds)
 
     @property
     def actor(self) -> Actor:

@@ -4,7 +4,8 @@ tools, grant, ledger, files and finishing, under a lease the agent holds by a se
 The token is shown once (admission, take-over) and kept only as its SHA-256, one per epoch
 (services/runhost/leases.py). Every call checks it against the run: unknown → forbidden; an older
 epoch's → conflict naming the current epoch; expired → conflict. Every write below that check is fenced by the epoch in SQL, as a worker's are, so
-after a take-over exactly one session's writes land.
+after a take-over exactly one session's writes land. Every call is also held to the run's limits
+(services/runhost/limits.py).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from datetime import datetime
 
 import asyncpg
 
@@ -24,11 +26,12 @@ from services.runhost.external_repository import ExternalRepository
 from services.runhost.finishing import Finisher
 from services.runhost.leases import StaleLease, new_token, token_hash
 from services.runhost.ledger import Inclusion, RunLedger
+from services.runhost.limits import AgentLimits
 from services.runhost.memory import RunFiles, validate_path
 from services.runhost.owners import Owners
 from services.runhost.policies.base import ToolCall, ToolResult
-from services.runhost.repository import RunRepository, WorkDone
-from services.runhost.tools import ToolBox
+from services.runhost.repository import RunRepository
+from services.runhost.tools import ToolBox, agent_reading
 from services.runhost.worker import run_grant
 from shared import tracing
 from shared.blobs import Blobs
@@ -43,6 +46,11 @@ from shared.settings import RunhostSettings
 log = logging.getLogger("dossier.runhost.external")
 MAX_WRITE_BYTES = 1024 * 1024
 ABANDONED = "abandoned"
+# How long a take-over waits for a finish under way to win or fail: a few seconds, well inside the bus
+# request timeout of whoever asked for the take-over (DOSSIER_REQUEST_TIMEOUT, 5 s by default).
+TAKE_WAITS_FOR_FINISH_SECONDS = 3.0
+# The longest a run's time-limit sweep waits between two looks.
+DEADLINE_SWEEP_SECONDS = 5.0
 
 
 def writable(path: str) -> str:
@@ -67,6 +75,7 @@ class ExternalRuns:
         self.db, self.repo, self.blobs, self.owners, self.settings = db, repo, blobs, owners, settings
         self.files_for = files_for
         self.leases = ExternalRepository()
+        self.limits = AgentLimits(db=db, repo=repo, leases=self.leases)
 
     async def begin(self, conn: asyncpg.Connection, admitted: AdmittedRun, lease_seconds: int) -> c.Run:
         """Inside the admission's transaction: the run starts under epoch 1; the reply shows the token."""
@@ -81,29 +90,33 @@ class ExternalRuns:
         return reply
 
     async def _session(
-        self, actor: Actor, run_id: str, token: str, *, finishing: bool = False
+        self, actor: Actor, run_id: str, token: str, *, finishing: bool = False, step: bool = True, chars: int = 0
     ) -> tuple[AdmittedRun, int]:
-        """The run and the epoch of `token`, if that token's session may act on it now. Once a finish has won
-        the run, only a finish goes on (repeated after a crash, even past the lease: nothing can take the run
-        over any more); every other call is refused."""
-        async with self.db.pool.acquire() as conn:
-            run = await self.repo.get_run(conn, scope=actor.scope, id=run_id)
-            if run is None:
+        """The run and the epoch of `token`, if that token's session may act on it now, with the call counted as
+        a step of the run (`step`; `chars`: what it writes) under the run's limits (services/runhost/limits.py).
+        Once a finish has won the run, only a finish goes on (repeated after a crash, even past the lease:
+        nothing can take the run over any more); every other call is refused."""
+        refusal: DomainError | None = None
+        async with self.db.transaction() as conn:
+            locked = await self.leases.lock_run(conn, scope=actor.scope, id=run_id)
+            if locked is None:
                 raise NotFound("run not found", {"id": run_id})
+            run, now = locked
             epoch = await self.leases.token_epoch(conn, run_id=run_id, token_hash=token_hash(token))
-            now = await conn.fetchval("SELECT now()")
-        if epoch is None:
-            raise leases.not_the_token()
-        if run.status != "running":
-            raise leases.not_running(run.status)
-        if epoch != run.lease_epoch:
-            raise leases.superseded(run.lease_epoch)
-        if run.final_answer is not None:
-            if not finishing:
-                raise leases.finishing()
-            return run, epoch
-        if run.lease_expires_at is None or run.lease_expires_at <= now:
-            raise leases.expired()
+            if epoch is None:
+                raise leases.not_the_token()
+            if run.status != "running":
+                raise leases.not_running(run.status, run.error)
+            if epoch != run.lease_epoch:
+                raise leases.superseded(run.lease_epoch)
+            if run.final_answer is not None:
+                if not finishing:
+                    raise leases.finishing()
+                return run, epoch
+            # A refusal that ends the run (a limit) commits with it, so it is raised once the transaction is done.
+            refusal = await self.limits.check_in(conn, run, now, step=step, chars=chars)
+        if refusal is not None:
+            raise refusal
         return run, epoch
 
     def _toolbox(self, run: AdmittedRun, epoch: int) -> ToolBox:
@@ -114,16 +127,8 @@ class ExternalRuns:
             files=self.files_for(run.id, epoch),
             ledger=RunLedger(self.db, self.repo, run.id, epoch),
             owners=self.owners,
+            reading=agent_reading(run.id),
         )
-
-    async def _step(self, run: AdmittedRun, epoch: int, result: ToolResult | None = None) -> None:
-        """Every call is one step of the run, counted under the fence."""
-        work = WorkDone(steps=1)
-        if result is not None:
-            work = WorkDone(steps=1, chars=len(result.text), source_chars=int(result.data.get("fresh_chars", 0)))
-        async with self.db.transaction() as conn:
-            if await self.repo.add_counters(conn, run_id=run.id, epoch=epoch, work=work) is None:
-                raise await self._superseded(run)
 
     async def _tool(self, run: AdmittedRun, epoch: int, name: str, **arguments: object) -> ToolResult:
         toolbox = self._toolbox(run, epoch)
@@ -132,40 +137,45 @@ class ExternalRuns:
             result, _ = await toolbox.dispatch(ToolCall(name, arguments, call_id=f"external:{name}"))
         except StaleLease:
             raise await self._superseded(run) from None
-        await self._step(run, epoch, result)
         return result
 
     @answers(c.EXTERNAL_CATALOG)
     async def catalog(self, ctx: RequestContext, req: c.LeaseRequest) -> Catalog:
         run, epoch = await self._session(ctx.actor, req.run_id, req.lease)
-        await self._tool(run, epoch, "list_catalog")
+        result = await self._tool(run, epoch, "list_catalog")
+        await self.limits.charge(run, epoch, chars=len(result.text))
         return run.catalog
 
     @answers(c.EXTERNAL_SEARCH)
     async def search(self, ctx: RequestContext, req: c.ExternalSearchRequest) -> c.ExternalSearch:
+        """At most `limit` hits: the passages first, then the earlier publications of the workspace the search
+        found (`ToolBox.search`); exactly the hits answered are recorded as `listed`."""
         run, epoch = await self._session(ctx.actor, req.run_id, req.lease)
-        result = await self._tool(run, epoch, "search_evidence", query=req.q)
-        passages = [
+        toolbox = self._toolbox(run, epoch)
+        await toolbox.ledger.load()
+        try:
+            found = await toolbox.search(req.q, limit=req.limit, in_all=True)
+        except StaleLease:
+            raise await self._superseded(run) from None
+        items = [
             c.RunSearchHit(
-                evidence_id=h["evidence_id"],
-                ref=Ref(kind="source", id=h["source_id"], version=h["version"]),
-                locator=h["locator"],
-                snippet=h["snippet"],
+                evidence_id=h.evidence_id,
+                ref=Ref(kind="source", id=h.source_id, version=h.version),
+                locator=h.locator,
+                snippet=h.snippet,
             )
-            for h in result.data.get("hits", [])[: req.limit]
-        ]
-        # Then the few (at most 3) earlier publications of the workspace the search found, all of them:
-        # each was recorded as listed, so the agent is shown each.
-        publications = [
+            for h in found.passages
+        ] + [
             c.RunSearchHit(
                 evidence_id=None,
-                ref=Ref(kind="publication", id=p["id"], version=p["version"]),
+                ref=Ref(kind="publication", id=p.id, version=p.version),
                 locator=None,
-                snippet=p["snippet"],
+                snippet=p.snippet,
             )
-            for p in result.data.get("publications", [])
+            for p in found.publications
         ]
-        return c.ExternalSearch(items=passages + publications)
+        await self.limits.charge(run, epoch, chars=sum(len(item.snippet) for item in items))
+        return c.ExternalSearch(items=items)
 
     @answers(c.EXTERNAL_READ)
     async def read(self, ctx: RequestContext, req: c.ExternalReadRequest) -> c.ExternalRead:
@@ -190,6 +200,7 @@ class ExternalRuns:
         path = str(result.data["path"])
         files = self.files_for(run.id, epoch)
         text = await files.read(path)
+        await self.limits.charge(run, epoch, chars=len(text), source_chars=int(result.data.get("fresh_chars", 0)))
         prov = await files.provenance(path) or {}
         kept = Ref.model_validate(prov["ref"]) if prov.get("ref") else ref
         return c.ExternalRead(
@@ -198,21 +209,23 @@ class ExternalRuns:
 
     @answers(c.EXTERNAL_WRITE)
     async def write(self, ctx: RequestContext, req: c.ExternalWriteRequest) -> None:
+        """A file of the agent's own; its text counts against the run's `max_chars`, and a plan is bounded as a
+        person's edit of it is (DOSSIER_MAX_PLAN_BYTES)."""
         writable(req.path)
         size = len(req.text.encode("utf-8"))
-        if size > MAX_WRITE_BYTES:
-            message = too_long(f"the text of {req.path}", size, MAX_WRITE_BYTES, "bytes (UTF-8)")
-            raise TooLarge(message, {"limit": MAX_WRITE_BYTES, "size": size})
-        run, epoch = await self._session(ctx.actor, req.run_id, req.lease)
+        limit = self.settings.max_plan_bytes if req.path == "plan.md" else MAX_WRITE_BYTES
+        if size > limit:
+            message = too_long(f"the text of {req.path}", size, limit, "bytes (UTF-8)")
+            raise TooLarge(message, {"limit": limit, "size": size})
+        run, epoch = await self._session(ctx.actor, req.run_id, req.lease, chars=len(req.text))
         try:
             await self.files_for(run.id, epoch).write(req.path, req.text)
         except StaleLease:
             raise await self._superseded(run) from None
-        await self._step(run, epoch)
 
     @answers(c.EXTERNAL_RENEW)
     async def renew(self, ctx: RequestContext, req: c.LeaseRequest) -> c.Lease:
-        run, epoch = await self._session(ctx.actor, req.run_id, req.lease)
+        run, epoch = await self._session(ctx.actor, req.run_id, req.lease, step=False)
         async with self.db.transaction() as conn:
             row = await self.leases.renew(conn, run_id=run.id, epoch=epoch)
         if row is None:
@@ -222,21 +235,29 @@ class ExternalRuns:
     @answers(c.EXTERNAL_TAKE)
     async def take(self, ctx: RequestContext, req: c.TakeRequest) -> c.TakeReply:
         token, digest = new_token()
+        async with self.db.pool.acquire() as conn:
+            seen = await self.leases.peek_run(conn, scope=ctx.actor.scope, id=req.run_id)
+        if seen is None:
+            raise NotFound("run not found", {"id": req.run_id})
+        # What would refuse the take-over anyway is answered before any wait.
+        self._may_take(*seen, req.force)
+        refusal: DomainError | None = None
         async with self.db.transaction() as conn:
+            # A finish under way (its lease checked, the run not yet won) is waited for, a few seconds at most,
+            # rather than have its nearly done answer thrown away; then everything is checked again.
+            await self.leases.wait_for_finishes(conn, run_id=req.run_id, seconds=TAKE_WAITS_FOR_FINISH_SECONDS)
             locked = await self.leases.lock_run(conn, scope=ctx.actor.scope, id=req.run_id)
             if locked is None:
                 raise NotFound("run not found", {"id": req.run_id})
             run, now = locked
-            if run.driver != "external":
-                raise leases.not_external(run.driver)
-            if run.status != "running":
-                raise leases.not_running(run.status)
-            if run.final_answer is not None:
-                # A finish won the run: its answer is being published, and no other session's may be.
-                raise leases.finishing()
-            if run.lease_expires_at is not None and run.lease_expires_at > now and not req.force:
-                raise leases.held()
-            lease = await self.leases.take(conn, run_id=req.run_id, token_hash=digest, holder=ctx.actor.principal)
+            self._may_take(run, now, req.force)
+            if run.deadline is not None and run.deadline <= now:
+                # Past its time limit the run ends here: a new session would get no time to go on.
+                refusal = await self.limits.check_in(conn, run, now, step=False)
+            else:
+                lease = await self.leases.take(conn, run_id=req.run_id, token_hash=digest, holder=ctx.actor.principal)
+        if refusal is not None:
+            raise refusal
         files = self.files_for(req.run_id, lease["lease_epoch"])
         listing = await files.listing()
         async with self.db.pool.acquire() as conn:
@@ -256,6 +277,19 @@ class ExternalRuns:
             resume=resume,
         )
 
+    def _may_take(self, run: AdmittedRun, now: datetime, force: bool) -> None:
+        """Refusals of a take-over: a run that is not external or not running, one a finish has won, or (without
+        `force`) a lease still held."""
+        if run.driver != "external":
+            raise leases.not_external(run.driver)
+        if run.status != "running":
+            raise leases.not_running(run.status, run.error)
+        if run.final_answer is not None:
+            # A finish won the run: its answer is being published, and no other session's may be.
+            raise leases.finishing()
+        if run.lease_expires_at is not None and run.lease_expires_at > now and not force:
+            raise leases.held(run.lease_expires_at)
+
     @answers(c.EXTERNAL_FINISH)
     async def finish(self, ctx: RequestContext, req: c.ExternalFinishRequest) -> c.Run:
         """The finish that wins the run keeps its answer, and the cited refs as `included` rows, in one
@@ -263,22 +297,14 @@ class ExternalRuns:
         a cancel, a take-over or another finish of the same session) has written nothing and answers 409. A
         repeated finish with the kept answer goes on from it: a retry after a crash publishes once (the
         publication's request key is the run's)."""
-        run, epoch = await self._session(ctx.actor, req.run_id, req.lease, finishing=True)
         answer = req.answer.strip()
         if not answer:
             raise Invalid("the answer is empty", {"field": "answer"})
+        run, epoch = await self._session(ctx.actor, req.run_id, req.lease, finishing=True)
         finisher = Finisher(db=self.db, repo=self.repo, owners=self.owners, blobs=self.blobs, run=run, epoch=epoch)
         try:
             if run.final_answer is None:
-                inclusions = await self._cited(run, answer)
-                # A cited version withdrawn or retired since it was read is recorded, not included.
-                gone = await unusable(self.owners, run.actor, [item.ref for item in inclusions])
-                kept = {
-                    "final_answer": answer,
-                    "final_proposal": await self._proposal(run, req.checkpoint, answer),
-                    "final_title": (req.title or "").strip() or None,
-                }
-                if await finisher.win(kept, inclusions, gone):
+                if await self._win(finisher, answer, req):
                     if self.settings.run_step_delay_seconds:
                         # Between the kept answer and the publish: where the crash tests kill the run host.
                         await asyncio.sleep(self.settings.run_step_delay_seconds)
@@ -298,6 +324,23 @@ class ExternalRuns:
             raise NotFound("run not found", {"id": run.id})
         return done.to_contract()
 
+    async def _win(self, finisher: Finisher, answer: str, req: c.ExternalFinishRequest) -> bool:
+        """Check what the answer cites and keep it, if this finish wins the run (`Finisher.win_in`). From its
+        first statement to its end, this finish's transaction holds the run's finishing lock, so a take-over
+        arriving meanwhile waits for it to win or fail (`take`) instead of throwing a nearly done answer away."""
+        run = finisher.run
+        kept: dict[str, object] = {"final_answer": answer, "final_title": (req.title or "").strip() or None}
+        async with self.db.transaction() as conn:
+            await self.leases.hold_for_finish(conn, run_id=run.id)
+            inclusions = await self._cited(conn, run, answer)
+            # A cited version withdrawn or retired since it was read is recorded, not included.
+            gone = await unusable(self.owners, run.actor, [item.ref for item in inclusions])
+            kept["final_proposal"] = await self._proposal(run, req.checkpoint, answer)
+            won = await finisher.win_in(conn, kept, inclusions, gone)
+        if won:
+            finisher.run = run.model_copy(update=kept)
+        return won
+
     async def _won_by(self, run: AdmittedRun, epoch: int) -> AdmittedRun:
         """The run as it is now, if this epoch still holds it (a finish of this session won it, or completed
         it); a cancel or a take-over that won answers 409."""
@@ -307,10 +350,9 @@ class ExternalRuns:
             raise await self._superseded(run)
         return now
 
-    async def _cited(self, run: AdmittedRun, answer: str) -> list[Inclusion]:
+    async def _cited(self, conn: asyncpg.Connection, run: AdmittedRun, answer: str) -> list[Inclusion]:
         """Every ref the answer cites must be one this run read at that version."""
-        async with self.db.pool.acquire() as conn:
-            rows = await self.repo.list_ledger(conn, run_id=run.id)
+        rows = await self.repo.list_ledger(conn, run_id=run.id)
         read = {ledger_key(r): r for r in rows if r["stage"] == "read" and r["ref"] is not None}
         locators: dict[tuple[str, int], list[str]] = {}
         for kind, id_, version, locator in read:
@@ -367,7 +409,8 @@ class ExternalRuns:
             log.info("run %s: an interrupted finish completed", run.id)
 
     async def abandon_forever(self, interval: float = 60.0) -> None:
-        """External runs whose lease stayed expired for DOSSIER_EXTERNAL_ABANDON_SECONDS fail as abandoned."""
+        """External runs whose lease stayed expired for DOSSIER_EXTERNAL_ABANDON_SECONDS fail as abandoned, and
+        those past their time limit at it."""
         while True:
             try:
                 async with self.db.transaction() as conn:
@@ -380,15 +423,18 @@ class ExternalRuns:
                             await emit(conn, c.EVT_FAILED, run, error=ABANDONED)
                 for run in runs:
                     log.info("run %s: abandoned by its outside agent", run.id)
+                await self.limits.end_past_deadline()
                 await self.finish_interrupted()
             except (OSError, asyncpg.PostgresError, DomainError) as exc:
                 log.warning("abandoning expired external runs failed: %s", exc)
-            await asyncio.sleep(min(interval, max(self.settings.external_abandon_seconds / 4, 1.0)))
+            # Often enough that a run past its time limit is seen to have failed within a few seconds.
+            pause = min(interval, max(self.settings.external_abandon_seconds / 4, 1.0), DEADLINE_SWEEP_SECONDS)
+            await asyncio.sleep(pause)
 
     async def _superseded(self, run: AdmittedRun) -> Conflict:
         """A write refused by the fence: another session holds a newer epoch (or the run has ended)."""
         async with self.db.pool.acquire() as conn:
             now = await self.repo.get_run_unscoped(conn, id=run.id)
         if now is not None and now.status != "running":
-            return leases.not_running(now.status)
+            return leases.not_running(now.status, now.error)
         return leases.superseded(now.lease_epoch if now else None)

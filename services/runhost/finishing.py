@@ -19,6 +19,7 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
+import asyncpg
 from pydantic import ValidationError
 
 from services.runhost.admitted import AdmittedRun, Proposal
@@ -81,18 +82,31 @@ class Finisher:
         """Keep the answer (`kept`: final_answer and what goes with it) and make what it cites `included` rows
         (those in `gone`, withdrawn or retired since they were read, `unavailable` rows with that reason), in one
         transaction, if this finish wins the run; false, with nothing written, if it does not."""
-        gone = gone or {}
         async with self.db.transaction() as conn:
-            if not await self.repo.claim_end(conn, run_id=self.run.id, epoch=self.epoch, values=kept):
-                return False
-            ledger = RunLedger(self.db, self.repo, self.run.id, self.epoch)
-            for item in cited or []:
-                fields = {"content_hash": item.content_hash, "locator": item.locator, "model_request": "answer"}
-                reason = gone.get(item.ref.key())
-                stage = "included" if reason is None else "unavailable"
-                if not await ledger.append_in(conn, stage, item.ref, **fields, reason=reason):
-                    raise StaleLease(self.run.id)
-        self.run = self.run.model_copy(update=kept)
+            won = await self.win_in(conn, kept, cited, gone)
+        if won:
+            self.run = self.run.model_copy(update=kept)
+        return won
+
+    async def win_in(
+        self,
+        conn: asyncpg.Connection,
+        kept: dict[str, Any],
+        cited: list[Inclusion] | None = None,
+        gone: dict[str, str] | None = None,
+    ) -> bool:
+        """`win` inside the caller's transaction (which has nothing else to undo if the run is not won); the
+        caller keeps `kept` on `self.run` once it has committed."""
+        gone = gone or {}
+        if not await self.repo.claim_end(conn, run_id=self.run.id, epoch=self.epoch, values=kept):
+            return False
+        ledger = RunLedger(self.db, self.repo, self.run.id, self.epoch)
+        for item in cited or []:
+            fields = {"content_hash": item.content_hash, "locator": item.locator, "model_request": "answer"}
+            reason = gone.get(item.ref.key())
+            stage = "included" if reason is None else "unavailable"
+            if not await ledger.append_in(conn, stage, item.ref, **fields, reason=reason):
+                raise StaleLease(self.run.id)
         return True
 
     async def complete(self, answer: str, proposal: dict[str, Any] | None) -> None:

@@ -11,8 +11,12 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from datetime import datetime
 
 from shared.errors import Conflict, Forbidden
+
+# A run stopped by one of its limits fails with this error, `limit_reached: <limit>` (steps, chars, time).
+LIMIT_REACHED = "limit_reached"
 
 
 class StaleLease(Exception):
@@ -33,8 +37,26 @@ def not_the_token() -> Forbidden:
     return Forbidden("this is not the run's lease token", {"header": "X-Run-Lease"})
 
 
-def not_running(status: str) -> Conflict:
-    return Conflict("the run is not running", {"status": status})
+def not_running(status: str, error: str | None = None) -> Conflict:
+    """The run has ended; one stopped by a limit says which."""
+    details: dict[str, object] = {"status": status}
+    if error is not None and error.startswith(f"{LIMIT_REACHED}: "):
+        details["limit"] = error.removeprefix(f"{LIMIT_REACHED}: ")
+    return Conflict("the run is not running", details)
+
+
+def limit_reached(which: str, maximum: float) -> Conflict:
+    """The call that would take the run over one of its limits: the run has ended `failed` with it."""
+    shown = {"steps": f"{maximum:,.0f} steps", "chars": f"{maximum:,.0f} characters", "time": f"{maximum:g} seconds"}
+    return Conflict(
+        f"the run reached its limit of {shown[which]}; it has ended as failed ({LIMIT_REACHED})",
+        {"limit": which, "status": "failed"},
+    )
+
+
+def limit_error(which: str) -> str:
+    """A run's `error` when it stopped at a limit."""
+    return f"{LIMIT_REACHED}: {which}"
 
 
 def superseded(current_epoch: int | None) -> Conflict:
@@ -46,8 +68,12 @@ def expired() -> Conflict:
     return Conflict("the lease has expired; take the run over to go on", {"lease": "expired"})
 
 
-def held() -> Conflict:
-    return Conflict("the lease is held; wait for it to expire or take it with force", {"lease": "held"})
+def held(expires_at: datetime | None) -> Conflict:
+    """Another session holds the lease until `expires_at`."""
+    until = expires_at.isoformat().replace("+00:00", "Z") if expires_at is not None else None
+    return Conflict(
+        "the lease is held; wait for it to expire or take it with force", {"lease": "held", "expires_at": until}
+    )
 
 
 def finishing() -> Conflict:

@@ -28,6 +28,8 @@ from services.runhost.tool_args import (
     WriteNoteArgs,
     check_arguments,
 )
+from shared.contracts import assets
+from shared.contracts import publication as pub
 from shared.contracts.common import Actor, Ref
 from shared.contracts.workspace import Catalog
 from shared.errors import DomainError, Invalid, NotFound, Unavailable, too_long
@@ -49,6 +51,49 @@ CATALOG_PREVIEW = 400
 
 Outcome = tuple[ToolResult, list[Inclusion]]
 A = TypeVar("A", bound=Args)
+P = TypeVar("P")
+Q = TypeVar("Q")
+
+
+@dataclass(frozen=True)
+class Reading:
+    """How catalog.md tells its reader to read what it lists: the first line, and what the search also finds."""
+
+    how: str
+    search: str
+
+
+# The run host's model reads with its own tools.
+POLICY_READING = Reading(
+    "Sources are read through search_evidence (with source_id for one source), then read_evidence.",
+    "search_evidence also finds sources and earlier publications the catalog omits",
+)
+
+
+def agent_reading(run_id: str) -> Reading:
+    """An outside agent reads through the run's own routes: only their reads are the run's (a plain
+    search_evidence or read_evidence leaves no ledger row, so an answer could not cite what it returned)."""
+    return Reading(
+        "Find passages with the run's search (MCP run_search, or GET /v1/runs/{id}/search) and read them, or a"
+        " publication at its version, with the run's read (MCP run_read, or POST /v1/runs/{id}/read): only what"
+        " those reads returned is recorded in the run's ledger and may be cited.".replace("{id}", run_id),
+        "the run's search also finds sources and earlier publications the catalog omits",
+    )
+
+
+@dataclass(frozen=True)
+class Found(Generic[P, Q]):
+    """What one search shows: evidence passages, then earlier publications of the run's workspace."""
+
+    passages: list[P]
+    publications: list[Q]
+
+
+def within(limit: int, passages: list[P], publications: list[Q]) -> Found[P, Q]:
+    """At most `limit` hits in all, passages first: the publications take the places the passages leave, and
+    when the passages would fill them all, still up to `limit - 1` (so a search with room shows both)."""
+    shown = publications[: max(limit - len(passages), min(len(publications), limit - 1))]
+    return Found(passages[: limit - len(shown)], shown)
 
 
 def _kind_order(kind: str) -> int:
@@ -65,9 +110,11 @@ class ToolBox:
         files: RunFiles,
         ledger: RunLedger,
         owners: Owners,
+        reading: Reading = POLICY_READING,
     ):
         self.actor, self.grant, self.catalog = actor, grant, catalog
         self.files, self.ledger, self.owners = files, ledger, owners
+        self.reading = reading
 
     async def execute(self, call: ToolCall) -> Outcome:
         """Run one tool. Bad arguments and refusals are answered back to the model, never raised."""
@@ -126,9 +173,9 @@ class ToolBox:
         text = "\n".join(
             [
                 "# Catalog frozen at admission",
-                "Sources are read through search_evidence (with source_id for one source), then read_evidence.",
+                self.reading.how,
                 *lines,
-                f"(catalog {tail}; search_evidence also finds sources and earlier publications the catalog omits)",
+                f"(catalog {tail}; {self.reading.search})",
             ]
         )
         # The listing lives in the run's files; the context keeps a pointer, never the whole list.
@@ -147,40 +194,48 @@ class ToolBox:
         try:
             body = await self.owners.read_publication_for_run(self.actor, self.grant, id=id, version=ref.version or 0)
         except (Unavailable, NotFound) as exc:
-            reason = exc.details.get("reason", "not_found") if isinstance(exc, Unavailable) else "not_found"
-            await self.ledger.unavailable(ref, reason=str(reason))
-            text = f"unavailable: {id}@{version} ({reason})"
-            return ToolResult(call.name, call.arguments, text, ok=False, data={"reason": reason, "path": path}), []
+            return await self._not_read(call, exc, ref, f"{id}@{version}", path)
         created = body.created_at.isoformat().replace("+00:00", "Z")
         text = f"# {body.title} ({id}@v{version}, {created})\n\n{body.body}"
         prov = {"ref": ref.model_dump(), "content_hash": body.content_hash, "locator": None}
         await self.files.write(path, text, provenance=prov, with_record=self._read_row(ref, body.content_hash, None))
         return await self._fresh_pointer(call, path, text)
 
-    async def _search_evidence(self, call: ToolCall, args: SearchEvidenceArgs) -> Outcome:
-        query, source_id = args.query, args.source_id
+    async def search(
+        self, query: str, *, limit: int, source_id: str | None = None, in_all: bool = False
+    ) -> Found[assets.SearchHit, pub.PublicationHit]:
+        """Evidence passages (at most `limit`) and earlier publications of the run's workspace (at most 3) that
+        match `query`; `in_all`: at most `limit` hits together (`within`). Each hit shown is recorded once as
+        `listed`, and no other: a hit the caller is not shown was not found by the run."""
         if not query.strip():
             raise Invalid("the query is empty")
         hits = await self.owners.search_evidence_for_run(
-            self.actor, self.grant, query=query, limit=SEARCH_LIMIT, source_id=source_id
+            self.actor, self.grant, query=query, limit=limit, source_id=source_id
         )
         # Earlier publications of the workspace are searched too, so one the catalog page omits is found.
-        # Their few lines come first: the window shows a long answer by its start.
-        found = []
+        publications: list[pub.PublicationHit] = []
         if source_id is None:
-            found = await self.owners.search_publications_for_run(
-                self.actor, self.grant, query=query, limit=PUBLICATION_SEARCH_LIMIT
+            publications = await self.owners.search_publications_for_run(
+                self.actor, self.grant, query=query, limit=min(PUBLICATION_SEARCH_LIMIT, limit)
             )
-        lines = []
-        for item in found:
+        found = within(limit, hits, publications) if in_all else Found(hits, publications)
+        for item in found.publications:
             await self.ledger.listed(Ref(kind="publication", id=item.id, version=item.version))
+        for hit in found.passages:
+            await self.ledger.listed(Ref(kind="source", id=hit.source_id, version=hit.version), hit.locator)
+        return found
+
+    async def _search_evidence(self, call: ToolCall, args: SearchEvidenceArgs) -> Outcome:
+        found = await self.search(args.query, limit=SEARCH_LIMIT, source_id=args.source_id)
+        # The publications' few lines come first: the window shows a long answer by its start.
+        lines = []
+        for item in found.publications:
             created = item.created_at.isoformat().replace("+00:00", "Z")
             lines.append(
                 f"- [publication] {item.id}@{item.version} {item.title[:TITLE_CHARS]!r} {created}:"
                 f" {item.snippet[:SNIPPET_CHARS]}"
             )
-        for hit in hits:
-            await self.ledger.listed(Ref(kind="source", id=hit.source_id, version=hit.version), hit.locator)
+        for hit in found.passages:
             lines.append(
                 f"- [source] {hit.evidence_id}: {hit.source_id}@{hit.version} {hit.locator}:"
                 f" {hit.snippet[:SNIPPET_CHARS]}"
@@ -191,8 +246,8 @@ class ToolBox:
             how = "read [source] hits with read_evidence, [publication] hits with read_publication (id, version)"
             text = "\n".join([f"({how})", *lines])
         data = {
-            "hits": [hit.model_dump(mode="json") for hit in hits],
-            "publications": [item.model_dump(mode="json") for item in found],
+            "hits": [hit.model_dump(mode="json") for hit in found.passages],
+            "publications": [item.model_dump(mode="json") for item in found.publications],
         }
         return ToolResult(call.name, call.arguments, text, data=data), []
 
@@ -204,10 +259,9 @@ class ToolBox:
         try:
             passage = await self.owners.read_evidence_for_run(self.actor, self.grant, evidence_id=evidence_id)
         except (Unavailable, NotFound) as exc:
-            reason = exc.details.get("reason", "not_found") if isinstance(exc, Unavailable) else "not_found"
-            await self.ledger.unavailable(Ref(kind="evidence", id=evidence_id), reason=str(reason))
-            text = f"unavailable: evidence {evidence_id} ({reason})"
-            return ToolResult(call.name, call.arguments, text, ok=False, data={"reason": reason, "path": path}), []
+            return await self._not_read(
+                call, exc, Ref(kind="evidence", id=evidence_id), f"evidence {evidence_id}", path
+            )
         ref = Ref(kind="source", id=passage.source_id, version=passage.version)
         content_hash = passage.content_hash
         text = f"# {passage.source_id}@v{passage.version} {passage.locator}\n\n{passage.text}"
@@ -216,6 +270,17 @@ class ToolBox:
             path, text, provenance=prov, with_record=self._read_row(ref, content_hash, passage.locator)
         )
         return await self._fresh_pointer(call, path, text)
+
+    async def _not_read(self, call: ToolCall, exc: Unavailable | NotFound, ref: Ref, named: str, path: str) -> Outcome:
+        """A read its owner refused. Material that exists but may not be used now (withdrawn, retired) is an
+        `unavailable` row; an id that names nothing (a typo, another scope's) is not found and records nothing."""
+        if isinstance(exc, NotFound):
+            text = f"not found: {named}"
+            return ToolResult(call.name, call.arguments, text, ok=False, data={"reason": "not_found", "path": path}), []
+        reason = str(exc.details.get("reason", "unavailable"))
+        await self.ledger.unavailable(ref, reason=reason)
+        text = f"unavailable: {named} ({reason})"
+        return ToolResult(call.name, call.arguments, text, ok=False, data={"reason": reason, "path": path}), []
 
     async def _refused(self, call: ToolCall, path: str) -> Outcome | None:
         """A read from the run's own copy of a material asks its owner again (services/runhost/availability.py):

@@ -575,6 +575,9 @@ EXTERNAL_FINISH = Subject(
     "Ends an external run with its answer: the cited refs are included, and the answer is published.",
     callers=("gateway",),
 )
+# A take-over may wait a few seconds for the old session's finish in flight (services/runhost/external.py):
+# its callers allow this long.
+TAKE_TIMEOUT_SECONDS = 15.0
 EXTERNAL_TAKE = Subject(
     "dossier.runhost.external.take",
     TakeRequest,

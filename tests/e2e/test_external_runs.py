@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support.agent import Agent
 from tests.support.api import Api, probe
 from tests.support.citation_forms import CITED, shown_as_text, written
 from tests.support.documents import ANNOUNCEMENT, pdf
@@ -20,25 +21,6 @@ from tests.support.stack import RunningStack
 @pytest.fixture
 def api(stack: RunningStack) -> Api:
     return Api(stack)
-
-
-class Agent:
-    """An outside agent's session: the run and the lease token it holds."""
-
-    def __init__(self, api: Api, run_id: str, token: str):
-        self.api, self.run_id, self.token = api, run_id, token
-
-    def call(self, method: str, route: str, **kwargs: Any) -> httpx.Response:
-        headers = {"X-Run-Lease": self.token} | kwargs.pop("headers", {})
-        return self.api.http.request(method, f"/v1/runs/{self.run_id}{route}", headers=headers, **kwargs)
-
-    def ok(self, method: str, route: str, **kwargs: Any) -> Any:
-        r = self.call(method, route, **kwargs)
-        assert r.status_code in (200, 204), f"{method} {route} → {r.status_code} {r.text[:500]}"
-        return r.json() if r.content else None
-
-    def write(self, path: str, text: str) -> httpx.Response:
-        return self.call("PUT", f"/files/{path}", content=text, headers={"Content-Type": "text/plain"})
 
 
 def setting(api: Api) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:

@@ -4,11 +4,15 @@ parallel reads with one lease. Each race runs many times; the offsets between th
 little before the finish to its whole length, so some land inside it. Nothing here asserts on time.
 
 The run's end is decided once (services/runhost/finishing.py): either the run is cancelled (or taken over)
-and nothing is published for it, or it completes with exactly the answer whose finish answered 200."""
+and nothing is published for it, or it completes with exactly the answer whose finish answered 200. A forced
+take-over that arrives while a finish is under way waits for it, a few seconds at most: played with the
+publication service stopped (SIGSTOP), so the finish stays under way until the test lets it go on."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import time
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -18,8 +22,9 @@ import asyncpg
 import httpx
 import pytest
 
-from tests.support.api import Api, probe
+from tests.support.api import Api, error_of, probe
 from tests.support.documents import ANNOUNCEMENT, pdf
+from tests.support.probe import probe_until
 from tests.support.stack import RunningStack
 
 RACES = 10
@@ -174,6 +179,93 @@ async def test_a_take_over_racing_the_old_sessions_finish_publishes_exactly_the_
         winners.update(won)
     print(f"take-over racing finish, 200 for: {dict(winners)}")
     assert not wrong, f"{len(wrong)} of {RACES} races ended wrong: {wrong}"
+
+
+async def finishing_lock(stack: RunningStack, run_id: str) -> list[bool]:
+    """Who holds (True) and who waits for (False) the run's finishing lock: a finish under way holds it until it
+    has won or failed, and a take-over waits for it (services/runhost/external_repository.py)."""
+    conn = await asyncpg.connect(stack.dsn("runhost"))
+    try:
+        rows = await conn.fetch(
+            "SELECT granted FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1"
+            " AND ((classid::bigint << 32) | objid::bigint) = hashtextextended($1, 0)",
+            f"finish|{run_id}",
+        )
+        return [bool(r["granted"]) for r in rows]
+    finally:
+        await conn.close()
+
+
+class Held:
+    """The publication service, stopped (SIGSTOP) from `stop` until `release` or the block's end, so that a
+    finish citing a publication stays under way: before it may win, it asks that service whether what it cites
+    is still usable."""
+
+    def __init__(self, stack: RunningStack):
+        self.pid = stack.pid("publication")
+
+    def __enter__(self) -> Held:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    def stop(self) -> None:
+        os.kill(self.pid, signal.SIGSTOP)
+
+    def release(self) -> None:
+        os.kill(self.pid, signal.SIGCONT)
+
+
+async def _holds(stack: RunningStack, run_id: str, expected: list[bool]) -> bool:
+    return sorted(await finishing_lock(stack, run_id), reverse=True) == expected
+
+
+async def take_over_during_finish(
+    stack: RunningStack, setting: Setting, client: httpx.AsyncClient, held: Held
+) -> tuple[str, str, asyncio.Task[httpx.Response], asyncio.Task[httpx.Response]]:
+    """A run that read Report A; then, with the publication service stopped, a finish under way (it holds the
+    run's finishing lock) and a forced take-over waiting for it. The run, the finish's answer, and the two
+    requests in flight."""
+    run_id, token = await admit(client, setting, setting.a)
+    held.stop()
+    answer = setting.cites(setting.a, "Fund X can meet redemptions within 30 days")
+    finishing = asyncio.create_task(finish(client, run_id, token, answer))
+    await probe_until(lambda: _holds(stack, run_id, [True]), timeout=30)
+    taking = asyncio.create_task(client.post(f"/v1/runs/{run_id}/lease/take", json={"force": True}))
+    await probe_until(lambda: _holds(stack, run_id, [True, False]), timeout=30)
+    return run_id, answer, finishing, taking
+
+
+@pytest.mark.local_stack
+async def test_a_forced_take_over_waits_for_a_finish_under_way_and_loses_to_it(
+    stack: RunningStack, setting: Setting, client: httpx.AsyncClient
+) -> None:
+    with Held(stack) as held:
+        run_id, answer, finishing, taking = await take_over_during_finish(stack, setting, client, held)
+        held.release()
+        finished, taken = await finishing, await taking
+    assert finished.status_code == 200, finished.text
+    assert taken.status_code == 409 and error_of(taken)["details"] == {"lease": "finishing"}, taken.text
+    run = setting.api.run(run_id)
+    assert run["status"] == "completed" and run["lease_state"]["epoch"] == 1
+    assert [p["body"] for p in await published_for(stack, run_id)] == [answer]
+
+
+@pytest.mark.local_stack
+async def test_a_forced_take_over_waits_for_a_finish_under_way_only_so_long(
+    stack: RunningStack, setting: Setting, client: httpx.AsyncClient
+) -> None:
+    with Held(stack) as held:
+        run_id, _, finishing, taking = await take_over_during_finish(stack, setting, client, held)
+        # The finish cannot go on while the publication service is stopped: the take-over stops waiting.
+        taken = await taking
+    finished = await finishing
+    assert taken.status_code == 200, taken.text
+    assert finished.status_code in (409, 504), finished.text
+    run = setting.api.run(run_id)
+    assert run["status"] == "running" and run["lease_state"]["epoch"] == 2 and run["publication"] is None
+    assert await published_for(stack, run_id) == []
 
 
 async def test_parallel_reads_with_one_lease_record_each_ledger_row_once(

@@ -39,11 +39,14 @@ async def external_catalog(lease: c.LeaseRequest = Depends(run_lease), bus: Acto
 @router.get("/v1/runs/{run_id}/search", response_model=c.ExternalSearch, responses=LEASE_ERRORS)
 async def external_search(
     q: str = Query(min_length=1, max_length=1000, pattern=NOT_BLANK, description="What to search for"),
-    limit: int = Query(default=10, ge=1, le=50),
+    limit: int = Query(
+        default=10, ge=1, le=50, description="The most hits to answer, passages and publications together"
+    ),
     lease: c.LeaseRequest = Depends(run_lease),
     bus: ActorBus = Depends(actor_bus),
 ) -> Response:
-    """Evidence hits among what the run may read; each hit's ref is recorded once as `listed`."""
+    """At most `limit` hits among what the run may read: evidence passages, then earlier publications of the
+    workspace; exactly the hits answered are recorded (once) as `listed`."""
     request = c.ExternalSearchRequest(run_id=lease.run_id, lease=lease.lease, q=q, limit=limit)
     return await bus.relay(c.EXTERNAL_SEARCH, request)
 
@@ -76,5 +79,8 @@ async def finish_run(
 
 @router.post("/v1/runs/{run_id}/lease/take", response_model=c.TakeReply, responses=errors(404, 409, 413))
 async def take_over_run(run_id: PathId, body: c.TakeBody | None = None, bus: ActorBus = Depends(actor_bus)) -> Response:
-    """Another session resumes the run under a new epoch (an expired lease, or `force`); the old token is fenced."""
-    return await bus.relay(c.EXTERNAL_TAKE, c.TakeRequest(run_id=run_id, force=body.force if body else False))
+    """Another session resumes the run under a new epoch (an expired lease, or `force`); the old token is fenced.
+    A finish under way is waited for (a few seconds at most): if it wins the run, the take-over answers 409."""
+    request = c.TakeRequest(run_id=run_id, force=body.force if body else False)
+    # Longer than the bus's default: the run host may wait for a finish under way before it answers.
+    return await bus.relay(c.EXTERNAL_TAKE, request, timeout=c.TAKE_TIMEOUT_SECONDS)

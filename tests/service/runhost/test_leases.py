@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
 from services.runhost.admitted import AdmittedRun
-from services.runhost.app import MIGRATIONS
 from services.runhost.finishing import Finisher
 from services.runhost.leases import StaleLease
 from services.runhost.ledger import RunLedger
@@ -24,17 +23,8 @@ from tests.support.service import settings_from
 REF = {"kind": "publication", "id": "pub_a", "version": 1}
 
 
-@pytest.fixture
-async def db(infra: Infra) -> AsyncIterator[Database]:
-    database = Database(infra.dsn(f"runhost_{uuid.uuid4().hex[:10]}"))
-    await database.connect(MIGRATIONS)
-    try:
-        yield database
-    finally:
-        await database.close()
-
-
-async def admitted_run(db: Database, repo: RunRepository) -> str:
+async def admitted_run(db: Database, repo: RunRepository, **values: Any) -> str:
+    """A run just admitted (`values`: columns other than the defaults)."""
     run_id = f"run_{uuid.uuid4().hex}"
     async with db.transaction() as conn:
         await repo.insert_conversation(conn, id=f"conv_{run_id}", scope="s", workspace_id="ws")
@@ -54,7 +44,8 @@ async def admitted_run(db: Database, repo: RunRepository) -> str:
                 "goal_text": "g",
                 "catalog": {"items": [], "complete": True, "omitted": 0},
                 "limits": {"max_steps": 10, "max_chars": 10, "max_seconds": 10},
-            },
+            }
+            | values,
         )
     return run_id
 
