@@ -180,7 +180,15 @@ def run_search(run_id: str, token: str, q: str, limit: int) -> Call[list[m.Hit]]
 
 
 def run_read(run_id: str, token: str, body: dict[str, Any]) -> Call[m.Passage]:
-    return Call(bound(run_id, token, "POST", "/read", json=body), as_model(m.Passage))
+    """The read; a passage read by its evidence id keeps that id, so reading the passage again names it."""
+    evidence_id = body["ref"]["id"] if body.get("ref", {}).get("kind") == "evidence" else None
+
+    def passage(response: Any) -> m.Passage:
+        read = as_model(m.Passage)(response)
+        read._evidence_id = evidence_id
+        return read
+
+    return Call(bound(run_id, token, "POST", "/read", json=body), passage)
 
 
 def run_write(run_id: str, token: str, path: str, text: str) -> Call[None]:

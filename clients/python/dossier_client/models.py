@@ -11,7 +11,7 @@ import re
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 RunStatus = Literal["admitted", "running", "completed", "failed", "cancelled"]
 FINAL_STATUSES: tuple[RunStatus, ...] = ("completed", "failed", "cancelled")
@@ -142,6 +142,12 @@ class Passage(Model):
     content_hash: str | None
     text: str
     path: str
+    # The evidence id it was read by, when it was: the client's own note, not a field of the API's answer.
+    _evidence_id: str | None = PrivateAttr(default=None)
+
+    @property
+    def evidence_id(self) -> str | None:
+        return self._evidence_id
 
     def cite(self) -> str:
         """The citation of this passage in an answer: `source@vN locator`, or `pub_…@vN`."""
@@ -270,6 +276,8 @@ def ref_to_read(target: Hit | Ref | Passage | ResumeRead | dict[str, Any] | str)
         if target.evidence_id:
             return {"ref": {"kind": "evidence", "id": target.evidence_id}}
         return {"ref": target.ref.model_dump(include={"kind", "id", "version"})}
+    if isinstance(target, Passage) and target.evidence_id:
+        return {"ref": {"kind": "evidence", "id": target.evidence_id}}
     if isinstance(target, Passage | ResumeRead):
         body: dict[str, Any] = {"ref": target.ref.model_dump(include={"kind", "id", "version"})}
         return body | ({"locator": target.locator} if target.locator else {})

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from dossier_client import _routes
 from dossier_client import models as m
 from pydantic import BaseModel
 
@@ -121,3 +122,19 @@ def test_the_client_imports_nothing_of_the_server() -> None:
                 continue
             for name in names:
                 assert name.split(".")[0] in allowed, f"{path.name} imports {name}"
+
+
+def test_a_passage_read_by_evidence_id_is_read_again_by_it() -> None:
+    """The run's read route takes a passage by its evidence id: a passage keeps the id it was read by."""
+    answer = {
+        "ref": {"kind": "source", "id": "announcement", "version": 1},
+        "locator": "page:1",
+        "content_hash": "c",
+        "text": "t",
+        "path": "sources/x.txt",
+    }
+    call = _routes.run_read("run_1", "tok", {"ref": {"kind": "evidence", "id": "ev_1"}})
+    passage = call.parse(answer)
+    assert passage.evidence_id == "ev_1"
+    assert m.ref_to_read(passage) == {"ref": {"kind": "evidence", "id": "ev_1"}}
+    assert passage.cite() == "announcement@v1 page:1"
