@@ -54,6 +54,8 @@ class AdmittedRun(Model):
     goal_version: int
     goal_text: str
     catalog: Catalog
+    # The mark the workspace reads the later pages of the catalog as of (None: admitted before they paged).
+    catalog_as_of: int | None = None
     history: list[c.HistoryRef]
     limits: Limits
     publication_id: str | None
@@ -103,6 +105,11 @@ class AdmittedRun(Model):
         refs = [Ref(kind=i.kind, id=i.id, version=i.version).key() for i in self.catalog.items]
         refs += [Ref(kind="publication", id=h.publication_id, version=h.version).key() for h in self.history]
         return sorted(set(refs))
+
+    @property
+    def answer_title(self) -> str:
+        """The title of the run's publication: the outside agent's, or the question's (as a person would)."""
+        return self.final_title or c.short_title(self.question)
 
     @property
     def publication(self) -> PublicationRef | None:

@@ -18,6 +18,7 @@ import asyncpg
 from services.runhost import leases
 from services.runhost.admitted import AdmittedRun
 from services.runhost.availability import unusable
+from services.runhost.catalog import RunCatalog
 from services.runhost.claims import cited, ledger_key
 from services.runhost.events import emit
 from services.runhost.external_repository import ExternalRepository
@@ -114,6 +115,7 @@ class ExternalRuns:
             files=self.files_for(run.id, epoch),
             ledger=RunLedger(self.db, self.repo, run.id, epoch),
             owners=self.owners,
+            pages=RunCatalog(run, self.owners, mint=lambda refs: run_grant(run, self.settings, refs)),
         )
 
     async def _step(self, run: AdmittedRun, epoch: int, result: ToolResult | None = None) -> None:
@@ -136,10 +138,14 @@ class ExternalRuns:
         return result
 
     @answers(c.EXTERNAL_CATALOG)
-    async def catalog(self, ctx: RequestContext, req: c.LeaseRequest) -> Catalog:
+    async def catalog(self, ctx: RequestContext, req: c.ExternalCatalogRequest) -> Catalog:
+        """A page of the catalog as admitted (the first without a cursor), through the run's own tool."""
         run, epoch = await self._session(ctx.actor, req.run_id, req.lease)
-        await self._tool(run, epoch, "list_catalog")
-        return run.catalog
+        arguments = {} if req.cursor is None else {"cursor": req.cursor}
+        page = (await self._tool(run, epoch, "list_catalog", **arguments)).data
+        return Catalog(
+            items=page["items"], complete=page["complete"], omitted=page["omitted"], next_cursor=page["next_cursor"]
+        )
 
     @answers(c.EXTERNAL_SEARCH)
     async def search(self, ctx: RequestContext, req: c.ExternalSearchRequest) -> c.ExternalSearch:

@@ -121,7 +121,7 @@ class Finisher:
         claims = await check_answer(self.db, self.repo, files, answer)
         # The answer is titled by its question, as a person would (or as an outside agent asked); the
         # report file names its run (see below).
-        title = self.run.final_title or c.short_title(self.run.question)
+        title = self.run.answer_title
         request = pub.CommitRequest(
             claims=claims,
             title=title,
@@ -157,6 +157,8 @@ class Finisher:
             ref_id=published.id,
             version=published.version,
             run_id=self.run.id,
+            # With its title: this may come before `publication.committed`, which carries it too.
+            title=published.title,
         )
         try:
             reply = await self.owners.associate_with_workspace(self.actor, request)
@@ -210,7 +212,7 @@ class Finisher:
             )
             registered = await self.owners.register_report_artifact(self.actor, blob)
             await self.owners.pin_report_artifact(
-                self.actor, workspace_id=self.run.workspace_id, artifact_id=registered.id
+                self.actor, workspace_id=self.run.workspace_id, artifact_id=registered.id, run_id=self.run.id
             )
         except (DomainError, OSError) as exc:
             log.warning("run %s: report artifact not retained (%s)", self.run.id, exc)

@@ -21,7 +21,7 @@ from shared.contracts.common import (
     Subject,
     Text,
 )
-from shared.contracts.workspace import Catalog
+from shared.contracts.workspace import CURSOR_MAX_CHARS, Catalog
 
 RunStatus = Literal["admitted", "running", "completed", "failed", "cancelled"]
 Driver = Literal["dossier", "external"]
@@ -272,6 +272,19 @@ class LeaseRequest(Model):
     lease: str = Field(min_length=1, max_length=200)
 
 
+class ExternalCatalogRequest(LeaseRequest):
+    """A page of the run's catalog as admitted: the first without `cursor`, then the one a page's
+    `next_cursor` names."""
+
+    cursor: str | None = Field(default=None, min_length=1, max_length=CURSOR_MAX_CHARS)
+
+
+class RunCatalogRequest(RunIdRequest):
+    """A person's read of a run's catalog as admitted (a run the run host's policy drives), page by page."""
+
+    cursor: str | None = Field(default=None, min_length=1, max_length=CURSOR_MAX_CHARS)
+
+
 class ExternalSearchRequest(LeaseRequest):
     q: str = Field(min_length=1, max_length=1000, pattern=NOT_BLANK)
     limit: int = Field(default=10, ge=1, le=50)
@@ -451,11 +464,18 @@ WRITE_PLAN = Subject(
     "A person's edit of the plan of a run that is still admitted or running; answers nothing.",
     callers=("gateway",),
 )
+RUN_CATALOG = Subject(
+    "dossier.runhost.run.catalog",
+    RunCatalogRequest,
+    Catalog,
+    "A page of a run's catalog as admitted, for a person (an external run's is read with its lease).",
+    callers=("gateway",),
+)
 EXTERNAL_CATALOG = Subject(
     "dossier.runhost.external.catalog",
-    LeaseRequest,
+    ExternalCatalogRequest,
     Catalog,
-    "The catalog as admitted; each item recorded once as `listed`.",
+    "A page of the catalog as admitted; each item recorded once as `listed`.",
     callers=("gateway",),
 )
 EXTERNAL_SEARCH = Subject(

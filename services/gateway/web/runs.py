@@ -29,7 +29,7 @@ from shared.errors import DomainError, NotFound
 router = APIRouter(route_class=WebRoute, include_in_schema=False, dependencies=[Depends(signed_in)])
 
 FINAL = ("completed", "failed", "cancelled")
-# The report is found among the workspace's catalog; a catalog is bounded, so only this many are looked at.
+# The report is found among the workspace's newest pinned artifacts: only this many are looked at.
 REPORT_SEARCH_LIMIT = 200
 
 
@@ -45,13 +45,13 @@ async def _answer(
     except DomainError as exc:
         return None, None, exc.message
     try:
-        catalog = await client.call(
-            w.CATALOG, w.CatalogRequest(workspace_id=run.workspace_id, limit=REPORT_SEARCH_LIMIT), actor=actor
-        )
+        # A run's report is no catalog item (its publication is): it is among the workspace's artifacts.
+        pinned = w.CatalogBrowseRequest(workspace_id=run.workspace_id, kind="artifact", limit=REPORT_SEARCH_LIMIT)
+        catalog = await client.call(w.CATALOG_BROWSE, pinned, actor=actor)
     except DomainError:
         return answer, None, None
     own = f"{r.REPORT_TITLE_PREFIX}{run.id}:"
-    artifacts = [i for i in catalog.items if i.kind == "artifact"]
+    artifacts = catalog.items
     # Earlier runs titled their report as their answer ("Run <id>: ..."), which names the run too.
     reports = [i for i in artifacts if i.title.startswith(own)] or [
         i for i in artifacts if i.title == answer.title and answer.title.startswith(f"Run {run.id}:")
