@@ -90,6 +90,7 @@ class AdmittedRun(Model):
     final_title: str | None
     # The admitting request's trace context (shared/tracing.py), when tracing was on.
     trace_headers: dict[str, str] | None
+    report_artifact_id: str | None = None
 
     @classmethod
     def of(cls, record: asyncpg.Record) -> AdmittedRun:
@@ -143,6 +144,7 @@ class AdmittedRun(Model):
                 if self.driver == "external"
                 else None
             ),
+            report_artifact_id=self.report_artifact_id,
             stats=c.RunStats(
                 steps=self.steps,
                 model_requests=self.model_requests,

@@ -141,8 +141,9 @@ class Finisher:
         await self._check_fence()
         checkpoint = await self._propose(proposal, publication, sources)
         await self._check_fence()
-        await self._retain_report(f"{c.REPORT_TITLE_PREFIX}{self.run.id}: {title}", answer)
+        report = await self._retain_report(f"{c.REPORT_TITLE_PREFIX}{self.run.id}: {title}", answer)
         result = {
+            "report_artifact_id": report,
             "workspace_association": association,
             "checkpoint_proposal": checkpoint.model_dump(),
             "status": "completed",
@@ -195,8 +196,9 @@ class Finisher:
             return c.CheckpointProposalResult(status="stale")
         return c.CheckpointProposalResult(status=reply.result, revision=reply.revision)
 
-    async def _retain_report(self, title: str, answer: str) -> None:
-        """The HTML report is retained as an artifact and pinned; its failure is logged, not fatal."""
+    async def _retain_report(self, title: str, answer: str) -> str | None:
+        """The HTML report is retained as an artifact and pinned (as the run's: no catalog item); its id, or
+        None: its failure is logged, not fatal."""
         data = render_report(title, answer, run_id=self.run.id).encode("utf-8")
         digest = hashlib.sha256(data).hexdigest()
         key = content_key(digest)
@@ -216,6 +218,8 @@ class Finisher:
             )
         except (DomainError, OSError) as exc:
             log.warning("run %s: report artifact not retained (%s)", self.run.id, exc)
+            return None
+        return registered.id
 
     async def cancelled(self) -> None:
         await self._fenced({"status": "cancelled", "finished_at": datetime.now(UTC)}, event=c.EVT_CANCELLED)

@@ -186,6 +186,9 @@ class Run(Model):
     lease: Lease | None = None
     # An external run's lease as anyone of its scope may see it.
     lease_state: LeaseState | None = None
+    # The run's answer as an HTML report (an artifact, `GET /v1/artifacts/{id}`), once retained: it is pinned to
+    # the workspace, but it is no catalog item (the run's publication is).
+    report_artifact_id: str | None = None
 
 
 class AdmitReply(Model):

@@ -20,6 +20,7 @@ from services.gateway.web.render import (
 )
 from services.gateway.web.workspaces import get_workspace
 from shared.bus import BusClient
+from shared.contracts import artifact as a
 from shared.contracts import publication as p
 from shared.contracts import runhost as r
 from shared.contracts import workspace as w
@@ -35,8 +36,9 @@ REPORT_SEARCH_LIMIT = 200
 
 async def _answer(
     client: BusClient, actor: Actor, run: r.Run
-) -> tuple[p.PublicationVersion | None, w.CatalogItem | None, str | None]:
-    """The run's publication version, and the report artifact retained under the same title (if any)."""
+) -> tuple[p.PublicationVersion | None, a.Artifact | w.CatalogItem | None, str | None]:
+    """The run's publication version, and its report artifact (the one the run names, else the one retained
+    under its title), if any."""
     ref = run.publication
     if not ref:
         return None, None, None
@@ -44,8 +46,14 @@ async def _answer(
         answer = await client.call(p.READ, p.ReadRequest(id=ref.id, version=ref.version), actor=actor)
     except DomainError as exc:
         return None, None, exc.message
+    if run.report_artifact_id is not None:
+        try:
+            report = await client.call(a.GET, a.ArtifactIdRequest(artifact_id=run.report_artifact_id), actor=actor)
+        except DomainError:
+            return answer, None, None
+        return answer, report, None
     try:
-        # A run's report is no catalog item (its publication is): it is among the workspace's artifacts.
+        # A run that named no report (before runs did): among the workspace's pinned artifacts.
         pinned = w.CatalogBrowseRequest(workspace_id=run.workspace_id, kind="artifact", limit=REPORT_SEARCH_LIMIT)
         catalog = await client.call(w.CATALOG_BROWSE, pinned, actor=actor)
     except DomainError:
