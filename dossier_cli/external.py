@@ -50,15 +50,34 @@ def parse_ref(value: str) -> dict[str, Any]:
 
 
 @command(run, "catalog")
-def catalog(run_id: RunArg, lease: LeaseOpt) -> None:
-    """Your external run's catalog as admitted (each item is recorded once as listed)."""
+def catalog(
+    run_id: RunArg,
+    lease: Annotated[
+        str | None,
+        typer.Option(
+            "--lease",
+            metavar="TOKEN",
+            envvar="DOSSIER_RUN_LEASE",
+            help="The lease token of an external run (else DOSSIER_RUN_LEASE); a run Dossier drives needs none.",
+        ),
+    ] = None,
+    cursor: Annotated[str | None, typer.Option(help="The next_cursor of the page before.")] = None,
+) -> None:
+    """A run's catalog as admitted, a page at a time (with a lease, a step of your external run: each item is
+    recorded once as listed)."""
     with client() as api:
-        data = _call(api, "GET", run_id, "/catalog", lease)
+        params = {"cursor": cursor} if cursor else None
+        if lease:
+            data = _call(api, "GET", run_id, "/catalog", lease, params=params)
+        else:
+            data = api.json("GET", f"/v1/runs/{seg(run_id)}/catalog", params=params)
 
     def human(d: dict[str, Any]) -> None:
         table(
             ("KIND", "REF", "TITLE", "AVAILABLE"), [(i["kind"], ref(i), i["title"], i["available"]) for i in d["items"]]
         )
+        if d.get("next_cursor"):
+            out().print(f"{d['omitted']} more items: --cursor {d['next_cursor']}")
 
     emit(data, human)
 

@@ -135,10 +135,12 @@ def delete(
 def catalog(
     workspace_id: WorkspaceId,
     limit: Annotated[int | None, typer.Option(help="At most this many items (the service bounds it).")] = None,
+    cursor: Annotated[str | None, typer.Option(help="The next_cursor of the page before.")] = None,
 ) -> None:
-    """What a run in this workspace could read: publications, sources and artifacts, with their availability."""
+    """What a run in this workspace could read: publications, sources and artifacts, with their availability,
+    a page at a time (the analyst's own first, then the runs' conclusions)."""
     with client() as api:
-        data = api.get(_path(workspace_id, "/catalog"), limit=limit)
+        data = api.get(_path(workspace_id, "/catalog"), limit=limit, cursor=cursor)
 
     def human(data: dict[str, Any]) -> None:
         rows = [
@@ -147,6 +149,8 @@ def catalog(
         ]
         table(("KIND", "ID", "VERSION", "AVAILABLE", "TITLE"), rows)
         out().print(f"complete: {cell(data.get('complete'))}, omitted: {data.get('omitted')}")
+        if data.get("next_cursor"):
+            out().print(f"next page: --cursor {data['next_cursor']}")
 
     emit(data, human)
 

@@ -67,6 +67,8 @@ class AdmittedRun(Model):
     goal_version: int
     goal_text: str
     catalog: Catalog
+    # The mark the workspace reads the later pages of the catalog as of (None: admitted before they paged).
+    catalog_as_of: int | None = None
     history: list[c.HistoryRef]
     limits: Limits
     publication_id: str | None
@@ -103,6 +105,7 @@ class AdmittedRun(Model):
     trace_headers: dict[str, str] | None
     # An external run's outside agent, as its admission named it.
     agent: c.RunAgent | None = None
+    report_artifact_id: str | None = None
 
     @classmethod
     def of(cls, record: asyncpg.Record) -> AdmittedRun:
@@ -125,6 +128,11 @@ class AdmittedRun(Model):
         refs = [Ref(kind=i.kind, id=i.id, version=i.version).key() for i in self.catalog.items]
         refs += [Ref(kind="publication", id=h.publication_id, version=h.version).key() for h in self.history]
         return sorted(set(refs))
+
+    @property
+    def answer_title(self) -> str:
+        """The title of the run's publication: the outside agent's, or the question's (as a person would)."""
+        return self.final_title or c.short_title(self.question)
 
     @property
     def publication(self) -> PublicationRef | None:
@@ -159,6 +167,7 @@ class AdmittedRun(Model):
                 if self.driver == "external"
                 else None
             ),
+            report_artifact_id=self.report_artifact_id,
             stats=c.RunStats(
                 steps=self.steps,
                 model_requests=self.model_requests,

@@ -50,8 +50,8 @@ def build_messages(view: RunView, transcript: list[ToolResult]) -> list[dict[str
         f"Goal (version {view.goal_version}): {_clip(view.goal, FIELD_CHARS)}\n"
         f"Question: {_clip(view.question, FIELD_CHARS)}\n"
         f"Catalog frozen at admission: {len(catalog.items)} items"
-        f" ({'complete' if catalog.complete else str(catalog.omitted) + ' omitted'});"
-        " call list_catalog (it writes catalog.md).\n"
+        f" ({'complete' if catalog.complete else str(catalog.omitted) + ' more on later pages'});"
+        " call list_catalog (it writes catalog.md; a page ends with the cursor of the next).\n"
         f"Checkpoint revision: {view.checkpoint_revision} (a checkpoint_proposal applies against it).\n"
         f"Working files: {files_summary(view.files)}"
     )

@@ -20,6 +20,7 @@ import asyncpg
 from services.runhost import leases
 from services.runhost.admitted import AdmittedRun
 from services.runhost.availability import unusable
+from services.runhost.catalog import RunCatalog
 from services.runhost.claims import cited, ledger_key
 from services.runhost.events import emit
 from services.runhost.external_repository import ExternalRepository
@@ -128,6 +129,7 @@ class ExternalRuns:
             ledger=RunLedger(self.db, self.repo, run.id, epoch),
             owners=self.owners,
             reading=agent_reading(run.id),
+            pages=RunCatalog(run, self.owners, mint=lambda refs: run_grant(run, self.settings, refs)),
         )
 
     async def _tool(self, run: AdmittedRun, epoch: int, name: str, **arguments: object) -> ToolResult:
@@ -140,11 +142,16 @@ class ExternalRuns:
         return result
 
     @answers(c.EXTERNAL_CATALOG)
-    async def catalog(self, ctx: RequestContext, req: c.LeaseRequest) -> Catalog:
+    async def catalog(self, ctx: RequestContext, req: c.ExternalCatalogRequest) -> Catalog:
+        """A page of the catalog as admitted (the first without a cursor), through the run's own tool."""
         run, epoch = await self._session(ctx.actor, req.run_id, req.lease)
-        result = await self._tool(run, epoch, "list_catalog")
+        arguments = {} if req.cursor is None else {"cursor": req.cursor}
+        result = await self._tool(run, epoch, "list_catalog", **arguments)
         await self.limits.charge(run, epoch, chars=len(result.text))
-        return run.catalog
+        page = result.data
+        return Catalog(
+            items=page["items"], complete=page["complete"], omitted=page["omitted"], next_cursor=page["next_cursor"]
+        )
 
     @answers(c.EXTERNAL_SEARCH)
     async def search(self, ctx: RequestContext, req: c.ExternalSearchRequest) -> c.ExternalSearch:

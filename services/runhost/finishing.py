@@ -135,7 +135,7 @@ class Finisher:
         claims = await check_answer(self.db, self.repo, files, answer)
         # The answer is titled by its question, as a person would (or as an outside agent asked); the
         # report file names its run (see below).
-        title = self.run.final_title or c.short_title(self.run.question)
+        title = self.run.answer_title
         request = pub.CommitRequest(
             claims=claims,
             title=title,
@@ -155,8 +155,9 @@ class Finisher:
         await self._check_fence()
         checkpoint = await self._propose(proposal, publication, sources)
         await self._check_fence()
-        await self._retain_report(f"{c.REPORT_TITLE_PREFIX}{self.run.id}: {title}", answer)
+        report = await self._retain_report(f"{c.REPORT_TITLE_PREFIX}{self.run.id}: {title}", answer)
         result = {
+            "report_artifact_id": report,
             "workspace_association": association,
             "checkpoint_proposal": checkpoint.model_dump(),
             "status": "completed",
@@ -171,6 +172,8 @@ class Finisher:
             ref_id=published.id,
             version=published.version,
             run_id=self.run.id,
+            # With its title: this may come before `publication.committed`, which carries it too.
+            title=published.title,
         )
         try:
             reply = await self.owners.associate_with_workspace(self.actor, request)
@@ -207,8 +210,9 @@ class Finisher:
             return c.CheckpointProposalResult(status="stale")
         return c.CheckpointProposalResult(status=reply.result, revision=reply.revision)
 
-    async def _retain_report(self, title: str, answer: str) -> None:
-        """The HTML report is retained as an artifact and pinned; its failure is logged, not fatal."""
+    async def _retain_report(self, title: str, answer: str) -> str | None:
+        """The HTML report is retained as an artifact and pinned (as the run's: no catalog item); its id, or
+        None: its failure is logged, not fatal."""
         data = render_report(title, answer, run_id=self.run.id).encode("utf-8")
         digest = hashlib.sha256(data).hexdigest()
         key = content_key(digest)
@@ -224,10 +228,12 @@ class Finisher:
             )
             registered = await self.owners.register_report_artifact(self.actor, blob)
             await self.owners.pin_report_artifact(
-                self.actor, workspace_id=self.run.workspace_id, artifact_id=registered.id
+                self.actor, workspace_id=self.run.workspace_id, artifact_id=registered.id, run_id=self.run.id
             )
         except (DomainError, OSError) as exc:
             log.warning("run %s: report artifact not retained (%s)", self.run.id, exc)
+            return None
+        return registered.id
 
     async def cancelled(self) -> None:
         await self._fenced({"status": "cancelled", "finished_at": datetime.now(UTC)}, event=c.EVT_CANCELLED)

@@ -12,6 +12,8 @@ from shared.contracts.common import Actor, CheckRequest, Eligibility, Ref
 from shared.errors import NotFound
 
 WORKSPACE_ADMISSION = ws.ADMISSION
+WORKSPACE_CATALOG_ADMITTED = ws.CATALOG_ADMITTED
+WORKSPACE_CATALOG_HOLDS = ws.CATALOG_HOLDS
 WORKSPACE_ASSOCIATE = ws.ASSOCIATE
 WORKSPACE_CHECKPOINT_GET = ws.CHECKPOINT_GET
 WORKSPACE_CHECKPOINT_PROPOSE = ws.CHECKPOINT_PROPOSE
@@ -34,11 +36,23 @@ class Owners:
         """Raises `not_found` for a missing, deleted or other-scope workspace."""
         await self.bus.call(ws.GET, ws.WorkspaceIdRequest(workspace_id=workspace_id), actor=actor)
 
-    async def fetch_admission_snapshot(
-        self, actor: Actor, *, workspace_id: str, run_id: str, question: str | None = None
-    ) -> ws.Admission:
-        request = ws.AdmissionRequest(workspace_id=workspace_id, run_id=run_id, question=question)
+    async def fetch_admission_snapshot(self, actor: Actor, *, workspace_id: str, run_id: str) -> ws.Admission:
+        request = ws.AdmissionRequest(workspace_id=workspace_id, run_id=run_id)
         return await self.bus.call(WORKSPACE_ADMISSION, request, actor=actor)
+
+    async def fetch_admitted_catalog_page(
+        self, actor: Actor, *, workspace_id: str, as_of: int, cursor: str
+    ) -> ws.Catalog:
+        """A later page of a run's catalog, as it was at the run's admission."""
+        request = ws.AdmittedCatalogRequest(workspace_id=workspace_id, as_of=as_of, cursor=cursor)
+        return await self.bus.call(WORKSPACE_CATALOG_ADMITTED, request, actor=actor)
+
+    async def admitted_catalog_holds(self, actor: Actor, *, workspace_id: str, as_of: int, ref: Ref) -> bool:
+        """Whether a run's catalog as admitted holds `ref` (by kind and id), on whatever page."""
+        if ref.kind not in ("publication", "source"):
+            return False
+        request = ws.CatalogHoldsRequest(workspace_id=workspace_id, as_of=as_of, kind=ref.kind, id=ref.id)
+        return (await self.bus.call(WORKSPACE_CATALOG_HOLDS, request, actor=actor)).held
 
     async def check_publications(self, actor: Actor, refs: list[Ref]) -> list[Eligibility]:
         reply = await self.bus.call(pub.CHECK, CheckRequest(refs=refs), actor=actor)
@@ -91,6 +105,9 @@ class Owners:
     async def register_report_artifact(self, actor: Actor, blob: artifact.RegisterRequest) -> artifact.Artifact:
         return await self.bus.call(ARTIFACT_REGISTER, blob, actor=actor)
 
-    async def pin_report_artifact(self, actor: Actor, *, workspace_id: str, artifact_id: str) -> ws.PinReply:
-        request = ws.PinRequest(workspace_id=workspace_id, artifact_id=artifact_id)
+    async def pin_report_artifact(
+        self, actor: Actor, *, workspace_id: str, artifact_id: str, run_id: str
+    ) -> ws.PinReply:
+        """The run's report, pinned as the run's (its publication is the catalog item, not the report)."""
+        request = ws.PinRequest(workspace_id=workspace_id, artifact_id=artifact_id, run_id=run_id)
         return await self.bus.call(WORKSPACE_PIN_ARTIFACT, request, actor=actor)

@@ -10,6 +10,7 @@ import asyncpg
 
 from services.runhost.admission_key import admission_digest, same_request
 from services.runhost.admitted import AdmittedRun, Limits
+from services.runhost.catalog import RunCatalog
 from services.runhost.events import emit
 from services.runhost.external_repository import ExternalRepository
 from services.runhost.memory import RunFiles, validate_path
@@ -22,8 +23,9 @@ from shared.bus import RequestContext, answers
 from shared.contracts import runhost as c
 from shared.contracts import workspace as ws
 from shared.contracts.common import Actor, Ref
+from shared.contracts.workspace import Catalog
 from shared.db import Database
-from shared.errors import Conflict, DomainError, Invalid, NotFound, TooLarge, too_long
+from shared.errors import Conflict, DomainError, Forbidden, Invalid, NotFound, TooLarge, too_long
 from shared.paging import Int64, cut_page, decode_cursor
 from shared.settings import RunhostSettings
 
@@ -68,7 +70,7 @@ class RunService:
             conversation_id = await self._conversation(conn, ctx.actor, req)
             run_id = new_id("run")
             snapshot = await self._owners.fetch_admission_snapshot(
-                ctx.actor, workspace_id=req.workspace_id, run_id=run_id, question=req.question
+                ctx.actor, workspace_id=req.workspace_id, run_id=run_id
             )
             run = await self._repo.insert_run(
                 conn,
@@ -86,6 +88,7 @@ class RunService:
                     "goal_version": snapshot.goal.version,
                     "goal_text": snapshot.goal.text,
                     "catalog": snapshot.catalog.model_dump(mode="json"),
+                    "catalog_as_of": snapshot.catalog_as_of,
                     "history": [h.model_dump() for h in req.history],
                     "limits": self._limits(req.limits).model_dump(),
                     "driver": req.driver,
@@ -182,6 +185,18 @@ class RunService:
                 # The worker that holds the lease ends the run at its next step.
                 run = await self._repo.request_cancel(conn, scope=ctx.actor.scope, id=req.run_id) or run
             return run.to_contract()
+
+    @answers(c.RUN_CATALOG)
+    async def catalog(self, ctx: RequestContext, req: c.RunCatalogRequest) -> Catalog:
+        """A run's catalog as admitted, for a person: the run's own reads are not recorded by it. An outside
+        agent's run is read by its agent, with its lease (each page is a step of that run)."""
+        async with self._db.pool.acquire() as conn:
+            run = await self._scoped_run(conn, ctx.actor, req.run_id)
+        if run.driver == "external":
+            raise Forbidden(
+                "an external run's catalog is read with the run's lease, in X-Run-Lease", {"header": "X-Run-Lease"}
+            )
+        return await RunCatalog(run, self._owners).page(req.cursor)
 
     @answers(c.GET_CONVERSATION)
     async def conversation(self, ctx: RequestContext, req: c.ConversationRequest) -> c.Conversation:

@@ -42,6 +42,7 @@ class AssociationSweeper:
                 ref_id=publication.id,
                 version=publication.version,
                 run_id=run.id,
+                title=run.answer_title,
             )
             association = (await self.owners.associate_with_workspace(actor, request)).association
         except NotFound:

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSche
 
 from services.runhost.admitted import Proposal
 from shared.contracts.assets import SOURCE_ID_PATTERN
+from shared.contracts.workspace import CURSOR_MAX_CHARS
 from shared.errors import plain_problem
 
 
@@ -23,7 +24,11 @@ class Args(BaseModel):
 
 
 class ListCatalogArgs(Args):
-    """List the workspace's catalog frozen at admission (refs, titles, availability) into catalog.md."""
+    """List the workspace's catalog frozen at admission (refs, titles, availability) into catalog.md, a page
+    at a time: the analyst's sources and publications first, then earlier runs' conclusions. A page that is
+    not the last ends with the cursor of the next; pass it as `cursor` to list that page."""
+
+    cursor: str | None = Field(default=None, min_length=1, max_length=CURSOR_MAX_CHARS)
 
 
 class ReadPublicationArgs(Args):

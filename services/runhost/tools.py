@@ -10,6 +10,7 @@ from typing import Any, Generic, TypeVar
 import asyncpg
 
 from services.runhost.availability import unusable
+from services.runhost.catalog import RunCatalog
 from services.runhost.leases import StaleLease
 from services.runhost.ledger import Inclusion, RunLedger
 from services.runhost.memory import RunFiles, pointer, source_name
@@ -65,7 +66,8 @@ class Reading:
 
 # The run host's model reads with its own tools.
 POLICY_READING = Reading(
-    "Sources are read through search_evidence (with source_id for one source), then read_evidence.",
+    "Sources are read through search_evidence (with source_id for one source), then read_evidence;"
+    " publications with read_publication (id, version).",
     "search_evidence also finds sources and earlier publications the catalog omits",
 )
 
@@ -111,10 +113,13 @@ class ToolBox:
         ledger: RunLedger,
         owners: Owners,
         reading: Reading = POLICY_READING,
+        pages: RunCatalog | None = None,
     ):
+        """`catalog`: the first page of the run's catalog; `pages`: the whole of it (services/runhost/catalog.py)."""
         self.actor, self.grant, self.catalog = actor, grant, catalog
         self.files, self.ledger, self.owners = files, ledger, owners
         self.reading = reading
+        self.pages = pages
 
     async def execute(self, call: ToolCall) -> Outcome:
         """Run one tool. Bad arguments and refusals are answered back to the model, never raised."""
@@ -158,9 +163,12 @@ class ToolBox:
         return ToolResult(call.name, call.arguments, f"error: {message}", ok=False, call_id=call.call_id)
 
     async def _list_catalog(self, call: ToolCall, args: ListCatalogArgs) -> Outcome:
+        if args.cursor is not None and self.pages is None:
+            raise Invalid("this run's catalog has no later pages", {"field": "cursor"})
+        page = self.catalog if args.cursor is None or self.pages is None else await self.pages.page(args.cursor)
         lines = []
         # Each item as the admission kept it (JSON: its time as stored), which is also what `data` carries.
-        items = [item.model_dump(mode="json") for item in self.catalog.items]
+        items = [item.model_dump(mode="json") for item in page.items]
         # Sources first, as they are what is read: a bounded read of catalog.md's start finds them.
         for item in sorted(items, key=lambda i: _kind_order(i["kind"])):
             ref = Ref(kind=item["kind"], id=item["id"], version=item["version"])
@@ -169,21 +177,35 @@ class ToolBox:
             lines.append(
                 f"- {item['kind']} {item['id']}@{item['version']} {item['title']!r} {item['created_at']} {state}"
             )
-        tail = "complete" if self.catalog.complete else f"incomplete: {self.catalog.omitted} more items were omitted"
+        if page.next_cursor is not None:
+            tail = (
+                f"catalog incomplete: {page.omitted} more items after this page;"
+                f" the catalog with cursor {page.next_cursor!r} lists the next page"
+            )
+        else:
+            tail = "the catalog ends with this page" if args.cursor else "catalog complete"
         text = "\n".join(
             [
-                "# Catalog frozen at admission",
+                "# Catalog frozen at admission" + (" (a later page)" if args.cursor else ""),
                 self.reading.how,
                 *lines,
-                f"(catalog {tail}; {self.reading.search})",
+                f"({tail}; {self.reading.search})",
             ]
         )
         # The listing lives in the run's files; the context keeps a pointer, never the whole list.
         await self.files.write(CATALOG_FILE, text)
-        counts = {kind: sum(1 for i in self.catalog.items if i.kind == kind) for kind in CATALOG_KINDS}
-        summary = ", ".join(f"{n} {kind}s" for kind, n in counts.items())
-        shown = f"{pointer(CATALOG_FILE, text, CATALOG_PREVIEW)}\n({summary}; read it with read_file)"
-        return ToolResult("list_catalog", {}, shown, data={"items": items, "path": CATALOG_FILE}), []
+        counts = {kind: sum(1 for i in page.items if i.kind == kind) for kind in CATALOG_KINDS}
+        summary = ", ".join(f"{n} {kind}s" for kind, n in counts.items() if n or kind != "artifact")
+        more = f"; next page: list_catalog cursor {page.next_cursor!r}" if page.next_cursor else ""
+        shown = f"{pointer(CATALOG_FILE, text, CATALOG_PREVIEW)}\n({summary}; read it with read_file{more})"
+        data = {
+            "items": items,
+            "path": CATALOG_FILE,
+            "complete": page.complete,
+            "omitted": page.omitted,
+            "next_cursor": page.next_cursor,
+        }
+        return ToolResult("list_catalog", call.arguments, shown, data=data), []
 
     async def _read_publication(self, call: ToolCall, args: ReadPublicationArgs) -> Outcome:
         id, version = args.id, args.version
@@ -191,8 +213,10 @@ class ToolBox:
         path = f"sources/{source_name('publication', id, ref.version)}.txt"
         if path in await self.files.listing():
             return await self._refused(call, path) or await self._pointer_result(call, path)
+        # A publication a later page of the catalog holds is read under a grant that names it too.
+        grant = self.grant if self.pages is None else await self.pages.grant_for(ref, self.grant)
         try:
-            body = await self.owners.read_publication_for_run(self.actor, self.grant, id=id, version=ref.version or 0)
+            body = await self.owners.read_publication_for_run(self.actor, grant, id=id, version=ref.version or 0)
         except (Unavailable, NotFound) as exc:
             return await self._not_read(call, exc, ref, f"{id}@{version}", path)
         created = body.created_at.isoformat().replace("+00:00", "Z")

@@ -14,11 +14,13 @@ import logging
 import os
 import socket
 import time
+from collections.abc import Sequence
 
 import asyncpg
 from nacl.signing import SigningKey
 
 from services.runhost.admitted import AdmittedRun
+from services.runhost.catalog import RunCatalog
 from services.runhost.events import emit
 from services.runhost.finishing import Finisher
 from services.runhost.journal import ModelJournal
@@ -46,12 +48,13 @@ from shared.settings import RunhostSettings
 log = logging.getLogger("dossier.runhost.worker")
 
 
-def run_grant(run: AdmittedRun, settings: RunhostSettings) -> str:
-    """The run's grant: its scope and the refs it was admitted with, for its reads at the owners."""
+def run_grant(run: AdmittedRun, settings: RunhostSettings, extra: Sequence[str] = ()) -> str:
+    """The run's grant: its scope and the refs it was admitted with (its first catalog page and its history),
+    for its reads at the owners; `extra`, refs of later catalog pages the run reads (services/runhost/catalog.py)."""
     claims = GrantClaims(
         run_id=run.id,
         scope=run.scope,
-        refs=run.grant_refs(),
+        refs=sorted({*run.grant_refs(), *extra}),
         expires_at=time.time() + settings.run_grant_seconds,
         workspace_id=run.workspace_id,
     )
@@ -207,7 +210,10 @@ class Worker:
         grant = run_grant(run, self.settings)
         files = RunFiles(self.blobs, self.db, self.repo, run.id, epoch)
         ledger = RunLedger(self.db, self.repo, run.id, epoch)
-        toolbox = ToolBox(actor=actor, grant=grant, catalog=run.catalog, files=files, ledger=ledger, owners=self.owners)
+        pages = RunCatalog(run, self.owners, mint=lambda refs: run_grant(run, self.settings, refs))
+        toolbox = ToolBox(
+            actor=actor, grant=grant, catalog=run.catalog, files=files, ledger=ledger, owners=self.owners, pages=pages
+        )
         try:
             revision = await self.owners.fetch_checkpoint_revision(actor, workspace_id=run.workspace_id)
         except DomainError:

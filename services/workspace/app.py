@@ -8,6 +8,7 @@ import asyncpg
 import nats
 
 from services.workspace.associations import Associations
+from services.workspace.backfill import Backfill
 from services.workspace.catalog import CatalogReader
 from services.workspace.checkpoint import Checkpoints
 from services.workspace.drift import DriftWatch
@@ -41,6 +42,8 @@ def create_app(settings: WorkspaceSettings) -> ServiceRuntime:
     checkpoints = Checkpoints(runtime.db, owners, settings)
     drift = DriftWatch(runtime.db, checkpoints)
     runtime.serve_rules(workspaces, associations, checkpoints, drift)
+    # What associations recorded by earlier releases lack (a title, that an artifact is a run's report).
+    runtime.background(Backfill(runtime.db, owners).run_forever)
 
     async def on_committed(conn: asyncpg.Connection, event: Event) -> None:
         await associations.on_publication_committed(conn, event)

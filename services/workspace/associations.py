@@ -8,6 +8,7 @@ the association is recorded nowhere and, for an event, `workspace.association_re
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import asyncpg
@@ -58,16 +59,27 @@ class Associations:
         self._owners = owners
         self._repo = repo or WorkspaceRepository()
 
-    async def record(self, conn: asyncpg.Connection, scope: str, link: Link) -> str | None:
-        """Record one association in the caller's transaction; returns the refusal reason, if any."""
-        # The exclusive lock orders this against archive and delete, and against the catalog counter.
+    async def record(self, conn: asyncpg.Connection, scope: str, link: Link, cites: Sequence[str] = ()) -> str | None:
+        """Record one association in the caller's transaction; returns the refusal reason, if any.
+
+        `cites`: the publications a run's publication cites (from `publication.committed`)."""
+        # The exclusive lock orders this against archive and delete, admissions, and the catalog's counters.
         workspace = await self._repo.lock_workspace(conn, scope=scope, id=link.workspace_id)
         if workspace is not None and workspace["status"] != "deleted":
             existing = await self._repo.get_association(
                 conn, scope=scope, workspace_id=link.workspace_id, kind=link.kind, ref_id=link.ref_id
             )
             if existing is not None:
-                return None  # idempotent: what was confirmed once stays confirmed
+                # Idempotent: what was confirmed once stays confirmed. Whichever of the run's finish and
+                # `publication.committed` comes first, the later one gives what the first lacked.
+                title = link.title if existing["title"] is None else None
+                if title is not None:
+                    await self._repo.fill_title(
+                        conn, workspace_id=link.workspace_id, kind=link.kind, ref_id=link.ref_id, title=title
+                    )
+                if existing["run_id"] is not None:
+                    await self._supersede(conn, link, existing["seq"], title, cites)
+                return None
         admission = None
         if workspace is not None and workspace["status"] == "archived" and link.run_id:
             admission = await self._repo.find_admission(
@@ -75,8 +87,19 @@ class Associations:
             )
         reason = refusal(workspace, admission)
         if reason is None:
-            await self._repo.insert_association(conn, scope=scope, **asdict(link))
+            seq = await self._repo.insert_association(conn, scope=scope, **asdict(link))
+            if seq is not None and link.run_id is not None:
+                await self._supersede(conn, link, seq, link.title, cites)
         return reason
+
+    async def _supersede(
+        self, conn: asyncpg.Connection, link: Link, seq: int, title: str | None, cites: Sequence[str]
+    ) -> None:
+        """A run's publication supersedes the earlier runs' publications it cites or whose question it answers
+        again (the same title): they move after the current ones in the catalog (services/workspace/catalog.py)."""
+        if link.kind != "publication" or (title is None and not cites):
+            return
+        await self._repo.supersede(conn, workspace_id=link.workspace_id, by_seq=seq, title=title, cited=list(cites))
 
     async def _live_status(self, actor: Actor, workspace_id: str) -> str:
         async with self._db.pool.acquire() as conn:
@@ -92,7 +115,7 @@ class Associations:
     @answers(c.ASSOCIATE)
     async def associate(self, ctx: RequestContext, req: c.AssociateRequest) -> c.AssociateReply:
         async with self._db.transaction() as conn:
-            link = Link(req.workspace_id, req.kind, req.ref_id, req.version, req.run_id)
+            link = Link(req.workspace_id, req.kind, req.ref_id, req.version, req.run_id, req.title)
             reason = await self.record(conn, ctx.actor.scope, link)
         if reason is not None:
             return c.AssociateReply(association="refused", reason=reason)
@@ -124,7 +147,7 @@ class Associations:
                 conn, scope=ctx.actor.scope, workspace_id=req.workspace_id, kind="source", ref_id=req.source_id
             )
         assert row is not None  # recorded (or found) under the lock just above
-        return c.Association(**dict(row))
+        return from_row(c.Association, row)
 
     @answers(c.PIN_ARTIFACT)
     async def pin_artifact(self, ctx: RequestContext, req: c.PinRequest) -> c.PinReply:
@@ -140,7 +163,9 @@ class Associations:
             )
         # The workspace may have been archived or deleted while the artifact service answered.
         async with self._db.transaction() as conn:
-            reason = await self.record(conn, ctx.actor.scope, Link(req.workspace_id, "artifact", req.artifact_id, 1))
+            # A run's report carries its run: its publication is the catalog item, the report is not.
+            link = Link(req.workspace_id, "artifact", req.artifact_id, 1, req.run_id)
+            reason = await self.record(conn, ctx.actor.scope, link)
         if reason is not None:
             return c.PinReply(
                 artifact_id=req.artifact_id, retention="retained", association="unconfirmed", reason=reason
@@ -160,7 +185,8 @@ class Associations:
         link = Link(
             published.workspace_id, "publication", published.id, published.version, published.run_id, published.title
         )
-        await self._record_from_event(conn, event, link)
+        cites = [ref.id for ref in published.sources if ref.kind == "publication"] if published.run_id else []
+        await self._record_from_event(conn, event, link, cites)
 
     async def on_asset_association_requested(self, conn: asyncpg.Connection, event: Event) -> None:
         try:
@@ -172,8 +198,10 @@ class Associations:
         link = Link(requested.workspace_id, "source", requested.source_id, requested.version)
         await self._record_from_event(conn, event, link)
 
-    async def _record_from_event(self, conn: asyncpg.Connection, event: Event, link: Link) -> None:
-        reason = await self.record(conn, event.scope, link)
+    async def _record_from_event(
+        self, conn: asyncpg.Connection, event: Event, link: Link, cites: Sequence[str] = ()
+    ) -> None:
+        reason = await self.record(conn, event.scope, link, cites)
         if reason is None:
             return
         refused = from_row(c.AssociationRefused, asdict(link), reason=reason)

@@ -11,7 +11,6 @@ from typing import Any
 import asyncpg
 
 from shared.contracts.common import PageRequest
-from shared.contracts.workspace import CATALOG_KINDS
 from shared.paging import Int32, Keyset
 
 _WORKSPACE_COLUMNS = (
@@ -121,7 +120,8 @@ class WorkspaceRepository:
                 scope,
             )
         await conn.execute(
-            "UPDATE workspaces SET status = 'deleted', title = '', catalog_count = 0, checkpoint_revision = 0,"
+            "UPDATE workspaces SET status = 'deleted', title = '', catalog_count = 0, pinned_count = 0,"
+            " checkpoint_revision = 0,"
             " archived_at = NULL, deleted_at = now(), updated_at = now() WHERE id = $1 AND scope = $2",
             id,
             scope,
@@ -140,12 +140,12 @@ class WorkspaceRepository:
         version: int | None,
         run_id: str | None,
         title: str | None,
-    ) -> bool:
-        """False when the association already existed (nothing changes: associating is idempotent)."""
-        inserted = await conn.fetchval(
+    ) -> int | None:
+        """The new association's `seq`; None when it already existed (associating is idempotent)."""
+        row = await conn.fetchrow(
             "INSERT INTO associations (workspace_id, kind, ref_id, version, run_id, title)"
             " SELECT id, $3, $4, $5, $6, $7 FROM workspaces WHERE id = $1 AND scope = $2"
-            " ON CONFLICT DO NOTHING RETURNING 1",
+            " ON CONFLICT DO NOTHING RETURNING seq, catalog_class",
             workspace_id,
             scope,
             kind,
@@ -154,22 +154,28 @@ class WorkspaceRepository:
             run_id,
             title,
         )
-        if inserted is None:
-            return False
-        if kind in CATALOG_KINDS:
+        if row is None:
+            return None
+        if row["catalog_class"] is not None:
+            # The counters and the mark change with the row, under the caller's lock of the workspace.
+            pinned = kind == "artifact"
             await conn.execute(
-                "UPDATE workspaces SET catalog_count = catalog_count + 1 WHERE id = $1 AND scope = $2",
+                "UPDATE workspaces SET catalog_count = catalog_count + $3, pinned_count = pinned_count + $4,"
+                " catalog_mark = greatest(catalog_mark, $5) WHERE id = $1 AND scope = $2",
                 workspace_id,
                 scope,
+                0 if pinned else 1,
+                1 if pinned else 0,
+                row["seq"],
             )
-        return True
+        return int(row["seq"])
 
     async def get_association(
         self, conn: asyncpg.Connection, *, scope: str, workspace_id: str, kind: str, ref_id: str
     ) -> asyncpg.Record | None:
         return await conn.fetchrow(
-            "SELECT a.workspace_id, a.kind, a.ref_id, a.version, a.run_id, a.created_at FROM associations a"
-            " JOIN workspaces w ON w.id = a.workspace_id AND w.scope = $2"
+            "SELECT a.workspace_id, a.kind, a.ref_id, a.version, a.run_id, a.title, a.seq, a.created_at"
+            " FROM associations a JOIN workspaces w ON w.id = a.workspace_id AND w.scope = $2"
             " WHERE a.workspace_id = $1 AND a.kind = $3 AND a.ref_id = $4",
             workspace_id,
             scope,
@@ -177,64 +183,163 @@ class WorkspaceRepository:
             ref_id,
         )
 
-    async def catalog_page(
-        self, conn: asyncpg.Connection, *, scope: str, workspace_id: str, limit: int
-    ) -> list[asyncpg.Record]:
-        """The newest `limit` catalog associations and the total, in one statement (one snapshot).
+    async def fill_title(
+        self, conn: asyncpg.Connection, *, workspace_id: str, kind: str, ref_id: str, title: str
+    ) -> bool:
+        """Give an association the title it was recorded without; one it has already is kept."""
+        done = await conn.fetchval(
+            "UPDATE associations SET title = $4 WHERE workspace_id = $1 AND kind = $2 AND ref_id = $3"
+            " AND title IS NULL RETURNING 1",
+            workspace_id,
+            kind,
+            ref_id,
+            title,
+        )
+        return done is not None
 
-        No rows: the workspace is missing, deleted or of another scope. One row with a null kind: it has
-        no catalog associations yet. The page is read through `associations_catalog` and stops at
-        `limit`; the total comes from the counter, so neither depends on how many associations exist.
-        """
-        return await conn.fetch(
-            "SELECT w.catalog_count, a.kind, a.ref_id, a.version, a.run_id, a.title, a.created_at"
-            " FROM workspaces w LEFT JOIN LATERAL ("
-            "  SELECT kind, ref_id, version, run_id, title, created_at, seq FROM associations"
-            "  WHERE workspace_id = w.id AND kind IN ('publication', 'source', 'artifact')"
-            "  ORDER BY seq DESC LIMIT $3"
-            " ) a ON true"
-            " WHERE w.id = $1 AND w.scope = $2 AND w.status <> 'deleted'"
-            " ORDER BY a.seq DESC",
+    async def supersede(
+        self, conn: asyncpg.Connection, *, workspace_id: str, by_seq: int, title: str | None, cited: list[str]
+    ) -> int:
+        """Mark the workspace's current run publications older than `by_seq` that answered `title` or are among
+        `cited` as superseded, all with one new mark (from the sequence `seq` is taken from); how many."""
+        mark = await conn.fetchval("SELECT nextval(pg_get_serial_sequence('associations', 'seq'))")
+        marked = 0
+        if title is not None:
+            marked += len(
+                await conn.fetch(
+                    "UPDATE associations SET superseded_seq = $3 WHERE workspace_id = $1 AND catalog_class = 1"
+                    " AND superseded_seq IS NULL AND md5(title) = md5($4) AND title = $4 AND seq < $2 RETURNING 1",
+                    workspace_id,
+                    by_seq,
+                    mark,
+                    title,
+                )
+            )
+        if cited:
+            marked += len(
+                await conn.fetch(
+                    "UPDATE associations SET superseded_seq = $3 WHERE workspace_id = $1 AND kind = 'publication'"
+                    " AND ref_id = ANY($4::text[]) AND catalog_class = 1 AND superseded_seq IS NULL AND seq < $2"
+                    " RETURNING 1",
+                    workspace_id,
+                    by_seq,
+                    mark,
+                    cited,
+                )
+            )
+        if marked:
+            await conn.execute(
+                "UPDATE workspaces SET catalog_mark = greatest(catalog_mark, $2) WHERE id = $1", workspace_id, mark
+            )
+        return marked
+
+    async def catalog_state(self, conn: asyncpg.Connection, *, scope: str, workspace_id: str) -> asyncpg.Record | None:
+        """The counters and the mark of a live workspace (None: missing, deleted or of another scope)."""
+        return await conn.fetchrow(
+            "SELECT catalog_count, pinned_count, catalog_mark FROM workspaces"
+            " WHERE id = $1 AND scope = $2 AND status <> 'deleted'",
             workspace_id,
             scope,
-            limit,
         )
 
-    async def catalog_for_question(
+    async def catalog_part(
         self,
         conn: asyncpg.Connection,
         *,
-        scope: str,
         workspace_id: str,
-        limit: int,
+        part: int,
+        as_of: int,
+        before: int,
         kinds: list[str],
-        words: list[str],
-        window: int,
+        limit: int,
     ) -> list[asyncpg.Record]:
-        """A run's catalog (see `catalog.py`): per kind, the newest `window` associations ranked by how
-        many of the question's words their title holds, then by recency; the kinds take turns (in the
-        order of `kinds`) until `limit`. Read as `catalog_page` reads (same rows, same total), each kind
-        through `associations_by_kind`, so the cost is bounded by `window` per kind."""
+        """Up to `limit` items of one part of the catalog as of `as_of` (services/workspace/catalog.py), newest
+        first, older than `before`: 0 the analyst's own material of `kinds`, 1 the runs' publications current
+        as of then, 2 those superseded before then. Each is an index-ordered scan that stops at `limit`."""
+        columns = "kind, ref_id, version, run_id, title, created_at, seq"
+        if part == 0:
+            return await conn.fetch(
+                f"SELECT {columns} FROM associations WHERE workspace_id = $1 AND catalog_class = 0"
+                " AND kind = ANY($4::text[]) AND seq < $2 ORDER BY seq DESC LIMIT $3",
+                workspace_id,
+                min(before, as_of),
+                limit,
+                kinds,
+            )
+        if part == 1:
+            # Current then: never superseded, or superseded since (a few rows, through their own index).
+            return await conn.fetch(
+                f"SELECT {columns} FROM ("
+                f" (SELECT {columns} FROM associations WHERE workspace_id = $1 AND catalog_class = 1"
+                "   AND superseded_seq IS NULL AND seq < $2 ORDER BY seq DESC LIMIT $3)"
+                " UNION ALL"
+                f" (SELECT {columns} FROM associations WHERE workspace_id = $1 AND superseded_seq >= $4"
+                "   AND catalog_class = 1 AND seq < $2 ORDER BY seq DESC LIMIT $3)"
+                ") current ORDER BY seq DESC LIMIT $3",
+                workspace_id,
+                min(before, as_of),
+                limit,
+                as_of,
+            )
         return await conn.fetch(
-            "SELECT w.catalog_count, a.kind, a.ref_id, a.version, a.run_id, a.title, a.created_at"
-            " FROM workspaces w LEFT JOIN LATERAL ("
-            "  SELECT c.*, row_number() OVER (PARTITION BY c.kind ORDER BY c.relevance DESC, c.seq DESC) AS turn"
-            "  FROM unnest($3::text[]) AS k(kind) CROSS JOIN LATERAL ("
-            "   SELECT kind, ref_id, version, run_id, title, created_at, seq,"
-            "    (SELECT count(*) FROM unnest($4::text[]) AS q(word)"
-            "     WHERE position(q.word IN lower(coalesce(title, ''))) > 0) AS relevance"
-            "   FROM associations WHERE workspace_id = w.id AND kind = k.kind ORDER BY seq DESC LIMIT $5"
-            "  ) c ORDER BY turn, array_position($3::text[], c.kind) LIMIT $6"
-            " ) a ON true"
-            " WHERE w.id = $1 AND w.scope = $2 AND w.status <> 'deleted'"
-            " ORDER BY array_position($3::text[], a.kind), a.relevance DESC, a.seq DESC",
+            f"SELECT {columns} FROM associations WHERE workspace_id = $1 AND catalog_class = 1"
+            " AND superseded_seq IS NOT NULL AND superseded_seq < $4 AND seq < $2 ORDER BY seq DESC LIMIT $3",
+            workspace_id,
+            min(before, as_of),
+            limit,
+            as_of,
+        )
+
+    async def catalog_holds(
+        self, conn: asyncpg.Connection, *, scope: str, workspace_id: str, as_of: int, kind: str, ref_id: str
+    ) -> bool:
+        """Whether the workspace's catalog as of `as_of` holds this item."""
+        held = await conn.fetchval(
+            "SELECT 1 FROM associations a JOIN workspaces w ON w.id = a.workspace_id AND w.scope = $2"
+            " AND w.status <> 'deleted' WHERE a.workspace_id = $1 AND a.kind = $3 AND a.ref_id = $4"
+            " AND a.catalog_class IS NOT NULL AND a.seq < $5",
             workspace_id,
             scope,
-            kinds,
-            words,
-            window,
+            kind,
+            ref_id,
+            as_of,
+        )
+        return held is not None
+
+    # -- what owners have yet to tell (services/workspace/backfill.py) ------------------------------
+
+    async def pending_backfill(self, conn: asyncpg.Connection, *, after: int, limit: int) -> list[asyncpg.Record]:
+        return await conn.fetch(
+            "SELECT a.seq, a.workspace_id, w.scope, a.kind, a.ref_id FROM associations a"
+            " JOIN workspaces w ON w.id = a.workspace_id WHERE a.backfill AND a.seq > $1 ORDER BY a.seq LIMIT $2",
+            after,
             limit,
         )
+
+    async def settle_backfill(
+        self,
+        conn: asyncpg.Connection,
+        *,
+        workspace_id: str,
+        kind: str,
+        ref_id: str,
+        title: str | None,
+        report_of: str | None,
+    ) -> None:
+        """What the owner told: the title a row lacks, or that an artifact is the report of run `report_of`
+        (then no catalog item: it leaves the counter)."""
+        row = await conn.fetchrow(
+            "UPDATE associations SET backfill = false, title = coalesce(title, $4),"
+            " run_id = coalesce(run_id, $5) WHERE workspace_id = $1 AND kind = $2 AND ref_id = $3 AND backfill"
+            " RETURNING catalog_class",
+            workspace_id,
+            kind,
+            ref_id,
+            title,
+            report_of,
+        )
+        if row is not None and report_of is not None and row["catalog_class"] is None:
+            await conn.execute("UPDATE workspaces SET pinned_count = pinned_count - 1 WHERE id = $1", workspace_id)
 
     async def catalog_browse(
         self,

@@ -10,7 +10,7 @@ import uuid
 
 import asyncpg
 
-from services.workspace.catalog import CATALOG_KINDS, CatalogReader, candidate_window, question_words
+from services.workspace.catalog import RUN_KINDS, CatalogReader, Position, bad_cursor
 from services.workspace.repository import WorkspaceRepository
 from shared.bus import RequestContext, answers
 from shared.contracts import workspace as c
@@ -187,25 +187,53 @@ class WorkspaceService:
             raise not_found(req.workspace_id)
         found = [row for row in rows if row["kind"] is not None]
         page, next_cursor = cut_page(found, req.limit, lambda r: (r["seq"],))
-        catalog = await self._catalog.resolve(ctx.actor, page)
-        return c.CatalogPage(
-            items=catalog.items, next_cursor=next_cursor, total=rows[0]["total"], start=rows[0]["newer"] + 1
-        )
+        items = await self._catalog.items(ctx.actor, page)
+        return c.CatalogPage(items=items, next_cursor=next_cursor, total=rows[0]["total"], start=rows[0]["newer"] + 1)
 
     @answers(c.CATALOG)
     async def catalog(self, ctx: RequestContext, req: c.CatalogRequest) -> c.Catalog:
+        """A person's catalog: the first page as of now, or the page a cursor names (as of its first page)."""
         limit = self._catalog.bound(req.limit)
         async with self._db.pool.acquire() as conn:
-            page = await self._repo.catalog_page(
-                conn, scope=ctx.actor.scope, workspace_id=req.workspace_id, limit=limit
-            )
-        if not page:
-            raise not_found(req.workspace_id)
+            state = await self._repo.catalog_state(conn, scope=ctx.actor.scope, workspace_id=req.workspace_id)
+            if state is None:
+                raise not_found(req.workspace_id)
+            at = Position.start(state, for_run=False) if req.cursor is None else Position.of(req.cursor)
+            if at.for_run:
+                raise bad_cursor()
+            page = await self._catalog.read(conn, req.workspace_id, at, limit)
         return await self._catalog.resolve(ctx.actor, page)
+
+    @answers(c.CATALOG_ADMITTED)
+    async def admitted_catalog(self, ctx: RequestContext, req: c.AdmittedCatalogRequest) -> c.Catalog:
+        """A later page of a run's catalog, as of the run's admission."""
+        limit = self._catalog.bound(req.limit)
+        at = Position.of(req.cursor)
+        if not at.for_run or at.as_of != req.as_of:
+            raise bad_cursor()
+        async with self._db.pool.acquire() as conn:
+            if await self._repo.catalog_state(conn, scope=ctx.actor.scope, workspace_id=req.workspace_id) is None:
+                raise not_found(req.workspace_id)
+            page = await self._catalog.read(conn, req.workspace_id, at, limit)
+        return await self._catalog.resolve(ctx.actor, page)
+
+    @answers(c.CATALOG_HOLDS)
+    async def catalog_holds(self, ctx: RequestContext, req: c.CatalogHoldsRequest) -> c.CatalogHolds:
+        async with self._db.pool.acquire() as conn:
+            held = await self._repo.catalog_holds(
+                conn,
+                scope=ctx.actor.scope,
+                workspace_id=req.workspace_id,
+                as_of=req.as_of,
+                kind=req.kind,
+                ref_id=req.id,
+            )
+        return c.CatalogHolds(held=held and req.kind in RUN_KINDS)
 
     @answers(c.ADMISSION)
     async def admit(self, ctx: RequestContext, req: c.AdmissionRequest) -> c.Admission:
-        """The snapshot a run freezes. Recording the admission under the row lock orders it against archive."""
+        """The snapshot a run freezes. Recording the admission under the row lock orders it against archive,
+        and against every association: the catalog as of its mark is the catalog as admitted."""
         limit = self._catalog.bound(req.limit)
         async with self._db.transaction() as conn:
             row = await self._repo.lock_workspace(conn, scope=ctx.actor.scope, id=req.workspace_id, share=True)
@@ -217,20 +245,16 @@ class WorkspaceService:
                 conn, scope=ctx.actor.scope, workspace_id=req.workspace_id, run_id=req.run_id
             )
             workspace = workspace_view(await self._live(conn, ctx.actor, req.workspace_id))
-            if req.question is None:
-                page = await self._repo.catalog_page(
-                    conn, scope=ctx.actor.scope, workspace_id=req.workspace_id, limit=limit
-                )
-            else:
-                page = await self._repo.catalog_for_question(
-                    conn,
-                    scope=ctx.actor.scope,
-                    workspace_id=req.workspace_id,
-                    limit=limit,
-                    kinds=list(CATALOG_KINDS),
-                    words=question_words(req.question),
-                    window=candidate_window(limit),
-                )
+            state = await self._repo.catalog_state(conn, scope=ctx.actor.scope, workspace_id=req.workspace_id)
+            assert state is not None  # the live workspace was just read under the lock
+            at = Position.start(state, for_run=True)
+            page = await self._catalog.read(conn, req.workspace_id, at, limit)
         # Owners are asked after the commit: no transaction is held open across the bus.
         catalog = await self._catalog.resolve(ctx.actor, page)
-        return c.Admission(workspace_id=workspace.id, status=workspace.status, goal=workspace.goal, catalog=catalog)
+        return c.Admission(
+            workspace_id=workspace.id,
+            status=workspace.status,
+            goal=workspace.goal,
+            catalog=catalog,
+            catalog_as_of=at.as_of,
+        )

@@ -73,6 +73,10 @@ class RunSearchRequest(RunBound, runhost.SearchBody):
     pass
 
 
+class RunCatalogRequest(RunBound):
+    cursor: str | None = runhost.CatalogCursor
+
+
 class PublicationAt(Model):
     kind: Literal["publication"] = Field(description="An earlier publication, read at its exact version.")
     id: str = id_field("The publication (pub_…), as the catalog or a search hit names it.")
@@ -182,9 +186,10 @@ TOOLS: tuple[ToolContract, ...] = (
     ),
     ToolContract(
         SHOW_WORKSPACE,
-        "One workspace: its goal, its bounded catalog of publications, sources and artifacts (`limit` bounds "
-        "the catalog; `complete` and `omitted` say what was left out) and its checkpoint (null when none "
-        "exists yet), re-validated at this read.",
+        "One workspace: its goal, a page of its catalog of publications, sources and artifacts (the "
+        "analyst's own first; `limit` bounds the page, `omitted` says how many items follow it and "
+        "`next_cursor`, passed as `cursor`, names the next page) and its checkpoint (null when none exists "
+        "yet), re-validated at this read.",
         workspace.CatalogRequest,
         WorkspaceView,
         read_only=True,
@@ -279,8 +284,10 @@ TOOLS: tuple[ToolContract, ...] = (
     ),
     ToolContract(
         RUN_CATALOG,
-        "Your run's catalog as admitted: publications, sources and artifacts with their exact versions. " + BOUND,
-        RunBound,
+        "Your run's catalog as admitted, a page at a time: the analyst's sources and publications first, then "
+        "earlier runs' conclusions, each with its exact version. While `next_cursor` is not null, pass it as "
+        "`cursor` for the next page; every item on any page can be read with run_read. " + BOUND,
+        RunCatalogRequest,
         Catalog,
         read_only=False,
     ),

@@ -22,7 +22,7 @@ from shared.contracts.common import (
     Text,
     id_field,
 )
-from shared.contracts.workspace import Catalog
+from shared.contracts.workspace import CURSOR_MAX_CHARS, Catalog
 
 RunStatus = Literal["admitted", "running", "completed", "failed", "cancelled"]
 Driver = Literal["dossier", "external"]
@@ -240,6 +240,9 @@ class Run(Model):
     lease: Lease | None = None
     # An external run's lease as anyone of its scope may see it.
     lease_state: LeaseState | None = None
+    # The run's answer as an HTML report (an artifact, `GET /v1/artifacts/{id}`), once retained: it is pinned to
+    # the workspace, but it is no catalog item (the run's publication is).
+    report_artifact_id: str | None = None
 
 
 class AdmitReply(Model):
@@ -335,6 +338,27 @@ class SearchBody(Model):
 
 class ExternalSearchRequest(LeaseRequest, SearchBody):
     pass
+
+
+CatalogCursor = Field(
+    default=None,
+    min_length=1,
+    max_length=CURSOR_MAX_CHARS,
+    description="The `next_cursor` of the page before; leave it out for the first page.",
+)
+
+
+class ExternalCatalogRequest(LeaseRequest):
+    """A page of the run's catalog as admitted: the first without `cursor`, then the one a page's
+    `next_cursor` names."""
+
+    cursor: str | None = CatalogCursor
+
+
+class RunCatalogRequest(RunIdRequest):
+    """A person's read of a run's catalog as admitted (a run the run host's policy drives), page by page."""
+
+    cursor: str | None = CatalogCursor
 
 
 class ExternalReadRequest(LeaseRequest):
@@ -533,11 +557,18 @@ WRITE_PLAN = Subject(
     "A person's edit of the plan of a run that is still admitted or running; answers nothing.",
     callers=("gateway",),
 )
+RUN_CATALOG = Subject(
+    "dossier.runhost.run.catalog",
+    RunCatalogRequest,
+    Catalog,
+    "A page of a run's catalog as admitted, for a person (an external run's is read with its lease).",
+    callers=("gateway",),
+)
 EXTERNAL_CATALOG = Subject(
     "dossier.runhost.external.catalog",
-    LeaseRequest,
+    ExternalCatalogRequest,
     Catalog,
-    "The catalog as admitted; each item recorded once as `listed`.",
+    "A page of the catalog as admitted; each item recorded once as `listed`.",
     callers=("gateway",),
 )
 EXTERNAL_SEARCH = Subject(

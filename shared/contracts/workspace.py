@@ -27,6 +27,8 @@ ASSETS_CHECK = assets.CHECK
 EVT_ASSET_ASSOCIATION_REQUESTED = assets.EVT_ASSOCIATION_REQUESTED
 
 Id = Field(min_length=1, max_length=200)
+# A bound on a title an association carries, far above any owner's own (theirs are settings, 500 by default).
+TITLE_MAX_CHARS = 10_000
 
 WorkspaceStatus = Literal["active", "archived"]
 CatalogKind = Literal["publication", "source", "artifact"]
@@ -108,10 +110,21 @@ class ReviseGoalRequest(GoalRevision):
 CATALOG_LIMIT_MAX = 200
 
 
+CURSOR_MAX_CHARS = 400
+
+
 class CatalogRequest(Model):
+    """A page of the catalog: the first one without `cursor`, then the one its predecessor's `next_cursor` names."""
+
     workspace_id: str = id_field("The workspace (ws_…).")
     limit: int | None = Field(
         default=None, ge=1, le=INT32_MAX, description="How many catalog items at most; leave it out for the default."
+    )
+    cursor: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=CURSOR_MAX_CHARS,
+        description="The `next_cursor` of the page before; leave it out for the first page.",
     )
 
 
@@ -127,9 +140,13 @@ class CatalogItem(Model):
 
 
 class Catalog(Model):
+    """One page of a catalog. `omitted`: how many items follow this page; `complete`: none do, and
+    `next_cursor` (null then) names the page that follows."""
+
     items: list[CatalogItem]
     complete: bool
     omitted: int
+    next_cursor: str | None = None
 
 
 class CatalogBrowseRequest(PageRequest):
@@ -178,6 +195,8 @@ class ArtifactPin(Model):
 
 class PinRequest(ArtifactPin):
     workspace_id: str = Id
+    # Set by runhost when it pins a run's report: the run's publication is its catalog item, not the report.
+    run_id: str | None = Field(default=None, min_length=1, max_length=200)
 
 
 class PinReply(Model):
@@ -193,15 +212,42 @@ class AdmissionRequest(Model):
     workspace_id: str = Id
     run_id: str = Id
     limit: int | None = Field(default=None, ge=1, le=INT32_MAX)
-    # The run's question: the catalog is filled for it (each kind apart, relevance as well as recency).
+    # Sent by earlier run hosts, which had the page filled for the question; the catalog's order no longer
+    # depends on it (services/workspace/catalog.py), so it is accepted and not used.
     question: str | None = Field(default=None, max_length=4000)
 
 
 class Admission(Model):
+    """`catalog` is its first page; `catalog_as_of` the mark its later pages are read as of (`CATALOG_ADMITTED`)."""
+
     workspace_id: str
     status: WorkspaceStatus
     goal: Goal
     catalog: Catalog
+    catalog_as_of: int | None = None
+
+
+class AdmittedCatalogRequest(Model):
+    """A later page of a run's catalog as admitted: `as_of` is its admission's mark, `cursor` a page's
+    `next_cursor` of that catalog."""
+
+    workspace_id: str = Id
+    as_of: int = Field(ge=1)
+    cursor: str = Field(min_length=1, max_length=CURSOR_MAX_CHARS)
+    limit: int | None = Field(default=None, ge=1, le=INT32_MAX)
+
+
+class CatalogHoldsRequest(Model):
+    """Whether a run's catalog as admitted (as of `as_of`) holds an item, on whatever page."""
+
+    workspace_id: str = Id
+    as_of: int = Field(ge=1)
+    kind: CatalogKind
+    id: str = Id
+
+
+class CatalogHolds(Model):
+    held: bool
 
 
 class AssociateRequest(Model):
@@ -210,6 +256,8 @@ class AssociateRequest(Model):
     ref_id: str = Id
     version: int | None = Field(default=None, ge=1, le=INT32_MAX)
     run_id: str | None = Field(default=None, max_length=200)
+    # A publication's title, so that an association recorded before `publication.committed` has it too.
+    title: str | None = Field(default=None, min_length=1, max_length=TITLE_MAX_CHARS)
 
 
 class AssociateReply(Model):
@@ -468,8 +516,23 @@ CATALOG = Subject(
     "dossier.workspace.catalog",
     CatalogRequest,
     Catalog,
-    "The bounded catalog of a workspace: its newest associations, each checked with its owner.",
+    "A page of a workspace's catalog (the analyst's material, then the runs' current and superseded"
+    " publications), each item checked with its owner.",
     callers=("gateway",),
+)
+CATALOG_ADMITTED = Subject(
+    "dossier.workspace.catalog.admitted",
+    AdmittedCatalogRequest,
+    Catalog,
+    "Internal, for runhost: a later page of a run's catalog, as it was when the run was admitted.",
+    callers=("runhost",),
+)
+CATALOG_HOLDS = Subject(
+    "dossier.workspace.catalog.holds",
+    CatalogHoldsRequest,
+    CatalogHolds,
+    "Internal, for runhost: whether a run's catalog as admitted holds an item (the run may read it).",
+    callers=("runhost",),
 )
 CATALOG_BROWSE = Subject(
     "dossier.workspace.catalog.browse",

@@ -119,6 +119,8 @@ def test_bad_cursors_are_invalid_on_every_list(finished_run: tuple[Api, dict[str
         f"/v1/workspaces/{run['workspace_id']}/goal/versions",
         f"/v1/workspaces/{run['workspace_id']}/checkpoint/revisions",
         f"/v1/workspaces/{run['workspace_id']}/runs",
+        f"/v1/workspaces/{run['workspace_id']}/catalog",
+        f"/v1/runs/{run['id']}/catalog",
         f"/v1/runs/{run['id']}/ledger",
         f"/v1/runs/{run['id']}/files",
         f"/v1/conversations/{run['conversation_id']}",

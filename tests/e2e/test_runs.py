@@ -88,10 +88,12 @@ def test_running_example(api: Api, stack: RunningStack) -> None:
     conversation = api.items(f"/v1/conversations/{run['conversation_id']}", key="runs")
     assert [r["id"] for r in conversation] == [run["id"]]
 
-    # The answer is also retained as an HTML report, pinned to the workspace.
-    reports = [i for i in catalog["items"] if i["kind"] == "artifact"]
-    assert len(reports) == 1 and reports[0]["available"]
-    html = api.http.get(f"/v1/artifacts/{reports[0]['id']}/content")
+    # The answer is also retained as an HTML report, pinned to the workspace and named by the run; it is no
+    # catalog item of its own (the run's publication is).
+    assert not [i for i in catalog["items"] if i["kind"] == "artifact"]
+    report = api.ok("GET", f"/v1/artifacts/{run['report_artifact_id']}")
+    assert report["title"].startswith(f"Report of {run['id']}: ")
+    html = api.http.get(f"/v1/artifacts/{report['id']}/content")
     assert html.status_code == 200 and "What earlier reports concluded" in html.text
     assert html.headers["content-security-policy"] == "sandbox"
     assert [e["type"] for e in run_events(stack.events_options(), run["id"])] == [

@@ -175,6 +175,7 @@ async def test_catalog_pin_and_delete_leave_other_records_readable(stack: Runnin
             ],
             "complete": True,
             "omitted": 0,
+            "next_cursor": None,
         }
 
         files = {"file": ("chart.html", b"<!doctype html><p>chart</p>", "text/html")}
@@ -192,6 +193,12 @@ async def test_catalog_pin_and_delete_leave_other_records_readable(stack: Runnin
 
         top = (await api.get(f"/v1/workspaces/{wid}/catalog", params={"limit": 1})).json()
         assert [i["id"] for i in top["items"]] == [art["id"]] and top["complete"] is False and top["omitted"] == 1
+        # The omitted item is a page away: the cursor names it.
+        rest = (await api.get(f"/v1/workspaces/{wid}/catalog", params={"cursor": top["next_cursor"]})).json()
+        assert [i["id"] for i in rest["items"]] == [pub["id"]] and rest["complete"] is True
+        assert rest["next_cursor"] is None and rest["omitted"] == 0
+        r = await api.get(f"/v1/workspaces/{wid}/catalog", params={"cursor": "not-a-cursor"})
+        assert r.status_code == 422 and error_of(r)["details"]["field"] == "cursor"
         for bad in ("0", "201", "many"):
             r = await api.get(f"/v1/workspaces/{wid}/catalog", params={"limit": bad})
             assert r.status_code == 422 and error_of(r)["details"]["field"] == "limit"

@@ -1,4 +1,5 @@
-"""Runs driven by an outside agent: the run-bound routes under `X-Run-Lease`, and the take-over.
+"""Runs driven by an outside agent: the run-bound routes under `X-Run-Lease`, and the take-over; and the
+run's catalog as admitted, which a person reads without a lease when the run host's policy drives the run.
 
 Each route is one step of the run in runhost (services/runhost/external.py), which checks the lease.
 """
@@ -11,7 +12,7 @@ from services.gateway.deps import ActorBus, PathId, actor_bus
 from services.gateway.openapi import errors
 from shared.contracts import runhost as c
 from shared.contracts.common import NOT_BLANK
-from shared.contracts.workspace import Catalog
+from shared.contracts.workspace import CURSOR_MAX_CHARS, Catalog
 from shared.errors import Forbidden
 
 router = APIRouter(tags=["external runs"])
@@ -30,10 +31,23 @@ async def run_lease(run_id: PathId, lease: str = Depends(lease_token)) -> c.Leas
     return c.LeaseRequest(run_id=run_id, lease=lease)
 
 
-@router.get("/v1/runs/{run_id}/catalog", response_model=Catalog, responses=LEASE_ERRORS)
-async def external_catalog(lease: c.LeaseRequest = Depends(run_lease), bus: ActorBus = Depends(actor_bus)) -> Response:
-    """The catalog as admitted; each item is recorded once as `listed`."""
-    return await bus.relay(c.EXTERNAL_CATALOG, lease)
+@router.get("/v1/runs/{run_id}/catalog", response_model=Catalog, responses=errors(403, 404, 409, 422))
+async def run_catalog(
+    run_id: PathId,
+    cursor: str | None = Query(
+        default=None, min_length=1, max_length=CURSOR_MAX_CHARS, description="A page's `next_cursor`"
+    ),
+    x_run_lease: str | None = Header(default=None, description="The run's lease token (an external run's agent)"),
+    bus: ActorBus = Depends(actor_bus),
+) -> Response:
+    """A page of the run's catalog as admitted (the first without `cursor`). With `X-Run-Lease` it is a step of
+    an external run (each item recorded once as `listed`); without, a person reads a run the run host drives
+    (an external run's catalog needs its lease: 403)."""
+    if x_run_lease is None:
+        return await bus.relay(c.RUN_CATALOG, c.RunCatalogRequest(run_id=run_id, cursor=cursor))
+    lease = await run_lease(run_id, await lease_token(x_run_lease))
+    request = c.ExternalCatalogRequest(run_id=lease.run_id, lease=lease.lease, cursor=cursor)
+    return await bus.relay(c.EXTERNAL_CATALOG, request)
 
 
 @router.get("/v1/runs/{run_id}/search", response_model=c.ExternalSearch, responses=LEASE_ERRORS)

@@ -60,15 +60,19 @@ async def delete_workspace(workspace_id: PathId, bus: Bus) -> Response:
     return Response(status_code=204)
 
 
-@router.get("/{workspace_id}/catalog", response_model=c.Catalog, responses=errors(404))
+@router.get("/{workspace_id}/catalog", response_model=c.Catalog, responses=errors(404, 422))
 async def get_catalog(
     workspace_id: PathId,
     limit: int | None = Query(default=None, ge=1, le=c.CATALOG_LIMIT_MAX, description="At most this many items"),
+    cursor: str | None = Query(
+        default=None, min_length=1, max_length=c.CURSOR_MAX_CHARS, description="A page's `next_cursor`"
+    ),
     bus: ActorBus = Depends(actor_bus),
 ) -> Response:
-    """The bounded catalog: `complete` and `omitted` say what was left out."""
+    """A page of the catalog: the analyst's material, then the runs' current and superseded publications;
+    `omitted` items follow this page, and `next_cursor` names the next (the catalog as of the first page)."""
     # The service owns the default and may hold a lower maximum (its setting), which it answers itself.
-    return await bus.relay(c.CATALOG, c.CatalogRequest(workspace_id=workspace_id, limit=limit))
+    return await bus.relay(c.CATALOG, c.CatalogRequest(workspace_id=workspace_id, limit=limit, cursor=cursor))
 
 
 @router.get("/{workspace_id}/drift", response_model=c.DriftList, responses=errors(404))

@@ -20,6 +20,7 @@ from services.gateway.web.render import (
 )
 from services.gateway.web.workspaces import get_workspace
 from shared.bus import BusClient
+from shared.contracts import artifact as a
 from shared.contracts import publication as p
 from shared.contracts import runhost as r
 from shared.contracts import workspace as w
@@ -29,14 +30,15 @@ from shared.errors import DomainError, NotFound
 router = APIRouter(route_class=WebRoute, include_in_schema=False, dependencies=[Depends(signed_in)])
 
 FINAL = ("completed", "failed", "cancelled")
-# The report is found among the workspace's catalog; a catalog is bounded, so only this many are looked at.
+# The report is found among the workspace's newest pinned artifacts: only this many are looked at.
 REPORT_SEARCH_LIMIT = 200
 
 
 async def _answer(
     client: BusClient, actor: Actor, run: r.Run
-) -> tuple[p.PublicationVersion | None, w.CatalogItem | None, str | None]:
-    """The run's publication version, and the report artifact retained under the same title (if any)."""
+) -> tuple[p.PublicationVersion | None, a.Artifact | w.CatalogItem | None, str | None]:
+    """The run's publication version, and its report artifact (the one the run names, else the one retained
+    under its title), if any."""
     ref = run.publication
     if not ref:
         return None, None, None
@@ -44,14 +46,20 @@ async def _answer(
         answer = await client.call(p.READ, p.ReadRequest(id=ref.id, version=ref.version), actor=actor)
     except DomainError as exc:
         return None, None, exc.message
+    if run.report_artifact_id is not None:
+        try:
+            report = await client.call(a.GET, a.ArtifactIdRequest(artifact_id=run.report_artifact_id), actor=actor)
+        except DomainError:
+            return answer, None, None
+        return answer, report, None
     try:
-        catalog = await client.call(
-            w.CATALOG, w.CatalogRequest(workspace_id=run.workspace_id, limit=REPORT_SEARCH_LIMIT), actor=actor
-        )
+        # A run that named no report (before runs did): among the workspace's pinned artifacts.
+        pinned = w.CatalogBrowseRequest(workspace_id=run.workspace_id, kind="artifact", limit=REPORT_SEARCH_LIMIT)
+        catalog = await client.call(w.CATALOG_BROWSE, pinned, actor=actor)
     except DomainError:
         return answer, None, None
     own = f"{r.REPORT_TITLE_PREFIX}{run.id}:"
-    artifacts = [i for i in catalog.items if i.kind == "artifact"]
+    artifacts = catalog.items
     # Earlier runs titled their report as their answer ("Run <id>: ..."), which names the run too.
     reports = [i for i in artifacts if i.title.startswith(own)] or [
         i for i in artifacts if i.title == answer.title and answer.title.startswith(f"Run {run.id}:")

@@ -190,4 +190,55 @@ async def test_conversations_and_runs_are_associated_but_not_catalogued(
         reply = await bus.call_raw(w.ASSOCIATE, {"workspace_id": ws["id"], "kind": kind, "ref_id": ref_id}, actor=who)
         assert reply == {"association": "confirmed", "reason": None}
     assert await associations_of(ws_db, ws["id"]) == [("conversation", "conv_1"), ("run", "run_1")]
-    assert await catalog(bus, who, ws["id"]) == {"items": [], "complete": True, "omitted": 0}
+    assert await catalog(bus, who, ws["id"]) == {"items": [], "complete": True, "omitted": 0, "next_cursor": None}
+
+
+async def test_a_run_publication_associated_before_its_commit_event_gets_its_title(
+    bus: BusClient, who: Actor, ws_db: asyncpg.Connection
+) -> None:
+    """A run's finish and `publication.committed` both associate its publication, in either order: the later
+    one fills in the title the first lacked, and a title once given stays."""
+    ws = await create(bus, who)
+
+    def committed(pub_id: str, title: str) -> dict:
+        return {
+            "id": pub_id,
+            "version": 1,
+            "title": title,
+            "content_hash": "0" * 64,
+            "workspace_id": ws["id"],
+            "run_id": "run_r",
+            "sources": [],
+            "created_at": "2025-01-01T00:00:00Z",
+        }
+
+    async def title_of(pub_id: str) -> str | None:
+        return await ws_db.fetchval(
+            "SELECT title FROM associations WHERE workspace_id = $1 AND ref_id = $2", ws["id"], pub_id
+        )
+
+    # As an earlier run host's finish did: no title, before the event.
+    untitled = {"workspace_id": ws["id"], "kind": "publication", "ref_id": "pub_race", "version": 1, "run_id": "run_r"}
+    assert (await bus.call_raw(w.ASSOCIATE, untitled, actor=who))["association"] == "confirmed"
+    await publish_event(bus._nc, type=p.EVT_COMMITTED, scope=who.scope, data=committed("pub_race", "What holds?"))
+    await probe_until(lambda: _titled(ws_db, ws["id"], "pub_race"))
+    assert await title_of("pub_race") == "What holds?"
+
+    # The finish now names the title itself; the event that follows changes nothing.
+    titled = untitled | {"ref_id": "pub_named", "title": "Named by the finish"}
+    assert (await bus.call_raw(w.ASSOCIATE, titled, actor=who))["association"] == "confirmed"
+    assert await title_of("pub_named") == "Named by the finish"
+    await publish_event(bus._nc, type=p.EVT_COMMITTED, scope=who.scope, data=committed("pub_named", "Other"))
+    marker = await create(bus, who)  # a later event on the same stream, to know the one before was consumed
+    await publish_event(
+        bus._nc, type=p.EVT_COMMITTED, scope=who.scope, data=committed("pub_m", "m") | {"workspace_id": marker["id"]}
+    )
+    await probe_until(lambda: _has_rows(ws_db, marker["id"]))
+    assert await title_of("pub_named") == "Named by the finish"
+
+
+async def _titled(ws_db: asyncpg.Connection, workspace_id: str, ref_id: str) -> bool:
+    title = await ws_db.fetchval(
+        "SELECT title FROM associations WHERE workspace_id = $1 AND ref_id = $2", workspace_id, ref_id
+    )
+    return title is not None

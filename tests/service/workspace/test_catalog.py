@@ -140,23 +140,96 @@ async def test_admission_snapshot_and_refusals(bus: BusClient, who: Actor, stran
         await bus.call_raw(w.ADMISSION, {"workspace_id": ws["id"], "run_id": "run_4"}, actor=who)
 
 
-async def test_a_runs_catalog_ranks_by_the_questions_words_then_by_recency(bus: BusClient, who: Actor) -> None:
-    ws = await create(bus, who)
-    pubs = await publish_into(bus, who, ws["id"], 6)
-    titled = await bus.call_raw(
-        p.COMMIT, {"title": "Fund X redemption liquidity", "body": "b", "workspace_id": ws["id"]}, actor=who
+async def commit(bus: BusClient, who: Actor, workspace_id: str, title: str, **extra: object) -> dict:
+    """One real publication for the workspace (a run's, with `run_id`), once the workspace has associated it."""
+    pub = await bus.call_raw(
+        p.COMMIT, {"title": title, "body": title, "workspace_id": workspace_id, **extra}, actor=who
     )
-    await probe_until(lambda: _has(bus, who, ws["id"], titled["id"]))
-    newer = await publish_into(bus, who, ws["id"], 3)
+    await probe_until(lambda: _has(bus, who, workspace_id, pub["id"]))
+    return dict(pub)
 
-    asked = {"workspace_id": ws["id"], "run_id": "run_q", "limit": 3, "question": "Is Fund X liquidity enough?"}
-    snap = await bus.call_raw(w.ADMISSION, asked, actor=who)
-    ids = [i["id"] for i in snap["catalog"]["items"]]
-    # The older report that holds the question's words comes first; the rest by recency.
-    assert ids == [titled["id"], newer[2]["id"], newer[1]["id"]]
-    assert snap["catalog"]["omitted"] == len(pubs) + len(newer) + 1 - 3
-    plain = await bus.call_raw(w.ADMISSION, {"workspace_id": ws["id"], "run_id": "run_p", "limit": 3}, actor=who)
-    assert [i["id"] for i in plain["catalog"]["items"]] == [x["id"] for x in reversed(newer)]
+
+async def every_page(bus: BusClient, who: Actor, first: dict, ask: dict) -> list[dict]:
+    """The items of `first` and of every page after it, following `next_cursor` with `ask` (plus the cursor)."""
+    items, page = list(first["items"]), first
+    while page["next_cursor"] is not None:
+        assert page["complete"] is False and page["omitted"] > 0
+        subject = w.CATALOG_ADMITTED if "as_of" in ask else w.CATALOG
+        page = await bus.call_raw(subject, ask | {"cursor": page["next_cursor"]}, actor=who)
+        items.extend(page["items"])
+    assert page["complete"] is True and page["omitted"] == 0
+    return items
+
+
+async def test_the_analysts_material_leads_and_the_runs_follow_current_before_superseded(
+    artifact: ArtifactOwner, assets: AssetsStandIn, bus: BusClient, who: Actor
+) -> None:
+    ws = await create(bus, who)
+    mine = await commit(bus, who, ws["id"], "Analyst memo")
+    first = await commit(bus, who, ws["id"], "What holds?", run_id="run_1")
+    assets.put(who.scope, "S1")
+    await bus.call_raw(w.ADD_SOURCE, {"workspace_id": ws["id"], "source_id": "S1"}, actor=who)
+    other = await commit(bus, who, ws["id"], "Another question", run_id="run_2")
+    # A later run answers the first question again (the same title) and cites the other run's answer.
+    cites = [{"kind": "publication", "id": other["id"], "version": 1}]
+    again = await commit(bus, who, ws["id"], "What holds?", run_id="run_3", sources=cites)
+    chart = await artifact.register(bus, who)
+    await bus.call_raw(w.PIN_ARTIFACT, {"workspace_id": ws["id"], "artifact_id": chart["id"]}, actor=who)
+    report = await artifact.register(bus, who, title="Report of run_3: What holds?")
+    pin = {"workspace_id": ws["id"], "artifact_id": report["id"], "run_id": "run_3"}
+    await bus.call_raw(w.PIN_ARTIFACT, pin, actor=who)
+
+    async def superseded() -> list[str] | None:
+        order = [i["id"] for i in (await catalog(bus, who, ws["id"]))["items"]]
+        return order if order[-2:] == [other["id"], first["id"]] else None
+
+    # A person's catalog: the analyst's own (newest first: the chart, the source, the memo), then the
+    # current run publication, then the two it superseded; the run's report is no item.
+    assert await probe_until(superseded) == [chart["id"], "S1", mine["id"], again["id"], other["id"], first["id"]]
+    page = await catalog(bus, who, ws["id"], limit=4)
+    assert page["omitted"] == 2 and page["next_cursor"] is not None
+    assert [i["id"] for i in await every_page(bus, who, page, {"workspace_id": ws["id"], "limit": 4})] == [
+        chart["id"],
+        "S1",
+        mine["id"],
+        again["id"],
+        other["id"],
+        first["id"],
+    ]
+
+    # A run's catalog holds what a run reads: no artifact. Its later pages are as admitted: what comes
+    # after the admission (a newer run answer, a supersession) is not in them.
+    snap = await bus.call_raw(w.ADMISSION, {"workspace_id": ws["id"], "run_id": "run_4", "limit": 2}, actor=who)
+    as_of = snap["catalog_as_of"]
+    assert [i["id"] for i in snap["catalog"]["items"]] == ["S1", mine["id"]] and snap["catalog"]["omitted"] == 3
+    newest = await commit(bus, who, ws["id"], "Another question", run_id="run_5")
+    await probe_until(lambda: _first_is(bus, who, ws["id"], newest["id"], after=[chart["id"], "S1", mine["id"]]))
+    ask = {"workspace_id": ws["id"], "as_of": as_of, "limit": 2}
+    paged = await every_page(bus, who, snap["catalog"], ask)
+    assert [i["id"] for i in paged] == ["S1", mine["id"], again["id"], other["id"], first["id"]]
+    assert all(i["title"] != i["id"] for i in paged)
+
+    holds = {"workspace_id": ws["id"], "as_of": as_of, "kind": "publication"}
+    assert (await bus.call_raw(w.CATALOG_HOLDS, holds | {"id": first["id"]}, actor=who))["held"] is True
+    assert (await bus.call_raw(w.CATALOG_HOLDS, holds | {"id": newest["id"]}, actor=who))["held"] is False
+    with pytest.raises(NotFound):
+        await bus.call_raw(w.CATALOG_ADMITTED, ask | {"cursor": snap["catalog"]["next_cursor"]}, actor=stranger_of(who))
+    # A person's cursor is no run's, and a run's cursor names its own admission only.
+    with pytest.raises(Invalid):
+        await bus.call_raw(w.CATALOG_ADMITTED, ask | {"cursor": page["next_cursor"]}, actor=who)
+    with pytest.raises(Invalid):
+        await bus.call_raw(
+            w.CATALOG_ADMITTED, ask | {"as_of": as_of + 1, "cursor": snap["catalog"]["next_cursor"]}, actor=who
+        )
+
+
+def stranger_of(who: Actor) -> Actor:
+    return Actor(scope=f"{who.scope}-other", principal="mallory")
+
+
+async def _first_is(bus: BusClient, who: Actor, workspace_id: str, pub_id: str, after: list[str]) -> bool:
+    items = (await catalog(bus, who, workspace_id))["items"]
+    return [i["id"] for i in items[: len(after) + 1]] == [*after, pub_id]
 
 
 async def _has(bus: BusClient, who: Actor, workspace_id: str, pub_id: str) -> bool:

@@ -100,4 +100,4 @@ async def test_pin_with_the_artifact_service_down_reports_failed_retention(bus: 
     ws = await create(bus, who)
     reply = await bus.call_raw(w.PIN_ARTIFACT, pin(ws["id"], "art_somewhere"), actor=who)
     assert reply["retention"] == "failed" and reply["association"] == "unconfirmed" and reply["reason"]
-    assert await catalog(bus, who, ws["id"]) == {"items": [], "complete": True, "omitted": 0}
+    assert await catalog(bus, who, ws["id"]) == {"items": [], "complete": True, "omitted": 0, "next_cursor": None}

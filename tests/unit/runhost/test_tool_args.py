@@ -97,9 +97,10 @@ def test_an_empty_or_odd_message_is_answered_back_not_failed() -> None:
 
 def test_the_tool_schemas_are_the_ones_earlier_runs_were_journaled_with() -> None:
     # A run's model-call journal is keyed by its model input, tools included (services/runhost/journal.py):
-    # schemas written otherwise would leave an earlier attempt's answers unfound on resume.
+    # schemas written otherwise would leave an earlier attempt's answers unfound on resume. (Changed on
+    # purpose when list_catalog took its cursor: a run in flight across that upgrade asks its model again.)
     canonical = json.dumps(TOOLS, sort_keys=True).encode()
-    assert hashlib.sha256(canonical).hexdigest() == "c773baa8bc07c9f5ae6b000108b10af8380118c60d9730ef4daacd45c4a91603"
+    assert hashlib.sha256(canonical).hexdigest() == "0bb45ea5e367cb7880d3b6f5c3a9771de79c4bba110e0248153df68500611d94"
 
 
 def test_a_tool_schema_shows_each_field_by_its_json_type_and_the_tool_by_its_docstring() -> None:
