@@ -73,7 +73,7 @@ class RunSearchRequest(RunBound, runhost.SearchBody):
     pass
 
 
-class RunCatalogRequest(RunBound):
+class BoundCatalogRequest(RunBound):
     cursor: str | None = runhost.CatalogCursor
 
 
@@ -287,7 +287,7 @@ TOOLS: tuple[ToolContract, ...] = (
         "Your run's catalog as admitted, a page at a time: the analyst's sources and publications first, then "
         "earlier runs' conclusions, each with its exact version. While `next_cursor` is not null, pass it as "
         "`cursor` for the next page; every item on any page can be read with run_read. " + BOUND,
-        RunCatalogRequest,
+        BoundCatalogRequest,
         Catalog,
         read_only=False,
     ),
