@@ -1,8 +1,9 @@
 """`dossier admin backup|restore` (a local stack's home) and `dossier admin writes hold|release` (the API).
 
 Backup and restore read and write a `$DOSSIER_HOME` (its database superuser's password, its object files),
-so they run where the home is, with the local stack's tools (devstack/backup.py, devstack/restore.py);
-for the compose and Kubernetes deployments docs/operations.md gives the commands against their engines.
+so they run where the home is, with the local stack's tools (devstack/backup.py, devstack/restore.py); a
+compose deployment has deploy/compose-backup.sh and deploy/compose-restore.sh, and for Kubernetes
+docs/operations.md gives the commands against its engines.
 """
 
 from __future__ import annotations
@@ -67,8 +68,9 @@ def _local_tools(name: str) -> ModuleType:
         return importlib.import_module(f"devstack.{name}")
     except ImportError as exc:
         raise UsageProblem(
-            f"this installation has no local stack tools (devstack: {exc}); a compose or Kubernetes "
-            "deployment is backed up with its engines' commands (docs/operations.md, Backup and restore)"
+            f"this installation has no local stack tools (devstack: {exc}); a compose deployment is backed "
+            "up with deploy/compose-backup.sh, a Kubernetes one with its engines' commands (docs/operations.md, "
+            "Backup and restore)"
         ) from None
 
 

@@ -102,10 +102,11 @@ async def bus(infra: Infra) -> AsyncIterator[BusClient]:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Against the compose stack, the tests marked `local_stack` (they need the local stack's internals or
-    start stacks of their own) are deselected, never skipped: `make test` runs them."""
-    if compose_stack_url() is None:
-        return
-    kept = [item for item in items if item.get_closest_marker("local_stack") is None]
+    start stacks of their own) are deselected, never skipped: `make test` runs them. Against the local
+    stack, those marked `compose_backup` (they back the compose stack up) are: `make test-containers`
+    runs them."""
+    other = "local_stack" if compose_stack_url() else "compose_backup"
+    kept = [item for item in items if item.get_closest_marker(other) is None]
     if len(kept) < len(items):
         config.hook.pytest_deselected(items=[item for item in items if item not in kept])
         items[:] = kept

@@ -3,7 +3,8 @@
 # missing (build-images.sh; Dossier's own always, from the current source), starts docker-compose.yml
 # (with test-stack.yml over it) under a project of its own with new secrets, waits for every
 # healthcheck, runs the e2e suite against it (all but the tests marked `local_stack`, and one browser
-# test), and stops and removes it (volumes too) whatever happened. The service tests take the same images through testcontainers in `make
+# test), then the backup test (it backs the stack up, takes it down and restores it into a new project),
+# and stops and removes both (volumes too) whatever happened. The service tests take the same images through testcontainers in `make
 # test` whenever the engine answers and the images are present (CI runs this script first, then that).
 # Needs a Docker engine, debootstrap (for a first build) and compose (`docker compose` or
 # Debian's docker-compose).
@@ -26,13 +27,22 @@ export DOSSIER_TEST_STACK_ROOTS
 project=dossier-test-$$
 DOSSIER_PUBLISH_PORT=$($PY -c 'from devstack.procs import free_port; print(free_port())')
 export DOSSIER_PUBLISH_PORT
+# Read by compose, and by the backup test's scripts (deploy/compose-backup.sh, compose-restore.sh).
+COMPOSE_FILE=docker-compose.yml:deploy/containers/test-stack.yml
+export COMPOSE_FILE
 run_compose() {
-  $compose --env-file "$work/.env" -p "$project" -f docker-compose.yml -f deploy/containers/test-stack.yml "$@"
+  $compose --env-file "$work/.env" -p "$project" "$@"
+}
+# The project the backup test restores into (tests/e2e/test_compose_backup.py), with the same .env.
+restored() {
+  $compose --env-file "$work/.env" -p "$project-restored" "$@"
 }
 stop() {
   status=$?
   [ "$status" = 0 ] || run_compose logs --no-color --tail 100 || true
+  [ "$status" = 0 ] || restored logs --no-color --tail 100 || true
   run_compose down -v --remove-orphans || true
+  restored down -v --remove-orphans || true
   exit "$status"
 }
 trap stop EXIT
@@ -72,12 +82,17 @@ e2e() {
 # Those marked `paced` (a run killed mid-way) come last, once the run host is recreated with paced steps:
 # paced throughout, the suite's long runs would take minutes more.
 tested=$(date +%s)
-e2e -m "not paced" tests/e2e/test_*.py \
+e2e -m "not paced and not compose_backup" tests/e2e/test_*.py \
   tests/e2e/web/test_answers.py::test_an_answer_is_rendered_markdown_with_linked_citations
 DOSSIER_TEST_STEP_DELAY_SECONDS=0.1 run_compose up -d --no-deps runhost
 healthy
 e2e -m paced tests/e2e
 echo "test-containers: e2e suite against compose in $(($(date +%s) - tested)) s"
+# Last, as it takes the stack down: data written, backed up, the project down with its volumes, restored
+# into a new project and read back (deploy/compose-backup.sh, deploy/compose-restore.sh).
+backed_up=$(date +%s)
+e2e -m compose_backup tests/e2e/test_compose_backup.py
+echo "test-containers: compose backup, down and restore in $(($(date +%s) - backed_up)) s"
 run_compose down -v --remove-orphans
 trap - EXIT
 echo "test-containers: compose up, e2e suite and down in $(($(date +%s) - started)) s"

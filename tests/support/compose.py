@@ -17,6 +17,13 @@ from pathlib import Path
 DOCKER = "/usr/bin/docker" if os.path.exists("/usr/bin/docker") else (shutil.which("docker") or "docker")
 # The ports test-stack.yml publishes, by service: the port inside its container.
 INNER_PORTS = {"nats": 4222, "postgres": 5432, "minio": 9000}
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def compose_cli() -> list[str]:
+    """`docker compose` where the CLI has it, else Debian's docker-compose (as test-containers.sh picks)."""
+    plugin = subprocess.run([DOCKER, "compose", "version"], capture_output=True, timeout=60)
+    return [DOCKER, "compose"] if plugin.returncode == 0 else ["docker-compose"]
 
 
 def compose_stack_url() -> str | None:
@@ -45,10 +52,23 @@ def docker(*args: str, timeout: float = 60) -> str:
 class ComposeStack:
     project: str
     secrets: dict[str, str] = field(repr=False)
+    # Its .env (deploy/make-env.sh); its files are those of COMPOSE_FILE, which test-containers.sh sets.
+    env_file: Path = Path(".env")
 
     @classmethod
     def from_env(cls, project: str, env_file: str) -> ComposeStack:
-        return cls(project, read_env_file(Path(env_file)))
+        return cls(project, read_env_file(Path(env_file)), Path(env_file).resolve())
+
+    def compose_env(self, **extra: str) -> dict[str, str]:
+        """The environment in which compose, or a script of deploy/ that runs it, acts on this project."""
+        return os.environ | {"COMPOSE_PROJECT_NAME": self.project} | extra
+
+    def down(self) -> None:
+        """Stop and remove the project's containers, and its volumes with them."""
+        argv = [*compose_cli(), "--env-file", str(self.env_file), "down", "-v", "--remove-orphans"]
+        done = subprocess.run(argv, cwd=ROOT, env=self.compose_env(), capture_output=True, text=True, timeout=300)
+        if done.returncode != 0:
+            raise RuntimeError(f"compose down of {self.project}: {done.stderr.strip()}")
 
     def container(self, service: str) -> str:
         """The id of the service's one container (docker-compose v1 and v2 label them alike)."""
