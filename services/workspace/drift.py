@@ -6,6 +6,9 @@ service's events). When an owner announces that such a ref has a newer version, 
 or retired, the workspace records one drift per (ref, new version or reason), announces
 `workspace.drift_detected`, and adds an open question to its checkpoint through a revision like any other.
 Archived and deleted workspaces get none: their conclusions are no longer being followed.
+
+Whatever workspace they are in, every publication version of the scope that cites the changed version
+gets `workspace.citation_changed`, so that its claims are checked again (services/workspace/staleness.py).
 """
 
 from __future__ import annotations
@@ -150,6 +153,17 @@ class DriftWatch:
         new_version: int | None,
         reason: c.DriftReason,
     ) -> None:
+        # Every citing publication version of the scope, whatever its workspace: its claims are re-checked.
+        now = Ref(kind=kind, id=ref_id, version=new_version) if new_version is not None else None  # type: ignore[arg-type]
+        for row in await self._drifts.citing_publications(conn, scope=scope, kind=kind, ref_id=ref_id):
+            if affected(row["ref_version"]):
+                changed = c.CitationChanged(
+                    publication=Ref(kind="publication", id=row["pub_id"], version=row["pub_version"]),
+                    ref=Ref(kind=kind, id=ref_id, version=row["ref_version"]),  # type: ignore[arg-type]
+                    reason=reason,
+                    now=now,
+                )
+                await enqueue(conn, c.EVT_CITATION_CHANGED, changed, scope=scope)
         for workspace_id, versions in (await self._citations(conn, scope, kind, ref_id)).items():
             for version, cited_by in sorted(versions.items()):
                 if affected(version):

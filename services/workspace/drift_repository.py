@@ -57,6 +57,18 @@ class DriftRepository:
             ref_id,
         )
 
+    async def citing_publications(
+        self, conn: asyncpg.Connection, *, scope: str, kind: str, ref_id: str
+    ) -> list[asyncpg.Record]:
+        """Every publication version of the scope that cites some version of the ref, whatever its workspace."""
+        return await conn.fetch(
+            "SELECT pub_id, pub_version, ref_version FROM citations"
+            " WHERE scope = $1 AND ref_kind = $2 AND ref_id = $3 ORDER BY pub_id, pub_version, ref_version",
+            scope,
+            kind,
+            ref_id,
+        )
+
     async def insert_drift(
         self,
         conn: asyncpg.Connection,

@@ -344,6 +344,16 @@ class DriftDetected(Drift):
     workspace_id: str
 
 
+class CitationChanged(Model):
+    """A version that a publication version cites changed: the workspace re-checks that publication's claims
+    (services/workspace/staleness.py). One per citing publication version, whatever workspace it is in."""
+
+    publication: Ref
+    ref: Ref
+    reason: DriftReason
+    now: Ref | None
+
+
 # -- events ------------------------------------------------------------------------------------------
 
 
@@ -393,6 +403,11 @@ EVT_DRIFT_DETECTED = EventType(
     "workspace.drift_detected",
     DriftDetected,
     "A ref the workspace cites got a new version, or was withdrawn or retired.",
+)
+EVT_CITATION_CHANGED = EventType(
+    "workspace.citation_changed",
+    CitationChanged,
+    "A version a publication version cites got a successor, or was withdrawn or retired: its claims are re-checked.",
 )
 
 
