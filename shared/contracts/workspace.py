@@ -294,6 +294,8 @@ class ProposeRequest(Model):
     add_questions: list[str] = Field(default_factory=list)
     resolve_questions: list[str] = Field(default_factory=list)
     derived_from: DerivedFrom = Field(default_factory=DerivedFrom)
+    # The run's question: an open question it asked and did not leave open again is resolved by it.
+    question: str | None = Field(default=None, max_length=4000)
 
 
 class RawProposal(Model):
@@ -309,6 +311,7 @@ class RawProposal(Model):
     add_questions: Any = None
     resolve_questions: Any = None
     derived_from: Any = None
+    question: Any = None
 
 
 class ProposeReply(Model):
