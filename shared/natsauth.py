@@ -17,7 +17,9 @@ the receiving service trusts the actor only with a proof by a signer that `CALLS
 The permissions below are the first wall, who may publish to each subject: the user-facing subjects only the gateway (which checks
 the token) may call; runhost may call the reads of a run (further bound by the signed run grant) and the
 owners' subjects of a run's finishing steps; workspace only the owners' `check` subjects and
-`artifact.retain`. Publication, artifact and assets can send no request to another service at all.
+`artifact.retain`, and the reads a stale claim's re-check needs (a publication's claims and versions, a
+source's passages) with the one write it makes (`publication.claims.mark_stale`). Publication, artifact
+and assets can send no request to another service at all.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from typing import Any
 import bcrypt
 
 from shared import outside
-from shared.contracts import assets, publication
+from shared.contracts import assets, publication, workspace
 from shared.contracts.common import ALL_PROCESSES, EVENT_SUBJECT_PREFIX, STREAM_NAME, health_subject
 from shared.contracts.registry import called_by
 from shared.outside import EVENTS_USER, INTERNAL_ACCOUNT, MIRROR_ACCOUNT, OUTSIDE_ACCOUNT, OUTSIDE_ADMIN
@@ -71,6 +73,8 @@ CONSUMES: dict[str, tuple[str, ...]] = {
         publication.EVT_WITHDRAWN.subject,
         assets.EVT_VERSION_ACTIVATED.subject,
         assets.EVT_SOURCE_RETIRED.subject,
+        # Stale claims: its own announcement of a changed citation, re-checked outside the drift's transaction.
+        workspace.EVT_CITATION_CHANGED.subject,
     ),
 }
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from services.publication.service import PublicationService
+from services.publication.staleness import StaleMarks
 from shared.runtime import ServiceRuntime
 from shared.settings import PublicationSettings
 
@@ -17,6 +18,6 @@ def create_app(settings: PublicationSettings) -> ServiceRuntime:
     runtime = ServiceRuntime(NAME, settings, MIGRATIONS, session_state=False)
     service = PublicationService(runtime.db, settings)
 
-    runtime.serve_rules(service)
+    runtime.serve_rules(service, StaleMarks(runtime.db))
 
     return runtime

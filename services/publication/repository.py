@@ -212,3 +212,26 @@ class PublicationRepository:
             version,
         )
         return row is not None
+
+    async def claim_stale(
+        self, conn: asyncpg.Connection, *, id: str, version: int, indexes: list[int]
+    ) -> dict[int, dict[str, Any]]:
+        """The change each of these claims of a version shows now (claims with none are left out)."""
+        rows = await conn.fetch(
+            "SELECT claim_index, stale FROM claim_stale"
+            " WHERE publication_id = $1 AND version = $2 AND claim_index = ANY($3::int[])",
+            id,
+            version,
+            indexes,
+        )
+        return {row["claim_index"]: row["stale"] for row in rows}
+
+    async def put_claim_stale(
+        self, conn: asyncpg.Connection, *, id: str, version: int, marks: list[tuple[int, dict[str, Any]]]
+    ) -> None:
+        await conn.executemany(
+            "INSERT INTO claim_stale (publication_id, version, claim_index, stale) VALUES ($1, $2, $3, $4)"
+            " ON CONFLICT (publication_id, version, claim_index)"
+            " DO UPDATE SET stale = EXCLUDED.stale, marked_at = now()",
+            [(id, version, index, stale) for index, stale in marks],
+        )

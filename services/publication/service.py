@@ -185,17 +185,21 @@ class PublicationService:
 
     @answers(c.CLAIMS)
     async def claims(self, ctx: RequestContext, req: c.ClaimsRequest) -> c.ClaimList:
-        """The checked claims of a version, under the same rules as reading it (a withdrawn one is unavailable)."""
+        """The checked claims of a version, under the same rules as reading it (a withdrawn one is unavailable),
+        each with what has changed under it since (`stale`, see services/publication/staleness.py)."""
         version = await self._exact_version(ctx.actor, c.ReadRequest(id=req.id, version=req.version))
-        async with self._db.pool.acquire() as conn:
-            row = await self._repo.get_version(conn, scope=ctx.actor.scope, id=version.id, version=version.version)
-        assert row is not None  # it was just read
         # The claims are one immutable list of the version: a page is a slice after the previous page's last.
         (start,) = decode_cursor(req.cursor, Int32) if req.cursor else (0,)
-        page = row["claims"][start : start + req.limit]
+        async with self._db.pool.acquire() as conn:
+            row = await self._repo.get_version(conn, scope=ctx.actor.scope, id=version.id, version=version.version)
+            assert row is not None  # it was just read
+            page = row["claims"][start : start + req.limit]
+            stale = await self._repo.claim_stale(
+                conn, id=version.id, version=version.version, indexes=list(range(start, start + len(page)))
+            )
         more = start + req.limit < len(row["claims"])
         return c.ClaimList(
-            items=[c.Claim.model_validate(item) for item in page],
+            items=[c.Claim.model_validate({**item, "stale": stale.get(start + i)}) for i, item in enumerate(page)],
             next_cursor=encode_cursor((start + req.limit,)) if more else None,
         )
 

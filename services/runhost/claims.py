@@ -1,9 +1,11 @@
 """Checked claims: every sentence of a run's answer that cites `source@vN locator` or `pub_…@vN`, checked
 against the exact passage it cites, as the run itself read it (its `sources/` files).
 
-The check is deterministic: the share of the claim's terms found in the cited passages, blended with the
-share of its word pairs found there (phrase matching). A claim citing anything that is not an `included`
-row of the run's ledger (its text never entered a model input) is `unsupported`, whatever it says.
+The check is deterministic (`shared.support`: the share of the claim's terms found in the cited passages,
+blended with the share of its word pairs found there). A claim citing anything that is not an `included`
+row of the run's ledger (its text never entered a model input) is `unsupported`, whatever it says. Each
+claim keeps the locator it cites of each source, so a later re-check against a successor version (the
+workspace's, see `services/workspace/staleness.py`) can look at the same place.
 """
 
 from __future__ import annotations
@@ -12,19 +14,17 @@ import asyncio
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from itertools import pairwise
 from typing import Any
 
 from services.runhost.memory import RunFiles
-from services.runhost.policies.text import tokens
 from services.runhost.repository import RunRepository
 from shared.citations import Block, Citation, Known, blocks
 from shared.contracts.common import Ref
-from shared.contracts.publication import Claim, Support
+from shared.contracts.publication import Claim
 from shared.db import Database
+from shared.support import grade, support_score
 
 SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9*(\[])")
-SUPPORTED, WEAK = 0.5, 0.2
 SUPPORT = ("supported", "weak", "unsupported")
 MAX_CLAIMS, MAX_CLAIM_CHARS = 1000, 4000
 
@@ -102,18 +102,6 @@ def cited(answer: str, known_locators: Known) -> list[Cited]:
     return list(dict.fromkeys(c for unit in claim_units(answer, known_locators) for c in unit.cited))
 
 
-def support_score(unit: str, passage: str) -> float:
-    """`unit`: a claim without its citations (`Unit.claim`)."""
-    claim = tokens(unit)
-    if not claim:
-        return 0.0
-    words = tokens(passage)
-    overlap = len(set(claim) & set(words)) / len(set(claim))
-    pairs = set(pairwise(claim))
-    phrase = len(pairs & set(pairwise(words))) / len(pairs) if pairs else overlap
-    return round(0.6 * overlap + 0.4 * phrase, 3)
-
-
 def check_claims(answer: str, included: Iterable[Key], passages: Mapping[Key, str]) -> list[Claim]:
     """`included`: the run's `included` ledger rows; `passages`: the text of each material it read."""
     consumed = set(included)
@@ -130,8 +118,15 @@ def check_claims(answer: str, included: Iterable[Key], passages: Mapping[Key, st
             score = support_score(unit.claim, "\n".join(passages.get(c.key, "") for c in refs))
         else:
             score = 0.0
-        support: Support = "supported" if score >= SUPPORTED else "weak" if score >= WEAK else "unsupported"
-        claims.append(Claim(text=unit.text[:MAX_CLAIM_CHARS], refs=[c.ref for c in refs], support=support, score=score))
+        claims.append(
+            Claim(
+                text=unit.text[:MAX_CLAIM_CHARS],
+                refs=[c.ref for c in refs],
+                locators=[c.key[3] for c in refs],
+                support=grade(score),
+                score=score,
+            )
+        )
         if len(claims) == MAX_CLAIMS:
             break
     return claims

@@ -200,6 +200,8 @@ class Finisher:
                     publication=publication,
                     sources=sources,
                 ),
+                # The workspace resolves the open questions this run was asked and answered.
+                question=self.run.question,
             )
         except ValidationError:
             return c.CheckpointProposalResult(status="invalid")

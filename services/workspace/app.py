@@ -14,6 +14,7 @@ from services.workspace.checkpoint import Checkpoints
 from services.workspace.drift import DriftWatch
 from services.workspace.owners import Owners
 from services.workspace.service import WorkspaceService
+from services.workspace.staleness import ClaimRecheck
 from shared.contracts import workspace as c
 from shared.contracts.assets import EVT_SOURCE_RETIRED, EVT_VERSION_ACTIVATED
 from shared.contracts.common import Event
@@ -41,6 +42,7 @@ def create_app(settings: WorkspaceSettings) -> ServiceRuntime:
     associations = Associations(runtime.db, owners)
     checkpoints = Checkpoints(runtime.db, owners, settings)
     drift = DriftWatch(runtime.db, checkpoints)
+    recheck = ClaimRecheck(lambda: runtime.bus, timeout=settings.owner_check_timeout)
     runtime.serve_rules(workspaces, associations, checkpoints, drift)
     # What associations recorded by earlier releases lack (a title, that an artifact is a run's report).
     runtime.background(Backfill(runtime.db, owners).run_forever)
@@ -56,6 +58,7 @@ def create_app(settings: WorkspaceSettings) -> ServiceRuntime:
         EVT_WITHDRAWN.subject: drift.on_publication_withdrawn,
         EVT_VERSION_ACTIVATED.subject: drift.on_version_activated,
         EVT_SOURCE_RETIRED.subject: drift.on_source_retired,
+        c.EVT_CITATION_CHANGED.subject: recheck.on_citation_changed,
     }
     for durable, subject in consumer_names(settings.consumer_prefix).items():
 

@@ -1,8 +1,10 @@
 """The checkpoint: advisory research progress, revised under compare-and-swap, re-validated on every read.
 
-A question closes only when an update resolves it by id; omitting it changes nothing. A summary is
-shown only while every source it was derived from is still available from its owner: otherwise the
-checkpoint reads as `unavailable`, the summary is withheld and the reasons are listed.
+A question closes only when an update resolves it by id; omitting it changes nothing. A run's proposal
+also resolves the open questions the run answered, and a question already open is not added again
+(services/workspace/questions.py). A summary is shown only while every source it was derived from is
+still available from its owner: otherwise the checkpoint reads as `unavailable`, the summary is withheld
+and the reasons are listed.
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ from typing import Literal
 import asyncpg
 from pydantic import ValidationError
 
+from services.workspace.drift_repository import DriftRepository
 from services.workspace.owners import OWNER_OF_KIND, Owners
+from services.workspace.questions import answered_by_run, same_question
 from services.workspace.repository import WorkspaceRepository
 from services.workspace.service import not_found
 from shared.bus import RequestContext, answers, validation_details
@@ -59,7 +63,8 @@ def revise_questions(
     max_open: int,
     max_chars: int,
 ) -> list[c.Question]:
-    """Resolve by id, then append new open questions. Every question not named stays exactly as it was."""
+    """Resolve by id, then append new open questions, but none already open (`same_question`). Every question
+    not named stays exactly as it was."""
     known = {q.id for q in current}
     unknown = [qid for qid in resolve if qid not in known]
     if unknown:
@@ -71,7 +76,9 @@ def revise_questions(
             raise BadProposal(f"a question is longer than {max_chars} characters", "add_questions")
     closing = set(resolve)
     questions = [q.model_copy(update={"status": "resolved"}) if q.id in closing else q for q in current]
-    questions += [c.Question(id=new_question_id(), text=text.strip(), status="open") for text in add]
+    for text in add:
+        if not any(q.status == "open" and same_question(q.text, text) for q in questions):
+            questions.append(c.Question(id=new_question_id(), text=text.strip(), status="open"))
     if sum(1 for q in questions if q.status == "open") > max_open:
         raise BadProposal(f"more than {max_open} questions would be open", "add_questions", conflict=True)
     return questions
@@ -114,6 +121,7 @@ class Checkpoints:
         self._owners = owners
         self._settings = settings
         self._repo = repo or WorkspaceRepository()
+        self._drifts = DriftRepository()
 
     # -- reads --------------------------------------------------------------------------------------
 
@@ -226,12 +234,21 @@ class Checkpoints:
             details = validation_details(exc)
             return c.ProposeReply(result="invalid", revision=None, reason=f"{details['field']}: {details['problem']}")
 
+        async with self._db.pool.acquire() as conn:
+            drift_refs = await self._drifts.drift_questions(conn, workspace_id=req.workspace_id)
+
         def build(previous: Content) -> Content:
             self._check_summary(req.summary)
             check_provenance(req.derived_from)
-            return Content(
-                req.summary, self._questions(previous, req.add_questions, req.resolve_questions), req.derived_from
+            answered = answered_by_run(
+                previous.questions,
+                question=req.question,
+                left_open=req.add_questions,
+                used={ref.key() for ref in req.derived_from.sources},
+                drift_refs=drift_refs,
             )
+            resolve = list(dict.fromkeys([*req.resolve_questions, *answered]))
+            return Content(req.summary, self._questions(previous, req.add_questions, resolve), req.derived_from)
 
         try:
             row = await self._write(ctx.actor, req.workspace_id, req.expected_revision, build, author="model")

@@ -5,19 +5,24 @@ A workspace relies on what its current checkpoint derives from (`derived_from.pu
 service's events). When an owner announces that such a ref has a newer version, or that it was withdrawn
 or retired, the workspace records one drift per (ref, new version or reason), announces
 `workspace.drift_detected`, and adds an open question to its checkpoint through a revision like any other.
-Archived and deleted workspaces get none: their conclusions are no longer being followed.
+The question names what changed and who cited it by their titles, as the workspace's associations know
+them. Archived and deleted workspaces get none: their conclusions are no longer being followed.
+
+Whatever workspace they are in, every publication version of the scope that cites the changed version
+gets `workspace.citation_changed`, so that its claims are checked again (services/workspace/staleness.py).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import asyncpg
 from pydantic import ValidationError
 
 from services.workspace.checkpoint import BadProposal, Checkpoints, Content
 from services.workspace.drift_repository import DriftRepository
+from services.workspace.questions import same_question
 from services.workspace.repository import WorkspaceRepository
 from services.workspace.service import not_found
 from shared.bus import RequestContext, answers
@@ -32,21 +37,33 @@ log = logging.getLogger("dossier.workspace.drift")
 
 # Cited versions (by workspace) of one ref, each with the refs that cite it (empty: the checkpoint itself).
 Citations = dict[str, dict[int, list[Ref]]]
+Titles = Mapping[tuple[str, str], str]
+# A question names this many of the refs citing the changed one, and counts the rest.
+NAMED_CITERS = 3
+TITLE_CHARS = 120
 
 
-def label(ref: Ref) -> str:
-    return f"{ref.id}@{ref.version}"
+def named(ref: Ref, titles: Titles) -> str:
+    """A ref as a person knows it: “its title” and its version. A source with no title known is named by its
+    source id, which a person chose; a publication with none by its id."""
+    title = " ".join(titles.get((ref.kind, ref.id), "").split()) or (ref.id if ref.kind == "source" else "")
+    if len(title) > TITLE_CHARS:
+        title = title[: TITLE_CHARS - 1].rstrip() + "…"
+    return f"“{title}” v{ref.version}" if title else f"{ref.id} v{ref.version}"
 
 
-def question_text(ref: Ref, cited_by: list[Ref], new_version: int | None, reason: str) -> str:
-    """ "announcement@1, cited by pub_b@1, now has version 2": the seeds' week-4 question, asked by the system."""
-    by = ", ".join(label(r) for r in cited_by) or "the checkpoint"
+def question_text(ref: Ref, cited_by: list[Ref], new_version: int | None, reason: str, titles: Titles) -> str:
+    """ "“Fund X announcement” v1, cited by “Report B” v1, now has version 2: …": the seeds' week-4 question,
+    asked by the system."""
+    names = [named(r, titles) for r in cited_by]
+    more = len(names) - NAMED_CITERS
+    by = ", ".join(names[:NAMED_CITERS]) + (f" and {more} more" if more > 0 else "") or "the checkpoint"
     change = {
         "new_version": f"now has version {new_version}",
         "withdrawn": "has been withdrawn",
         "retired": "has been retired",
     }[reason]
-    return f"{label(ref)}, cited by {by}, {change}: does what was concluded from it still hold?"
+    return f"{named(ref, titles)}, cited by {by}, {change}: does what was concluded from it still hold?"
 
 
 class DriftWatch:
@@ -69,15 +86,17 @@ class DriftWatch:
             return
         await self._remember_citations(conn, event.scope, version)
         await self._detect(
-            conn, event.scope, "publication", version.id, lambda v: v < version.version, version.version, "new_version"
-        )
+            conn, event.scope, "publication", version.id, lambda v: v < version.version, version.version,
+            "new_version", title=version.title,
+        )  # fmt: skip
 
     async def on_publication_withdrawn(self, conn: asyncpg.Connection, event: Event) -> None:
         version = self._parse(VersionEvent, event)
         if version is not None:
             await self._detect(
-                conn, event.scope, "publication", version.id, lambda v: v == version.version, None, "withdrawn"
-            )
+                conn, event.scope, "publication", version.id, lambda v: v == version.version, None, "withdrawn",
+                title=version.title,
+            )  # fmt: skip
 
     async def on_version_activated(self, conn: asyncpg.Connection, event: Event) -> None:
         activated = self._parse(VersionActivated, event)
@@ -118,7 +137,7 @@ class DriftWatch:
         refs = [r.model_dump() for r in version.sources if r.version is not None]
         if refs:
             await self._drifts.insert_citations(
-                conn, scope=scope, pub_id=version.id, pub_version=version.version, refs=refs
+                conn, scope=scope, pub_id=version.id, pub_version=version.version, pub_title=version.title, refs=refs
             )
 
     async def _citations(self, conn: asyncpg.Connection, scope: str, kind: str, ref_id: str) -> Citations:
@@ -149,12 +168,26 @@ class DriftWatch:
         affected: Callable[[int], bool],
         new_version: int | None,
         reason: c.DriftReason,
+        *,
+        title: str | None = None,
     ) -> None:
+        """`title`: the changed ref's title as its owner announced it, for a workspace that knows none."""
+        # Every citing publication version of the scope, whatever its workspace: its claims are re-checked.
+        now = Ref(kind=kind, id=ref_id, version=new_version) if new_version is not None else None  # type: ignore[arg-type]
+        for row in await self._drifts.citing_publications(conn, scope=scope, kind=kind, ref_id=ref_id):
+            if affected(row["ref_version"]):
+                changed = c.CitationChanged(
+                    publication=Ref(kind="publication", id=row["pub_id"], version=row["pub_version"]),
+                    ref=Ref(kind=kind, id=ref_id, version=row["ref_version"]),  # type: ignore[arg-type]
+                    reason=reason,
+                    now=now,
+                )
+                await enqueue(conn, c.EVT_CITATION_CHANGED, changed, scope=scope)
         for workspace_id, versions in (await self._citations(conn, scope, kind, ref_id)).items():
             for version, cited_by in sorted(versions.items()):
                 if affected(version):
                     ref = Ref(kind=kind, id=ref_id, version=version)  # type: ignore[arg-type]
-                    await self._record(conn, scope, workspace_id, ref, cited_by, new_version, reason)
+                    await self._record(conn, scope, workspace_id, ref, cited_by, new_version, reason, title)
 
     async def _record(
         self,
@@ -165,6 +198,7 @@ class DriftWatch:
         cited_by: list[Ref],
         new_version: int | None,
         reason: c.DriftReason,
+        title: str | None,
     ) -> None:
         row = await self._drifts.insert_drift(
             conn,
@@ -179,10 +213,16 @@ class DriftWatch:
         drift = self._drift(row)
         data = c.DriftDetected(workspace_id=workspace_id, **drift.model_dump())
         await enqueue(conn, c.EVT_DRIFT_DETECTED, data, scope=scope)
-        text = question_text(ref, cited_by, new_version, reason)
+        known = await self._drifts.titles(
+            conn, scope=scope, workspace_id=workspace_id, refs=[(r.kind, r.id) for r in [ref, *cited_by]]
+        )
+        titles = ({(ref.kind, ref.id): title} if title else {}) | known
+        text = question_text(ref, cited_by, new_version, reason, titles)
+        asked: list[str] = []
 
         def ask(previous: Content) -> Content:
             questions = self._checkpoints.questions_with(previous, text)
+            asked[:] = [q.id for q in questions if q.status == "open" and same_question(q.text, text)]
             return Content(previous.summary, questions, previous.derived_from)
 
         try:
@@ -192,6 +232,10 @@ class DriftWatch:
         except BadProposal as exc:
             # The drift stays recorded and announced; only the question could not be added (e.g. too many open).
             log.warning("drift question not added to %s: %s", workspace_id, exc.reason)
+            return
+        if asked:
+            # A later run that reads the new version answers this question (services/workspace/questions.py).
+            await self._drifts.set_question(conn, seq=row["seq"], question_id=asked[0])
 
     @staticmethod
     def _drift(row: asyncpg.Record) -> c.Drift:

@@ -9,7 +9,7 @@ from typing import Any
 
 import asyncpg
 
-from shared.contracts.common import PageRequest
+from shared.contracts.common import PageRequest, Ref
 from shared.paging import Int64, Keyset
 
 # Oldest first, as they were detected.
@@ -18,12 +18,19 @@ DRIFTS = Keyset(("seq",), (Int64,))
 
 class DriftRepository:
     async def insert_citations(
-        self, conn: asyncpg.Connection, *, scope: str, pub_id: str, pub_version: int, refs: list[dict[str, Any]]
+        self,
+        conn: asyncpg.Connection,
+        *,
+        scope: str,
+        pub_id: str,
+        pub_version: int,
+        pub_title: str,
+        refs: list[dict[str, Any]],
     ) -> None:
         await conn.executemany(
-            "INSERT INTO citations (scope, pub_id, pub_version, ref_kind, ref_id, ref_version)"
-            " VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING",
-            [(scope, pub_id, pub_version, r["kind"], r["id"], r["version"]) for r in refs],
+            "INSERT INTO citations (scope, pub_id, pub_version, ref_kind, ref_id, ref_version, pub_title)"
+            " VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING",
+            [(scope, pub_id, pub_version, r["kind"], r["id"], r["version"], pub_title) for r in refs],
         )
 
     async def cited_by_publications(
@@ -56,6 +63,51 @@ class DriftRepository:
             kind,
             ref_id,
         )
+
+    async def citing_publications(
+        self, conn: asyncpg.Connection, *, scope: str, kind: str, ref_id: str
+    ) -> list[asyncpg.Record]:
+        """Every publication version of the scope that cites some version of the ref, whatever its workspace."""
+        return await conn.fetch(
+            "SELECT pub_id, pub_version, ref_version FROM citations"
+            " WHERE scope = $1 AND ref_kind = $2 AND ref_id = $3 ORDER BY pub_id, pub_version, ref_version",
+            scope,
+            kind,
+            ref_id,
+        )
+
+    async def titles(
+        self, conn: asyncpg.Connection, *, scope: str, workspace_id: str, refs: list[tuple[str, str]]
+    ) -> dict[tuple[str, str], str]:
+        """The titles known for these (kind, id) refs (those with none left out): the workspace's association's,
+        else, for a publication, the one its citing version was announced with."""
+        rows = await conn.fetch(
+            "SELECT r.kind, r.ref_id, coalesce(a.title, ("
+            "  SELECT ct.pub_title FROM citations ct WHERE r.kind = 'publication' AND ct.scope = $1"
+            "   AND ct.pub_id = r.ref_id AND ct.pub_title IS NOT NULL ORDER BY ct.pub_version DESC LIMIT 1"
+            " )) AS title"
+            " FROM unnest($3::text[], $4::text[]) AS r(kind, ref_id)"
+            " LEFT JOIN associations a ON a.workspace_id = $2 AND a.kind = r.kind AND a.ref_id = r.ref_id",
+            scope,
+            workspace_id,
+            [kind for kind, _ in refs],
+            [ref_id for _, ref_id in refs],
+        )
+        return {(row["kind"], row["ref_id"]): row["title"] for row in rows if row["title"]}
+
+    async def set_question(self, conn: asyncpg.Connection, *, seq: int, question_id: str) -> None:
+        await conn.execute("UPDATE drifts SET question_id = $2 WHERE seq = $1", seq, question_id)
+
+    async def drift_questions(self, conn: asyncpg.Connection, *, workspace_id: str) -> dict[str, Ref]:
+        """Each new-version drift's question, by id: the new version that answers it once a run reads it."""
+        rows = await conn.fetch(
+            "SELECT question_id, ref_kind, ref_id, new_version FROM drifts"
+            " WHERE workspace_id = $1 AND question_id IS NOT NULL AND reason = 'new_version'",
+            workspace_id,
+        )
+        return {
+            row["question_id"]: Ref(kind=row["ref_kind"], id=row["ref_id"], version=row["new_version"]) for row in rows
+        }
 
     async def insert_drift(
         self,

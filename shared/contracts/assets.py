@@ -317,7 +317,7 @@ SEARCH = Subject(
     SearchRequest,
     SearchReply,
     "Passages of active versions matching any term of the query, those matching more terms first.",
-    callers=("gateway", "runhost"),
+    callers=("gateway", "runhost", "workspace"),
 )
 READ = Subject(
     "dossier.assets.evidence.read",
@@ -345,5 +345,5 @@ LOCATE = Subject(
     LocateRequest,
     Evidence,
     "The passage of a source version at a locator (as a ledger row names it), read under the rules of READ.",
-    callers=("gateway",),
+    callers=("gateway", "workspace"),
 )

@@ -35,6 +35,19 @@ class NewPublication(Model):
 
 
 Support = Literal["supported", "weak", "unsupported"]
+StaleReason = Literal["new_version", "withdrawn", "retired"]
+MAX_CLAIMS = 1000
+
+
+class Stale(Model):
+    """A version a claim cites has changed since the claim was checked: it got a successor (`now`, whose text
+    was checked again: `support_now`), or it was withdrawn or retired (`now` and `support_now` null)."""
+
+    ref: Ref
+    reason: StaleReason
+    now: Ref | None = None
+    # Null when there is no successor, or its text could not be read when the change was handled.
+    support_now: Support | None = None
 
 
 class Claim(Model):
@@ -44,6 +57,9 @@ class Claim(Model):
     refs: list[Ref] = Field(max_length=50)
     support: Support
     score: float = Field(ge=0, le=1)
+    # The locator each ref was read at, in the order of `refs` (null for a publication, which has none).
+    locators: list[str | None] = Field(default_factory=list, max_length=50)
+    stale: Stale | None = None
 
 
 class CommitRequest(NewPublication):
@@ -52,7 +68,7 @@ class CommitRequest(NewPublication):
     # Makes a retried commit (a run's retried finish) return the first publication instead of a second.
     request_key: str | None = Field(default=None, min_length=1, max_length=200)
     # A run's answer, sentence by sentence: what each cited passage supports (runhost checks them).
-    claims: list[Claim] = Field(default_factory=list, max_length=1000)
+    claims: list[Claim] = Field(default_factory=list, max_length=MAX_CLAIMS)
 
 
 class GetRequest(PageRequest):
@@ -95,6 +111,28 @@ class ClaimsRequest(ReadRequest, PageRequest):
 
 class ClaimList(Page):
     items: list[Claim]
+
+
+class StaleMark(Model):
+    """One claim of a version (its place in the answer, from 0) and what changed under it. For a publication's
+    successor, the publication service checks the claim against the successor's body itself (`support_now`
+    is left null by the sender)."""
+
+    index: int = Field(ge=0, lt=MAX_CLAIMS)
+    stale: Stale
+
+
+class MarkStaleRequest(Model):
+    """The workspace's re-check of a version's claims after a version they cite changed."""
+
+    id: str = Id
+    version: int = Field(ge=1, le=INT32_MAX)
+    marks: list[StaleMark] = Field(max_length=MAX_CLAIMS)
+
+
+class MarkStaleReply(Model):
+    # How many claims now show the change (a mark that an earlier, weightier one outranks is not kept).
+    marked: int
 
 
 class Revision(Model):
@@ -252,7 +290,14 @@ CLAIMS = Subject(
     ClaimsRequest,
     ClaimList,
     "A page of a version's checked claims, under the rules of reading it (a withdrawn one is unavailable).",
-    callers=("gateway",),
+    callers=("gateway", "workspace"),
+)
+MARK_STALE = Subject(
+    "dossier.publication.claims.mark_stale",
+    MarkStaleRequest,
+    MarkStaleReply,
+    "Marks claims of a version as resting on a changed version, with the successor's support (a publication's it checks).",
+    callers=("workspace",),
 )
 REVISE = Subject(
     "dossier.publication.revise",

@@ -353,6 +353,8 @@ class ProposeRequest(Model):
     add_questions: list[str] = Field(default_factory=list)
     resolve_questions: list[str] = Field(default_factory=list)
     derived_from: DerivedFrom = Field(default_factory=DerivedFrom)
+    # The run's question: an open question it asked and did not leave open again is resolved by it.
+    question: str | None = Field(default=None, max_length=4000)
 
 
 class RawProposal(Model):
@@ -368,6 +370,7 @@ class RawProposal(Model):
     add_questions: Any = None
     resolve_questions: Any = None
     derived_from: Any = None
+    question: Any = None
 
 
 class ProposeReply(Model):
@@ -401,6 +404,16 @@ class DriftList(Page):
 
 class DriftDetected(Drift):
     workspace_id: str
+
+
+class CitationChanged(Model):
+    """A version that a publication version cites changed: the workspace re-checks that publication's claims
+    (services/workspace/staleness.py). One per citing publication version, whatever workspace it is in."""
+
+    publication: Ref
+    ref: Ref
+    reason: DriftReason
+    now: Ref | None
 
 
 # -- events ------------------------------------------------------------------------------------------
@@ -452,6 +465,11 @@ EVT_DRIFT_DETECTED = EventType(
     "workspace.drift_detected",
     DriftDetected,
     "A ref the workspace cites got a new version, or was withdrawn or retired.",
+)
+EVT_CITATION_CHANGED = EventType(
+    "workspace.citation_changed",
+    CitationChanged,
+    "A version a publication version cites got a successor, or was withdrawn or retired: its claims are re-checked.",
 )
 
 

@@ -1,5 +1,6 @@
-"""Checked claims on the whole stack: the running example's answer, and a scripted answer that cites A@1
-(read and included: supported) and A@2 (never included: unsupported)."""
+"""Checked claims on the whole stack: the running example's answer, a scripted answer that cites A@1
+(read and included: supported) and A@2 (never included: unsupported), and claims that go stale when what
+they cite gets a new version, is withdrawn or is retired."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.api import Api
+from tests.support.api import Api, probe
 from tests.support.citation_forms import CITED, written
 from tests.support.cli import dossier
 from tests.support.documents import ANNOUNCEMENT, QUESTION, pdf
@@ -130,3 +131,83 @@ def test_a_run_s_answer_citing_what_it_never_read_in_any_escape_is_unsupported(
     assert run["stats"]["claims_unsupported"] == len(CITED)
     # The sources are what entered the model's input (A@1), never what the answer only claims to cite.
     assert api.read(run["publication"])["sources"] == [{"kind": "publication", "id": a1["id"], "version": 1}]
+
+
+ANNOUNCED = "Fund X announced that redemption gates apply for thirty days from 20 November."
+BUFFERS = "Fund X holds ample cash buffers across its bond portfolio."
+# Version 2 has one page: the claim on page 1 is checked against the new page 1; page 2 is gone, so the
+# claim on it is checked against the passage of version 2 that matches it best.
+CORRECTED = f"{BUFFERS} Correction: the redemption gates were lifted in January."
+
+
+def stale_of(api: Api, run: dict, count: int) -> list[dict | None]:
+    """The claims' `stale`, once `count` of them show one."""
+
+    def marked() -> list[dict | None] | None:
+        stale = [c["stale"] for c in claims_of(api, run)]
+        return stale if sum(s is not None for s in stale) >= count else None
+
+    return list(probe(marked, timeout=60))
+
+
+def test_claims_go_stale_when_what_they_cite_gets_a_new_version_is_withdrawn_or_retired(
+    scripted_stack: RunningStack, scripts: Path
+) -> None:
+    api = Api(scripted_stack)
+    ws = api.workspace()
+    a1 = api.publish("Report A: Fund X liquidity", A1, ws["id"])
+    api.upload(pdf([ANNOUNCED, BUFFERS]), "announcement", "announcement.pdf", ws["id"])
+    api.wait_catalog(ws["id"], 2)
+    hits = api.ok("GET", "/v1/evidence/search", params={"q": "announced buffers", "source_id": "announcement"})
+    evidence = {h["locator"]: h["evidence_id"] for h in hits["items"]}
+    answer = (
+        "## What earlier reports concluded\n"
+        f"- Report A found that Fund X can meet redemptions within 30 days ({a1['id']}@1).\n\n"
+        "## What the new evidence says\n"
+        f"- {ANNOUNCED[:-1]} (announcement@v1 page:1).\n"
+        f"- {BUFFERS[:-1]} (announcement@v1 page:2).\n"
+    )
+    steps = [
+        {"name": "read_publication", "arguments": {"id": a1["id"], "version": 1}},
+        {"name": "read_evidence", "arguments": {"evidence_id": evidence["page:1"]}},
+        {"name": "read_evidence", "arguments": {"evidence_id": evidence["page:2"]}},
+        {"name": "finish", "arguments": {"answer": answer}},
+    ]
+    (scripts / "cite-then-change.json").write_text(json.dumps(steps))
+    run = api.start_run(ws["id"], "What holds?", model="scripted:cite-then-change")
+    run = api.wait_run(run["id"])
+    assert run["status"] == "completed", run["error"]
+    claims = claims_of(api, run)
+    assert [(c["support"], c["stale"]) for c in claims] == [("supported", None)] * 3
+    assert [c["locators"] for c in claims] == [[None], ["page:1"], ["page:2"]]
+
+    # A new version of the source: both source claims say so, each checked again against version 2.
+    api.upload(pdf([CORRECTED]), "announcement", "announcement-v2.pdf")
+    v1, v2 = ({"kind": "source", "id": "announcement", "version": v} for v in (1, 2))
+    stale = stale_of(api, run, 2)
+    assert stale == [
+        None,
+        {"ref": v1, "reason": "new_version", "now": v2, "support_now": "weak"},  # the new page 1
+        {"ref": v1, "reason": "new_version", "now": v2, "support_now": "supported"},  # the best matching passage
+    ]
+
+    # A new version of the report the run read: checked again against its body.
+    api.revise(a1["id"], "Fund X can still meet redemptions within 30 days, although its liquidity is weaker.", 1)
+    a_v1, a_v2 = ({"kind": "publication", "id": a1["id"], "version": v} for v in (1, 2))
+    stale = stale_of(api, run, 3)
+    assert stale[0] == {"ref": a_v1, "reason": "new_version", "now": a_v2, "support_now": "supported"}
+
+    # The report's version the run read is withdrawn; the source is retired. A later version never hides either.
+    api.ok("POST", f"/v1/publications/{a1['id']}/versions/1/withdraw", json={"reason": "wrong figures"})
+    api.ok("POST", "/v1/sources/announcement/retire")
+    final = probe(
+        lambda: (s := [c["stale"] for c in claims_of(api, run)]) and all(x["reason"] != "new_version" for x in s) and s,
+        timeout=60,
+    )
+    assert final == [
+        {"ref": a_v1, "reason": "withdrawn", "now": None, "support_now": None},
+        {"ref": v1, "reason": "retired", "now": None, "support_now": None},
+        {"ref": v1, "reason": "retired", "now": None, "support_now": None},
+    ]
+    # What the claims said when they were checked stays as it was.
+    assert [c["support"] for c in claims_of(api, run)] == ["supported"] * 3

@@ -71,9 +71,10 @@ def test_a_new_announcement_version_drifts_once_with_one_checkpoint_question(api
     assert drift["cited_by"] == [report]
 
     checkpoint = api.ok("GET", f"/v1/workspaces/{ws['id']}/checkpoint")
-    asked = [q for q in checkpoint["open_questions"] if q["text"].startswith("announcement@1, cited by")]
+    # Named as a person knows them: the source by its name, the report by its title (the run's question).
+    asked = [q for q in checkpoint["open_questions"] if q["text"].startswith("“announcement” v1, cited by")]
     assert [q["text"] for q in asked] == [
-        f"announcement@1, cited by {report['id']}@1, now has version 2: does what was concluded from it still hold?"
+        f"“announcement” v1, cited by “{QUESTION}” v1, now has version 2: does what was concluded from it still hold?"
     ]
     assert checkpoint["revision"] == before["revision"] + 1 and checkpoint["author"] == "system"
     assert checkpoint["derived_from"] == before["derived_from"]
@@ -111,10 +112,61 @@ def test_a_new_announcement_version_drifts_once_with_one_checkpoint_question(api
         ("source", 1, "retired", None),
     ]
     questions = [q["text"] for q in api.ok("GET", f"/v1/workspaces/{ws['id']}/checkpoint")["open_questions"]]
-    assert f"{report['id']}@1, cited by the checkpoint, has been withdrawn" in " ".join(questions)
-    assert f"announcement@1, cited by {report['id']}@1, has been retired" in " ".join(questions)
+    assert f"“{QUESTION}” v1, cited by the checkpoint, has been withdrawn" in " ".join(questions)
+    assert f"“announcement” v1, cited by “{QUESTION}” v1, has been retired" in " ".join(questions)
+    assert not any("pub_" in q for q in questions)
 
     # The archived workspace's checkpoint cites announcement@1 too, but it is not followed any more.
     assert api.ok("GET", f"/v1/workspaces/{archived['id']}/drift")["items"] == []
     api.ok("DELETE", f"/v1/workspaces/{ws['id']}")
     assert api.http.get(drift_path).status_code == 404
+
+
+TWO_PART = "Are redemptions suspended since the announcement, and what did the regulator say about swing pricing?"
+REGULATOR = "The regulator said Fund X must apply swing pricing to every redemption from March."
+
+
+def open_questions(api: Api, workspace_id: str) -> list[str]:
+    return [
+        q["text"]
+        for q in api.ok("GET", f"/v1/workspaces/{workspace_id}/checkpoint")["open_questions"]
+        if q["status"] == "open"
+    ]
+
+
+def test_the_checkpoint_asks_whole_questions_once_and_later_runs_resolve_them(api: Api) -> None:
+    ws = api.workspace()
+    api.upload(pdf(ANNOUNCEMENT), "announcement", "announcement.pdf", ws["id"])
+    api.wait_catalog(ws["id"], 1)
+
+    # The announcement answers the first part of the question and says nothing of the second ("since" is
+    # not in it either, but the part it is in is answered): the part left open is asked whole, once.
+    first = api.wait_run(api.start_run(ws["id"], TWO_PART)["id"])
+    assert first["status"] == "completed" and first["checkpoint_proposal"]["status"] == "applied", first
+    assert open_questions(api, ws["id"]) == ["What did the regulator say about swing pricing?"]
+    # The same question again leaves the same part open: it is not asked twice.
+    second = api.wait_run(api.start_run(ws["id"], TWO_PART)["id"])
+    assert second["checkpoint_proposal"]["status"] == "applied", second
+    assert open_questions(api, ws["id"]) == ["What did the regulator say about swing pricing?"]
+
+    # A new version of what both answers cite: the drift's question names things by their titles.
+    api.upload(pdf(NEW_ANNOUNCEMENT), "announcement", "announcement-v2.pdf")
+    drift = probe(lambda: [q for q in open_questions(api, ws["id"]) if "now has version 2" in q], timeout=60)
+    assert drift == [
+        f"“announcement” v1, cited by “{TWO_PART}” v1, “{TWO_PART}” v1, now has version 2:"
+        " does what was concluded from it still hold?"
+    ]
+
+    # A run asked the open question, whose reading answers it, resolves it; having read and used the new
+    # version of the announcement (the goal's words find it too), it resolves the drift's question as well.
+    api.upload(pdf([REGULATOR]), "regulator", "regulator.pdf", ws["id"])
+    api.wait_catalog(ws["id"], 2 + 2 * 2)  # two sources, and each run's answer and report
+    third = api.wait_run(api.start_run(ws["id"], "What did the regulator say about swing pricing?")["id"])
+    assert third["checkpoint_proposal"]["status"] == "applied", third
+    sources = api.read(third["publication"])["sources"]
+    assert {"kind": "source", "id": "regulator", "version": 1} in sources
+    assert {"kind": "source", "id": "announcement", "version": 2} in sources
+    assert open_questions(api, ws["id"]) == []
+    questions = api.ok("GET", f"/v1/workspaces/{ws['id']}/checkpoint")["open_questions"]
+    assert [q["text"] for q in questions] == ["What did the regulator say about swing pricing?", *drift]
+    assert {q["status"] for q in questions} == {"resolved"}

@@ -80,7 +80,12 @@ def seen_by(api: Api, made: dict[str, Any]) -> dict[str, Any]:
         "checkpoint": api.ok("GET", f"/v1/workspaces/{ws_id}/checkpoint"),
         "publication": api.read(pub),
         "answer": api.read(run["publication"]),
-        "claims": api.ok("GET", f"/v1/publications/{run['publication']['id']}/versions/1/claims"),
+        # As the previous release showed them: a claim now also says which locators it cites and whether what it
+        # cites changed since (issue 37), an addition.
+        "claims": [
+            {k: claim[k] for k in ("text", "refs", "support", "score")}
+            for claim in api.ok("GET", f"/v1/publications/{run['publication']['id']}/versions/1/claims")["items"]
+        ],
         "source": api.ok("GET", "/v1/sources/announcement"),
         "asset": api.ok("GET", f"/v1/assets/{made['asset']['asset_id']}"),
         "search": [(h["source_id"], h["version"], h["locator"]) for h in hits],

@@ -31,7 +31,7 @@ from shared.contracts import assets, publication, workspace
 from shared.contracts.common import Actor, BusReply, Ref
 from shared.errors import Unauthenticated, Unreachable
 from shared.grants import GrantClaims, sign_grant
-from shared.proof import ProofSigner, b64, load_private_key, parse_public_keys, signer_for, unb64
+from shared.proof import SIGNERS, TRUSTED, ProofSigner, b64, load_private_key, parse_public_keys, signer_for, unb64
 from shared.settings import AssetsSettings, CommonSettings, PublicationSettings, WorkspaceSettings
 from tests.service.workspace.conftest import serving
 from tests.support.infra import Infra
@@ -129,14 +129,18 @@ def forgeries(infra: Infra, subject: str, data: dict[str, Any]) -> dict[str, dic
         "a proof for another scope": {"proof": made(gateway, subject, ELSEWHERE, rid)},
         "a proof for another subject": {"proof": made(gateway, workspace.LIST, VICTIM, rid)},
         "a proof for another request": {"proof": made(gateway, subject, VICTIM, "req-earlier")},
-        "a proof signed by a signer not trusted on it": {
-            "proof": made(ProofSigner("workspace", key(infra, "workspace")), subject, VICTIM, rid)
-        },
         "a proof for another payload": {
             "proof": gateway.prove(subject, VICTIM, rid, data={**data, "unrelated": 1}),
         },
         "a malformed proof": {"proof": "not.a-proof"},
     }
+    # A signer that does not call the subject; there is none for the evidence search, which every signer
+    # calls (the workspace, for a stale claim's best matching passage).
+    untrusted = [name for name in SIGNERS if name not in TRUSTED.get(subject, ())]
+    if untrusted:
+        forged["a proof signed by a signer not trusted on it"] = {
+            "proof": made(ProofSigner(untrusted[0], key(infra, untrusted[0])), subject, VICTIM, rid)
+        }
     if subject in (publication.READ, assets.SEARCH):
         forged["runhost's own proof of a run's read, without the run's grant"] = {
             "proof": made(runhost, subject, VICTIM, rid)

@@ -27,6 +27,8 @@ PAGE = 500
 # The timeline reads each of its lists' newest page; publications and sources are looked up one by one.
 TIMELINE_ITEMS = 40
 MAX_DIFF_LINES = 5000
+# A page's view of an answer's claims: the first this-many (the API pages on through the rest).
+CLAIMS_PAGE = 200
 
 Key = tuple[str, str, int | None]
 
@@ -73,6 +75,30 @@ async def answer_changes(
     return changed_since(await drifts_of(client, actor, workspace_id), answer)
 
 
+async def claims_of(client: BusClient, actor: Actor, answer: p.PublicationVersion | None) -> p.ClaimList | None:
+    """The first page of a run's answer's checked claims (each says whether its evidence changed since)."""
+    if answer is None or not answer.run_id:
+        return None
+    request = p.ClaimsRequest(id=answer.id, version=answer.version, limit=CLAIMS_PAGE)
+    return await optional(client.call(p.CLAIMS, request, actor=actor), DomainError)
+
+
+async def _stale_counts(client: BusClient, actor: Actor, runs: list[r.Run]) -> dict[str, int]:
+    """How many of each run's answer's claims rest on changed evidence, by run id."""
+    asked = {
+        run.id: p.ClaimsRequest(id=run.publication.id, version=run.publication.version, limit=CLAIMS_PAGE)
+        for run in runs
+        if run.publication
+    }
+    reads = [client.call(p.CLAIMS, request, actor=actor) for request in asked.values()]
+    pages = await asyncio.gather(*(optional(read, DomainError) for read in reads))
+    return {
+        run_id: sum(1 for claim in page.items if claim.stale)
+        for run_id, page in zip(asked, pages, strict=True)
+        if page is not None
+    }
+
+
 async def _timeline_events(client: BusClient, actor: Actor, workspace_id: str) -> list[dict[str, Any]]:
     goals, runs, pubs, sources, drifts = await asyncio.gather(
         client.call(w.GOAL_VERSIONS, w.WorkspacePageRequest(workspace_id=workspace_id, limit=500), actor=actor),
@@ -87,8 +113,9 @@ async def _timeline_events(client: BusClient, actor: Actor, workspace_id: str) -
         asyncio.gather(*(optional(read, DomainError) for read in pub_reads)),
         asyncio.gather(*(optional(read, DomainError) for read in source_reads)),
     )
+    stale = await _stale_counts(client, actor, runs.items)
     events = [{"at": g.created_at, "kind": "goal", "goal": g} for g in goals.items]
-    events += [{"at": run.created_at, "kind": "run", "run": run} for run in runs.items]
+    events += [{"at": run.created_at, "kind": "run", "run": run, "stale": stale.get(run.id, 0)} for run in runs.items]
     for pub in filter(None, found_pubs):
         events += [{"at": v.created_at, "kind": "publication", "pub": pub, "v": v} for v in pub.versions]
     for source in filter(None, found_sources):

@@ -6,7 +6,7 @@ import asyncio
 
 from fastapi import APIRouter, Depends, Request, Response
 
-from services.gateway.web.changes import answer_changes
+from services.gateway.web.changes import answer_changes, claims_of
 from services.gateway.web.render import (
     WebRoute,
     build,
@@ -103,11 +103,14 @@ async def _run_page(
         optional(get_workspace(client, actor, run.workspace_id)),
     )
     answer, report, answer_error = await _answer(client, actor, run)
-    changes = await answer_changes(client, actor, run.workspace_id, answer)
+    changes, claims = await asyncio.gather(
+        answer_changes(client, actor, run.workspace_id, answer), claims_of(client, actor, answer)
+    )
     return render(
         request,
         "run.html",
         changes=changes,
+        claims=claims,
         run=run,
         ws=ws,
         titles=titles_of(run),

@@ -12,6 +12,7 @@ from typing import Any
 
 from services.runhost.memory import source_name
 from services.runhost.policies.base import ModelInput, RunView, ToolCall, ToolResult
+from services.runhost.policies.questions import findings, unanswered_parts
 from services.runhost.policies.text import bm25_scores, key_sentences, tokens
 
 MAX_SOURCES = 40
@@ -112,6 +113,8 @@ def read_so_far(view: RunView, path: str) -> tuple[str, int, int]:
 
 def compose_note(entry: Entry, body: str, end: int, total: int, query: str) -> str:
     first, _, rest = body.partition("\n")
+    if entry.kind == "publication":
+        rest = findings(rest)  # an earlier answer's question and its list of what it did not find are no finding
     sentences = key_sentences(rest, query) or [" ".join(rest.split())[:300]]
     coverage = f"chars 0-{end} of {total}"
     lines = [
@@ -143,7 +146,7 @@ def compose_answer(view: RunView, entries: list[Entry], notes: dict[str, str]) -
     for e in entries:
         note = notes.get(e.name, "")
         bullets = [line[2:] for line in note.splitlines() if line.startswith("- ")]
-        covered.update(tokens(" ".join(bullets) + " " + _field(note, "heading")))
+        covered.update(tokens(" ".join(bullets)))  # what was found, not the title it was found under
         if _field(note, "status") != "read":
             unresolved.append(f"- {e.kind} {e.target} was not read: {_field(note, 'reason') or 'unavailable'}")
             continue
@@ -189,7 +192,7 @@ def compose_answer(view: RunView, entries: list[Entry], notes: dict[str, str]) -
     summary = f"{len(earlier)} earlier reports and {len(new)} evidence passages read for: {view.question}"
     proposal = {
         "summary": summary,
-        "add_questions": [f"What does the evidence say about '{g}'?" for g in gaps[:5]],
+        "add_questions": unanswered_parts(view.question, covered),
         "resolve_questions": [],
         "expected_revision": view.checkpoint_revision,
     }

@@ -6,17 +6,11 @@ import math
 import re
 from collections import Counter
 
-STOPWORDS = frozenset(
-    "a about after against also an and any are as at be been before but by can could did do does for from had has have how if in into is it its may "
-    "might not of on or our should so than that the their then there these they this those to was we were "
-    "what when where which while who why will with would you your still hold earlier new now".split()
-)
-_WORD = re.compile(r"[a-z0-9][a-z0-9\-']*")
+from shared.support import tokens
+
+__all__ = ["bm25_scores", "key_sentences", "tokens"]
+
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n{2,}")
-
-
-def tokens(text: str) -> list[str]:
-    return [w for w in _WORD.findall(text.lower()) if w not in STOPWORDS and len(w) > 1]
 
 
 def bm25_scores(query: str, documents: list[str], k1: float = 1.5, b: float = 0.75) -> list[float]:

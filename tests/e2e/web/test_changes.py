@@ -1,5 +1,6 @@
 """What changed since a run: a banner on runs and answers whose cited sources have a newer version or were
-withdrawn (from the workspace's drift records), the workspace's timeline, and the diff of two runs' answers.
+withdrawn (from the workspace's drift records), the conclusions that rest on changed evidence (the answer's
+stale claims) on the run, the answer and the timeline, and the diff of two runs' answers.
 
 axe-core runs on every page shown here (tests/e2e/web/axe.py), at 1280 px and 390 px.
 """
@@ -26,17 +27,29 @@ def test_a_run_whose_sources_changed_says_so_and_the_timeline_and_diff_show_it(u
     page = user.page()
     page.goto(f"/runs/{first['id']}")
     expect(page.locator("#changed-since")).to_have_count(0)
+    expect(page.locator("#stale-claims")).to_have_count(0)
 
     # The announcement's next version arrives: the first run's answer cites v1.
     assert api.upload(pdf(NEW_ANNOUNCEMENT), source_id, "announcement-v2.pdf")["version"] == 2
     probe(lambda: api.ok("GET", f"/v1/workspaces/{ws['id']}/drift")["items"], timeout=60)
+    pub = first["publication"]
+    claims_path = f"/v1/publications/{pub['id']}/versions/{pub['version']}/claims"
+    probe(lambda: any(c["stale"] for c in api.ok("GET", claims_path)["items"]), timeout=60)
     page.goto(f"/runs/{first['id']}")
     banner = page.locator("#changed-since")
     expect(banner).to_contain_text("Changed since this run")
     expect(banner.get_by_role("listitem").filter(has_text=f"{source_id}")).to_contain_text("now has version 2")
+    # The conclusions that cite version 1, each checked again against version 2.
+    stale = page.locator("#stale-claims")
+    expect(stale).to_contain_text("Conclusions resting on changed evidence")
+    expect(stale.get_by_role("listitem").first).to_contain_text(f"{source_id}@v1 has a newer version, {source_id}@v2")
+    expect(stale.get_by_role("listitem").first).to_contain_text("checked against it, the claim is")
     audit(page)
     page.locator("#publication-link").click()
     expect(page.locator("#changed-since")).to_contain_text("now has version 2")
+    expect(page.locator("#stale-claims")).to_be_visible()
+    expect(page.locator("#claims tbody tr").filter(has_text="has a newer version").first).to_be_visible()
+    audit(page)
 
     # A second run reads v2: its answer has nothing newer to warn about; the two answers can be compared.
     second = api.wait_run(api.start_run(ws["id"], QUESTION, history=history)["id"])
@@ -44,6 +57,7 @@ def test_a_run_whose_sources_changed_says_so_and_the_timeline_and_diff_show_it(u
     page.goto(f"/runs/{second['id']}")
     expect(page.locator("#run-status")).to_have_text("completed")
     expect(page.locator("#changed-since")).to_have_count(0)
+    expect(page.locator("#stale-claims")).to_have_count(0)
 
     # Withdrawing the report the first answer cites is a change too.
     api.ok("POST", f"/v1/publications/{a1['id']}/versions/1/withdraw", json={"reason": "superseded"})
@@ -73,4 +87,10 @@ def test_a_run_whose_sources_changed_says_so_and_the_timeline_and_diff_show_it(u
         "withdrawn"
     )
     expect(timeline.locator(".event-drift").filter(has_text=source_id)).to_contain_text("has a new version, v2")
+    # Both runs' conclusions rest on changed evidence: the first's on the announcement's v1 and on the withdrawn
+    # report, the second's on the withdrawn report.
+    runs = timeline.locator(".event-run")
+    for run in (first, second):
+        shown = runs.filter(has=page.locator(f"a[href='/runs/{run['id']}']"))
+        expect(shown.locator("a.stale")).to_contain_text("on changed evidence")
     audit(page)

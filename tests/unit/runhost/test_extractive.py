@@ -11,6 +11,7 @@ from services.runhost.policies.extractive import (
     plan_with_sources,
     search_query,
 )
+from services.runhost.policies.questions import unanswered_parts
 from services.runhost.policies.text import bm25_scores, key_sentences
 from services.runhost.report import render_report
 
@@ -99,10 +100,8 @@ def test_answer_has_three_parts_and_a_proposal() -> None:
     assert "evidence ev1 was not read: superseded" in answer
     assert "7 items were omitted" in answer and "1 catalog publications were not read" in answer
     assert proposal["expected_revision"] == 3 and proposal["summary"]
-    assert proposal["add_questions"] == [
-        "What does the evidence say about 'gates'?",
-        "What does the evidence say about 'redemption'?",
-    ]
+    # Most of the question is not covered by what was read: the question itself stays open, asked whole.
+    assert proposal["add_questions"] == ["Do Fund X redemption gates hold?"]
     assert "- no evidence read covers: gates, redemption" in answer
 
 
@@ -123,3 +122,15 @@ def test_an_empty_choice_is_a_choice() -> None:
     plan = plan_with_sources(PLAN, [])
     assert parse_sources(plan) == []
     assert parse_sources(PLAN) is None
+
+
+def test_open_questions_are_the_unanswered_parts_of_the_question_never_single_words() -> None:
+    question = (
+        "Do Fund X redemption gates hold since the announcement, and what did the regulator say about swing"
+        " pricing? What did the regulator say about swing pricing; why?"
+    )
+    covered = {"fund", "redemption", "gates", "announcement"}
+    # "since" is not covered, but the part it is in mostly is; "why?" holds no word that says something.
+    assert unanswered_parts(question, covered) == ["What did the regulator say about swing pricing?"]
+    assert unanswered_parts(question, covered | {"regulator", "swing", "pricing"}) == []
+    assert unanswered_parts("Since when?", set()) == []

@@ -8,6 +8,7 @@ import pytest
 
 from services.workspace.associations import refusal
 from services.workspace.checkpoint import BadProposal, check_provenance, provenance_refs, revise_questions
+from services.workspace.questions import answered_by_run, same_question
 from shared.contracts.common import PublicationRef, Ref
 from shared.contracts.workspace import DerivedFrom, Question
 
@@ -64,3 +65,33 @@ def test_association_refusals() -> None:
     assert refusal(active, None) is None  # type: ignore[arg-type]
     assert refusal(archived, before) is None  # type: ignore[arg-type]
     assert refusal(archived, None) == "workspace_archived"  # type: ignore[arg-type]
+
+
+def test_a_question_already_open_is_not_asked_again() -> None:
+    asked = revise(OPEN, add=["What is T+3?", "what is  T+3", "T+3: what is it?", "Two."])
+    assert [q.text for q in asked] == ["one", "two", "What is T+3?"]
+    # Numbers and one-letter words tell questions apart; a resolved question may be asked again.
+    assert not same_question("Source v1 now has version 2?", "Source v1 now has version 3?")
+    assert not same_question("Does Fund X gate?", "Does Fund Y gate?")
+    closed = revise(OPEN, resolve=["q_1"])
+    assert [q.text for q in revise(closed, add=["One?"])][-1] == "One?"
+
+
+def test_a_later_run_resolves_what_it_was_asked_and_answered_and_drift_it_read() -> None:
+    open_ = [
+        Question(id="q_r", text="What did the regulator say about swing pricing?", status="open"),
+        Question(id="q_d", text="“announcement” v1, cited by … now has version 2?", status="open"),
+        Question(id="q_w", text="Why?", status="open"),
+        Question(id="q_x", text="What did the regulator say?", status="resolved"),
+    ]
+    drift = {"q_d": Ref(kind="source", id="announcement", version=2)}
+    asked = "What did the regulator say about swing pricing since March, and why?"
+
+    def answered(question: str, left_open: list[str], used: set[str]) -> list[str]:
+        return answered_by_run(open_, question=question, left_open=left_open, used=used, drift_refs=drift)
+
+    assert answered(asked, [], set()) == ["q_r"]  # "Why?" says nothing: never resolved so
+    assert answered(asked, ["What did the regulator say about swing pricing in March?"], set()) == []
+    assert answered("What did the regulator say?", [], set()) == []  # asked only part of it
+    assert answered("Anything new?", [], {"source:announcement@2"}) == ["q_d"]
+    assert answered("Anything new?", [], {"source:announcement@1"}) == []
