@@ -29,8 +29,9 @@ from tests.support.stack import RunningStack, stack_running
 # A backup starts and stops stacks of its own and reads their homes: the local stack only.
 pytestmark = pytest.mark.local_stack
 
-# Sixty paced steps, then an answer with a checkpoint proposal: a run still under way when the backup is made.
-PACED = [{"name": "write_draft", "arguments": {"text": f"draft {i}"}} for i in range(60)] + [
+# Three hundred paced steps (30 s at 0.1 s a step, within the run host's 400), then an answer with a checkpoint
+# proposal: a run still under way when the backup is made, however long a loaded machine takes to make it.
+PACED = [{"name": "write_draft", "arguments": {"text": f"draft {i}"}} for i in range(300)] + [
     {"name": "finish", "arguments": {"answer": "# resumed answer\n", "checkpoint_proposal": {"summary": "after"}}}
 ]
 
@@ -65,8 +66,9 @@ def restore(archive: Path, home: Path) -> subprocess.CompletedProcess[str]:
     return dossier(None, None, "admin", "restore", str(archive), "--home", str(home), "--json")
 
 
-# A backup, a restore and the restored stack's start (and the backed-up one's, for the first test): over the default.
-@pytest.mark.timeout(300)
+# A backup, a restore, the restored stack's start and the runs' rest (and the backed-up one's start, for the first
+# test): over the default.
+@pytest.mark.timeout(480)
 def test_a_restored_stack_serves_everything_as_it_was(
     original: RunningStack, dossier_homes: Callable[[str], Path], stack_env: dict[str, str], tmp_path: Path
 ) -> None:
@@ -123,8 +125,9 @@ def test_a_corrupt_archive_is_refused_and_the_home_left_empty(
         assert list(home.iterdir()) == [], name
 
 
-# A backup, a restore and the restored stack's start (and the backed-up one's, for the first test): over the default.
-@pytest.mark.timeout(300)
+# A backup, a restore, the restored stack's start and the runs' rest (and the backed-up one's start, for the first
+# test): over the default.
+@pytest.mark.timeout(480)
 def test_runs_in_flight_at_the_backup_are_resumed_or_failed_cleanly(
     original: RunningStack, dossier_homes: Callable[[str], Path], stack_env: dict[str, str], tmp_path: Path
 ) -> None:
