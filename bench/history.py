@@ -1,0 +1,85 @@
+"""What an extractive run costs as its workspace ages: run 10 against run 30 (`--runs N` for more) of one
+workspace of 10 analyst publications, each run asked a question of its day, one after another, so every run
+has the earlier runs' publications in its catalog.
+
+Prints each measured run's steps, model requests, model input characters, seconds (admission to end) and
+what it read (analyst publications, earlier runs' answers), the ratios of the later run over run 10, and a
+GOAL line: the later run's steps within 1.2 of run 10's. Which analyst publications a run is shown is the
+catalog's choice (docs/architecture.md "The catalog a run is admitted with"): a run shown fewer reads fewer.
+Starts its own stack in a temporary folder and stops it. Never part of the tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench._stats import goal
+from tests.support.api import Api
+from tests.support.stack import start_stack, stop_stack
+
+SOURCES = 10
+QUESTION = "What do the Fund X liquidity reports conclude about redemptions?"
+FIRST = 10
+GOAL_RATIO = 1.2
+
+
+def seconds(run: dict[str, Any]) -> float:
+    return (datetime.fromisoformat(run["finished_at"]) - datetime.fromisoformat(run["created_at"])).total_seconds()
+
+
+def line(n: int, run: dict[str, Any], reads: tuple[int, int]) -> str:
+    stats = run["stats"]
+    return (
+        f"  run {n:>3}: {stats['steps']:>4} steps, {stats['model_requests']:>4} model requests,"
+        f" {stats['model_input_chars_total']:>9,} input chars, {seconds(run):6.2f} s;"
+        f" read {reads[0]} analyst publications, {reads[1]} earlier runs' answers"
+    )
+
+
+def reads_of(api: Api, run: dict[str, Any], analyst: set[str]) -> tuple[int, int]:
+    """(analyst publications, earlier runs' answers) the run read."""
+    read = [r["ref"]["id"] for r in api.ledger(run["id"]) if r["stage"] == "read" and r["ref"]["kind"] == "publication"]
+    return sum(i in analyst for i in read), sum(i not in analyst for i in read)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", type=int, default=30, help="the later run measured (at least 11)")
+    last = max(parser.parse_args().runs, FIRST + 1)
+    with tempfile.TemporaryDirectory(prefix="dossier-bench-history-") as tmp:
+        stack = start_stack(Path(tmp) / "home")
+        try:
+            api = Api(stack)
+            ws = str(api.workspace(goal="Assess the liquidity risk of Fund X")["id"])
+            analyst = set()
+            for i in range(SOURCES):
+                body = f"Report {i}: Fund X met its redemptions with {20 + i}% of its liquid assets. " * 10
+                analyst.add(api.publish(f"Fund X liquidity report {i:03d}", body, ws)["id"])
+            api.wait_catalog(ws, SOURCES)
+            measured: dict[int, tuple[dict[str, Any], tuple[int, int]]] = {}
+            for n in range(1, last + 1):
+                run = api.wait_run(api.start_run(ws, f"Day {n}: {QUESTION}")["id"], timeout=600)
+                assert run["status"] == "completed", (n, run["error"], run.get("error_details"))
+                if n in (1, FIRST, last):
+                    measured[n] = (run, reads_of(api, run, analyst))
+        finally:
+            stop_stack(stack.proc)
+    print(f"extractive runs in one workspace of {SOURCES} analyst publications, each with the earlier runs' answers:")
+    for n, (run, reads) in measured.items():
+        print(line(n, run, reads))
+    early, late = measured[FIRST][0]["stats"], measured[last][0]["stats"]
+    for name in ("steps", "model_requests", "model_input_chars_total"):
+        print(f"  {name}: run {last} / run {FIRST} = {late[name] / early[name]:.2f}")
+    print(f"  seconds: run {last} / run {FIRST} = {seconds(measured[last][0]) / seconds(measured[FIRST][0]):.2f}")
+    goal(f"steps of run {last} / run {FIRST}", late["steps"] / early["steps"], GOAL_RATIO, at_most=True)
+
+
+if __name__ == "__main__":
+    main()
