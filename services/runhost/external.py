@@ -18,7 +18,7 @@ import asyncpg
 from services.runhost import leases
 from services.runhost.admitted import AdmittedRun
 from services.runhost.availability import unusable
-from services.runhost.claims import cited, ledger_key
+from services.runhost.claims import check_reads
 from services.runhost.events import emit
 from services.runhost.external_repository import ExternalRepository
 from services.runhost.finishing import Finisher
@@ -311,16 +311,7 @@ class ExternalRuns:
         """Every ref the answer cites must be one this run read at that version."""
         async with self.db.pool.acquire() as conn:
             rows = await self.repo.list_ledger(conn, run_id=run.id)
-        read = {ledger_key(r): r for r in rows if r["stage"] == "read" and r["ref"] is not None}
-        locators: dict[tuple[str, int], list[str]] = {}
-        for kind, id_, version, locator in read:
-            if kind == "source" and locator is not None:
-                locators.setdefault((id_, version), []).append(locator)
-        refs = await asyncio.to_thread(cited, answer, locators)
-        missing = [c for c in refs if c.key not in read]
-        if missing:
-            named = [c.ref.model_dump() | {"locator": c.key[3]} for c in missing]
-            raise Invalid("the answer cites material this run did not read at that version", {"refs": named})
+        refs, read = await asyncio.to_thread(check_reads, answer, rows)
         return [Inclusion(c.ref, read[c.key]["content_hash"], c.key[3]) for c in refs]
 
     async def _proposal(
