@@ -25,6 +25,8 @@ class Limits(Model):
     max_steps: int
     max_chars: int
     max_seconds: float
+    # None in a run admitted before model requests had a limit of their own: its steps bound them.
+    max_model_requests: int | None = None
 
 
 class Proposal(Model):
@@ -61,6 +63,7 @@ class AdmittedRun(Model):
     checkpoint_proposal: c.CheckpointProposalResult
     workspace_association: Literal["confirmed", "refused", "pending"]
     error: str | None
+    error_details: dict[str, Any] | None = None
     cancel_requested: bool
     lease_owner: str | None
     lease_epoch: int
@@ -128,6 +131,7 @@ class AdmittedRun(Model):
             checkpoint_proposal=self.checkpoint_proposal,
             workspace_association=self.workspace_association,
             error=self.error,
+            error_details=self.error_details,
             created_at=self.created_at,
             finished_at=self.finished_at,
             driver=self.driver,

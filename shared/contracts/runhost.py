@@ -62,6 +62,14 @@ class RunLimits(Model):
     max_steps: Annotated[int, Strict(), Field(ge=1, le=INT32_MAX), Integral] | None = None
     max_chars: Annotated[int, Strict(), Field(ge=1, le=INT32_MAX), Integral] | None = None
     max_seconds: float | None = Field(default=None, gt=0)
+    # The model requests a run may make (each one paid for, with an endpoint that charges).
+    max_model_requests: Annotated[int, Strict(), Field(ge=1, le=INT32_MAX), Integral] | None = None
+
+
+# How a run that ended `failed` at a limit says so: `Run.error` is this code, `Run.error_details.limit` names
+# the limit (`RunLimits` field names, and `max_rereads`: the run host stops a model re-reading in a loop).
+LIMIT_REACHED = "limit_reached"
+LimitName = Literal["max_steps", "max_chars", "max_seconds", "max_model_requests", "max_rereads"]
 
 
 # A run's policy: `scripted:<name>` replays a script of the run host's scripts folder (tests); `external`
@@ -186,6 +194,8 @@ class Run(Model):
     lease: Lease | None = None
     # An external run's lease as anyone of its scope may see it.
     lease_state: LeaseState | None = None
+    # What goes with `error` when it is a code: for `limit_reached`, `{limit, value}` (see LIMIT_REACHED).
+    error_details: dict[str, Any] | None = None
 
 
 class AdmitReply(Model):
