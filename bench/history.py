@@ -1,11 +1,12 @@
 """What an extractive run costs as its workspace ages: run 10 against run 30 (`--runs N` for more) of one
-workspace of 10 analyst publications, each run asked a question of its day, one after another, so every run
-has the earlier runs' publications in its catalog.
+workspace of 10 sources (PDFs) and 2 analyst notes (publications), each run asked a question of its day, one
+after another, so every run has the earlier runs' answers in its catalog.
 
 Prints each measured run's steps, model requests, model input characters, seconds (admission to end) and
-what it read (analyst publications, earlier runs' answers), the ratios of the later run over run 10, and a
-GOAL line: the later run's steps within 1.2 of run 10's. Which analyst publications a run is shown is the
-catalog's choice (docs/architecture.md "The catalog a run is admitted with"): a run shown fewer reads fewer.
+what it read (passages, analyst notes, earlier runs' answers), the ratios of the later run over run 10, and
+a GOAL line: the later run's steps within 1.2 of run 10's. Passages are found by search, whatever the
+catalog page holds; which analyst notes a run is shown is the catalog's choice (docs/architecture.md "The
+catalog a run is admitted with"), and a run shown fewer reads fewer.
 Starts its own stack in a temporary folder and stops it. Never part of the tests.
 """
 
@@ -22,9 +23,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._stats import goal
 from tests.support.api import Api
+from tests.support.documents import pdf
 from tests.support.stack import start_stack, stop_stack
 
-SOURCES = 10
+SOURCES, NOTES = 10, 2
 QUESTION = "What do the Fund X liquidity reports conclude about redemptions?"
 FIRST = 10
 GOAL_RATIO = 1.2
@@ -34,19 +36,20 @@ def seconds(run: dict[str, Any]) -> float:
     return (datetime.fromisoformat(run["finished_at"]) - datetime.fromisoformat(run["created_at"])).total_seconds()
 
 
-def line(n: int, run: dict[str, Any], reads: tuple[int, int]) -> str:
+def line(n: int, run: dict[str, Any], reads: tuple[int, int, int]) -> str:
     stats = run["stats"]
     return (
         f"  run {n:>3}: {stats['steps']:>4} steps, {stats['model_requests']:>4} model requests,"
         f" {stats['model_input_chars_total']:>9,} input chars, {seconds(run):6.2f} s;"
-        f" read {reads[0]} analyst publications, {reads[1]} earlier runs' answers"
+        f" read {reads[0]} passages, {reads[1]} analyst notes, {reads[2]} earlier runs' answers"
     )
 
 
-def reads_of(api: Api, run: dict[str, Any], analyst: set[str]) -> tuple[int, int]:
-    """(analyst publications, earlier runs' answers) the run read."""
-    read = [r["ref"]["id"] for r in api.ledger(run["id"]) if r["stage"] == "read" and r["ref"]["kind"] == "publication"]
-    return sum(i in analyst for i in read), sum(i not in analyst for i in read)
+def reads_of(api: Api, run: dict[str, Any], notes: set[str]) -> tuple[int, int, int]:
+    """(passages, analyst notes, earlier runs' answers) the run read."""
+    read = [r["ref"] for r in api.ledger(run["id"]) if r["stage"] == "read"]
+    published = [r["id"] for r in read if r["kind"] == "publication"]
+    return len(read) - len(published), sum(i in notes for i in published), sum(i not in notes for i in published)
 
 
 def main() -> None:
@@ -58,20 +61,26 @@ def main() -> None:
         try:
             api = Api(stack)
             ws = str(api.workspace(goal="Assess the liquidity risk of Fund X")["id"])
-            analyst = set()
             for i in range(SOURCES):
-                body = f"Report {i}: Fund X met its redemptions with {20 + i}% of its liquid assets. " * 10
-                analyst.add(api.publish(f"Fund X liquidity report {i:03d}", body, ws)["id"])
-            api.wait_catalog(ws, SOURCES)
-            measured: dict[int, tuple[dict[str, Any], tuple[int, int]]] = {}
+                pages = [
+                    f"Source {i}, page {p}: Fund X met redemptions with {20 + i + p}% of its liquid assets."
+                    for p in range(2)
+                ]
+                api.upload(pdf(pages), f"fundx-{i}", f"fundx-{i}.pdf", ws)
+            notes = set()
+            for i in range(NOTES):
+                body = f"Analyst note {i}: the redemption liquidity of Fund X is adequate for {30 + i} days. " * 5
+                notes.add(api.publish(f"Fund X liquidity note {i}", body, ws)["id"])
+            api.wait_catalog(ws, SOURCES + NOTES, timeout=120)
+            measured: dict[int, tuple[dict[str, Any], tuple[int, int, int]]] = {}
             for n in range(1, last + 1):
                 run = api.wait_run(api.start_run(ws, f"Day {n}: {QUESTION}")["id"], timeout=600)
                 assert run["status"] == "completed", (n, run["error"], run.get("error_details"))
                 if n in (1, FIRST, last):
-                    measured[n] = (run, reads_of(api, run, analyst))
+                    measured[n] = (run, reads_of(api, run, notes))
         finally:
             stop_stack(stack.proc)
-    print(f"extractive runs in one workspace of {SOURCES} analyst publications, each with the earlier runs' answers:")
+    print(f"extractive runs in one workspace of {SOURCES} sources and {NOTES} analyst notes, one after another:")
     for n, (run, reads) in measured.items():
         print(line(n, run, reads))
     early, late = measured[FIRST][0]["stats"], measured[last][0]["stats"]
