@@ -132,7 +132,9 @@ def start(
         else:
             _answer(api, finished)
     if finished["status"] != "completed":
-        raise CliError(f"run {finished['id']} {finished['status']}: {finished.get('error') or 'no answer'}")
+        limit = (finished.get("error_details") or {}).get("limit")
+        why = f"{finished.get('error') or 'no answer'}{f' ({limit})' if limit else ''}"
+        raise CliError(f"run {finished['id']} {finished['status']}: {why}")
 
 
 def _begun(r: dict[str, Any]) -> None:

@@ -152,6 +152,12 @@ class RunhostSettings(CommonSettings):
     run_max_steps: int = 400
     run_max_chars: int = 4_000_000
     run_max_seconds: float = 1800.0
+    # Paid model requests per run: what a model that never finishes costs at most. A request is at least one
+    # step, so at the step limit's value this binds only when set lower, or when a run asks for fewer.
+    run_max_model_requests: int = Field(default=400, ge=1)
+    # A model that reads again what it already read (the same call, the same answer) this many times in a
+    # row, with nothing new read or written between, is in a loop: the run ends at `max_rereads`.
+    run_max_rereads: int = Field(default=5, ge=1)
     # The same failing model step (a bad call, narration, a cut reply) this many times in a row fails the run.
     run_same_failures: int = 3
     # Fault tests only: slows every step so a crash can land mid-run. Zero in any real deployment.

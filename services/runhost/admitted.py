@@ -25,19 +25,22 @@ class Limits(Model):
     max_steps: int
     max_chars: int
     max_seconds: float
+    # None in a run admitted before model requests had a limit of their own: its steps bound them.
+    max_model_requests: int | None = None
 
     def exceeded(self, *, steps: int, chars: int, past_deadline: bool) -> str | None:
-        """Which limit a run's counters after a call would break (`steps`, `chars`, `time`), if any."""
+        """Which limit a run's counters after a call would break, by its admission name (`max_steps`,
+        `max_chars`, `max_seconds`), if any."""
         if past_deadline:
-            return "time"
+            return "max_seconds"
         if steps > self.max_steps:
-            return "steps"
+            return "max_steps"
         if chars > self.max_chars:
-            return "chars"
+            return "max_chars"
         return None
 
     def maximum(self, which: str) -> int | float:
-        return {"steps": self.max_steps, "chars": self.max_chars, "time": self.max_seconds}[which]
+        return {"max_steps": self.max_steps, "max_chars": self.max_chars, "max_seconds": self.max_seconds}[which]
 
 
 class Proposal(Model):
@@ -76,6 +79,7 @@ class AdmittedRun(Model):
     checkpoint_proposal: c.CheckpointProposalResult
     workspace_association: Literal["confirmed", "refused", "pending"]
     error: str | None
+    error_details: dict[str, Any] | None = None
     cancel_requested: bool
     lease_owner: str | None
     lease_epoch: int
@@ -158,6 +162,7 @@ class AdmittedRun(Model):
             checkpoint_proposal=self.checkpoint_proposal,
             workspace_association=self.workspace_association,
             error=self.error,
+            error_details=self.error_details,
             created_at=self.created_at,
             finished_at=self.finished_at,
             driver=self.driver,

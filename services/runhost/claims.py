@@ -22,6 +22,7 @@ from shared.citations import Block, Citation, Known, blocks
 from shared.contracts.common import Ref
 from shared.contracts.publication import Claim
 from shared.db import Database
+from shared.errors import Invalid
 from shared.support import grade, support_score
 
 SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9*(\[])")
@@ -100,6 +101,23 @@ def _sentence_ends(block: Block) -> list[int]:
 def cited(answer: str, known_locators: Known) -> list[Cited]:
     """Every ref the answer cites, once, in order."""
     return list(dict.fromkeys(c for unit in claim_units(answer, known_locators) for c in unit.cited))
+
+
+def check_reads(answer: str, ledger: Iterable[Mapping[str, Any]]) -> tuple[list[Cited], dict[Key, Mapping[str, Any]]]:
+    """What the answer cites, when each is something this run read at that version, with the run's `read`
+    ledger rows by key; else Invalid naming every cited ref it did not read (`details.refs`). An outside
+    agent's finish is refused with it (422), a policy's finish is answered back with it."""
+    read = {ledger_key(r): r for r in ledger if r["stage"] == "read" and r["ref"] is not None}
+    locators: dict[tuple[str, int], list[str]] = {}
+    for kind, id_, version, locator in read:
+        if kind == "source" and locator is not None:
+            locators.setdefault((id_, version), []).append(locator)
+    refs = cited(answer, locators)
+    missing = [c for c in refs if c.key not in read]
+    if missing:
+        named = [c.ref.model_dump() | {"locator": c.key[3]} for c in missing]
+        raise Invalid("the answer cites material this run did not read at that version", {"refs": named})
+    return refs, read
 
 
 def check_claims(answer: str, included: Iterable[Key], passages: Mapping[Key, str]) -> list[Claim]:

@@ -21,7 +21,7 @@ from services.runhost import leases
 from services.runhost.admitted import AdmittedRun
 from services.runhost.availability import unusable
 from services.runhost.catalog import RunCatalog
-from services.runhost.claims import cited, ledger_key
+from services.runhost.claims import check_reads
 from services.runhost.events import emit
 from services.runhost.external_repository import ExternalRepository
 from services.runhost.finishing import Finisher
@@ -107,7 +107,7 @@ class ExternalRuns:
             if epoch is None:
                 raise leases.not_the_token()
             if run.status != "running":
-                raise leases.not_running(run.status, run.error)
+                raise leases.not_running(run.status, run.error, run.error_details)
             if epoch != run.lease_epoch:
                 raise leases.superseded(run.lease_epoch)
             if run.final_answer is not None:
@@ -290,7 +290,7 @@ class ExternalRuns:
         if run.driver != "external":
             raise leases.not_external(run.driver)
         if run.status != "running":
-            raise leases.not_running(run.status, run.error)
+            raise leases.not_running(run.status, run.error, run.error_details)
         if run.final_answer is not None:
             # A finish won the run: its answer is being published, and no other session's may be.
             raise leases.finishing()
@@ -360,16 +360,7 @@ class ExternalRuns:
     async def _cited(self, conn: asyncpg.Connection, run: AdmittedRun, answer: str) -> list[Inclusion]:
         """Every ref the answer cites must be one this run read at that version."""
         rows = await self.repo.list_ledger(conn, run_id=run.id)
-        read = {ledger_key(r): r for r in rows if r["stage"] == "read" and r["ref"] is not None}
-        locators: dict[tuple[str, int], list[str]] = {}
-        for kind, id_, version, locator in read:
-            if kind == "source" and locator is not None:
-                locators.setdefault((id_, version), []).append(locator)
-        refs = await asyncio.to_thread(cited, answer, locators)
-        missing = [c for c in refs if c.key not in read]
-        if missing:
-            named = [c.ref.model_dump() | {"locator": c.key[3]} for c in missing]
-            raise Invalid("the answer cites material this run did not read at that version", {"refs": named})
+        refs, read = await asyncio.to_thread(check_reads, answer, rows)
         return [Inclusion(c.ref, read[c.key]["content_hash"], c.key[3]) for c in refs]
 
     async def _proposal(
@@ -443,5 +434,5 @@ class ExternalRuns:
         async with self.db.pool.acquire() as conn:
             now = await self.repo.get_run_unscoped(conn, id=run.id)
         if now is not None and now.status != "running":
-            return leases.not_running(now.status, now.error)
+            return leases.not_running(now.status, now.error, now.error_details)
         return leases.superseded(now.lease_epoch if now else None)

@@ -4,6 +4,7 @@ limits their calls are held to, and the lock by which a finish under way holds a
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 import asyncpg
 
@@ -70,22 +71,24 @@ class ExternalRepository:
         return None if row is None else (AdmittedRun.of(row), row["now"])
 
     async def end_at_limit(
-        self, conn: asyncpg.Connection, *, run_id: str, epoch: int, error: str
+        self, conn: asyncpg.Connection, *, run_id: str, epoch: int, error: str, details: dict[str, Any]
     ) -> AdmittedRun | None:
         """The run fails at a limit, under the fence, unless a finish has won it."""
         row = await conn.fetchrow(
-            "UPDATE runs SET status = 'failed', error = $3, finished_at = now()"
+            "UPDATE runs SET status = 'failed', error = $3, error_details = $4, finished_at = now()"
             " WHERE id = $1 AND lease_epoch = $2 AND status = 'running' AND final_answer IS NULL RETURNING *",
             run_id,
             epoch,
             error,
+            details,
         )
         return None if row is None else AdmittedRun.of(row)
 
     async def past_deadline(self, conn: asyncpg.Connection, *, error: str) -> list[AdmittedRun]:
         """External runs left running past their time limit fail (but those a finish has won)."""
         rows = await conn.fetch(
-            "UPDATE runs SET status = 'failed', error = $1, finished_at = now()"
+            "UPDATE runs SET status = 'failed', error = $1, finished_at = now(),"
+            " error_details = jsonb_build_object('limit', 'max_seconds', 'value', (limits->>'max_seconds')::float)"
             " WHERE driver = 'external' AND status = 'running' AND final_answer IS NULL"
             f"   AND {_DEADLINE} <= now() RETURNING *",
             error,

@@ -240,6 +240,9 @@ class Finisher:
     async def cancelled(self) -> None:
         await self._fenced({"status": "cancelled", "finished_at": datetime.now(UTC)}, event=c.EVT_CANCELLED)
 
-    async def failed(self, error: str) -> None:
+    async def failed(self, error: str, details: dict[str, Any] | None = None) -> None:
+        """`details` go with an error that is a code (`limit_reached`: which limit)."""
         values = {"status": "failed", "error": error[:2000], "finished_at": datetime.now(UTC)}
+        if details is not None:
+            values["error_details"] = details
         await self._fenced(values, event=c.EVT_FAILED, error=error)

@@ -12,11 +12,14 @@ from __future__ import annotations
 import hashlib
 import secrets
 from datetime import datetime
+from typing import Any
 
+from shared.contracts import runhost as c
 from shared.errors import Conflict, Forbidden
 
-# A run stopped by one of its limits fails with this error, `limit_reached: <limit>` (steps, chars, time).
-LIMIT_REACHED = "limit_reached"
+# A run stopped by one of its limits fails with this error code, its `error_details` naming the limit by its
+# admission name and its value (`{limit: "max_steps", value: 400}`), as a run the run host drives does.
+LIMIT_REACHED = c.LIMIT_REACHED
 
 
 class StaleLease(Exception):
@@ -37,26 +40,30 @@ def not_the_token() -> Forbidden:
     return Forbidden("this is not the run's lease token", {"header": "X-Run-Lease"})
 
 
-def not_running(status: str, error: str | None = None) -> Conflict:
+def not_running(status: str, error: str | None = None, error_details: dict[str, Any] | None = None) -> Conflict:
     """The run has ended; one stopped by a limit says which."""
     details: dict[str, object] = {"status": status}
-    if error is not None and error.startswith(f"{LIMIT_REACHED}: "):
-        details["limit"] = error.removeprefix(f"{LIMIT_REACHED}: ")
+    if error == LIMIT_REACHED and error_details and "limit" in error_details:
+        details["limit"] = error_details["limit"]
     return Conflict("the run is not running", details)
 
 
 def limit_reached(which: str, maximum: float) -> Conflict:
     """The call that would take the run over one of its limits: the run has ended `failed` with it."""
-    shown = {"steps": f"{maximum:,.0f} steps", "chars": f"{maximum:,.0f} characters", "time": f"{maximum:g} seconds"}
+    shown = {
+        "max_steps": f"{maximum:,.0f} steps",
+        "max_chars": f"{maximum:,.0f} characters",
+        "max_seconds": f"{maximum:g} seconds",
+    }
     return Conflict(
         f"the run reached its limit of {shown[which]}; it has ended as failed ({LIMIT_REACHED})",
         {"limit": which, "status": "failed"},
     )
 
 
-def limit_error(which: str) -> str:
-    """A run's `error` when it stopped at a limit."""
-    return f"{LIMIT_REACHED}: {which}"
+def limit_details(which: str, maximum: float) -> dict[str, Any]:
+    """A run's `error_details` when it stopped at a limit."""
+    return {"limit": which, "value": maximum}
 
 
 def superseded(current_epoch: int | None) -> Conflict:

@@ -9,7 +9,7 @@ lease reaches past it (services/runhost/external_repository.py), and a call afte
 renewal is no step: it is how a session keeps its run, and the time limit bounds it instead.
 
 The call that would take the run over a limit is refused (409, naming the limit) and the run ends `failed`
-with `limit_reached: <limit>`, in the same transaction, publishing nothing and keeping its files, as
+with `limit_reached` (its `error_details` naming the limit and its value), in the same transaction, publishing nothing and keeping its files, as
 CONTRACT "Runs" says of any run. A run a finish has won is past its limits' reach: it is being published.
 """
 
@@ -44,7 +44,7 @@ class AgentLimits:
         call the run's time or lease no longer allows, or that would break a limit (the run then ends at it);
         else the call is counted (`step`, and the `chars` it brings) and None."""
         if run.deadline is not None and run.deadline <= now:
-            return await self._end(conn, run, "time")
+            return await self._end(conn, run, "max_seconds")
         if run.lease_expires_at is None or run.lease_expires_at <= now:
             return leases.expired()
         if not step:
@@ -63,7 +63,11 @@ class AgentLimits:
             locked = await self.leases.lock_run(conn, scope=None, id=run.id)
             current = locked[0] if locked is not None else None
             if current is None or current.status != "running":
-                refusal = leases.not_running(current.status, current.error) if current else leases.superseded(None)
+                refusal = (
+                    leases.not_running(current.status, current.error, current.error_details)
+                    if current
+                    else leases.superseded(None)
+                )
             elif current.lease_epoch != epoch:
                 refusal = leases.superseded(current.lease_epoch)
             elif current.final_answer is None:
@@ -79,8 +83,8 @@ class AgentLimits:
             raise refusal
 
     async def _end(self, conn: asyncpg.Connection, run: AdmittedRun, which: str) -> Conflict:
-        error = leases.limit_error(which)
-        ended = await self.leases.end_at_limit(conn, run_id=run.id, epoch=run.lease_epoch, error=error)
+        error, details = leases.LIMIT_REACHED, leases.limit_details(which, run.limits.maximum(which))
+        ended = await self.leases.end_at_limit(conn, run_id=run.id, epoch=run.lease_epoch, error=error, details=details)
         if ended is None:
             return leases.superseded(run.lease_epoch)
         await emit(conn, c.EVT_FAILED, ended, error=error)
@@ -89,7 +93,7 @@ class AgentLimits:
 
     async def end_past_deadline(self) -> None:
         """External runs left running past their time limit (no call came to end them) fail at it."""
-        error = leases.limit_error("time")
+        error = leases.LIMIT_REACHED
         async with self.db.transaction() as conn:
             runs = await self.leases.past_deadline(conn, error=error)
             for run in runs:

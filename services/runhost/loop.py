@@ -16,18 +16,21 @@ from typing import Any
 import asyncpg
 
 from services.runhost.admitted import AdmittedRun
+from services.runhost.claims import check_reads
 from services.runhost.context import build_messages, initial_plan, input_chars
 from services.runhost.journal import ModelJournal
 from services.runhost.leases import StaleLease
 from services.runhost.ledger import Inclusion, RunLedger
 from services.runhost.memory import RunFiles
 from services.runhost.policies.base import TOOLS, ModelInput, Policy, RunView, ToolCall, ToolResult
-from services.runhost.replies import answer_back, check_repetition
+from services.runhost.replies import Rereads, answer_back, check_repetition
 from services.runhost.repository import RunRepository, WorkDone
 from services.runhost.tool_args import BadArguments, FinishArgs, check_arguments
 from services.runhost.tools import ToolBox
 from shared import tracing
+from shared.contracts.runhost import LimitName
 from shared.db import Database
+from shared.errors import Invalid
 
 log = logging.getLogger("dossier.runhost.loop")
 
@@ -42,9 +45,15 @@ class Finished:
     proposal: dict[str, Any] | None
 
 
-@dataclass
+@dataclass(frozen=True)
 class Stopped:
-    reason: str  # "cancelled" or "limit:<which>"
+    """The run ends unfinished: cancelled, or at the limit `limit` names (whose value was `value`)."""
+
+    limit: LimitName | None = None
+    value: float | None = None
+
+
+CANCELLED = Stopped()
 
 
 @dataclass
@@ -72,6 +81,7 @@ class RunLoop:
         repo: RunRepository,
         checkpoint_revision: int,
         same_failures: int = 3,
+        max_rereads: int = 5,
         step_delay: float = 0.0,
         journal: ModelJournal | None = None,
     ):
@@ -80,6 +90,7 @@ class RunLoop:
         self.limits, self.checkpoint_revision, self.step_delay = run.limits, checkpoint_revision, step_delay
         # The same failing step this many times in a row fails the run.
         self.same_failures = same_failures
+        self.rereads = Rereads(max_rereads)
         # Wall time counts from the run's first start, so a resumed run does not get a fresh clock.
         started = run.started_at
         already = (datetime.now(UTC) - started).total_seconds() if started is not None else 0.0
@@ -106,34 +117,38 @@ class RunLoop:
         )
         return bool(row["cancel_requested"])
 
-    def _limit_reached(self) -> str | None:
-        if self.counters.steps >= self.limits.max_steps:
-            return "limit:steps"
-        if self.counters.chars >= self.limits.max_chars:
-            return "limit:chars"
-        if time.monotonic() - self.counters.started_at >= self.limits.max_seconds:
-            return "limit:time"
+    def _limit_reached(self) -> Stopped | None:
+        limits, counters = self.limits, self.counters
+        if counters.steps >= limits.max_steps:
+            return Stopped("max_steps", limits.max_steps)
+        if counters.chars >= limits.max_chars:
+            return Stopped("max_chars", limits.max_chars)
+        if limits.max_model_requests is not None and counters.requests >= limits.max_model_requests:
+            return Stopped("max_model_requests", limits.max_model_requests)
+        if time.monotonic() - counters.started_at >= limits.max_seconds:
+            return Stopped("max_seconds", limits.max_seconds)
         return None
 
     async def run_until_done(self) -> Finished | Stopped:
         await self.ledger.load()
         if self.journal is not None:
             self.transcript = await self.journal.transcript()
+            self.rereads.replay(self.transcript)
         if "plan.md" not in await self.files.listing():
             await self.files.write("plan.md", initial_plan(self.run))
         if self.journal is not None:
             # An earlier attempt stopped amid the calls of one answer: run the rest, as it would have.
             rest = await self.journal.unfinished()
             if rest:
-                finished = await self._run_calls(rest)
-                if finished is not None:
-                    return finished
+                ended = await self._run_calls(rest)
+                if ended is not None:
+                    return ended
         while True:
             if await self._bump():
-                return Stopped("cancelled")
+                return CANCELLED
             limit = self._limit_reached()
             if limit is not None:
-                return Stopped(limit)
+                return limit
             model_input = await self._model_input()
             await self.ledger.included(self.pending, model_request=model_input.request_id)
             self.pending = []
@@ -142,9 +157,9 @@ class RunLoop:
                 async with asyncio.timeout(max(remaining, 0.01)):
                     reply = await self._ask_unless_cancelled(model_input)
             except TimeoutError:
-                return Stopped("limit:time")
+                return Stopped("max_seconds", self.limits.max_seconds)
             if reply is None:
-                return Stopped("cancelled")
+                return CANCELLED
             calls = reply.calls()
             # A replayed answer was counted by the attempt that got it; only the model's own answers count.
             fresh = not reply.replayed
@@ -157,14 +172,15 @@ class RunLoop:
             )
             cancelled = await self._bump(step)
             if cancelled:
-                return Stopped("cancelled")
-            finished = await self._run_calls(calls)
-            if finished is not None:
-                return finished
+                return CANCELLED
+            ended = await self._run_calls(calls)
+            if ended is not None:
+                return ended
             check_repetition(self.transcript, self.same_failures)
 
-    async def _run_calls(self, calls: list[ToolCall]) -> Finished | None:
-        """The calls of one answer, in order, each journaled as it ends (a resumed attempt runs the rest)."""
+    async def _run_calls(self, calls: list[ToolCall]) -> Finished | Stopped | None:
+        """The calls of one answer, in order, each journaled as it ends (a resumed attempt runs the rest); a
+        run that has read again what it had, `max_rereads` times in a row, stops there."""
         for position, call in enumerate(calls):
             if self.step_delay:
                 # Between the model's answer and a tool: where a crash costs a model call without a journal.
@@ -176,17 +192,20 @@ class RunLoop:
                 return outcome
             result, inclusions = outcome
             await self._bump(WorkDone(chars=len(result.text), source_chars=int(result.data.get("fresh_chars", 0))))
+            self.rereads.see(result)
             self.pending.extend(inclusions)
             self.transcript.append(result)
             if self.journal is not None:
                 await self.journal.result(result)
+            if self.rereads.looping:
+                return Stopped("max_rereads", self.rereads.limit)
         return None
 
     async def _run_call(self, call: ToolCall) -> Finished | tuple[ToolResult, list[Inclusion]]:
         if call.problem:
             return answer_back(call), []
         if call.name == "finish":
-            outcome = self._finish(call)
+            outcome = await self._finish(call)
             return outcome if isinstance(outcome, Finished) else (outcome, [])
         return await self.toolbox.execute(call)
 
@@ -225,21 +244,39 @@ class RunLoop:
             return await self.policy.next_step(model_input)
         return await self.journal.ask(self.policy, model_input)
 
-    def _finish(self, call: ToolCall) -> Finished | ToolResult:
-        """A finish with a usable answer ends the loop; any other is answered back to the model."""
+    async def _finish(self, call: ToolCall) -> Finished | ToolResult:
+        """A finish with a usable answer ends the loop; any other is answered back to the model. An answer
+        citing what the run did not read at that version is not usable: the model is told which refs, as an
+        outside agent's finish is refused naming them (services/runhost/external.py)."""
+        data: dict[str, Any] = {}
         try:
             args = check_arguments(FinishArgs, "finish", call.arguments)
         except BadArguments as exc:
             problem = str(exc)
         else:
-            if args.answer.strip():
+            answer = args.answer.strip()
+            try:
+                if not answer:
+                    raise Invalid("finish needs a non-empty answer")
+                await self._check_citations(answer)
+            except Invalid as exc:
+                problem = exc.message
+                if "refs" in exc.details:
+                    data = {"refs": exc.details["refs"]}
+                    problem += f" ({', '.join(map(_named, data['refs']))}): read each first, or cite only what you read"
+            else:
                 proposal = args.checkpoint_proposal
                 if isinstance(proposal, dict) and "expected_revision" not in proposal:
                     # The revision the run saw: the proposal applies unless someone changed it meanwhile.
                     proposal = proposal | {"expected_revision": self.checkpoint_revision}
-                return Finished(args.answer.strip(), proposal)
-            problem = "finish needs a non-empty answer"
-        return ToolResult("finish", call.arguments, f"error: {problem}", ok=False, call_id=call.call_id)
+                return Finished(answer, proposal)
+        return ToolResult("finish", call.arguments, f"error: {problem}", ok=False, data=data, call_id=call.call_id)
+
+    async def _check_citations(self, answer: str) -> None:
+        async with self.db.pool.acquire() as conn:
+            rows = await self.repo.list_ledger(conn, run_id=self.run.id)
+        # A long answer takes a while to parse: off the loop, as the claim check does.
+        await asyncio.to_thread(check_reads, answer, rows)
 
     async def _model_input(self) -> ModelInput:
         plan = await self.files.read("plan.md")
@@ -257,3 +294,9 @@ class RunLoop:
         )
         request_id = f"{self.run.id}:r{self.counters.requests + 1}"
         return ModelInput(request_id=request_id, messages=build_messages(view, self.transcript), tools=TOOLS, view=view)
+
+
+def _named(ref: dict[str, Any]) -> str:
+    """A ref as an answer cites it: `pub_…@vN`, or `source@vN locator`."""
+    locator = f" {ref['locator']}" if ref.get("locator") else ""
+    return f"{ref['id']}@v{ref['version']}{locator}"

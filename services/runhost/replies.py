@@ -1,13 +1,16 @@
-"""Replies that are no usable step, answered back to the model, and the cap on a model that repeats one.
+"""Replies that are no usable step, answered back to the model, and the caps on a model that goes round.
 
 Only `finish` finishes a run. A reply of text without a tool call (a model narrating its plan, a server
 without a tool-call parser), a reply cut at `length`, one stopped by `content_filter` and an empty one
 each come back to the model as a message saying what happened, so it can call a tool. A deterministic
 model can repeat the same failing step forever; the same failure `limit` times in a row ends the run.
+A model can also read again what it already has, forever: each such read is answered with what it read and
+a word that it is a re-read (`Rereads`), and a number of them in a row ends the run at `max_rereads`.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 from services.runhost.policies.base import PolicyError, ToolCall, ToolResult
@@ -65,3 +68,63 @@ def check_repetition(transcript: list[ToolResult], limit: int) -> None:
     what = f"a reply with {last.data['problem']}" if last.data.get("problem") else f"the call {last.tool or '(none)'}"
     message = f"the model sent {what} {limit} times in a row, each answered with: {last.text[:300]}"
     raise RepeatedFailure(message)
+
+
+# The tools that only read: called again with the same arguments and answered the same, nothing was learnt.
+READS = frozenset({"list_catalog", "search_evidence", "read_publication", "read_evidence", "read_file"})
+# The tools that write, and the file each writes: a write that changes its file is progress.
+WRITES = {"write_note": None, "write_draft": "draft.md", "update_plan": "plan.md"}
+
+
+def _digest(*parts: object) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+
+
+class Rereads:
+    """Reads in a row that brought nothing new: the same read call answered with the same text as an earlier
+    one of the run. A new read, or a write that changes a file, ends the row; a failed call or a write of what
+    a file already holds leaves it as it is (a model alternating a re-read with either is still in a loop)."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.in_a_row = 0
+        self._seen: set[str] = set()
+        self._written: dict[str, str] = {}
+
+    def replay(self, transcript: list[ToolResult]) -> None:
+        """The results of earlier attempts (the model-call journal's), judged again as they were."""
+        for result in transcript:
+            self._judge(result)
+
+    def see(self, result: ToolResult) -> None:
+        """Judge one result; a re-read is told so, ahead of what it read."""
+        if self._judge(result):
+            left = self.limit - self.in_a_row
+            ending = "the run ends now" if left <= 0 else f"{left} more like it in a row end the run"
+            result.text = (
+                f"(already read: this call answered the same earlier in the run; {ending}. Read something"
+                f" new, write a note or a draft, or finish)\n{result.text}"
+            )
+
+    @property
+    def looping(self) -> bool:
+        return self.in_a_row >= self.limit
+
+    def _judge(self, result: ToolResult) -> bool:
+        if not result.ok:
+            return False
+        if result.tool in READS:
+            # Kept with the result, so a resumed run judges its journaled results by what they first read.
+            key = result.data.setdefault("read_key", _digest(result.tool, result.arguments, result.text))
+            if key in self._seen:
+                self.in_a_row += 1
+                return True
+            self._seen.add(key)
+            self.in_a_row = 0
+        elif result.tool in WRITES:
+            path = WRITES[result.tool] or f"notes/{result.arguments.get('source')}.md"
+            text = _digest(result.arguments.get("text"))
+            if self._written.get(path) != text:
+                self._written[path] = text
+                self.in_a_row = 0
+        return False

@@ -113,6 +113,7 @@ class RunService:
             max_steps=min(a.max_steps or s.run_max_steps, s.run_max_steps),
             max_chars=min(a.max_chars or s.run_max_chars, s.run_max_chars),
             max_seconds=min(a.max_seconds or s.run_max_seconds, s.run_max_seconds),
+            max_model_requests=min(a.max_model_requests or s.run_max_model_requests, s.run_max_model_requests),
         )
 
     async def _check_history(self, actor: Actor, history: list[c.HistoryRef]) -> None:

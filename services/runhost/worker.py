@@ -183,10 +183,10 @@ class Worker:
             outcome = await self._research(run, epoch)
             if isinstance(outcome, Finished):
                 await finisher.complete(outcome.answer, outcome.proposal)
-            elif outcome.reason == "cancelled":
+            elif outcome.limit is None:
                 await finisher.cancelled()
             else:
-                await self._end_at_limit(run, epoch, finisher, outcome)
+                await self._end_at_limit(finisher, outcome)
         except StaleLease:
             log.warning("run %s: a newer worker owns the run; this attempt's writes stop here", run.id)
         except (PolicyError, DomainError) as exc:
@@ -230,6 +230,7 @@ class Worker:
             repo=self.repo,
             checkpoint_revision=revision,
             same_failures=self.settings.run_same_failures,
+            max_rereads=self.settings.run_max_rereads,
             step_delay=self.settings.run_step_delay_seconds,
             # Only a model endpoint costs a call (and answers differently twice); local policies re-decide.
             journal=ModelJournal(self.db, run.id, epoch) if run.model == "openai" else None,
@@ -241,21 +242,8 @@ class Worker:
             if close is not None:
                 await close()
 
-    async def _end_at_limit(self, run: AdmittedRun, epoch: int, finisher: Finisher, outcome: Stopped) -> None:
-        """At a limit the run says honestly what it did not finish; with nothing read, it fails."""
-        which = outcome.reason.split(":", 1)[1]
-        if not await finisher.consumed_sources():
-            await finisher.failed(f"the run reached its {which} limit before reading anything")
-            return
-        files = RunFiles(self.blobs, self.db, self.repo, run.id, epoch)
-        listing = await files.listing()
-        body = await files.read("draft.md") if "draft.md" in listing else ""
-        done = sorted(p[6:-3] for p in listing if p.startswith("notes/"))
-        pending = sorted(p[8:-4] for p in listing if p.startswith("sources/") and p[8:-4] not in done)
-        answer = (
-            (body or f"# {run.question}\n\nNo draft was written before the run stopped.")
-            + f"\n\n## Not finished\nThe run stopped at its {which} limit before it finished.\n"
-            + f"- sources with notes: {', '.join(done) or 'none'}\n"
-            + f"- sources read without notes: {', '.join(pending) or 'none'}\n"
-        )
-        await finisher.complete(answer, None)
+    async def _end_at_limit(self, finisher: Finisher, outcome: Stopped) -> None:
+        """A run stopped at a limit did not finish: it fails saying which limit, publishes nothing, and keeps
+        its files and ledger (what it read and noted stays there to look at)."""
+        log.warning("run %s: failed at its limit %s (%s)", finisher.run.id, outcome.limit, outcome.value)
+        await finisher.failed(c.LIMIT_REACHED, {"limit": outcome.limit, "value": outcome.value})

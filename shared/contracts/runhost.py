@@ -67,6 +67,16 @@ class RunLimits(Model):
         default=None, description="The most characters the run may read and write."
     )
     max_seconds: float | None = Field(default=None, gt=0, description="The longest the run may take, in seconds.")
+    # The model requests a run may make (each one paid for, with an endpoint that charges).
+    max_model_requests: Annotated[int, Strict(), Field(ge=1, le=INT32_MAX), Integral] | None = Field(
+        default=None, description="The most model requests the run may make (a run the run host's policy drives)."
+    )
+
+
+# How a run that ended `failed` at a limit says so: `Run.error` is this code, `Run.error_details.limit` names
+# the limit (`RunLimits` field names, and `max_rereads`: the run host stops a model re-reading in a loop).
+LIMIT_REACHED = "limit_reached"
+LimitName = Literal["max_steps", "max_chars", "max_seconds", "max_model_requests", "max_rereads"]
 
 
 # A run's policy: `scripted:<name>` replays a script of the run host's scripts folder (tests); `external`
@@ -243,6 +253,8 @@ class Run(Model):
     # The run's answer as an HTML report (an artifact, `GET /v1/artifacts/{id}`), once retained: it is pinned to
     # the workspace, but it is no catalog item (the run's publication is).
     report_artifact_id: str | None = None
+    # What goes with `error` when it is a code: for `limit_reached`, `{limit, value}` (see LIMIT_REACHED).
+    error_details: dict[str, Any] | None = None
 
 
 class AdmitReply(Model):

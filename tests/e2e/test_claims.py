@@ -1,6 +1,7 @@
-"""Checked claims on the whole stack: the running example's answer, a scripted answer that cites A@1
-(read and included: supported) and A@2 (never included: unsupported), and claims that go stale when what
-they cite gets a new version, is withdrawn or is retired."""
+"""Checked claims on the whole stack: the running example's answer, a scripted answer that cites A@1 (read
+and included) for what it says (supported) and for what it does not (unsupported); a finish citing what the run
+never read (A@2) is answered back, in any escape a reader would see as a citation; and claims that go stale when
+what they cite gets a new version, is withdrawn or is retired."""
 
 from __future__ import annotations
 
@@ -50,7 +51,7 @@ def claims_of(api: Api, run: dict) -> list[dict]:
     return list(api.ok("GET", f"/v1/publications/{pub['id']}/versions/{pub['version']}/claims")["items"])
 
 
-def test_claims_of_the_running_example_and_of_a_claim_citing_what_was_not_included(
+def test_claims_of_the_running_example_and_of_a_claim_its_source_does_not_back(
     scripted_stack: RunningStack, scripts: Path
 ) -> None:
     api = Api(scripted_stack)
@@ -58,13 +59,20 @@ def test_claims_of_the_running_example_and_of_a_claim_citing_what_was_not_includ
     answer = (
         "## What earlier reports concluded\n"
         f"- Report A ({a1['id']}@1) found that Fund X can meet redemptions within 30 days.\n"
-        f"- Fund X liquidity is now weaker and redemptions may take 90 days ({a1['id']}@2).\n\n"
+        "- {second}\n\n"
         "## Not resolved or not read\n"
         f"- {b1['id']}@1 was not read.\n"
     )
     steps = [
         {"name": "read_publication", "arguments": {"id": a1["id"], "version": 1}},
-        {"name": "finish", "arguments": {"answer": answer}},
+        # A@2 was never read: answered back, and the run goes on to a finish citing only A@1.
+        {
+            "name": "finish",
+            "arguments": {
+                "answer": answer.format(second=f"Liquidity is now weaker, redemptions take 90 days ({a1['id']}@2).")
+            },
+        },
+        {"name": "finish", "arguments": {"answer": answer.format(second=f"Paris was sunny all week ({a1['id']}@1).")}},
     ]
     (scripts / "cite-a1-and-a2.json").write_text(json.dumps(steps))
     history = [{"publication_id": a1["id"], "version": 1}, {"publication_id": b1["id"], "version": 1}]
@@ -75,11 +83,10 @@ def test_claims_of_the_running_example_and_of_a_claim_citing_what_was_not_includ
     scripted, extractive = (api.wait_run(r["id"]) for r in runs)
     assert scripted["status"] == extractive["status"] == "completed", (scripted["error"], extractive["error"])
 
+    assert scripted["stats"]["steps"] == 3
     claims = claims_of(api, scripted)
-    assert [(c["refs"], c["support"]) for c in claims] == [
-        ([{"kind": "publication", "id": a1["id"], "version": 1}], "supported"),
-        ([{"kind": "publication", "id": a1["id"], "version": 2}], "unsupported"),
-    ]
+    a1_cited = [{"kind": "publication", "id": a1["id"], "version": 1}]
+    assert [(c["refs"], c["support"]) for c in claims] == [(a1_cited, "supported"), (a1_cited, "unsupported")]
     assert claims[0]["score"] >= 0.5 and claims[1]["score"] == 0
     assert claims[0]["text"].startswith("Report A (")
     stats = scripted["stats"]
@@ -105,17 +112,19 @@ def test_claims_of_the_running_example_and_of_a_claim_citing_what_was_not_includ
     assert withdrawn.status_code == 409 and withdrawn.json()["error"]["details"]["reason"] == "withdrawn"
 
 
-def test_a_run_s_answer_citing_what_it_never_read_in_any_escape_is_unsupported(
+def test_a_run_s_finish_citing_what_it_never_read_in_any_escape_is_answered_back(
     scripted_stack: RunningStack, scripts: Path
 ) -> None:
-    """The run host's own finish: every way of writing a citation that the page links is a claim the check
-    counts, and one citing a version the run never included is unsupported."""
+    """The run host's own finish, as an outside agent's: every way of writing a citation that the page links,
+    of something the run never read at that version, is answered back (each finish in turn), until a finish
+    citing only what it read is published."""
     api = Api(scripted_stack)
     ws, a1, b1 = example(api)
-    answer = "\n\n".join(written(form, b1["id"]) for form in CITED.values()) + "\n"
+    good = f"Fund X can meet redemptions within 30 days ({a1['id']}@1).\n"
     steps = [
         {"name": "read_publication", "arguments": {"id": a1["id"], "version": 1}},
-        {"name": "finish", "arguments": {"answer": answer}},
+        *({"name": "finish", "arguments": {"answer": good + written(form, b1["id"])}} for form in CITED.values()),
+        {"name": "finish", "arguments": {"answer": good}},
     ]
     (scripts / "cite-b1-escaped.json").write_text(json.dumps(steps))
     run = api.start_run(
@@ -123,13 +132,12 @@ def test_a_run_s_answer_citing_what_it_never_read_in_any_escape_is_unsupported(
     )
     run = api.wait_run(run["id"])
     assert run["status"] == "completed", run["error"]
+    assert run["stats"]["steps"] == len(steps)
+    assert api.read(run["publication"])["body"] == good.strip()
     claims = claims_of(api, run)
-    b = {"kind": "publication", "id": b1["id"], "version": 1}
-    source = {"kind": "source", "id": "announcement", "version": 9}
-    assert [c["refs"] for c in claims] == [[source if "{src}" in form else b] for form in CITED.values()]
-    assert {c["support"] for c in claims} == {"unsupported"}
-    assert run["stats"]["claims_unsupported"] == len(CITED)
-    # The sources are what entered the model's input (A@1), never what the answer only claims to cite.
+    assert [(c["refs"], c["support"]) for c in claims] == [
+        ([{"kind": "publication", "id": a1["id"], "version": 1}], "supported")
+    ]
     assert api.read(run["publication"])["sources"] == [{"kind": "publication", "id": a1["id"], "version": 1}]
 
 

@@ -42,7 +42,8 @@ def ended_at(agent: Agent, refused: httpx.Response, limit: str) -> dict[str, Any
     error = error_of(refused)
     assert (error["code"], error["details"]["limit"]) == ("conflict", limit), error
     run = agent.api.run(agent.run_id)
-    assert (run["status"], run["error"], run["publication"]) == ("failed", f"limit_reached: {limit}", None), run
+    assert (run["status"], run["error"], run["publication"]) == ("failed", "limit_reached", None), run
+    assert run["error_details"]["limit"] == limit, run
     # Every later call says the run has ended, and why.
     later = agent.call("GET", "/catalog")
     assert later.status_code == 409 and error_of(later)["details"] == {"status": "failed", "limit": limit}
@@ -64,7 +65,7 @@ def test_the_call_over_the_step_limit_is_refused_and_fails_the_run(api: Api) -> 
     agent.ok("POST", "/read", json={"ref": {"kind": "publication", "id": a["id"], "version": 1}})
 
     refused = agent.write("notes/report-a.md", "Report A holds.")
-    done = ended_at(agent, refused, "steps")
+    done = ended_at(agent, refused, "max_steps")
     assert done["stats"]["steps"] == 3
     assert "notes/report-a.md" not in api.files(run["id"])
 
@@ -73,7 +74,7 @@ def test_a_finish_is_a_step_too(api: Api) -> None:
     run, agent, a = begin(api, limits={"max_steps": 1})
     agent.ok("POST", "/read", json={"ref": {"kind": "publication", "id": a["id"], "version": 1}})
     refused = agent.call("POST", "/finish", json={"answer": f"- Fund X meets redemptions ({a['id']}@v1)."})
-    ended_at(agent, refused, "steps")
+    ended_at(agent, refused, "max_steps")
     assert not rows(api, run["id"], "included")
 
 
@@ -84,7 +85,7 @@ def test_what_an_agent_writes_and_reads_counts_against_max_chars(api: Api) -> No
     assert "30 days" in read["text"]
 
     refused = agent.write("notes/two.md", "n" * 30_000)
-    ended_at(agent, refused, "chars")
+    ended_at(agent, refused, "max_chars")
     assert "notes/two.md" not in api.files(run["id"])
 
 
@@ -109,7 +110,7 @@ def test_renewals_never_carry_the_lease_past_the_runs_time_limit(api: Api) -> No
         r = agent.call("POST", "/lease")
         return r if r.status_code != 200 else None
 
-    ended_at(agent, probe(refused, timeout=60, interval=0.5), "time")
+    ended_at(agent, probe(refused, timeout=60, interval=0.5), "max_seconds")
     # Taking the run over gives it no more time either.
     taken = api.http.post(f"/v1/runs/{run['id']}/lease/take", json={"force": True})
     assert taken.status_code == 409 and error_of(taken)["details"]["status"] == "failed", taken.text
@@ -123,7 +124,7 @@ def test_a_run_left_past_its_time_limit_fails_by_itself(api: Api) -> None:
         return now if now["status"] != "running" else None
 
     done = probe(ended, timeout=60, interval=0.5)
-    assert (done["status"], done["error"]) == ("failed", "limit_reached: time"), done
+    assert (done["status"], done["error"], done["error_details"]["limit"]) == ("failed", "limit_reached", "max_seconds")
 
 
 def test_a_search_answers_and_lists_exactly_limit_hits(api: Api) -> None:

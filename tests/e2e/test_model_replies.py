@@ -16,6 +16,7 @@ import pytest
 
 from tests.support.api import Api, probe
 from tests.support.fake_openai import (
+    BADCITE_ANSWER,
     NARRATION,
     SCENARIO_ANSWER,
     completed_scenario,
@@ -231,3 +232,70 @@ def test_an_earlier_publication_the_catalog_omits_is_found_by_search_and_read(
     published = api.read(run["publication"])
     assert [s["id"] for s in published["sources"]] == [memo["id"]]
     assert f"{memo['id']}@1" in published["body"]
+
+
+def stopped_at_a_limit(
+    api: Api, url: str, name: str, limits: dict[str, int], limit: str, value: int
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A run of the scenario `name` admitted with `limits`, checked to have failed at `limit` (whose value is
+    `value`) having published nothing, and the requests the model server at `url` got for it."""
+    ws = seeded_workspace(api)
+    question = f"scenario:{name} {uuid.uuid4().hex[:8]}"
+    run = api.wait_run(api.start_run(ws, question, model="openai", limits=limits)["id"])
+    assert (run["status"], run["error"], run["error_details"]) == (
+        "failed",
+        "limit_reached",
+        {"limit": limit, "value": value},
+    )
+    assert run["publication"] is None
+    catalog = api.ok("GET", f"/v1/workspaces/{ws}/catalog?limit=200")["items"]
+    assert [i for i in catalog if i["run_id"] == run["id"]] == []
+    return run, requests_of(url, question)
+
+
+def test_a_model_that_never_finishes_fails_at_its_model_request_limit(
+    model_stack: RunningStack, model_server: str
+) -> None:
+    """Paid requests stop at the run's limit: the run fails saying so, publishes nothing, keeps its notes."""
+    api = Api(model_stack)
+    run, sent = stopped_at_a_limit(api, model_server, "endless", {"max_model_requests": 4}, "max_model_requests", 4)
+    assert len(sent) == 4 == run["stats"]["model_requests"]
+    assert {"plan.md", "notes/n0.md"} <= set(api.files(run["id"]))
+
+
+def test_a_model_reading_the_same_again_and_again_is_stopped_early(
+    model_stack: RunningStack, model_server: str
+) -> None:
+    """Each re-read is answered with what it read and a word that it is one; five in a row end the run, long
+    before its step limit."""
+    api = Api(model_stack)
+    run, sent = stopped_at_a_limit(api, model_server, "reread", {"max_steps": 40}, "max_rereads", 5)
+    assert len(sent) == 7 == run["stats"]["model_requests"], "list, read catalog.md, five reads of it again"
+    first, again = (sent[n]["body"]["messages"][-2]["content"] for n in (2, 3))
+    assert first.startswith("[catalog.md chars 0-")
+    assert again.startswith("(already read: this call answered the same earlier in the run; 4 more like it")
+    assert "catalog.md" in api.files(run["id"])
+
+
+def test_a_finish_citing_what_the_run_did_not_read_is_answered_back(
+    model_stack: RunningStack, model_server: str
+) -> None:
+    """As an outside agent's finish is refused naming the refs it did not read at that version, the model's
+    is answered back naming them; its next finish, citing what it read, is published."""
+    api = Api(model_stack)
+    ws = seeded_workspace(api)
+    run, question = scenario_run(api, ws, "badcite")
+    assert run["status"] == "completed", run["error"]
+    sent = requests_of(model_server, question)
+    assert len(sent) == 4 == run["stats"]["model_requests"], "search, read, a refused finish, a finish"
+    pub = [r["ref"]["id"] for r in api.ledger(run["id"]) if r["stage"] == "read"]
+    assert len(pub) == 1
+    refused = sent[3]["body"]["messages"][-2]
+    assert refused["role"] == "tool" and refused["tool_call_id"] == "bad-2"
+    assert refused["content"] == (
+        "error: the answer cites material this run did not read at that version"
+        f" ({pub[0]}@v2, fundx-0@v1 page:1): read each first, or cite only what you read"
+    )
+    published = api.read(run["publication"])
+    assert published["body"] == BADCITE_ANSWER.format(pub=pub[0])
+    assert published["sources"] == [{"kind": "publication", "id": pub[0], "version": 1}]

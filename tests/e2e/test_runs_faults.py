@@ -159,21 +159,41 @@ def test_plan_upload_rules(slow_stack: RunningStack) -> None:
 
 
 @pytest.mark.local_stack
-def test_limits_end_runs_honestly(slow_stack: RunningStack) -> None:
+@pytest.mark.parametrize(
+    ("limits", "limit", "value"),
+    [
+        ({"max_steps": 6}, "max_steps", 6),
+        ({"max_model_requests": 5}, "max_model_requests", 5),
+        # About a second of paced steps: the run is well into its sources, and far from its finish.
+        ({"max_seconds": 1.0}, "max_seconds", 1.0),
+    ],
+)
+def test_a_run_stopped_at_a_limit_fails_saying_which_publishes_nothing_and_keeps_its_files(
+    slow_stack: RunningStack, limits: dict[str, float], limit: str, value: float
+) -> None:
     api = Api(slow_stack)
     ws = api.workspace()
     for i in range(3):
         api.publish(f"Fund X liquidity report {i}", f"Finding {i} on Fund X liquidity.", ws["id"])
     api.wait_catalog(ws["id"], 3)
-    question = "What do the Fund X liquidity reports conclude?"
-    partial = api.wait_run(api.start_run(ws["id"], question, limits={"max_steps": 6})["id"])
-    assert partial["status"] == "completed", partial["error"]
-    body = api.read(partial["publication"])["body"]
-    assert "## Not finished" in body and "steps limit" in body
-    nothing = api.wait_run(api.start_run(ws["id"], question, limits={"max_steps": 2})["id"])
-    assert nothing["status"] == "failed" and "limit" in nothing["error"]
-    timed = api.wait_run(api.start_run(ws["id"], question, limits={"max_seconds": 0.05})["id"])
-    assert timed["status"] == "failed" and "time limit" in timed["error"]
+    run = api.wait_run(api.start_run(ws["id"], "What do the Fund X liquidity reports conclude?", limits=limits)["id"])
+    assert (run["status"], run["error"], run["error_details"]) == (
+        "failed",
+        "limit_reached",
+        {"limit": limit, "value": value},
+    )
+    assert run["publication"] is None and run["finished_at"]
+    # What it read and noted stays, to be looked at; nothing of it reaches the workspace.
+    files = api.files(run["id"])
+    assert "plan.md" in files
+    if limit != "max_seconds":
+        # list, search, plan, then the first source: read (steps 4 and 5) and noted (step 6).
+        assert sum(p.startswith("sources/") for p in files) == 1
+        assert sum(r["stage"] == "read" for r in api.ledger(run["id"])) == 1
+    if limit == "max_steps":
+        assert run["stats"]["steps"] == 6 and sum(p.startswith("notes/") for p in files) == 1
+    catalog = api.ok("GET", f"/v1/workspaces/{ws['id']}/catalog?limit=200")["items"]
+    assert [i for i in catalog if i["run_id"] == run["id"]] == []
 
 
 @pytest.mark.local_stack

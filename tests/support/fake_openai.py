@@ -12,7 +12,9 @@ answered by that scenario instead, whatever the mode, so one server and one stac
 Retry-After for that long from its first request), `errorbody` (a 200 carrying `{"error": ...}` once) and
 `trickle` (a reply whose bytes never stop coming), `catalog` (a model that works from catalog.md) and
 `pages:<notes>` (a long run: search, read a page of catalog.md, write a long note, until that many notes)
-and `earlier` (search, read the first earlier publication found, cite it).
+and `earlier` (search, read the first earlier publication found, cite it), `endless` (a note after note, never
+a finish), `reread` (list the catalog, then read the start of catalog.md again and again) and `badcite` (read
+an earlier publication, finish citing it and what it never read; once answered back, cite only what it read).
 
 A request with `stream: true` is answered the same, as server-sent `chat.completion.chunk` events: text
 in pieces of a few characters, each tool call's arguments in fragments spread over many chunks, the
@@ -140,6 +142,14 @@ def scenario_answer(name: str, seconds: int, task: str, body: dict[str, Any]) ->
         return 200, pages_walk(body, task)
     if name == "earlier":
         return 200, earlier_walk(body, done)
+    if name == "endless":
+        return 200, tool_call("write_note", json.dumps({"source": f"n{done}", "text": f"note {done}"}), f"end-{done}")
+    if name == "reread":
+        if done == 0:
+            return 200, tool_call("list_catalog", "{}", "re-0")
+        return 200, tool_call("read_file", json.dumps({"path": "catalog.md", "limit": 500}), f"re-{done}")
+    if name == "badcite":
+        return 200, badcite_walk(body, done)
     if done == 0:
         if name in ONCE:
             return 200, text_reply(ONCE[name], "length" if name == "length_text" else "stop")
@@ -215,18 +225,41 @@ def catalog_walk(body: dict[str, Any]) -> dict[str, Any]:
     return tool_call("finish", json.dumps({"answer": f"## What the new evidence says\n{cited}"}), "cat-end")
 
 
+def publication_found(body: dict[str, Any]) -> re.Match[str] | None:
+    """The first earlier publication (id, version) a search in the window found."""
+    said = "\n".join(str(m.get("content")) for m in body["messages"] if m.get("role") == "tool")
+    return re.search(r"^- \[publication\] (\S+)@(\d+) ", said, re.M)
+
+
 def earlier_walk(body: dict[str, Any], done: int) -> dict[str, Any]:
     """A model that searches, reads the first earlier publication its search found, and cites it."""
     if done == 0:
         return tool_call("search_evidence", json.dumps({"query": "redemption gate lifted"}), "early-0")
-    said = "\n".join(str(m.get("content")) for m in body["messages"] if m.get("role") == "tool")
-    found = re.search(r"^- \[publication\] (\S+)@(\d+) ", said, re.M)
+    found = publication_found(body)
     if found is None:
         return tool_call("finish", json.dumps({"answer": "No earlier publication was found."}), "early-none")
     if done == 1:
         return tool_call("read_publication", json.dumps({"id": found[1], "version": int(found[2])}), "early-1")
     answer = f"## What earlier reports concluded\n- the gate was lifted ({found[1]}@{found[2]})"
     return tool_call("finish", json.dumps({"answer": answer}), "early-2")
+
+
+BADCITE_ANSWER = "## What earlier reports concluded\n- Fund X liquidity is adequate ({pub}@1)."
+
+
+def badcite_walk(body: dict[str, Any], done: int) -> dict[str, Any]:
+    """Search, read the earlier publication found, finish citing it, another version of it and a source
+    passage never read; answered back, finish citing only the publication read."""
+    found = publication_found(body)
+    if done == 0 or found is None:
+        return tool_call("search_evidence", json.dumps({"query": "liquidity"}), f"bad-{done}")
+    if done == 1:
+        return tool_call("read_publication", json.dumps({"id": found[1], "version": 1}), "bad-1")
+    answer = BADCITE_ANSWER.format(pub=found[1])
+    if done == 2:
+        unread = f"\n- It was inadequate before ({found[1]}@2).\n- A source says so (fundx-0@v1 page:1)."
+        return tool_call("finish", json.dumps({"answer": answer + unread}), "bad-2")
+    return tool_call("finish", json.dumps({"answer": answer}), f"bad-{done}")
 
 
 def pages_walk(body: dict[str, Any], task: str) -> dict[str, Any]:

@@ -62,7 +62,8 @@ class LeaseKeeper:
 
 def limit_error(run: Run, error: Conflict) -> DossierError:
     """A conflict of a run that a limit ended is that limit (the run failed with `limit_reached`)."""
-    if run.status == "failed" and run.error and "limit" in run.error:
-        details: dict[str, Any] = error.details | {"limit": run.error.removeprefix("limit:"), "run_error": run.error}
-        return LimitReached(error.status, "limit_reached", f"the run ended over a limit: {run.error}", details)
+    if run.status == "failed" and run.error == "limit_reached":
+        limit = (run.error_details or {}).get("limit")
+        details: dict[str, Any] = error.details | {"limit": limit, "run_error": run.error}
+        return LimitReached(error.status, "limit_reached", f"the run ended at its limit {limit}", details)
     return error

@@ -107,6 +107,8 @@ class Run(Model):
     checkpoint_proposal: CheckpointProposalResult
     workspace_association: str
     error: str | None
+    # With `error: "limit_reached"`: `{limit, value}`, the limit by its admission name.
+    error_details: dict[str, Any] | None = None
     created_at: datetime
     finished_at: datetime | None
     stats: RunStats = Field(default_factory=RunStats)

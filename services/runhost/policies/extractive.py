@@ -2,10 +2,15 @@
 
 It decides each step from the model input alone (plan.md, the working files, this attempt's tool
 results), so a resumed run continues where its files say it is: sources with notes are done.
+
+Its cost is bounded by the question, not by the workspace's age: of the earlier runs' answers it reads the
+few most relevant (the newest answer to each question), however many runs came before. Its answer cites only
+what it read: text it quotes from a source cites nothing (`inert`).
 """
 
 from __future__ import annotations
 
+import html
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -14,8 +19,15 @@ from services.runhost.memory import source_name
 from services.runhost.policies.base import ModelInput, RunView, ToolCall, ToolResult
 from services.runhost.policies.questions import findings, unanswered_parts
 from services.runhost.policies.text import bm25_scores, key_sentences, tokens
+from shared.contracts.workspace import CatalogItem
 
 MAX_SOURCES = 40
+# Earlier runs' answers read at most. Each answer carries forward what the answers it read concluded, so
+# the newest relevant few are the workspace's memory of its runs.
+EARLIER_RUNS = 3
+# When no title is relevant to the question, this many are read anyway (the oldest publications, the
+# newest answers).
+FALLBACK = 3
 # A read is bounded by the tool (READ_LIMIT_MAX); a longer file is read in parts, in order.
 READ_CHARS = 1_000
 NOTHING_FOUND = "- (nothing relevant was found)"
@@ -84,14 +96,44 @@ def choose_sources(view: RunView, hits: list[dict[str, Any]]) -> list[Entry]:
         )
     # An explicit history selection is the user's choice of earlier conclusions: no other versions are added.
     pubs = [] if view.history else [i for i in view.catalog.items if i.kind == "publication" and i.available]
-    scores = bm25_scores(query_of(view), [i.title for i in pubs])
-    ranked = sorted(range(len(pubs)), key=lambda i: (-scores[i], pubs[i].created_at, pubs[i].id))
-    relevant = [pubs[i] for i in ranked if scores[i] > 0] or [pubs[i] for i in ranked[:3]]
-    for item in relevant:
+    # Every relevant publication no run produced (the analyst's own), then a bounded few of the runs' answers.
+    analyst = relevant(view, [i for i in pubs if i.run_id is None], newest_first=False)
+    runs = relevant(view, newest_per_title([i for i in pubs if i.run_id is not None]), newest_first=True)
+    for item in analyst + runs[:EARLIER_RUNS]:
         add(Entry(source_name("publication", item.id, item.version), "publication", f"{item.id}@{item.version}"))
     for hit in hits:
         add(Entry(source_name("evidence", "E-" + hit["evidence_id"], None), "evidence", hit["evidence_id"]))
     return chosen
+
+
+def relevant(view: RunView, items: list[CatalogItem], *, newest_first: bool) -> list[CatalogItem]:
+    """The items whose titles share terms with the question and goal, best first (ties: by age), or the
+    first FALLBACK by age when none does."""
+    scores = bm25_scores(query_of(view), [i.title for i in items])
+
+    def order(i: int) -> tuple[float, float, str]:
+        age = items[i].created_at.timestamp()
+        return (-scores[i], -age if newest_first else age, items[i].id)
+
+    ranked = sorted(range(len(items)), key=order)
+    return [items[i] for i in ranked if scores[i] > 0] or [items[i] for i in ranked[:FALLBACK]]
+
+
+def newest_per_title(items: list[CatalogItem]) -> list[CatalogItem]:
+    """Of runs' answers under one title (runs of one question), the newest: it carries the others forward."""
+    newest: dict[str, CatalogItem] = {}
+    for item in items:
+        title = " ".join(item.title.lower().split())
+        if title not in newest or (item.created_at, item.id) > (newest[title].created_at, newest[title].id):
+            newest[title] = item
+    return list(newest.values())
+
+
+def inert(text: str) -> str:
+    """Text quoted from what the run read, citing nothing: the citations in it are its source's, not this
+    run's reads. Read as a reader reads it (character references decoded), its at signs become look-alikes
+    and its ampersands start no reference, so no form of citation (shared/citations.py) is left in it."""
+    return html.unescape(text).replace("&", "&amp;").replace("@", "\uff20")
 
 
 def plan_with_sources(plan: str, entries: list[Entry]) -> str:
@@ -125,7 +167,7 @@ def compose_note(entry: Entry, body: str, end: int, total: int, query: str) -> s
         "status: read",
         f"read: {coverage}",
         "",
-        *[f"- {s}" for s in sentences],
+        *[f"- {inert(s)}" for s in sentences],
     ]
     return "\n".join(lines) + "\n"
 
@@ -154,6 +196,7 @@ def compose_answer(view: RunView, entries: list[Entry], notes: dict[str, str]) -
         if e.kind == "publication":
             match = re.match(r"(?P<title>.*) \((?P<ref>\S+), (?P<date>[^)]*)\)$", heading)
             title, date = (match["title"], match["date"][:10]) if match else (heading, "date unknown")
+            title = inert(title)
             earlier.append(f"- **{title}** ({e.target}, concluded {date}): {' '.join(bullets)}")
         else:
             new.append(f"- {heading}: {' '.join(bullets)}")
@@ -173,7 +216,7 @@ def compose_answer(view: RunView, entries: list[Entry], notes: dict[str, str]) -
         unresolved.append("- no evidence read covers: " + ", ".join(gaps))
     answer = "\n".join(
         [
-            f"# {view.question}",
+            f"# {inert(view.question)}",
             "",
             f"Goal version {view.goal_version}. Earlier reports are what was concluded then;"
             " new evidence is dated by its source version.",

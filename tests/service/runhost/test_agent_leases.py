@@ -46,10 +46,15 @@ async def test_a_run_ends_at_a_limit_once_and_only_under_its_epoch(db: Database)
     leases = ExternalRepository()
     run_id = await external_run(db, lease_seconds=60, max_seconds=60)
     async with db.transaction() as conn:
-        assert await leases.end_at_limit(conn, run_id=run_id, epoch=2, error="limit_reached: steps") is None
-        ended = await leases.end_at_limit(conn, run_id=run_id, epoch=1, error="limit_reached: steps")
-        assert ended is not None and (ended.status, ended.error) == ("failed", "limit_reached: steps")
-        assert await leases.end_at_limit(conn, run_id=run_id, epoch=1, error="limit_reached: chars") is None
+        steps, chars = {"limit": "max_steps", "value": 3}, {"limit": "max_chars", "value": 9}
+        assert await leases.end_at_limit(conn, run_id=run_id, epoch=2, error="limit_reached", details=steps) is None
+        ended = await leases.end_at_limit(conn, run_id=run_id, epoch=1, error="limit_reached", details=steps)
+        assert ended is not None and (ended.status, ended.error, ended.error_details) == (
+            "failed",
+            "limit_reached",
+            steps,
+        )
+        assert await leases.end_at_limit(conn, run_id=run_id, epoch=1, error="limit_reached", details=chars) is None
 
 
 async def test_a_take_over_waits_for_a_finish_under_way_only_as_long_as_told(db: Database) -> None:

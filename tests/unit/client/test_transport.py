@@ -134,6 +134,7 @@ def a_run(status: str, error: str | None) -> Run:
 def test_a_conflict_of_a_run_a_limit_ended_is_that_limit() -> None:
     conflict = errors.error_from(409, envelope("conflict", {"status": "failed"}))
     assert isinstance(conflict, errors.Conflict)
-    reached = limit_error(a_run("failed", "limit:steps"), conflict)
-    assert isinstance(reached, errors.LimitReached) and reached.details["limit"] == "steps"
+    ended = a_run("failed", "limit_reached").model_copy(update={"error_details": {"limit": "max_steps", "value": 3}})
+    reached = limit_error(ended, conflict)
+    assert isinstance(reached, errors.LimitReached) and reached.details["limit"] == "max_steps"
     assert limit_error(a_run("completed", None), conflict) is conflict

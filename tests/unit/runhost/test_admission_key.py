@@ -7,7 +7,7 @@ import json
 
 from pydantic import Field
 
-from services.runhost.admission_key import admission_digest, first_digest, same_request
+from services.runhost.admission_key import FIRST_LIMIT_FIELDS, admission_digest, first_digest, same_request
 from shared.contracts import runhost as c
 
 # Fields of an admission that the releases writing every field into the digest did not have yet.
@@ -15,13 +15,16 @@ ADDED_SINCE = {"agent"}
 
 
 def stored_by_earlier_release(req: c.AdmitRequest, model: str) -> str:
-    """The digest the earlier releases wrote: every field they had, defaults included, the policy resolved."""
-    asked = req.model_dump(mode="json", exclude=ADDED_SINCE)
-    return hashlib.sha256(json.dumps(asked | {"model": model}, sort_keys=True).encode()).hexdigest()
+    """The digest the earlier releases wrote: every field they knew, defaults included, the policy resolved
+    (their limits had the first three fields; `max_model_requests` came later)."""
+    dump = req.model_dump(mode="json", exclude=ADDED_SINCE)
+    if dump["limits"] is not None:
+        dump["limits"] = {name: dump["limits"][name] for name in FIRST_LIMIT_FIELDS}
+    return hashlib.sha256(json.dumps(dump | {"model": model}, sort_keys=True).encode()).hexdigest()
 
 
 class LaterLimits(c.RunLimits):
-    max_model_requests: int | None = None
+    max_tokens: int | None = None
 
 
 class LaterAdmitRequest(c.AdmitRequest):
@@ -52,7 +55,7 @@ def test_a_field_added_later_at_its_default_changes_nothing() -> None:
 
 def test_a_field_added_later_and_set_asks_something_else() -> None:
     now = c.AdmitRequest.model_validate(ASK)
-    for changed in ({"priority": 3}, {"limits": {"max_model_requests": 9}}):
+    for changed in ({"priority": 3}, {"limits": {"max_model_requests": 9}}, {"limits": {"max_tokens": 9}}):
         later = LaterAdmitRequest.model_validate(ASK | changed)
         assert first_digest(later, "extractive") is None
         assert not same_request(admission_digest(now, "extractive"), later, "extractive")

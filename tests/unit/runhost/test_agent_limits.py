@@ -16,10 +16,10 @@ LIMITS = Limits(max_steps=3, max_chars=100, max_seconds=60)
     ("steps", "chars", "past_deadline", "broken"),
     [
         (3, 100, False, None),
-        (4, 0, False, "steps"),
-        (1, 101, False, "chars"),
-        (1, 0, True, "time"),
-        (4, 101, True, "time"),
+        (4, 0, False, "max_steps"),
+        (1, 101, False, "max_chars"),
+        (1, 0, True, "max_seconds"),
+        (4, 101, True, "max_seconds"),
     ],
 )
 def test_the_limit_a_call_would_break(steps: int, chars: int, past_deadline: bool, broken: str | None) -> None:
@@ -27,8 +27,9 @@ def test_the_limit_a_call_would_break(steps: int, chars: int, past_deadline: boo
 
 
 def test_a_run_ended_at_a_limit_says_which_on_every_later_call() -> None:
-    assert limit_reached("steps", 3).details == {"limit": "steps", "status": "failed"}
-    assert not_running("failed", "limit_reached: chars").details == {"status": "failed", "limit": "chars"}
+    assert limit_reached("max_steps", 3).details == {"limit": "max_steps", "status": "failed"}
+    ended = not_running("failed", "limit_reached", {"limit": "max_chars", "value": 100})
+    assert ended.details == {"status": "failed", "limit": "max_chars"}
     assert not_running("failed", "abandoned").details == {"status": "failed"}
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from services.runhost.claims import cited
 from services.runhost.policies.base import RunView
 from services.runhost.policies.extractive import (
+    EARLIER_RUNS,
     choose_sources,
     compose_answer,
     compose_note,
@@ -14,6 +16,7 @@ from services.runhost.policies.extractive import (
 from services.runhost.policies.questions import unanswered_parts
 from services.runhost.policies.text import bm25_scores, key_sentences
 from services.runhost.report import render_report
+from tests.support.citation_forms import CITED, written
 
 PLAN = "# Plan\n\n## Goal (v1)\nFund X liquidity\n\n## Question\nq\n\n## Sources\n(to be chosen)\n\n## Next steps\n- list\n"
 
@@ -35,14 +38,14 @@ def view(**kw: object) -> RunView:
     return RunView(**values)
 
 
-def item(i: str, title: str, version: int = 1, available: bool = True) -> dict:
+def item(i: str, title: str, version: int = 1, available: bool = True, run_id: str | None = None, day: int = 0) -> dict:
     return {
         "kind": "publication",
         "id": i,
         "version": version,
         "title": title,
-        "created_at": f"2026-11-0{version}T00:00:00Z",
-        "run_id": None,
+        "created_at": f"2026-11-{day or version:02d}T00:00:00Z",
+        "run_id": run_id,
         "available": available,
         "reason": None if available else "withdrawn",
     }
@@ -134,3 +137,45 @@ def test_open_questions_are_the_unanswered_parts_of_the_question_never_single_wo
     assert unanswered_parts(question, covered) == ["What did the regulator say about swing pricing?"]
     assert unanswered_parts(question, covered | {"regulator", "swing", "pricing"}) == []
     assert unanswered_parts("Since when?", set()) == []
+
+
+def test_earlier_runs_answers_are_a_bounded_few_the_analysts_publications_all() -> None:
+    """However many runs came before, a run reads every relevant publication of the analyst's, and of the
+    runs' answers the newest to each question, the most relevant few."""
+    question = "Do Fund X redemptions still hold?"
+    analyst = [item("pub_a1", "Fund X redemptions memo", day=1), item("pub_a2", "Fund X liquidity note", day=1)]
+    same = [item(f"pub_s{n}", question, run_id=f"run_s{n}", day=2 + n) for n in range(20)]
+    other = [item(f"pub_o{n}", f"Fund X redemptions on day {n}?", run_id=f"run_o{n}", day=2 + n) for n in range(8)]
+    unrelated = [item("pub_w", "Weather", run_id="run_w", day=28)]
+    catalog = {"items": analyst + same + other + unrelated, "complete": True, "omitted": 0}
+    chosen = [e.target for e in choose_sources(view(question=question, catalog=catalog), [{"evidence_id": "ev1"}])]
+    runs = [t for t in chosen if t.startswith(("pub_s", "pub_o"))]
+    assert chosen[:2] == ["pub_a1@1", "pub_a2@1"] and chosen[-1] == "ev1"
+    assert len(runs) == EARLIER_RUNS and runs[0] == "pub_s19@1", "the newest answer to this very question first"
+    assert not any(t.startswith("pub_s") for t in runs[1:]), "one answer per question"
+    assert "pub_w@1" not in chosen
+
+
+def test_an_answer_quoting_an_earlier_answer_cites_only_what_the_run_read() -> None:
+    """An earlier answer cites what its run read; the sentences quoted from it cite none of that (in any form
+    a reader would see as a citation), only the answer read, and the evidence read, are cited."""
+    q = "Do Fund X redemptions still hold?"
+    earlier = "pub_e"
+    entries = choose_sources(
+        view(question=q, catalog={"items": [item(earlier, q, run_id="run_0")], "complete": True, "omitted": 0}),
+        [{"evidence_id": "ev1"}],
+    )
+    quoted = " ".join(f"Fund X redemptions still hold, {written(form, 'old')}" for form in CITED.values())
+    body = f"# {q} pub_x@2 (pub_e@v1, 2026-11-01)\n\n{quoted}\n- **Redemptions** (pub_old@3, concluded x): hold."
+    passage = "# announcement@v1 page:1\n\nFund X redemptions still hold at 10 percent (pub_old@1)."
+    notes = {
+        "pub_e@v1": compose_note(entries[0], body, len(body), len(body), q),
+        "E-ev1": compose_note(entries[1], passage, len(passage), len(passage), q),
+    }
+    answer, _ = compose_answer(view(question=f"{q} (after pub_old@4)"), entries, notes)
+    assert "redemptions still hold" in answer
+    known = {("announcement", 1): ["page:1"]}
+    assert [c.key for c in cited(answer, known)] == [
+        ("publication", "pub_e", 1, None),
+        ("source", "announcement", 1, "page:1"),
+    ]
