@@ -151,6 +151,11 @@ class RunhostSettings(CommonSettings):
     # Fault tests only: slows every step so a crash can land mid-run. Zero in any real deployment.
     run_step_delay_seconds: float = 0.0
     max_plan_bytes: int = 64 * 1024
+    # How often each runhost process deletes stored contents no run's file names.
+    run_storage_sweep_seconds: float = Field(default=60.0, gt=0)
+    # A stored content no file names is deleted only once untouched this long: longer than any writer takes
+    # between touching a content and indexing a file on it (one put of at most 4 MiB).
+    run_files_grace_seconds: float = Field(default=600.0, ge=0)
 
 
 class WorkspaceSettings(CommonSettings):

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 
 import pytest
 
 from services.runhost.admitted import AdmittedRun
-from services.runhost.app import MIGRATIONS
 from services.runhost.finishing import Finisher
 from services.runhost.leases import StaleLease
 from services.runhost.ledger import RunLedger
@@ -22,16 +20,6 @@ from tests.support.infra import Infra
 from tests.support.service import settings_from
 
 REF = {"kind": "publication", "id": "pub_a", "version": 1}
-
-
-@pytest.fixture
-async def db(infra: Infra) -> AsyncIterator[Database]:
-    database = Database(infra.dsn(f"runhost_{uuid.uuid4().hex[:10]}"))
-    await database.connect(MIGRATIONS)
-    try:
-        yield database
-    finally:
-        await database.close()
 
 
 async def admitted_run(db: Database, repo: RunRepository) -> str:
