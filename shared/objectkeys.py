@@ -10,7 +10,7 @@ deploy/minio holds them as MinIO policies.
   writes retained HTML and reads it back for a download.
 - assets: reads the content-addressed bytes it parses, writes the files it imports.
 - runhost: reads and writes its runs' working files, and deletes those no run needs any more (a content no
-  run's file names); writes a run's HTML report.
+  run's file names; a run's own files past retention); writes a run's HTML report.
 - artifact: may only ask whether bytes are there (HEAD), never read them.
 No process may list a bucket: every key is known from a database row or a message.
 """

@@ -88,6 +88,8 @@ class AdmittedRun(Model):
     final_title: str | None
     # The admitting request's trace context (shared/tracing.py), when tracing was on.
     trace_headers: dict[str, str] | None
+    # When its working files and journal were let go (retention), if they were.
+    files_released_at: datetime | None = None
 
     @classmethod
     def of(cls, record: asyncpg.Record) -> AdmittedRun:

@@ -1,9 +1,13 @@
 """What runs leave behind, let go of as it stops being needed (DESIGN "A workspace over a year").
 
-Every DOSSIER_RUN_STORAGE_SWEEP_SECONDS (default 60) each runhost process that runs workers deletes each
-stored content that no run's file names any more (its last file was rewritten), once it has been untouched
-for DOSSIER_RUN_FILES_GRACE_SECONDS. A writer touches a content before it puts the bytes and holds its row
-while it indexes them, so a content a run still uses is never deleted.
+Every DOSSIER_RUN_STORAGE_SWEEP_SECONDS (default 60) each runhost process that runs workers:
+- trims the model-call journal of each run that has ended to what a resume needs (services/runhost/journal.py);
+- with DOSSIER_RUN_RETENTION_DAYS set, releases the working files and journal of each run that ended longer
+  ago than that: its file index and journal rows go, its per-run objects (files stored before the content
+  store) are deleted, and `files_released_at` says when. The run, its ledger, answer, claims and PROV stay;
+- deletes each stored content that no run's file names any more (its last file was released or rewritten),
+  once it has been untouched for DOSSIER_RUN_FILES_GRACE_SECONDS. A writer touches a content before it puts
+  the bytes and holds its row while it indexes them, so a content a run still uses is never deleted.
 
 Only runhost deletes run files, and only under `runs/` (shared/objectkeys.py).
 """
@@ -17,6 +21,7 @@ from dataclasses import dataclass
 import asyncpg
 from minio.error import S3Error
 
+from services.runhost.journal import trimmed_entry
 from services.runhost.memory import CONTENT_PREFIX
 from services.runhost.storage_repository import StorageRepository
 from shared.blobs import Blobs, content_key
@@ -31,6 +36,8 @@ CONTENT_BATCH = 20
 
 @dataclass
 class Swept:
+    trimmed: int = 0
+    released: int = 0
     contents: int = 0
 
 
@@ -40,7 +47,41 @@ class StorageSweeper:
         self.repo = StorageRepository()
 
     async def sweep_once(self) -> Swept:
-        return Swept(contents=await self.let_go_of_contents())
+        swept = Swept(trimmed=await self.trim_journals())
+        if self.settings.run_retention_days is not None:
+            swept.released = await self.release_expired(self.settings.run_retention_days)
+        swept.contents = await self.let_go_of_contents()
+        return swept
+
+    async def trim_journals(self) -> int:
+        async with self.db.pool.acquire() as conn:
+            run_ids = await self.repo.untrimmed_runs(conn, limit=self.batch)
+        trimmed = 0
+        for run_id in run_ids:
+            async with self.db.transaction() as conn:
+                for row in await self.repo.journal_entries(conn, run_id=run_id):
+                    response, result = trimmed_entry(row["response"], row["result"])
+                    if (response, result) != (row["response"], row["result"]):
+                        await self.repo.set_journal_entry(conn, seq=row["seq"], response=response, result=result)
+                trimmed += await self.repo.mark_trimmed(conn, run_id=run_id)
+        return trimmed
+
+    async def release_expired(self, days: float) -> int:
+        async with self.db.pool.acquire() as conn:
+            run_ids = await self.repo.runs_past_retention(conn, days=days, limit=self.batch)
+        released = 0
+        for run_id in run_ids:
+            # Objects first, then the rows that name them: a crash between leaves the rows, and the next sweep
+            # deletes the (already gone) objects again; never an object no row names.
+            async with self.db.pool.acquire() as conn:
+                own = await self.repo.per_run_files(conn, run_id=run_id)
+            for row in own:
+                await self._delete(f"runs/{run_id}/{row['path']}@{row['sha256']}")
+            async with self.db.transaction() as conn:
+                released += await self.repo.release(conn, run_id=run_id)
+        if released:
+            log.info("released the working files and journal of %d runs past retention", released)
+        return released
 
     async def let_go_of_contents(self) -> int:
         grace = self.settings.run_files_grace_seconds

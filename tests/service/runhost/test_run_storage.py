@@ -1,6 +1,7 @@
 """Run files stored once per content, on real PostgreSQL and S3 (services/runhost/memory.py, retention.py):
 two runs writing the same text keep one object; a content is deleted only once no run's file names it, even
-when the sweeper runs between a writer's put and its index row; files of the per-run layout still read back."""
+when the sweeper runs between a writer's put and its index row; files of the per-run layout still read back
+and go with their run's release; an ended run's journal is trimmed to what a resume needs."""
 
 from __future__ import annotations
 
@@ -9,11 +10,14 @@ from typing import Any
 
 import pytest
 
+from services.runhost.journal import trimmed_entry
+from services.runhost.journal_repository import JournalRepository
 from services.runhost.memory import CONTENT_PREFIX, RunFiles
 from services.runhost.repository import RunRepository
 from services.runhost.retention import StorageSweeper
 from shared.blobs import Blobs, content_key
 from shared.db import Database
+from shared.errors import NotFound
 from shared.settings import CommonSettings, RunhostSettings
 from tests.service.runhost.test_leases import admitted_run
 from tests.support.infra import Infra
@@ -74,6 +78,20 @@ async def test_two_runs_reading_one_passage_store_it_once(db: Database, stores: 
     assert await look.exists(key_of(PASSAGE))
     assert not await look.exists(f"runs/{first}/sources/fundx@v1-page_1.txt@{sha(PASSAGE)}")
 
+    # The first run's files are released; the second still names the passage, so it stays.
+    await end(db, first)
+    swept = await sweeper(db, blobs, run_retention_days=0).sweep_once()
+    assert swept.released == 1 and swept.contents == 0
+    assert await refs(db, PASSAGE) == 1 and await look.exists(key_of(PASSAGE))
+    assert await RunFiles(blobs, db, repo, second, None).read("sources/fundx@v1-page_1.txt") == PASSAGE
+    with pytest.raises(NotFound):
+        await RunFiles(blobs, db, repo, first, None).read("sources/fundx@v1-page_1.txt")
+
+    await end(db, second)
+    swept = await sweeper(db, blobs, run_retention_days=0).sweep_once()
+    assert swept.released == 1 and swept.contents == 1
+    assert await refs(db, PASSAGE) is None and not await look.exists(key_of(PASSAGE))
+
 
 async def test_a_rewritten_file_lets_go_of_its_old_content_only(db: Database, stores: tuple[Blobs, Blobs]) -> None:
     blobs, look = stores
@@ -117,9 +135,11 @@ async def test_a_content_let_go_between_the_put_and_the_index_is_stored_again(
     assert await look.exists(key_of("Fund X meets redemptions.")) and await refs(db, "Fund X meets redemptions.") == 1
 
 
-async def test_files_stored_per_run_still_read_back(db: Database, stores: tuple[Blobs, Blobs]) -> None:
+async def test_files_stored_per_run_still_read_back_and_go_with_their_release(
+    db: Database, stores: tuple[Blobs, Blobs]
+) -> None:
     """A home from before the content store: its rows name `runs/<run>/<path>@<sha256>`."""
-    blobs, _ = stores
+    blobs, look = stores
     repo = RunRepository()
     run_id = await running_run(db, repo)
     key = f"runs/{run_id}/draft.md@{sha('# old draft')}"
@@ -131,3 +151,52 @@ async def test_files_stored_per_run_still_read_back(db: Database, stores: tuple[
             sha("# old draft"),
         )
     assert await RunFiles(blobs, db, repo, run_id, None).read("draft.md") == "# old draft"
+    await end(db, run_id)
+    assert (await sweeper(db, blobs).sweep_once()).released == 0, "released with retention unset (keep)"
+    assert (await sweeper(db, blobs, run_retention_days=0).sweep_once()).released == 1
+    assert not await look.exists(key)
+
+
+async def test_an_ended_runs_journal_keeps_what_a_resume_needs(db: Database, stores: tuple[Blobs, Blobs]) -> None:
+    blobs, _ = stores
+    repo, journal = RunRepository(), JournalRepository()
+    run_id = await running_run(db, repo)
+    note = "Fund X met every redemption. " * 100
+    response = {"name": "write_note", "arguments": {"source": "fundx", "text": note}, "call_id": "c1", "siblings": []}
+    result = {
+        "batch": [
+            {
+                "tool": "write_note",
+                "arguments": {"source": "fundx", "text": note},
+                "text": "wrote notes/fundx.md (2,900 chars)",
+                "ok": True,
+                "data": {"path": "notes/fundx.md", "items": [{"id": i} for i in range(50)]},
+                "call_id": "c1",
+            }
+        ]
+    }
+    async with db.transaction() as conn:
+        seq = await journal.insert_request(
+            conn, run_id=run_id, epoch=1, request_id=f"{run_id}:r1", input_hash="h" * 64, response=response
+        )
+        assert seq is not None
+        assert await journal.set_result(conn, run_id=run_id, epoch=1, seq=seq, result=result)
+    assert (await sweeper(db, blobs).sweep_once()).trimmed == 0, "a running run's journal was trimmed"
+
+    await end(db, run_id)
+    assert (await sweeper(db, blobs).sweep_once()).trimmed == 1
+    async with db.pool.acquire() as conn:
+        row = await conn.fetchrow("SELECT * FROM model_journal WHERE run_id = $1", run_id)
+    kept = row["result"]["batch"][0]
+    assert row["response"]["arguments"] == {"source": "fundx", "text": "[2,900 chars]"}
+    assert kept["arguments"] == {"source": "fundx", "text": "[2,900 chars]"} and kept["data"] == {
+        "path": "notes/fundx.md"
+    }
+    assert kept["text"] == "wrote notes/fundx.md (2,900 chars)" and kept["call_id"] == "c1"
+    assert (row["request_id"], row["input_hash"], row["epoch"]) == (f"{run_id}:r1", "h" * 64, 1)
+    assert trimmed_entry(row["response"], row["result"]) == (row["response"], row["result"])
+    assert (await sweeper(db, blobs).sweep_once()).trimmed == 0
+
+    assert (await sweeper(db, blobs, run_retention_days=0).sweep_once()).released == 1
+    async with db.pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM model_journal WHERE run_id = $1", run_id) == 0
