@@ -60,7 +60,12 @@ class StorageSweeper:
         for run_id in run_ids:
             async with self.db.transaction() as conn:
                 for row in await self.repo.journal_entries(conn, run_id=run_id):
-                    response, result = trimmed_entry(row["response"], row["result"])
+                    try:
+                        response, result = trimmed_entry(row["response"], row["result"])
+                    except (TypeError, KeyError, AttributeError, ValueError) as exc:
+                        # A row of a shape no release wrote: kept whole, so it never stops the sweep.
+                        log.warning("run %s: journal row %s kept untrimmed: %r", run_id, row["seq"], exc)
+                        continue
                     if (response, result) != (row["response"], row["result"]):
                         await self.repo.set_journal_entry(conn, seq=row["seq"], response=response, result=result)
                 trimmed += await self.repo.mark_trimmed(conn, run_id=run_id)

@@ -200,3 +200,26 @@ async def test_an_ended_runs_journal_keeps_what_a_resume_needs(db: Database, sto
     assert (await sweeper(db, blobs, run_retention_days=0).sweep_once()).released == 1
     async with db.pool.acquire() as conn:
         assert await conn.fetchval("SELECT count(*) FROM model_journal WHERE run_id = $1", run_id) == 0
+
+
+async def test_a_journal_row_of_an_unknown_shape_is_kept_and_stops_nothing(
+    db: Database, stores: tuple[Blobs, Blobs]
+) -> None:
+    blobs, _ = stores
+    repo, journal = RunRepository(), JournalRepository()
+    odd, later = await running_run(db, repo), await running_run(db, repo)
+    async with db.transaction() as conn:
+        for run_id in (odd, later):
+            seq = await journal.insert_request(
+                conn, run_id=run_id, epoch=1, request_id=f"{run_id}:r1", input_hash="h" * 64, response={"name": "x"}
+            )
+            assert seq is not None
+            result = {"batch": [{"unexpected": 1}]} if run_id == odd else {"batch": []}
+            assert await journal.set_result(conn, run_id=run_id, epoch=1, seq=seq, result=result)
+    for run_id in (odd, later):
+        await end(db, run_id)
+    assert (await sweeper(db, blobs).sweep_once()).trimmed == 2
+    async with db.pool.acquire() as conn:
+        assert await conn.fetchval("SELECT result FROM model_journal WHERE run_id = $1", odd) == {
+            "batch": [{"unexpected": 1}]
+        }
