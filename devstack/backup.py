@@ -7,7 +7,10 @@
   finds them as a crash at that instant would, and the restored stack resumes them (leases, outboxes).
 - **The object bytes**, copied once the databases are: a key is written once (its content's hash, or a
   run's file under its digest), so every object a copied row names is already there; an object written
-  after the copy comes along unused. The gateway's staging of uploads in progress (`uploads/`) stays out.
+  after the copy comes along unused. Run files are deleted only once no row has named their content for
+  DOSSIER_RUN_FILES_GRACE_SECONDS (10 minutes), longer than the copy takes; a run's own files from before the
+  content store go just before its release (DOSSIER_RUN_RETENTION_DAYS), so a copy made in that moment
+  restores a run past retention whose files answer 404 until the restored stack releases it. The gateway's staging of uploads in progress (`uploads/`) stays out.
 - **The secrets the data needs**: the admin and metrics tokens, the proof-of-caller keys (outside agents
   hold grants they signed), the database passwords (the copied cluster has them), the object store's keys
   and the NATS users' passwords (outside subscribers keep theirs).

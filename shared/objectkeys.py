@@ -1,14 +1,16 @@
 """What each process's object-store key may do, by key prefix: its own objects and nothing else.
 
 The object layout (shared.blobs): `uploads/<id>` the gateway's staging of a streamed upload;
-`sha256/ab/<hash>` content-addressed bytes (source documents and retained HTML); `runs/<run>/...` a run's
-working files. The local S3 server (devstack.objectstore) checks these rules on every request, the source
-of a copy included; deploy/minio holds them as MinIO policies.
+`sha256/ab/<hash>` content-addressed bytes (source documents and retained HTML); `runs/sha256/ab/<hash>`
+runs' working files, stored once per content (`runs/<run>/...`: those stored before, one copy per run). The
+local S3 server (devstack.objectstore) checks these rules on every request, the source of a copy included;
+deploy/minio holds them as MinIO policies.
 
 - gateway: stages uploads (read, write, delete its own staging) and moves them to their content key;
   writes retained HTML and reads it back for a download.
 - assets: reads the content-addressed bytes it parses, writes the files it imports.
-- runhost: reads and writes its runs' working files; writes a run's HTML report.
+- runhost: reads and writes its runs' working files, and deletes those no run needs any more (a content no
+  run's file names; a run's own files past retention); writes a run's HTML report.
 - artifact: may only ask whether bytes are there (HEAD), never read them.
 No process may list a bucket: every key is known from a database row or a message.
 """
@@ -30,7 +32,7 @@ RUNS = "runs/"
 OBJECT_RULES: dict[str, dict[str, tuple[str, ...]]] = {
     "gateway": {UPLOADS: (READ, WRITE, DELETE), CONTENT: (READ, WRITE)},
     "assets": {CONTENT: (READ, WRITE)},
-    "runhost": {RUNS: (READ, WRITE), CONTENT: (WRITE,)},
+    "runhost": {RUNS: (READ, WRITE, DELETE), CONTENT: (WRITE,)},
     "artifact": {CONTENT: (STAT,)},
 }
 

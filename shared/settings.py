@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from shared.contracts.workspace import CATALOG_LIMIT_MAX, QUESTION_MAX_CHARS
@@ -163,6 +163,20 @@ class RunhostSettings(CommonSettings):
     # Fault tests only: slows every step so a crash can land mid-run. Zero in any real deployment.
     run_step_delay_seconds: float = 0.0
     max_plan_bytes: int = 64 * 1024
+    # Days after its end that a run keeps its working files and model-call journal (fractions allowed; 0: let
+    # them go at the next sweep). Unset or `keep`: kept for ever. The ledger, answer, claims and PROV stay.
+    run_retention_days: float | None = Field(default=None, ge=0)
+    # How often each runhost process trims ended runs' journals, releases files past retention and deletes
+    # stored contents no run's file names.
+    run_storage_sweep_seconds: float = Field(default=60.0, gt=0)
+    # A stored content no file names is deleted only once untouched this long: longer than any writer takes
+    # between touching a content and indexing a file on it (one put of at most 4 MiB).
+    run_files_grace_seconds: float = Field(default=600.0, ge=0)
+
+    @field_validator("run_retention_days", mode="before")
+    @classmethod
+    def _keep(cls, value: object) -> object:
+        return None if isinstance(value, str) and value.strip().lower() in ("", "keep") else value
 
 
 class WorkspaceSettings(CommonSettings):

@@ -110,6 +110,8 @@ class AdmittedRun(Model):
     # An external run's outside agent, as its admission named it.
     agent: c.RunAgent | None = None
     report_artifact_id: str | None = None
+    # When its working files and journal were let go (retention), if they were.
+    files_released_at: datetime | None = None
 
     @classmethod
     def of(cls, record: asyncpg.Record) -> AdmittedRun:

@@ -11,6 +11,7 @@ from services.runhost.memory import RunFiles
 from services.runhost.owners import Owners
 from services.runhost.replies import MESSAGES
 from services.runhost.repository import RunRepository
+from services.runhost.retention import StorageSweeper
 from services.runhost.service import RunService
 from services.runhost.sweeper import AssociationSweeper
 from services.runhost.worker import Worker
@@ -46,6 +47,7 @@ def create_app(settings: RunhostSettings, *, workers: bool = True) -> ServiceRun
         worker = Worker(db=runtime.db, repo=repo, blobs=blobs, owners=owners, settings=settings)
         runtime.background(worker.run_forever)
         runtime.background(AssociationSweeper(db=runtime.db, repo=repo, owners=owners).run_forever)
+        runtime.background(StorageSweeper(db=runtime.db, blobs=blobs, settings=settings).run_forever)
     runtime.background(partial(count_runs_forever, runtime.db, repo))
     runtime.background(external.abandon_forever)
 

@@ -61,8 +61,8 @@ def build_messages(view: RunView, transcript: list[ToolResult]) -> list[dict[str
     budget = min(CONTEXT_CHARS, room)
     kept: list[list[dict[str, Any]]] = []
     for result in reversed(transcript[-RECENT_STEPS:]):
-        arguments = json.dumps(_shortened(result.arguments))
-        text = _bounded(result.text, result)
+        arguments = json.dumps(shown_arguments(result.arguments))
+        text = shown_text(result.text, result)
         if len(text) + len(arguments) > budget:
             if kept:
                 break
@@ -117,7 +117,7 @@ def _clip(text: str, limit: int, more: str = "") -> str:
     return text[: max(limit - len(marker), 0)] + marker
 
 
-def _bounded(text: str, result: ToolResult) -> str:
+def shown_text(text: str, result: ToolResult) -> str:
     """A tool answer as the window shows it: at most RESULT_CHARS, with a pointer to where the rest is."""
     if len(text) <= RESULT_CHARS:
         return text
@@ -138,7 +138,7 @@ def _turn(result: ToolResult, arguments: str, text: str) -> list[dict[str, Any]]
     ]
 
 
-def _shortened(arguments: dict[str, Any]) -> dict[str, Any]:
+def shown_arguments(arguments: dict[str, Any]) -> dict[str, Any]:
     return {
         key: f"[{len(value):,} chars]" if isinstance(value, str) and len(value) > ARGUMENT_CHARS else value
         for key, value in arguments.items()

@@ -5,6 +5,10 @@ tool schemas, canonical JSON) and the step the model answered (all its tool call
 step ran. A resumed attempt rebuilds its context window from the journaled results, so the request it
 makes next carries the same input as the one the crashed attempt made last; when that input was already
 answered by an earlier attempt, the journaled answer is used and the ledger says `replayed`.
+
+Once the run has ended, its journal is trimmed to what a resume rebuilds the model's context from
+(`trimmed_entry`): each call with its long arguments shortened, each tool answer as the window shows it.
+The bodies that made it long (a note's text, a read's passage, the catalog's items) are in the run's files.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import json
 from dataclasses import asdict
 from typing import Any
 
+from services.runhost.context import ARGUMENT_CHARS, shown_arguments, shown_text
 from services.runhost.journal_repository import JournalRepository
 from services.runhost.leases import StaleLease
 from services.runhost.policies.base import ModelInput, Policy, ToolCall, ToolResult
@@ -30,6 +35,37 @@ def input_hash(model_input: ModelInput) -> str:
 def _plain(value: dict[str, Any]) -> dict[str, Any]:
     """JSON-safe (tool data may hold values json cannot encode as they are)."""
     return dict(json.loads(json.dumps(value, default=str)))
+
+
+def trimmed_entry(
+    response: dict[str, Any], result: dict[str, Any] | None
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """A journal row of an ended run, cut to what the model's context was built from. Trimming it again
+    changes nothing."""
+    kept = None if result is None else {"batch": [_kept_result(item) for item in result.get("batch", [result])]}
+    return _kept_call(response), kept
+
+
+def _kept_call(record: dict[str, Any]) -> dict[str, Any]:
+    return record | {
+        "arguments": shown_arguments(record.get("arguments") or {}),
+        "content": str(record.get("content") or "")[:ARGUMENT_CHARS],
+        "siblings": [_kept_call(s) for s in record.get("siblings", [])],
+    }
+
+
+def _kept_result(item: dict[str, Any]) -> dict[str, Any]:
+    result = ToolResult(**item)
+    if result.tool:
+        arguments = shown_arguments(result.arguments)
+    else:  # a reply without a call: the window shows the start of what the model said
+        arguments = {"content": str(result.arguments.get("content") or "")[:ARGUMENT_CHARS]}
+    data = {k: v for k, v in result.data.items() if _scalar(v)}
+    return asdict(result) | {"arguments": arguments, "text": shown_text(result.text, result), "data": data}
+
+
+def _scalar(value: Any) -> bool:
+    return value is None or isinstance(value, bool | int | float) or (isinstance(value, str) and len(value) <= 200)
 
 
 class ModelJournal:

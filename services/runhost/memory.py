@@ -3,9 +3,15 @@
 plan.md (the goal, the question, the source list, the next steps), sources/<name>.txt (what was read,
 lossless), notes/<name>.md (one per source: a note means the source is done), draft.md and catalog.md
 (the catalog as listed). The index
-row is written after the bytes and under the lease fence, so a stale worker's file never counts. Each
-version of a file has its own key (`<path>@<sha256>`), so a stale worker's bytes land beside the current
-ones instead of over them, and only the fenced index says which version is the file.
+row is written after the bytes and under the lease fence, so a stale worker's file never counts.
+
+The bytes are stored once per content, at `runs/sha256/ab/<sha256>`: the same passage read by a hundred
+runs, or a plan written back unchanged, is one object. Each version of a file is then its own key, so a
+stale worker's bytes land beside the current ones instead of over them, and only the fenced index says
+which version is the file. `file_contents` counts the index rows naming each content; one no row names
+is let go after a grace period (services/runhost/retention.py), and a writer that finds its content let
+go between its put and its index row stores it again. Files indexed before the content store keep their
+per-run keys (`runs/<run_id>/<path>@<sha256>`).
 """
 
 from __future__ import annotations
@@ -16,16 +22,23 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import asyncpg
+from minio.error import S3Error
 
 from services.runhost.leases import StaleLease
 from services.runhost.repository import RunRepository
-from shared.blobs import Blobs
+from services.runhost.storage_repository import StorageRepository
+from shared.blobs import Blobs, content_key
 from shared.contracts.runhost import RUN_FILE_PATTERN
 from shared.db import Database
 from shared.errors import Invalid, NotFound, too_long
 
 PATH = re.compile(RUN_FILE_PATTERN)
 MAX_FILE_CHARS = 4 * 1024 * 1024
+# Under runs/, beside the per-run folders (a run id never is `sha256`): runhost's key reaches both.
+CONTENT_PREFIX = "runs/sha256"
+# A content let go between a writer's put and its index row, or a deadlock between two writers that
+# swap contents (A→B beside B→A): the write is tried again, this many times in all.
+WRITE_ATTEMPTS = 5
 
 
 def source_name(kind: str, id: str, version: int | None) -> str:
@@ -49,10 +62,11 @@ def pointer(path: str, text: str, preview_chars: int = 160) -> str:
 class RunFiles:
     def __init__(self, blobs: Blobs, db: Database, repo: RunRepository, run_id: str, epoch: int | None):
         self._blobs, self._db, self._repo = blobs, db, repo
+        self._contents = StorageRepository()
         self.run_id, self.epoch = run_id, epoch
 
-    def key(self, path: str, sha256: str) -> str:
-        return f"runs/{self.run_id}/{path}@{sha256}"
+    def key(self, path: str, sha256: str, *, by_content: bool = True) -> str:
+        return content_key(sha256, CONTENT_PREFIX) if by_content else f"runs/{self.run_id}/{path}@{sha256}"
 
     async def write(
         self,
@@ -70,22 +84,56 @@ class RunFiles:
             raise Invalid(message, {"limit": MAX_FILE_CHARS, "size": len(text)})
         data = text.encode("utf-8")
         digest = hashlib.sha256(data).hexdigest()
-        await self._blobs.put_bytes(self.key(path, digest), data, content_type="text/plain; charset=utf-8")
+        for attempt in range(1, WRITE_ATTEMPTS + 1):
+            generation = await self._store(digest, data)
+            try:
+                recorded = await self._index(path, digest, len(data), generation, provenance, with_record)
+            except asyncpg.DeadlockDetectedError:
+                if attempt == WRITE_ATTEMPTS:
+                    raise
+                continue
+            if not recorded:
+                continue  # let go since it was touched: stored again
+            return len(text)
+        raise RuntimeError(f"{path} of run {self.run_id}: its content was let go {WRITE_ATTEMPTS} times while written")
+
+    async def _store(self, digest: str, data: bytes) -> int:
+        """The content's generation, its bytes put unless a writer already stored them."""
         async with self._db.transaction() as conn:
+            generation, stored = await self._contents.touch_content(conn, sha256=digest, size=len(data))
+        if not stored:
+            key = content_key(digest, CONTENT_PREFIX)
+            await self._blobs.put_bytes(key, data, content_type="text/plain; charset=utf-8")
+        return generation
+
+    async def _index(
+        self,
+        path: str,
+        digest: str,
+        size: int,
+        generation: int,
+        provenance: dict[str, Any] | None,
+        with_record: Callable[[asyncpg.Connection], Awaitable[bool]] | None,
+    ) -> bool:
+        """Index the file under the lease fence (StaleLease when fenced out, nothing kept); false when the
+        content was let go since it was touched."""
+        async with self._db.transaction() as conn:
+            if not await self._contents.hold_content(conn, sha256=digest, generation=generation):
+                return False
             if with_record is not None and not await with_record(conn):
                 raise StaleLease(self.run_id)
             recorded = await self._repo.upsert_file(
                 conn,
                 run_id=self.run_id,
                 path=path,
-                size=len(data),
+                size=size,
                 sha256=digest,
                 epoch=self.epoch,
                 provenance=provenance,
             )
-        if not recorded:
-            raise StaleLease(self.run_id)
-        return len(text)
+            if not recorded:
+                raise StaleLease(self.run_id)
+        return True
 
     async def read(self, path: str) -> str:
         validate_path(path)
@@ -93,7 +141,16 @@ class RunFiles:
             row = await self._repo.get_file(conn, run_id=self.run_id, path=path)
         if row is None:
             raise NotFound("no such file in this run", {"path": path})
-        return (await self._blobs.get_bytes(self.key(path, row["sha256"]))).decode("utf-8")
+        try:
+            data = await self._blobs.get_bytes(self.key(path, row["sha256"], by_content=row["by_content"]))
+        except S3Error as exc:
+            if exc.code != "NoSuchKey":
+                raise
+            # A run's own (pre-content-store) file deleted by its release a moment before its row goes.
+            raise NotFound("the file's bytes were let go", {"path": path}) from exc
+        if row["by_content"] and hashlib.sha256(data).hexdigest() != row["sha256"]:
+            raise RuntimeError(f"the stored content of {path} (run {self.run_id}) does not match its hash")
+        return data.decode("utf-8")
 
     async def provenance(self, path: str) -> dict[str, Any] | None:
         async with self._db.pool.acquire() as conn:

@@ -304,14 +304,16 @@ class RunRepository:
         epoch: int | None,
         provenance: dict[str, Any] | None = None,
     ) -> bool:
-        """Record a working file. With an epoch the write is fenced; a person's plan edit has none."""
+        """Record a working file (its bytes are at its content key). With an epoch the write is fenced; a
+        person's plan edit has none."""
         fence = f" WHERE {_FENCE}" if epoch is not None else " WHERE $2::int IS NULL"
         prov = provenance or {}
         done = await conn.fetchval(
-            "INSERT INTO run_files (run_id, path, size, sha256, ref, content_hash, locator)"
-            " SELECT $1, $3, $4, $5, $6, $7, $8" + fence + " ON CONFLICT (run_id, path)"
+            "INSERT INTO run_files (run_id, path, size, sha256, ref, content_hash, locator, by_content)"
+            " SELECT $1, $3, $4, $5, $6, $7, $8, true" + fence + " ON CONFLICT (run_id, path)"
             " DO UPDATE SET size = EXCLUDED.size, sha256 = EXCLUDED.sha256, ref = EXCLUDED.ref,"
-            " content_hash = EXCLUDED.content_hash, locator = EXCLUDED.locator, updated_at = now() RETURNING 1",
+            " content_hash = EXCLUDED.content_hash, locator = EXCLUDED.locator, by_content = true,"
+            " updated_at = now() RETURNING 1",
             run_id,
             epoch,
             path,
@@ -341,7 +343,8 @@ class RunRepository:
 
     async def get_file(self, conn: asyncpg.Connection, *, run_id: str, path: str) -> asyncpg.Record | None:
         return await conn.fetchrow(
-            "SELECT path, size, sha256, ref, content_hash, locator FROM run_files WHERE run_id = $1 AND path = $2",
+            "SELECT path, size, sha256, ref, content_hash, locator, by_content FROM run_files"
+            " WHERE run_id = $1 AND path = $2",
             run_id,
             path,
         )

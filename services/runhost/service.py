@@ -239,15 +239,20 @@ class RunService:
     @answers(c.LIST_FILES)
     async def list_files(self, ctx: RequestContext, req: c.RunPageRequest) -> c.FileList:
         async with self._db.pool.acquire() as conn:
-            await self._scoped_run(conn, ctx.actor, req.run_id)
+            run = await self._scoped_run(conn, ctx.actor, req.run_id)
             page, next_cursor = await self._repo.page_files(conn, run_id=req.run_id, page=req)
-        return c.FileList(items=[c.FileEntry(**dict(r)) for r in page], next_cursor=next_cursor)
+        items = [c.FileEntry(**dict(r)) for r in page]
+        return c.FileList(items=items, next_cursor=next_cursor, released_at=run.files_released_at)
 
     @answers(c.READ_FILE)
     async def read_file(self, ctx: RequestContext, req: c.ReadFileRequest) -> c.FileText:
         validate_path(req.path)
         async with self._db.pool.acquire() as conn:
-            await self._scoped_run(conn, ctx.actor, req.run_id)
+            run = await self._scoped_run(conn, ctx.actor, req.run_id)
+        if run.files_released_at is not None:
+            released = run.files_released_at.isoformat().replace("+00:00", "Z")
+            details = {"path": req.path, "released_at": released}
+            raise NotFound("the run's working files were let go after its retention period", details)
         files: RunFiles = self._files_for(req.run_id, None)
         return c.FileText(path=req.path, text=await files.read(req.path))
 

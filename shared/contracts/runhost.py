@@ -307,9 +307,11 @@ class FileEntry(Model):
 
 
 class FileList(Page):
-    """By path."""
+    """By path. `released_at`: when the run's working files were let go (DOSSIER_RUN_RETENTION_DAYS after it
+    ended); the list is then empty, while its ledger, answer, claims and PROV stay."""
 
     items: list[FileEntry]
+    released_at: datetime | None = None
 
 
 class FileText(Model):

@@ -91,7 +91,8 @@ def seen_by(api: Api, made: dict[str, Any]) -> dict[str, Any]:
         "search": [(h["source_id"], h["version"], h["locator"]) for h in hits],
         "run": {k: run[k] for k in ("id", "status", "question", "goal_version", "publication", "error")},
         "ledger": once_each(api.ledger(run_id)),
-        "files": api.files(run_id),
+        # Read back whole: the previous release kept each run's files under its own keys (runs/<run>/...).
+        "files": {p: (size, api.ok("GET", f"/v1/runs/{run_id}/files/{p}")) for p, size in api.files(run_id).items()},
         "prov": api.ok("GET", f"/v1/runs/{run_id}/prov"),
     }
 

@@ -123,6 +123,18 @@ def test_the_artifact_key_may_only_ask_whether_bytes_are_there(infra: ObjectStor
     _denied(lambda: client.remove_object(bucket, DOC_KEY))
 
 
+def test_runhost_deletes_run_files_only(infra: ObjectStore, bucket: str) -> None:
+    """Runhost lets go of run files (retention, contents no run names), and of nothing else."""
+    runhost = _client(infra, "runhost")
+    for key in (DOC_KEY, STAGED_KEY):
+        _denied(lambda k=key: runhost.remove_object(bucket, k))
+    for process in ("gateway", "assets", "artifact"):
+        _denied(lambda p=process: _client(infra, p).remove_object(bucket, DRAFT_KEY))
+    runhost.remove_object(bucket, DRAFT_KEY)
+    with pytest.raises(S3Error):
+        _client(infra, "tester").stat_object(bucket, DRAFT_KEY)
+
+
 def test_a_copy_is_checked_at_both_ends(infra: ObjectStore, bucket: str) -> None:
     # Runhost may write under runs/, but not take a document there.
     _denied(lambda: _client(infra, "runhost").copy_object(bucket, "runs/run_1/stolen", CopySource(bucket, DOC_KEY)))

@@ -118,6 +118,7 @@ async def _run_page(
         live=run.status not in FINAL and taken is None,
         ledger=ledger,
         files=files.items,
+        files_released_at=files.released_at.strftime("%Y-%m-%d %H:%M UTC") if files.released_at else None,
         plan=plan.text if plan else None,
         answer=answer,
         answer_error=answer_error,

@@ -1,4 +1,4 @@
-"""What the run host's service tests share: a fresh database of the run host's, migrated."""
+"""Runhost's database for its service tests: a database of its own per test, migrated as runhost migrates it."""
 
 from __future__ import annotations
 

@@ -1,0 +1,166 @@
+"""What a run leaves behind: database plus object bytes per run on a 10-source workspace, at run 10 and at
+the last run (`--runs N`, default 30; the issue's figure is at 300), with a GOAL line for each (at most
+60 kB a run). `--retention-days D` runs the stack with DOSSIER_RUN_RETENTION_DAYS=D (0: each run's files
+and journal are let go as soon as it ended).
+
+One workspace with 10 sources (PDFs of three pages) is run day after day: one extractive run after another,
+the question taken in turn from a handful. At run 10 and at the last run the bench adds up the bytes of every
+table of every service database (`pg_total_relation_size` with indexes and TOAST, as the superuser;
+runhost's table by table) and of every object file in the stack's object store (run files by content,
+`runs/sha256`; per run, `runs/<run>`, as stored before the content store; documents and reports,
+`sha256`). A run's bytes are the growth since the workspace was seeded, divided by the runs so far, so run
+10's figure and the last run's say whether storage per run stays bounded as history grows. The runs table,
+the ledger and publications grow with every run and stay; the run files and the model-call journal are
+kept once per content, trimmed, or let go.
+
+Starts its own stack in a temporary folder, measures, prints, and stops it. Never part of the test run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import asyncpg
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench._stats import goal
+from devstack.infra import postgres_dsn
+from tests.support.api import Api
+from tests.support.documents import pdf
+from tests.support.stack import RunningStack, start_stack, stop_stack
+
+SOURCES = 10
+GOAL_BYTES = 60_000
+QUESTIONS = (
+    "What do the Fund X liquidity reports conclude about redemptions?",
+    "How does Fund X meet redemptions under stress?",
+    "Which liquidity risks of Fund X are unresolved?",
+    "What do the reports say about Fund X cash buffers and gates?",
+    "Has Fund X liquidity changed since the last review?",
+)
+DATABASES = ("runhost", "publication", "workspace", "assets", "artifact", "gateway")
+# Runhost's tables shown one by one; the rest of its tables are summed as `runhost`.
+RUNHOST_TABLES = ("ledger", "runs", "run_files", "file_contents", "model_journal")
+# Sweeps every second, contents let go 5 s after their last use: a day of runs is compressed into minutes
+# here, so the defaults (60 s, 600 s) would count the last ten minutes' plan versions as kept.
+SWEEPS = {"DOSSIER_RUN_STORAGE_SWEEP_SECONDS": "1", "DOSSIER_RUN_FILES_GRACE_SECONDS": "5"}
+
+
+def source_pages(i: int) -> list[str]:
+    return [
+        " ".join(
+            f"Report {i} page {page}: Fund X met redemption request {j} with {10 + (i * j + page) % 80}% of its"
+            f" liquid assets, and its cash buffer stood at {5 + (i + j) % 20}% of net assets."
+            for j in range(10)
+        )
+        for page in range(1, 4)
+    ]
+
+
+def seed(api: Api) -> str:
+    ws = str(api.workspace(goal="Assess the liquidity risk of Fund X")["id"])
+    for i in range(SOURCES):
+        source = api.upload(pdf(source_pages(i)), f"liquidity-{i:02d}", f"liquidity-{i:02d}.pdf", ws)
+        assert source["status"] == "active", source
+    api.wait_catalog(ws, SOURCES)
+    return ws
+
+
+async def database_bytes(stack: RunningStack) -> dict[str, int]:
+    """Bytes of every table (with its indexes and TOAST) by database; runhost's by table, as most of it is."""
+    sizes: dict[str, int] = {}
+    for database in DATABASES:
+        dsn = postgres_dsn(stack.postgres_port(), database, "postgres", stack.pg_password("postgres"))
+        try:
+            conn = await asyncpg.connect(dsn)
+        except asyncpg.InvalidCatalogNameError:
+            continue
+        try:
+            rows = await conn.fetch(
+                "SELECT c.relname, pg_total_relation_size(c.oid) AS size FROM pg_class c"
+                " JOIN pg_namespace n ON n.oid = c.relnamespace"
+                " WHERE c.relkind IN ('r', 'm') AND n.nspname NOT IN ('pg_catalog', 'information_schema')"
+            )
+        finally:
+            await conn.close()
+        for row in rows:
+            part = (
+                f"runhost.{row['relname']}" if database == "runhost" and row["relname"] in RUNHOST_TABLES else database
+            )
+            sizes[part] = sizes.get(part, 0) + int(row["size"])
+    return sizes
+
+
+def object_bytes(stack: RunningStack) -> dict[str, int]:
+    """Bytes of the object files: run files by content (`runs/sha256`), per run (`runs/<run>`, before the
+    content store), and the content-addressed documents and reports (`sha256`)."""
+    sizes: dict[str, int] = {}
+    root = stack.local_home() / "objects" / "dossier"
+    for path in root.rglob("*"):
+        if path.is_file():
+            parts = path.relative_to(root).parts
+            prefix = (
+                "runs/sha256" if parts[:2] == ("runs", "sha256") else "runs/<run>" if parts[0] == "runs" else parts[0]
+            )
+            sizes[prefix] = sizes.get(prefix, 0) + path.stat().st_size
+    return sizes
+
+
+def measure(stack: RunningStack) -> dict[str, int]:
+    found = {f"db:{k}": v for k, v in asyncio.run(database_bytes(stack)).items()}
+    return found | {f"objects:{k}": v for k, v in object_bytes(stack).items()}
+
+
+def per_run(now: dict[str, int], base: dict[str, int], runs: int) -> dict[str, float]:
+    return {k: (now.get(k, 0) - base.get(k, 0)) / runs for k in sorted(set(now) | set(base))}
+
+
+def show(label: str, parts: dict[str, float]) -> float:
+    total = sum(parts.values())
+    print(f"  {label}: {total / 1000:6.1f} kB per run")
+    for name, value in parts.items():
+        if abs(value) >= 50:
+            print(f"      {name:<28} {value / 1000:7.1f} kB")
+    return total
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=30, help="runs on the workspace (the issue's figure: 300)")
+    parser.add_argument(
+        "--retention-days", help="DOSSIER_RUN_RETENTION_DAYS for the stack (unset: keep every run's files)"
+    )
+    args = parser.parse_args()
+    assert args.runs >= 10, "the figure at run 10 needs at least 10 runs"
+    env = SWEEPS | ({"DOSSIER_RUN_RETENTION_DAYS": args.retention_days} if args.retention_days else {})
+    with tempfile.TemporaryDirectory(prefix="dossier-bench-storage-") as tmp:
+        stack = start_stack(Path(tmp) / "home", extra_env=env)
+        try:
+            api = Api(stack)
+            ws = seed(api)
+            base = measure(stack)
+            figures: dict[int, dict[str, float]] = {}
+            for n in range(1, args.runs + 1):
+                run = api.wait_run(api.start_run(ws, QUESTIONS[n % len(QUESTIONS)])["id"], timeout=600)
+                assert run["status"] == "completed", run["error"]
+                if n in (10, args.runs):
+                    # The sweeps of the run's end (journal, retention, contents let go) come first.
+                    time.sleep(7)
+                    figures[n] = per_run(measure(stack), base, n)
+        finally:
+            stop_stack(stack.proc)
+    kept = f"retention {args.retention_days} days" if args.retention_days else "files kept (no retention)"
+    print(f"bytes left behind per run (database tables + object files), {SOURCES} sources, {args.runs} runs, {kept}:")
+    totals = {n: show(f"run {n:>3}", parts) for n, parts in figures.items()}
+    for n, total in totals.items():
+        goal(f"storage per run at run {n}", total / 1000, GOAL_BYTES / 1000, at_most=True, unit=" kB")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,225 @@
+"""Run files stored once per content, on real PostgreSQL and S3 (services/runhost/memory.py, retention.py):
+two runs writing the same text keep one object; a content is deleted only once no run's file names it, even
+when the sweeper runs between a writer's put and its index row; files of the per-run layout still read back
+and go with their run's release; an ended run's journal is trimmed to what a resume needs."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import pytest
+
+from services.runhost.journal import trimmed_entry
+from services.runhost.journal_repository import JournalRepository
+from services.runhost.memory import CONTENT_PREFIX, RunFiles
+from services.runhost.repository import RunRepository
+from services.runhost.retention import StorageSweeper
+from shared.blobs import Blobs, content_key
+from shared.db import Database
+from shared.errors import NotFound
+from shared.settings import CommonSettings, RunhostSettings
+from tests.service.runhost.test_leases import admitted_run
+from tests.support.infra import Infra
+from tests.support.service import settings_from
+
+PASSAGE = "# fundx@v1 page:1\n\nFund X met every redemption within 30 days. " * 20
+
+
+@pytest.fixture
+async def stores(infra: Infra) -> tuple[Blobs, Blobs]:
+    """(runhost's own key, the tester's key on the same bucket: to look at what is stored)."""
+    env = infra.settings_env("runhost")
+    blobs = Blobs(settings_from(env, CommonSettings))
+    await blobs.ensure_bucket()
+    return blobs, infra.blobs_as("tester", env["DOSSIER_S3_BUCKET"])
+
+
+def sweeper(db: Database, blobs: Blobs, **settings: Any) -> StorageSweeper:
+    values = {"run_files_grace_seconds": 0.0} | settings
+    return StorageSweeper(db=db, blobs=blobs, settings=RunhostSettings(**values))
+
+
+async def running_run(db: Database, repo: RunRepository) -> str:
+    run_id = await admitted_run(db, repo)
+    async with db.transaction() as conn:
+        await conn.execute("UPDATE runs SET status = 'running', lease_epoch = 1 WHERE id = $1", run_id)
+    return run_id
+
+
+async def end(db: Database, run_id: str) -> None:
+    async with db.transaction() as conn:
+        await conn.execute("UPDATE runs SET status = 'completed', finished_at = now() WHERE id = $1", run_id)
+
+
+async def refs(db: Database, text: str) -> int | None:
+    async with db.pool.acquire() as conn:
+        value = await conn.fetchval("SELECT refs FROM file_contents WHERE sha256 = $1", sha(text))
+    return None if value is None else int(value)
+
+
+def sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def key_of(text: str) -> str:
+    return content_key(sha(text), CONTENT_PREFIX)
+
+
+async def test_two_runs_reading_one_passage_store_it_once(db: Database, stores: tuple[Blobs, Blobs]) -> None:
+    blobs, look = stores
+    repo = RunRepository()
+    first, second = await running_run(db, repo), await running_run(db, repo)
+    for run_id in (first, second):
+        await RunFiles(blobs, db, repo, run_id, 1).write("sources/fundx@v1-page_1.txt", PASSAGE)
+    for run_id in (first, second):
+        assert await RunFiles(blobs, db, repo, run_id, None).read("sources/fundx@v1-page_1.txt") == PASSAGE
+    assert await refs(db, PASSAGE) == 2
+    assert await look.exists(key_of(PASSAGE))
+    assert not await look.exists(f"runs/{first}/sources/fundx@v1-page_1.txt@{sha(PASSAGE)}")
+
+    # The first run's files are released; the second still names the passage, so it stays.
+    await end(db, first)
+    swept = await sweeper(db, blobs, run_retention_days=0).sweep_once()
+    assert swept.released == 1 and swept.contents == 0
+    assert await refs(db, PASSAGE) == 1 and await look.exists(key_of(PASSAGE))
+    assert await RunFiles(blobs, db, repo, second, None).read("sources/fundx@v1-page_1.txt") == PASSAGE
+    with pytest.raises(NotFound):
+        await RunFiles(blobs, db, repo, first, None).read("sources/fundx@v1-page_1.txt")
+
+    await end(db, second)
+    swept = await sweeper(db, blobs, run_retention_days=0).sweep_once()
+    assert swept.released == 1 and swept.contents == 1
+    assert await refs(db, PASSAGE) is None and not await look.exists(key_of(PASSAGE))
+
+
+async def test_a_rewritten_file_lets_go_of_its_old_content_only(db: Database, stores: tuple[Blobs, Blobs]) -> None:
+    blobs, look = stores
+    repo = RunRepository()
+    run_id = await running_run(db, repo)
+    files = RunFiles(blobs, db, repo, run_id, 1)
+    await files.write("plan.md", "# plan v1")
+    await files.write("plan.md", "# plan v2")
+    await files.write("draft.md", "# plan v2")  # another file with the same text: one content, two names
+    assert await refs(db, "# plan v1") == 0 and await refs(db, "# plan v2") == 2
+
+    # Within the grace period nothing is deleted; after it, only the content no file names.
+    assert await sweeper(db, blobs, run_files_grace_seconds=3600).let_go_of_contents() == 0
+    assert await sweeper(db, blobs).let_go_of_contents() == 1
+    assert not await look.exists(key_of("# plan v1")) and await look.exists(key_of("# plan v2"))
+    assert await files.read("plan.md") == await files.read("draft.md") == "# plan v2"
+    # The same text written again after its content was let go is stored again.
+    await files.write("draft.md", "# plan v1")
+    assert await files.read("draft.md") == "# plan v1" and await look.exists(key_of("# plan v1"))
+
+
+async def test_a_content_let_go_between_the_put_and_the_index_is_stored_again(
+    db: Database, stores: tuple[Blobs, Blobs], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blobs, look = stores
+    repo = RunRepository()
+    run_id = await running_run(db, repo)
+    files = RunFiles(blobs, db, repo, run_id, 1)
+    store, swept = files._store, []
+
+    async def store_then_sweep(digest: str, data: bytes) -> int:
+        generation = await store(digest, data)
+        if not swept:  # the sweeper's turn comes right after the put, before the file's row
+            swept.append(await sweeper(db, blobs).let_go_of_contents())
+        return generation
+
+    monkeypatch.setattr(files, "_store", store_then_sweep)
+    await files.write("notes/fundx.md", "Fund X meets redemptions.")
+    assert swept == [1], "the sweeper did not let go of the content in between: the test proves nothing"
+    assert await files.read("notes/fundx.md") == "Fund X meets redemptions."
+    assert await look.exists(key_of("Fund X meets redemptions.")) and await refs(db, "Fund X meets redemptions.") == 1
+
+
+async def test_files_stored_per_run_still_read_back_and_go_with_their_release(
+    db: Database, stores: tuple[Blobs, Blobs]
+) -> None:
+    """A home from before the content store: its rows name `runs/<run>/<path>@<sha256>`."""
+    blobs, look = stores
+    repo = RunRepository()
+    run_id = await running_run(db, repo)
+    key = f"runs/{run_id}/draft.md@{sha('# old draft')}"
+    await blobs.put_bytes(key, b"# old draft")
+    async with db.transaction() as conn:
+        await conn.execute(
+            "INSERT INTO run_files (run_id, path, size, sha256, by_content) VALUES ($1, 'draft.md', 11, $2, false)",
+            run_id,
+            sha("# old draft"),
+        )
+    assert await RunFiles(blobs, db, repo, run_id, None).read("draft.md") == "# old draft"
+    await end(db, run_id)
+    assert (await sweeper(db, blobs).sweep_once()).released == 0, "released with retention unset (keep)"
+    assert (await sweeper(db, blobs, run_retention_days=0).sweep_once()).released == 1
+    assert not await look.exists(key)
+
+
+async def test_an_ended_runs_journal_keeps_what_a_resume_needs(db: Database, stores: tuple[Blobs, Blobs]) -> None:
+    blobs, _ = stores
+    repo, journal = RunRepository(), JournalRepository()
+    run_id = await running_run(db, repo)
+    note = "Fund X met every redemption. " * 100
+    response = {"name": "write_note", "arguments": {"source": "fundx", "text": note}, "call_id": "c1", "siblings": []}
+    result = {
+        "batch": [
+            {
+                "tool": "write_note",
+                "arguments": {"source": "fundx", "text": note},
+                "text": "wrote notes/fundx.md (2,900 chars)",
+                "ok": True,
+                "data": {"path": "notes/fundx.md", "items": [{"id": i} for i in range(50)]},
+                "call_id": "c1",
+            }
+        ]
+    }
+    async with db.transaction() as conn:
+        seq = await journal.insert_request(
+            conn, run_id=run_id, epoch=1, request_id=f"{run_id}:r1", input_hash="h" * 64, response=response
+        )
+        assert seq is not None
+        assert await journal.set_result(conn, run_id=run_id, epoch=1, seq=seq, result=result)
+    assert (await sweeper(db, blobs).sweep_once()).trimmed == 0, "a running run's journal was trimmed"
+
+    await end(db, run_id)
+    assert (await sweeper(db, blobs).sweep_once()).trimmed == 1
+    async with db.pool.acquire() as conn:
+        row = await conn.fetchrow("SELECT * FROM model_journal WHERE run_id = $1", run_id)
+    kept = row["result"]["batch"][0]
+    assert row["response"]["arguments"] == {"source": "fundx", "text": "[2,900 chars]"}
+    assert kept["arguments"] == {"source": "fundx", "text": "[2,900 chars]"} and kept["data"] == {
+        "path": "notes/fundx.md"
+    }
+    assert kept["text"] == "wrote notes/fundx.md (2,900 chars)" and kept["call_id"] == "c1"
+    assert (row["request_id"], row["input_hash"], row["epoch"]) == (f"{run_id}:r1", "h" * 64, 1)
+    assert trimmed_entry(row["response"], row["result"]) == (row["response"], row["result"])
+    assert (await sweeper(db, blobs).sweep_once()).trimmed == 0
+
+    assert (await sweeper(db, blobs, run_retention_days=0).sweep_once()).released == 1
+    async with db.pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM model_journal WHERE run_id = $1", run_id) == 0
+
+
+async def test_a_journal_row_of_an_unknown_shape_is_kept_and_stops_nothing(
+    db: Database, stores: tuple[Blobs, Blobs]
+) -> None:
+    blobs, _ = stores
+    repo, journal = RunRepository(), JournalRepository()
+    odd, later = await running_run(db, repo), await running_run(db, repo)
+    async with db.transaction() as conn:
+        for run_id in (odd, later):
+            seq = await journal.insert_request(
+                conn, run_id=run_id, epoch=1, request_id=f"{run_id}:r1", input_hash="h" * 64, response={"name": "x"}
+            )
+            assert seq is not None
+            result = {"batch": [{"unexpected": 1}]} if run_id == odd else {"batch": []}
+            assert await journal.set_result(conn, run_id=run_id, epoch=1, seq=seq, result=result)
+    for run_id in (odd, later):
+        await end(db, run_id)
+    assert (await sweeper(db, blobs).sweep_once()).trimmed == 2
+    async with db.pool.acquire() as conn:
+        assert await conn.fetchval("SELECT result FROM model_journal WHERE run_id = $1", odd) == {
+            "batch": [{"unexpected": 1}]
+        }
