@@ -28,8 +28,8 @@ HTTP/1.1 chunks, is cut by closing the connection right after the chunk carrying
 usage, no `[DONE]`, no last chunk). `bignote` writes a note of 200,000 characters first.
 
 Started with the mode `walk` (`python -m tests.support.fake_openai PORT walk`) it plays a longer script
-instead, as a function of the input alone (like a model at temperature zero): the next step is chosen by
-how many tool results the request carries, so a resumed run that sends an input again gets the same step.
+instead, as a function of the input alone (like a model at temperature zero): the next step follows the
+last step the request's window shows, so a resumed run that sends an input again gets the same step.
 
 The tests that run against it share what follows `running`: the pacing of a stack whose runner is killed
 mid-run, the requests one run sent, a workspace to run in, and a kill amid the calls of one answer.
@@ -287,7 +287,12 @@ MODE: list[str] = ["script"]
 
 
 def walk_answer(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-    done = sum(1 for m in body["messages"] if m.get("role") == "tool")
+    """The step after the last one the window shows (its call id, `walk-<n>`): a window bounded by size
+    drops the oldest steps, so their count says nothing."""
+    shown = [
+        str(c["id"]) for m in body["messages"] for c in m.get("tool_calls") or [] if str(c["id"]).startswith("walk-")
+    ]
+    done = int(shown[-1].removeprefix("walk-")) + 1 if shown else 0
     if done < len(WALK):
         name, arguments = WALK[done]
         return 200, tool_call(name, json.dumps(arguments), f"walk-{done}")
