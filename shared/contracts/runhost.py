@@ -330,7 +330,15 @@ class SearchBody(Model):
     """What a run's search asks."""
 
     q: str = Field(min_length=1, max_length=1000, pattern=NOT_BLANK, description="What to search for (full text).")
-    limit: int = Field(default=10, ge=1, le=50, description="How many passages at most.")
+    limit: int = Field(
+        default=10, ge=1, le=50, description="How many hits at most, passages and publications together."
+    )
+    cursor: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        description="The `next_cursor` of the previous page of the same query; leave it out for the first page.",
+    )
 
 
 class ExternalSearchRequest(LeaseRequest, SearchBody):
@@ -421,7 +429,9 @@ class RunSearchHit(Model):
     snippet: str
 
 
-class ExternalSearch(Model):
+class ExternalSearch(Page):
+    """A page of a run's search: passages first, then publications (`next_cursor`: the next page, or null)."""
+
     items: list[RunSearchHit]
 
 

@@ -229,6 +229,9 @@ def earlier_walk(body: dict[str, Any], done: int) -> dict[str, Any]:
     return tool_call("finish", json.dumps({"answer": answer}), "early-2")
 
 
+SEARCHED = "redemption gates"
+
+
 def pages_walk(body: dict[str, Any], task: str) -> dict[str, Any]:
     """A long run that sees only its window: the working files' counts say how far it is, the last tool
     answer what comes next (search, then a page of catalog.md, then a long note)."""
@@ -526,6 +529,23 @@ def sourced_workspace(api: Api) -> str:
         api.upload(pdf([text]), f"fundx-{n}", f"fundx-{n}.pdf", ws["id"])
     api.wait_catalog(ws["id"], 3, timeout=60)
     return str(ws["id"])
+
+
+GATED_PAGES, GATED_MEMOS = 25, 8
+
+
+def gated_workspace(api: Api) -> tuple[str, list[str]]:
+    """A new workspace where `SEARCHED` matches every page of a minutes PDF (`GATED_PAGES`) and every one of
+    `GATED_MEMOS` publications; the workspace and the publications' ids."""
+    ws = api.workspace()
+    pages = [f"Page {i}. The board discusses redemption gates, note number {i}." for i in range(GATED_PAGES)]
+    assert api.upload(pdf(pages), "minutes", "minutes.pdf", ws["id"])["status"] == "active"
+    memos = [
+        api.publish(f"Memo {i} on gates", f"Memo {i}: the redemption gates of Fund X, seen again.", ws["id"])["id"]
+        for i in range(GATED_MEMOS)
+    ]
+    api.wait_catalog(ws["id"], 1 + GATED_MEMOS)
+    return str(ws["id"]), memos
 
 
 def read_and_cited_the_sources(api: Api, run: dict[str, Any]) -> None:

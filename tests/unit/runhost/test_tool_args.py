@@ -97,9 +97,10 @@ def test_an_empty_or_odd_message_is_answered_back_not_failed() -> None:
 
 def test_the_tool_schemas_are_the_ones_earlier_runs_were_journaled_with() -> None:
     # A run's model-call journal is keyed by its model input, tools included (services/runhost/journal.py):
-    # schemas written otherwise would leave an earlier attempt's answers unfound on resume.
+    # schemas written otherwise would leave an earlier attempt's answers unfound on resume. Changed on purpose
+    # only, as when search_evidence took a `cursor` (issue 37): a run resumed across that upgrade asks again.
     canonical = json.dumps(TOOLS, sort_keys=True).encode()
-    assert hashlib.sha256(canonical).hexdigest() == "c773baa8bc07c9f5ae6b000108b10af8380118c60d9730ef4daacd45c4a91603"
+    assert hashlib.sha256(canonical).hexdigest() == "c0e0e776f5ffdb9bf987559d99f43f11eb5ec564eb611f8885bdb957ab43bde7"
 
 
 def test_a_tool_schema_shows_each_field_by_its_json_type_and_the_tool_by_its_docstring() -> None:
@@ -107,7 +108,7 @@ def test_a_tool_schema_shows_each_field_by_its_json_type_and_the_tool_by_its_doc
     assert search["description"].startswith("Full-text search over active source versions")
     assert search["parameters"] == {
         "type": "object",
-        "properties": {"query": {"type": "string"}, "source_id": {"type": "string"}},
+        "properties": {"query": {"type": "string"}, "source_id": {"type": "string"}, "cursor": {"type": "string"}},
         "required": ["query"],
         "additionalProperties": False,
     }
