@@ -16,7 +16,7 @@ from typing import Any
 import asyncpg
 
 from services.runhost.admitted import AdmittedRun
-from services.runhost.context import build_messages, initial_plan, input_chars
+from services.runhost.context import build_messages, initial_plan, input_chars, result_file
 from services.runhost.journal import ModelJournal
 from services.runhost.leases import StaleLease
 from services.runhost.ledger import Inclusion, RunLedger
@@ -175,12 +175,21 @@ class RunLoop:
                     log.warning("run %s: %d calls after finish not run", self.run.id, len(calls) - position - 1)
                 return outcome
             result, inclusions = outcome
+            await self._keep_whole(result)
             await self._bump(WorkDone(chars=len(result.text), source_chars=int(result.data.get("fresh_chars", 0))))
             self.pending.extend(inclusions)
             self.transcript.append(result)
             if self.journal is not None:
                 await self.journal.result(result)
         return None
+
+    async def _keep_whole(self, result: ToolResult) -> None:
+        """A long answer is kept whole in the run's files before the window can cut it: the cut points there.
+        Its name is the call's place in the run, which the journal's transcript keeps across a resume."""
+        path = result_file(result, len(self.transcript) + 1)
+        if path is not None:
+            await self.files.write(path, result.text)
+            result.data["result_path"] = path
 
     async def _run_call(self, call: ToolCall) -> Finished | tuple[ToolResult, list[Inclusion]]:
         if call.problem:

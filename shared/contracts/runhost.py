@@ -43,7 +43,10 @@ class HistoryRef(Model):
 # (a person: plan.md; an outside agent with the run's lease: also draft.md and notes). The gateway's path
 # parameters carry the same patterns, so the OpenAPI document says what the owner refuses.
 _FILE_NAME = r"[A-Za-z0-9_.@-]{1,120}"
-RUN_FILE_PATTERN = rf"^(plan\.md|draft\.md|catalog\.md|sources/{_FILE_NAME}\.txt|notes/{_FILE_NAME}\.md)$"
+# results/: a tool's answer kept whole where the model's window shows only its start (services/runhost/context.py).
+RUN_FILE_PATTERN = (
+    rf"^(plan\.md|draft\.md|catalog\.md|sources/{_FILE_NAME}\.txt|notes/{_FILE_NAME}\.md|results/{_FILE_NAME}\.md)$"
+)
 WRITABLE_FILE_PATTERN = rf"^(plan\.md|draft\.md|notes/{_FILE_NAME}\.md)$"
 
 ANSWER_TITLE_CHARS = 120

@@ -11,8 +11,10 @@ answered by that scenario instead, whatever the mode, so one server and one stac
 `repeat` (narration forever), `parallel` and `batch` (three tool calls in one reply), `outage:<seconds>` (503 with
 Retry-After for that long from its first request), `errorbody` (a 200 carrying `{"error": ...}` once) and
 `trickle` (a reply whose bytes never stop coming), `catalog` (a model that works from catalog.md) and
-`pages:<notes>` (a long run: search, read a page of catalog.md, write a long note, until that many notes)
-and `earlier` (search, read the first earlier publication found, cite it).
+`pages:<notes>` (a long run: search, read a page of catalog.md, write a long note, until that many notes),
+`earlier` (search, read the first earlier publication found, cite it), `searchpages` (page through one
+search by its cursors), `searchrest` (read the rest of a cut search answer from the file its cut names) and
+`reach` (read the publication the question names, then finish).
 
 A request with `stream: true` is answered the same, as server-sent `chat.completion.chunk` events: text
 in pieces of a few characters, each tool call's arguments in fragments spread over many chunks, the
@@ -140,6 +142,8 @@ def scenario_answer(name: str, seconds: int, task: str, body: dict[str, Any]) ->
         return 200, pages_walk(body, task)
     if name == "earlier":
         return 200, earlier_walk(body, done)
+    if name in ("searchpages", "searchrest", "reach"):
+        return 200, search_walk(name, body, task)
     if done == 0:
         if name in ONCE:
             return 200, text_reply(ONCE[name], "length" if name == "length_text" else "stop")
@@ -230,6 +234,38 @@ def earlier_walk(body: dict[str, Any], done: int) -> dict[str, Any]:
 
 
 SEARCHED = "redemption gates"
+
+
+def last_step(body: dict[str, Any]) -> tuple[str, str]:
+    """The name of the last call the window shows, and its answer as shown."""
+    for call, answer in reversed(list(itertools.pairwise(body["messages"]))):
+        for c in call.get("tool_calls") or []:
+            return str(c["function"]["name"]), str(answer.get("content"))
+    return "", ""
+
+
+def search_walk(name: str, body: dict[str, Any], task: str) -> dict[str, Any]:
+    """Models that see only their window: `searchpages` asks for the next page with the cursor a search
+    answer's first line gives, until none; `searchrest` reads the rest of a cut search answer where its cut
+    says, then each next part where the read says; `reach` reads the publication its question names."""
+    last, said = last_step(body)
+    step = f"{name}-{sum(1 for m in body['messages'] if m.get('role') == 'tool')}"
+    if name == "reach" and not last:
+        named = re.search(r"\b(pub_[A-Za-z0-9_-]+)", task)
+        assert named is not None, task
+        return tool_call("read_publication", json.dumps({"id": named[1], "version": 1}), step)
+    if name != "reach" and not last:
+        return tool_call("search_evidence", json.dumps({"query": SEARCHED}), step)
+    cursor = re.search(r"cursor '([^']+)'", said.partition("\n")[0])
+    if name == "searchpages" and last == "search_evidence" and cursor:
+        return tool_call("search_evidence", json.dumps({"query": SEARCHED, "cursor": cursor[1]}), step)
+    rest = re.search(r"read_file (\S+) offset (\d+) for the rest\]$", said)
+    if name == "searchrest" and last == "search_evidence" and rest:
+        return tool_call("read_file", json.dumps({"path": rest[1], "offset": int(rest[2]), "limit": 400}), step)
+    more = re.match(r"\[(\S+) chars \d+-\d+ of \d+; the rest from offset (\d+)\]", said)
+    if name == "searchrest" and last == "read_file" and more:
+        return tool_call("read_file", json.dumps({"path": more[1], "offset": int(more[2]), "limit": 400}), step)
+    return tool_call("finish", json.dumps({"answer": SCENARIO_ANSWER}), step)
 
 
 def pages_walk(body: dict[str, Any], task: str) -> dict[str, Any]:
