@@ -170,10 +170,11 @@ class PublicationRepository:
         )
 
     async def search_workspace(
-        self, conn: asyncpg.Connection, *, scope: str, workspace_id: str, q: str, limit: int
+        self, conn: asyncpg.Connection, *, scope: str, workspace_id: str, q: str, limit: int, offset: int = 0
     ) -> list[asyncpg.Record]:
-        """The latest active versions of the workspace's publications matching any word of `q`, best first.
-        The words are the query's own lexemes joined by OR: a question need not match a title whole."""
+        """The latest active versions of the workspace's publications matching any word of `q`, best first,
+        after the best `offset` (the order is total, so pages neither repeat nor skip a hit). The words are
+        the query's own lexemes joined by OR: a question need not match a title whole."""
         return await conn.fetch(
             "WITH q AS (SELECT (SELECT string_agg(quote_literal(l), ' | ')"
             "   FROM unnest(tsvector_to_array(to_tsvector('english'::regconfig, $3))) AS l)::tsquery AS query)"
@@ -183,11 +184,12 @@ class PublicationRepository:
             " FROM q, publications p JOIN publication_versions v"
             "  ON v.publication_id = p.id AND v.version = p.latest_version"
             " WHERE p.scope = $1 AND p.workspace_id = $2 AND v.status = 'active' AND v.search @@ q.query"
-            " ORDER BY score DESC, v.created_at DESC, p.id LIMIT $4",
+            " ORDER BY score DESC, v.created_at DESC, p.id LIMIT $4 OFFSET $5",
             scope,
             workspace_id,
             q,
             limit,
+            offset,
         )
 
     async def record_found(

@@ -30,7 +30,7 @@ class RunSearch:
             raise Invalid("this run's grant names no workspace", {"field": "grant"})
         async with self._db.transaction() as conn:
             rows = await self._repo.search_workspace(
-                conn, scope=actor.scope, workspace_id=claims.workspace_id, q=req.q, limit=req.limit
+                conn, scope=actor.scope, workspace_id=claims.workspace_id, q=req.q, limit=req.limit, offset=req.offset
             )
             if rows:
                 await self._repo.record_found(

@@ -16,6 +16,11 @@ from services.runhost.policies.base import RunView, ToolResult
 MAX_INPUT_CHARS = 2_900
 CONTEXT_CHARS = 1_300
 RESULT_CHARS = 1_100
+# A tool answer longer than CUT_FLOOR is kept whole in the run's files when its step runs (`result_file`), so
+# wherever the window cuts it, the cut ends with the file and the offset of the rest; a shorter one is never
+# cut. A page of read_file is in its own file already: its cut points to the offset there.
+CUT_FLOOR = 400
+RESULTS = "results"
 RECENT_STEPS = 12
 # The goal and the question are the user's, and can be long: the task quotes their start, plan.md has them whole.
 FIELD_CHARS = 240
@@ -62,12 +67,12 @@ def build_messages(view: RunView, transcript: list[ToolResult]) -> list[dict[str
     kept: list[list[dict[str, Any]]] = []
     for result in reversed(transcript[-RECENT_STEPS:]):
         arguments = json.dumps(shown_arguments(result.arguments))
-        text = shown_text(result.text, result)
+        text = shown_text(result)
         if len(text) + len(arguments) > budget:
             if kept:
                 break
             # The latest step is always shown, cut to what is left, so the model sees what its call did.
-            text = _clip(text, max(budget - len(arguments), 80))
+            text = shown_text(result, max(budget - len(arguments), min(len(result.text), CUT_FLOOR)))
         budget -= len(text) + len(arguments)
         kept.append(_turn(result, arguments, text))
     return [*head, *(m for pair in reversed(kept) for m in pair), *tail]
@@ -117,13 +122,35 @@ def _clip(text: str, limit: int, more: str = "") -> str:
     return text[: max(limit - len(marker), 0)] + marker
 
 
-def shown_text(text: str, result: ToolResult) -> str:
-    """A tool answer as the window shows it: at most RESULT_CHARS, with a pointer to where the rest is."""
-    if len(text) <= RESULT_CHARS:
+def result_file(result: ToolResult, step: int) -> str | None:
+    """Where the loop keeps the whole answer of the run's `step`-th tool call, if the window may cut it."""
+    if len(result.text) <= CUT_FLOOR or (result.tool == "read_file" and result.ok):
+        return None
+    return f"{RESULTS}/{step:04d}.md"
+
+
+def shown_text(result: ToolResult, limit: int = RESULT_CHARS) -> str:
+    """A tool answer as the window shows it: at most `limit` characters, a cut one ending with where the rest
+    is (the marker names the offset the shown part ends at, so it is measured at the longest first). What a
+    resume rebuilds the window from, so an ended run's journal keeps this (services/runhost/journal.py)."""
+    text = result.text
+    if len(text) <= limit:
         return text
-    path = result.data.get("path")
-    where = f"; read_file {path} for the rest" if isinstance(path, str) else ""
-    return _clip(text, RESULT_CHARS, f"… [{len(text):,} chars in all{where}]")
+    shown = max(limit - len(_marker(result, limit)), 0)
+    return text[:shown] + _marker(result, shown)
+
+
+def _marker(result: ToolResult, shown: int) -> str:
+    data, where = result.data, ""
+    if isinstance(data.get("result_path"), str):
+        where = f"; read_file {data['result_path']} offset {shown} for the rest"
+    elif result.tool == "read_file" and result.ok and isinstance(data.get("path"), str):
+        # The answer is a header line, then the page from `offset`.
+        header = result.text.find("\n") + 1
+        where = f"; read_file {data['path']} offset {int(data.get('offset', 0)) + max(shown - header, 0)} for the rest"
+    elif isinstance(data.get("path"), str):
+        where = f"; read_file {data['path']} for the rest"
+    return f"… [{len(result.text):,} chars in all{where}]"
 
 
 def _turn(result: ToolResult, arguments: str, text: str) -> list[dict[str, Any]]:

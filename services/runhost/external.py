@@ -32,6 +32,7 @@ from services.runhost.memory import RunFiles, validate_path
 from services.runhost.owners import Owners
 from services.runhost.policies.base import ToolCall, ToolResult
 from services.runhost.repository import RunRepository
+from services.runhost.search import Asked
 from services.runhost.tools import ToolBox, agent_reading
 from services.runhost.worker import run_grant
 from shared import tracing
@@ -155,13 +156,14 @@ class ExternalRuns:
 
     @answers(c.EXTERNAL_SEARCH)
     async def search(self, ctx: RequestContext, req: c.ExternalSearchRequest) -> c.ExternalSearch:
-        """At most `limit` hits: the passages first, then the earlier publications of the workspace the search
-        found (`ToolBox.search`); exactly the hits answered are recorded as `listed`."""
+        """A page of at most `limit` hits: the passages first, then the earlier publications of the workspace
+        the search found, and the cursor of the next page (services/runhost/search.py); exactly the hits
+        answered are recorded as `listed`."""
         run, epoch = await self._session(ctx.actor, req.run_id, req.lease)
         toolbox = self._toolbox(run, epoch)
         await toolbox.ledger.load()
         try:
-            found = await toolbox.search(req.q, limit=req.limit, in_all=True)
+            found = await toolbox.search(Asked(req.q, req.limit, req.cursor, in_all=True))
         except StaleLease:
             raise await self._superseded(run) from None
         items = [
@@ -182,7 +184,7 @@ class ExternalRuns:
             for p in found.publications
         ]
         await self.limits.charge(run, epoch, chars=sum(len(item.snippet) for item in items))
-        return c.ExternalSearch(items=items)
+        return c.ExternalSearch(items=items, next_cursor=found.next_cursor)
 
     @answers(c.EXTERNAL_READ)
     async def read(self, ctx: RequestContext, req: c.ExternalReadRequest) -> c.ExternalRead:
@@ -202,7 +204,8 @@ class ExternalRuns:
         if not result.ok:
             reason = str(result.data.get("reason", "not_found"))
             if reason == "not_found":
-                raise NotFound(f"{ref.kind} {ref.id} not found", {"ref": ref.model_dump()})
+                # The tool's words say how this run reaches an item it may not read yet (its own search).
+                raise NotFound(result.text.removeprefix("not found: "), {"ref": ref.model_dump()})
             raise Unavailable(f"{ref.kind} {ref.id} cannot be read now", {"reason": reason})
         path = str(result.data["path"])
         files = self.files_for(run.id, epoch)

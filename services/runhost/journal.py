@@ -61,7 +61,7 @@ def _kept_result(item: dict[str, Any]) -> dict[str, Any]:
     else:  # a reply without a call: the window shows the start of what the model said
         arguments = {"content": str(result.arguments.get("content") or "")[:ARGUMENT_CHARS]}
     data = {k: v for k, v in result.data.items() if _scalar(v)}
-    return asdict(result) | {"arguments": arguments, "text": shown_text(result.text, result), "data": data}
+    return asdict(result) | {"arguments": arguments, "text": shown_text(result), "data": data}
 
 
 def _scalar(value: Any) -> bool:

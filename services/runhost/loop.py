@@ -17,7 +17,7 @@ import asyncpg
 
 from services.runhost.admitted import AdmittedRun
 from services.runhost.claims import check_reads
-from services.runhost.context import build_messages, initial_plan, input_chars
+from services.runhost.context import build_messages, initial_plan, input_chars, result_file
 from services.runhost.journal import ModelJournal
 from services.runhost.leases import StaleLease
 from services.runhost.ledger import Inclusion, RunLedger
@@ -191,6 +191,7 @@ class RunLoop:
                     log.warning("run %s: %d calls after finish not run", self.run.id, len(calls) - position - 1)
                 return outcome
             result, inclusions = outcome
+            await self._keep_whole(result)
             await self._bump(WorkDone(chars=len(result.text), source_chars=int(result.data.get("fresh_chars", 0))))
             self.rereads.see(result)
             self.pending.extend(inclusions)
@@ -200,6 +201,14 @@ class RunLoop:
             if self.rereads.looping:
                 return Stopped("max_rereads", self.rereads.limit)
         return None
+
+    async def _keep_whole(self, result: ToolResult) -> None:
+        """A long answer is kept whole in the run's files before the window can cut it: the cut points there.
+        Its name is the call's place in the run, which the journal's transcript keeps across a resume."""
+        path = result_file(result, len(self.transcript) + 1)
+        if path is not None:
+            await self.files.write(path, result.text)
+            result.data["result_path"] = path
 
     async def _run_call(self, call: ToolCall) -> Finished | tuple[ToolResult, list[Inclusion]]:
         if call.problem:

@@ -69,9 +69,9 @@ class Owners:
         return await self.bus.call(pub.READ, request, actor=actor, grant=grant)
 
     async def search_publications_for_run(
-        self, actor: Actor, grant: str, *, query: str, limit: int
+        self, actor: Actor, grant: str, *, query: str, limit: int, offset: int = 0
     ) -> list[pub.PublicationHit]:
-        request = pub.PublicationSearchRequest(q=query, limit=limit)
+        request = pub.PublicationSearchRequest(q=query, limit=limit, offset=offset)
         return (await self.bus.call(pub.RUN_SEARCH, request, actor=actor, grant=grant)).items
 
     async def search_evidence_for_run(

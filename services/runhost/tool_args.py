@@ -41,10 +41,12 @@ class ReadPublicationArgs(Args):
 class SearchEvidenceArgs(Args):
     """Full-text search over active source versions (all of them, or one source's) and, without source_id,
     over the workspace's earlier publications; each hit is marked [source] (read it with read_evidence)
-    or [publication] (read it with read_publication). It also finds what the catalog omits."""
+    or [publication] (read it with read_publication). It also finds what the catalog omits. A page lists the
+    passages first, then the publications; its first line gives the cursor of the next page."""
 
     query: str = Field(max_length=2000)
     source_id: str | None = Field(default=None, pattern=SOURCE_ID_PATTERN)
+    cursor: str | None = Field(default=None, max_length=200)
 
 
 class ReadEvidenceArgs(Args):

@@ -16,6 +16,7 @@ from services.runhost.ledger import Inclusion, RunLedger
 from services.runhost.memory import RunFiles, pointer, source_name
 from services.runhost.owners import Owners
 from services.runhost.policies.base import MALFORMED, ToolCall, ToolResult
+from services.runhost.search import Asked, Found, search_for_run, search_text
 from services.runhost.tool_args import (
     Args,
     BadArguments,
@@ -38,10 +39,8 @@ from shared.errors import DomainError, Invalid, NotFound, Unavailable, too_long
 log = logging.getLogger("dossier.runhost.tools")
 # A read answers at most this much, with where the rest starts: it fits whole in the model's window.
 READ_LIMIT_MAX = 1000
-SNIPPET_CHARS = 100
+# A page of search_evidence: this many passages, and beside them earlier publications (services/runhost/search.py).
 SEARCH_LIMIT = 10
-PUBLICATION_SEARCH_LIMIT = 3
-TITLE_CHARS = 80
 MAX_NOTE_CHARS = 20_000
 MAX_DRAFT_CHARS = 200_000
 MAX_PLAN_CHARS = 64 * 1024
@@ -52,16 +51,20 @@ CATALOG_PREVIEW = 400
 
 Outcome = tuple[ToolResult, list[Inclusion]]
 A = TypeVar("A", bound=Args)
-P = TypeVar("P")
-Q = TypeVar("Q")
 
 
 @dataclass(frozen=True)
 class Reading:
-    """How catalog.md tells its reader to read what it lists: the first line, and what the search also finds."""
+    """How catalog.md tells its reader to read what it lists: the first line, and what the search also finds;
+    and how a refused read tells it to reach an item its run may not read yet (`reach`)."""
 
     how: str
     search: str
+    reach: str = (
+        "a run reads what its catalog lists and what its own search found: find it with search_evidence, then"
+        " read a [publication] hit with read_publication (its id and version), a [source] hit with read_evidence"
+        " (its evidence id)"
+    )
 
 
 # The run host's model reads with its own tools.
@@ -80,22 +83,10 @@ def agent_reading(run_id: str) -> Reading:
         " publication at its version, with the run's read (MCP run_read, or POST /v1/runs/{id}/read): only what"
         " those reads returned is recorded in the run's ledger and may be cited.".replace("{id}", run_id),
         "the run's search also finds sources and earlier publications the catalog omits",
+        "a run reads what its catalog lists and what its own search found: find it with the run's search (MCP"
+        " run_search, or GET /v1/runs/{id}/search; `next_cursor` pages on), then read the hit's ref (a passage by"
+        " its evidence_id) with the run's read".replace("{id}", run_id),
     )
-
-
-@dataclass(frozen=True)
-class Found(Generic[P, Q]):
-    """What one search shows: evidence passages, then earlier publications of the run's workspace."""
-
-    passages: list[P]
-    publications: list[Q]
-
-
-def within(limit: int, passages: list[P], publications: list[Q]) -> Found[P, Q]:
-    """At most `limit` hits in all, passages first: the publications take the places the passages leave, and
-    when the passages would fill them all, still up to `limit - 1` (so a search with room shows both)."""
-    shown = publications[: max(limit - len(passages), min(len(publications), limit - 1))]
-    return Found(passages[: limit - len(shown)], shown)
 
 
 def _kind_order(kind: str) -> int:
@@ -218,62 +209,32 @@ class ToolBox:
         try:
             body = await self.owners.read_publication_for_run(self.actor, grant, id=id, version=ref.version or 0)
         except (Unavailable, NotFound) as exc:
-            return await self._not_read(call, exc, ref, f"{id}@{version}", path)
+            return await self._not_read(call, exc, ref, f"publication {id}@{version}", path)
         created = body.created_at.isoformat().replace("+00:00", "Z")
         text = f"# {body.title} ({id}@v{version}, {created})\n\n{body.body}"
         prov = {"ref": ref.model_dump(), "content_hash": body.content_hash, "locator": None}
         await self.files.write(path, text, provenance=prov, with_record=self._read_row(ref, body.content_hash, None))
         return await self._fresh_pointer(call, path, text)
 
-    async def search(
-        self, query: str, *, limit: int, source_id: str | None = None, in_all: bool = False
-    ) -> Found[assets.SearchHit, pub.PublicationHit]:
-        """Evidence passages (at most `limit`) and earlier publications of the run's workspace (at most 3) that
-        match `query`; `in_all`: at most `limit` hits together (`within`). Each hit shown is recorded once as
-        `listed`, and no other: a hit the caller is not shown was not found by the run."""
-        if not query.strip():
-            raise Invalid("the query is empty")
-        hits = await self.owners.search_evidence_for_run(
-            self.actor, self.grant, query=query, limit=limit, source_id=source_id
-        )
-        # Earlier publications of the workspace are searched too, so one the catalog page omits is found.
-        publications: list[pub.PublicationHit] = []
-        if source_id is None:
-            publications = await self.owners.search_publications_for_run(
-                self.actor, self.grant, query=query, limit=min(PUBLICATION_SEARCH_LIMIT, limit)
-            )
-        found = within(limit, hits, publications) if in_all else Found(hits, publications)
-        for item in found.publications:
-            await self.ledger.listed(Ref(kind="publication", id=item.id, version=item.version))
+    async def search(self, asked: Asked) -> Found[assets.SearchHit, pub.PublicationHit]:
+        """A page of the evidence passages and earlier publications of the run's workspace that match
+        (services/runhost/search.py). Each hit shown is recorded once as `listed`, and no other: a hit the
+        caller is not shown was not found by the run."""
+        found = await search_for_run(self.owners, self.actor, self.grant, asked)
         for hit in found.passages:
             await self.ledger.listed(Ref(kind="source", id=hit.source_id, version=hit.version), hit.locator)
+        for item in found.publications:
+            await self.ledger.listed(Ref(kind="publication", id=item.id, version=item.version))
         return found
 
     async def _search_evidence(self, call: ToolCall, args: SearchEvidenceArgs) -> Outcome:
-        found = await self.search(args.query, limit=SEARCH_LIMIT, source_id=args.source_id)
-        # The publications' few lines come first: the window shows a long answer by its start.
-        lines = []
-        for item in found.publications:
-            created = item.created_at.isoformat().replace("+00:00", "Z")
-            lines.append(
-                f"- [publication] {item.id}@{item.version} {item.title[:TITLE_CHARS]!r} {created}:"
-                f" {item.snippet[:SNIPPET_CHARS]}"
-            )
-        for hit in found.passages:
-            lines.append(
-                f"- [source] {hit.evidence_id}: {hit.source_id}@{hit.version} {hit.locator}:"
-                f" {hit.snippet[:SNIPPET_CHARS]}"
-            )
-        if not lines:
-            text = "no evidence matched"
-        else:
-            how = "read [source] hits with read_evidence, [publication] hits with read_publication (id, version)"
-            text = "\n".join([f"({how})", *lines])
+        found = await self.search(Asked(args.query, SEARCH_LIMIT, args.cursor, args.source_id))
         data = {
             "hits": [hit.model_dump(mode="json") for hit in found.passages],
             "publications": [item.model_dump(mode="json") for item in found.publications],
+            "next_cursor": found.next_cursor,
         }
-        return ToolResult(call.name, call.arguments, text, data=data), []
+        return ToolResult(call.name, call.arguments, search_text(found, call.name), data=data), []
 
     async def _read_evidence(self, call: ToolCall, args: ReadEvidenceArgs) -> Outcome:
         evidence_id = args.evidence_id
@@ -299,7 +260,8 @@ class ToolBox:
         """A read its owner refused. Material that exists but may not be used now (withdrawn, retired) is an
         `unavailable` row; an id that names nothing (a typo, another scope's) is not found and records nothing."""
         if isinstance(exc, NotFound):
-            text = f"not found: {named}"
+            # The same words whether the id names nothing or something this run may not read yet: nothing leaks.
+            text = f"not found: {named} is neither in this run's catalog nor found by its search; {self.reading.reach}"
             return ToolResult(call.name, call.arguments, text, ok=False, data={"reason": "not_found", "path": path}), []
         reason = str(exc.details.get("reason", "unavailable"))
         await self.ledger.unavailable(ref, reason=reason)

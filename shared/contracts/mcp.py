@@ -296,7 +296,8 @@ TOOLS: tuple[ToolContract, ...] = (
         "Search what your run may read. A hit is either a passage of a source (`ref` the source version, "
         "with an `evidence_id` and `locator`: read it with run_read {kind: evidence, id: <evidence_id>}) or, "
         "after the passages, an earlier publication of the workspace that matches (`ref` its exact version, "
-        "no `evidence_id`: read it with run_read by that ref). " + BOUND,
+        "no `evidence_id`: read it with run_read by that ref). A page holds at most `limit` hits; "
+        "`next_cursor` asks for the next page of the same query, until it is null. " + BOUND,
         RunSearchRequest,
         runhost.ExternalSearch,
         read_only=False,

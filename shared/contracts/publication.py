@@ -24,6 +24,7 @@ from shared.contracts.common import (
 )
 
 Id = Field(min_length=1, max_length=200)
+PUBLICATION_SEARCH_OFFSET_MAX = 100_000
 
 
 class NewPublication(Model):
@@ -86,7 +87,9 @@ class PublicationSearchRequest(Model):
     """A run's search over the publications of its own workspace (the workspace comes from its grant)."""
 
     q: str = Field(min_length=1, max_length=1000, pattern=NOT_BLANK)
-    limit: int = Field(default=5, ge=1, le=20)
+    limit: int = Field(default=5, ge=1, le=100)
+    # The run's search pages its publication hits by rank (services/runhost/search.py): this many are skipped.
+    offset: int = Field(default=0, ge=0, le=PUBLICATION_SEARCH_OFFSET_MAX)
 
 
 class PublicationHit(Model):

@@ -43,7 +43,10 @@ class HistoryRef(Model):
 # (a person: plan.md; an outside agent with the run's lease: also draft.md and notes). The gateway's path
 # parameters carry the same patterns, so the OpenAPI document says what the owner refuses.
 _FILE_NAME = r"[A-Za-z0-9_.@-]{1,120}"
-RUN_FILE_PATTERN = rf"^(plan\.md|draft\.md|catalog\.md|sources/{_FILE_NAME}\.txt|notes/{_FILE_NAME}\.md)$"
+# results/: a tool's answer kept whole where the model's window shows only its start (services/runhost/context.py).
+RUN_FILE_PATTERN = (
+    rf"^(plan\.md|draft\.md|catalog\.md|sources/{_FILE_NAME}\.txt|notes/{_FILE_NAME}\.md|results/{_FILE_NAME}\.md)$"
+)
 WRITABLE_FILE_PATTERN = rf"^(plan\.md|draft\.md|notes/{_FILE_NAME}\.md)$"
 
 ANSWER_TITLE_CHARS = 120
@@ -347,7 +350,15 @@ class SearchBody(Model):
     """What a run's search asks."""
 
     q: str = Field(min_length=1, max_length=1000, pattern=NOT_BLANK, description="What to search for (full text).")
-    limit: int = Field(default=10, ge=1, le=50, description="How many passages at most.")
+    limit: int = Field(
+        default=10, ge=1, le=50, description="How many hits at most, passages and publications together."
+    )
+    cursor: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        description="The `next_cursor` of the previous page of the same query; leave it out for the first page.",
+    )
 
 
 class ExternalSearchRequest(LeaseRequest, SearchBody):
@@ -459,7 +470,9 @@ class RunSearchHit(Model):
     snippet: str
 
 
-class ExternalSearch(Model):
+class ExternalSearch(Page):
+    """A page of a run's search: passages first, then publications (`next_cursor`: the next page, or null)."""
+
     items: list[RunSearchHit]
 
 

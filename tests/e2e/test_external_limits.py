@@ -16,6 +16,7 @@ import pytest
 from tests.support.agent import Agent
 from tests.support.api import Api, error_of, probe
 from tests.support.documents import pdf
+from tests.support.fake_openai import GATED_MEMOS, GATED_PAGES, SEARCHED, gated_workspace
 from tests.support.stack import RunningStack
 
 MAX_PLAN_BYTES = 64 * 1024
@@ -152,6 +153,56 @@ def test_a_search_answers_and_lists_exactly_limit_hits(api: Api) -> None:
     assert 20 < len(every) <= 50 and every[-1]["ref"] == {"kind": "publication", "id": a["id"], "version": 1}
     listed = rows(api, run["id"], "listed")
     assert len(listed) == len(set(listed)) and set(listed) == {key(h) for h in one + twenty + every}
+
+
+def test_publication_hits_page_as_passages_do_until_every_hit_was_shown(api: Api) -> None:
+    ws, memos = gated_workspace(api)
+    run = api.start_run(ws, "What of the gates?", driver="external")
+    agent = Agent.of(api, run)
+
+    def key(hit: dict[str, Any]) -> tuple[str, str, int | None, str | None]:
+        return (hit["ref"]["kind"], hit["ref"]["id"], hit["ref"]["version"], hit["locator"])
+
+    pages, cursor = [], None
+    while len(pages) < 20:
+        page = agent.page(SEARCHED, 5, cursor)
+        pages.append(page["items"])
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert cursor is None, "the pages end"
+    for items in pages:
+        kinds = [h["ref"]["kind"] for h in items]
+        assert 0 < len(items) <= 5 and kinds == sorted(kinds, reverse=True), kinds
+        assert "source" not in kinds or "publication" in kinds, "beside passages, publications keep a place"
+    hits = [key(h) for items in pages for h in items]
+    assert len(hits) == len(set(hits)) == GATED_PAGES + GATED_MEMOS, "every hit once"
+    assert {h[1] for h in hits if h[0] == "publication"} == set(memos)
+    listed = rows(api, run["id"], "listed")
+    assert len(listed) == len(set(listed)) and set(listed) == set(hits)
+
+    forged = agent.call("GET", "/search", params={"q": SEARCHED, "cursor": "not-a-cursor"})
+    assert forged.status_code == 422 and error_of(forged)["details"]["field"] == "cursor", forged.text
+
+
+def test_a_read_the_run_may_not_make_yet_says_how_and_the_search_opens_it(api: Api) -> None:
+    run, agent, _ = begin(api)
+    # Published after the run's admission: not in its catalog, but in its workspace, where its search looks.
+    later = api.publish("Report C: Fund X gates", "Report C sees redemption gates at Fund X.", run["workspace_id"])
+    ref = {"kind": "publication", "id": later["id"], "version": 1}
+    refused = agent.call("POST", "/read", json={"ref": ref})
+    assert refused.status_code == 404, refused.text
+    message = error_of(refused)["message"]
+    assert "neither in this run's catalog nor found by its search" in message, message
+    assert "run_search" in message and f"/v1/runs/{run['id']}/search" in message, message
+    assert api.ledger(run["id"]) == []
+
+    def found() -> list[dict[str, Any]] | None:
+        hits = [h for h in agent.search("redemption gates", 10) if h["ref"] == ref]
+        return hits or None
+
+    probe(found, timeout=30)
+    assert "Report C sees" in agent.ok("POST", "/read", json={"ref": ref})["text"]
 
 
 def test_a_wrong_id_is_not_found_and_records_nothing(api: Api) -> None:

@@ -7,6 +7,7 @@ ledger and how many requests the model server got."""
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,9 +18,12 @@ import pytest
 from tests.support.api import Api, probe
 from tests.support.fake_openai import (
     BADCITE_ANSWER,
+    GATED_MEMOS,
+    GATED_PAGES,
     NARRATION,
     SCENARIO_ANSWER,
     completed_scenario,
+    gated_workspace,
     read_and_cited_the_sources,
     requests_of,
     scenario_run,
@@ -299,3 +303,70 @@ def test_a_finish_citing_what_the_run_did_not_read_is_answered_back(
     published = api.read(run["publication"])
     assert published["body"] == BADCITE_ANSWER.format(pub=pub[0])
     assert published["sources"] == [{"kind": "publication", "id": pub[0], "version": 1}]
+
+
+CUT = re.compile(r"… \[([\d,]+) chars in all; read_file (results/\S+) offset (\d+) for the rest\]$")
+
+
+def shown_answers(sent: list[dict[str, Any]]) -> list[str]:
+    """The last tool answer each request's window shows (the answer to the call before it)."""
+    return [str(r["body"]["messages"][-2]["content"]) for r in sent[1:]]
+
+
+def test_a_cut_search_answer_points_to_the_file_whose_read_gives_the_rest(
+    model_stack: RunningStack, model_server: str
+) -> None:
+    api = Api(model_stack)
+    ws, _ = gated_workspace(api)
+    run, question = scenario_run(api, ws, "searchrest")
+    assert run["status"] == "completed", run["error"]
+    shown = shown_answers(requests_of(model_server, question))
+    cut = CUT.search(shown[0])
+    assert cut is not None, shown[0][-200:]
+    path, offset = cut[2], int(cut[3])
+    whole = api.ok("GET", f"/v1/runs/{run['id']}/files/{path}")
+    assert len(whole) == int(cut[1].replace(",", "")) and shown[0] == whole[:offset] + cut[0]
+    # The run's own read_file gives the rest, part by part, each read where the one before said.
+    parts = [answer.partition("\n")[2] for answer in shown[1:]]
+    assert "".join(parts) == whole[offset:] and len(parts) >= 2
+    assert whole.index("- [source]") < whole.index("- [publication]"), "the evidence comes first"
+    # Reading a result back is no read of a source: nothing in the ledger, nothing counted as a source's text.
+    assert not [r for r in api.ledger(run["id"]) if r["stage"] in ("read", "unavailable")]
+    assert run["stats"]["source_chars_read"] == 0
+    assert run["stats"]["model_input_chars_max"] <= 3_000
+
+
+def test_every_hit_of_a_search_is_reached_through_its_pages(model_stack: RunningStack, model_server: str) -> None:
+    api = Api(model_stack)
+    ws, memos = gated_workspace(api)
+    run, question = scenario_run(api, ws, "searchpages")
+    assert run["status"] == "completed", run["error"]
+    sent = requests_of(model_server, question)
+    pages = []
+    for answer in shown_answers(sent):
+        cut = CUT.search(answer)
+        pages.append(api.ok("GET", f"/v1/runs/{run['id']}/files/{cut[2]}") if cut else answer)
+    passages, publications = [], []
+    for page in pages:
+        kinds = re.findall(r"^- \[(source|publication)\] (\S+?):? ", page, re.M)
+        assert [k for k, _ in kinds] == sorted((k for k, _ in kinds), reverse=True), "passages first on each page"
+        passages += [hit for kind, hit in kinds if kind == "source"]
+        publications += [hit for kind, hit in kinds if kind == "publication"]
+    assert len(passages) == len(set(passages)) == GATED_PAGES
+    assert sorted(publications) == sorted(f"{m}@1" for m in memos), "every publication hit, each once"
+    assert len(pages) > 1 and "cursor" not in pages[-1].partition("\n")[0]
+    listed = {r["ref"]["id"] for r in api.ledger(run["id"]) if r["stage"] == "listed"}
+    assert set(memos) <= listed and len(memos) == GATED_MEMOS > 3
+
+
+def test_a_read_the_run_may_not_make_says_how_to_reach_the_item(model_stack: RunningStack, model_server: str) -> None:
+    api = Api(model_stack)
+    elsewhere = api.publish("Memo elsewhere", "A memo of another workspace.", api.workspace()["id"])
+    ws = seeded_workspace(api)
+    question = f"scenario:reach {uuid.uuid4().hex[:8]} {elsewhere['id']}"
+    run = api.wait_run(api.start_run(ws, question, model="openai")["id"])
+    assert run["status"] == "completed", run["error"]
+    (refused, *_) = shown_answers(requests_of(model_server, question))
+    assert refused.startswith(f"not found: publication {elsewhere['id']}@1 is neither in this run's catalog")
+    assert "search_evidence" in refused and "read_publication" in refused, refused
+    assert api.ledger(run["id"]) == [], "a read refused as not found records nothing"

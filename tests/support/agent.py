@@ -34,4 +34,9 @@ class Agent:
         return self.call("PUT", f"/files/{path}", content=text.encode(), headers={"Content-Type": "text/plain"})
 
     def search(self, q: str, limit: int) -> list[dict[str, Any]]:
-        return list(self.ok("GET", "/search", params={"q": q, "limit": limit})["items"])
+        return list(self.page(q, limit)["items"])
+
+    def page(self, q: str, limit: int, cursor: str | None = None) -> dict[str, Any]:
+        """One page of the run's search: `items` and the `next_cursor` of the page after it."""
+        params: dict[str, Any] = {"q": q, "limit": limit} | ({"cursor": cursor} if cursor else {})
+        return dict(self.ok("GET", "/search", params=params))

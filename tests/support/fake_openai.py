@@ -11,10 +11,12 @@ answered by that scenario instead, whatever the mode, so one server and one stac
 `repeat` (narration forever), `parallel` and `batch` (three tool calls in one reply), `outage:<seconds>` (503 with
 Retry-After for that long from its first request), `errorbody` (a 200 carrying `{"error": ...}` once) and
 `trickle` (a reply whose bytes never stop coming), `catalog` (a model that works from catalog.md) and
-`pages:<notes>` (a long run: search, read a page of catalog.md, write a long note, until that many notes)
-and `earlier` (search, read the first earlier publication found, cite it), `endless` (a note after note, never
-a finish), `reread` (list the catalog, then read the start of catalog.md again and again) and `badcite` (read
-an earlier publication, finish citing it and what it never read; once answered back, cite only what it read).
+`pages:<notes>` (a long run: search, read a page of catalog.md, write a long note, until that many notes),
+`earlier` (search, read the first earlier publication found, cite it), `endless` (a note after note, never a
+finish), `reread` (list the catalog, then read the start of catalog.md again and again), `badcite` (read an
+earlier publication, finish citing it and what it never read; once answered back, cite only what it read),
+`searchpages` (page through one search by its cursors), `searchrest` (read the rest of a cut search answer
+from the file its cut names) and `reach` (read the publication the question names, then finish).
 
 A request with `stream: true` is answered the same, as server-sent `chat.completion.chunk` events: text
 in pieces of a few characters, each tool call's arguments in fragments spread over many chunks, the
@@ -30,8 +32,8 @@ HTTP/1.1 chunks, is cut by closing the connection right after the chunk carrying
 usage, no `[DONE]`, no last chunk). `bignote` writes a note of 200,000 characters first.
 
 Started with the mode `walk` (`python -m tests.support.fake_openai PORT walk`) it plays a longer script
-instead, as a function of the input alone (like a model at temperature zero): the next step is chosen by
-how many tool results the request carries, so a resumed run that sends an input again gets the same step.
+instead, as a function of the input alone (like a model at temperature zero): the next step follows the
+last step the request's window shows, so a resumed run that sends an input again gets the same step.
 
 The tests that run against it share what follows `running`: the pacing of a stack whose runner is killed
 mid-run, the requests one run sent, a workspace to run in, and a kill amid the calls of one answer.
@@ -150,6 +152,8 @@ def scenario_answer(name: str, seconds: int, task: str, body: dict[str, Any]) ->
         return 200, tool_call("read_file", json.dumps({"path": "catalog.md", "limit": 500}), f"re-{done}")
     if name == "badcite":
         return 200, badcite_walk(body, done)
+    if name in ("searchpages", "searchrest", "reach"):
+        return 200, search_walk(name, body, task)
     if done == 0:
         if name in ONCE:
             return 200, text_reply(ONCE[name], "length" if name == "length_text" else "stop")
@@ -262,6 +266,41 @@ def badcite_walk(body: dict[str, Any], done: int) -> dict[str, Any]:
     return tool_call("finish", json.dumps({"answer": answer}), f"bad-{done}")
 
 
+SEARCHED = "redemption gates"
+
+
+def last_step(body: dict[str, Any]) -> tuple[str, str]:
+    """The name of the last call the window shows, and its answer as shown."""
+    for call, answer in reversed(list(itertools.pairwise(body["messages"]))):
+        for c in call.get("tool_calls") or []:
+            return str(c["function"]["name"]), str(answer.get("content"))
+    return "", ""
+
+
+def search_walk(name: str, body: dict[str, Any], task: str) -> dict[str, Any]:
+    """Models that see only their window: `searchpages` asks for the next page with the cursor a search
+    answer's first line gives, until none; `searchrest` reads the rest of a cut search answer where its cut
+    says, then each next part where the read says; `reach` reads the publication its question names."""
+    last, said = last_step(body)
+    step = f"{name}-{sum(1 for m in body['messages'] if m.get('role') == 'tool')}"
+    if name == "reach" and not last:
+        named = re.search(r"\b(pub_[A-Za-z0-9_-]+)", task)
+        assert named is not None, task
+        return tool_call("read_publication", json.dumps({"id": named[1], "version": 1}), step)
+    if name != "reach" and not last:
+        return tool_call("search_evidence", json.dumps({"query": SEARCHED}), step)
+    cursor = re.search(r"cursor '([^']+)'", said.partition("\n")[0])
+    if name == "searchpages" and last == "search_evidence" and cursor:
+        return tool_call("search_evidence", json.dumps({"query": SEARCHED, "cursor": cursor[1]}), step)
+    rest = re.search(r"read_file (\S+) offset (\d+) for the rest\]$", said)
+    if name == "searchrest" and last == "search_evidence" and rest:
+        return tool_call("read_file", json.dumps({"path": rest[1], "offset": int(rest[2]), "limit": 400}), step)
+    more = re.match(r"\[(\S+) chars \d+-\d+ of \d+; the rest from offset (\d+)\]", said)
+    if name == "searchrest" and last == "read_file" and more:
+        return tool_call("read_file", json.dumps({"path": more[1], "offset": int(more[2]), "limit": 400}), step)
+    return tool_call("finish", json.dumps({"answer": SCENARIO_ANSWER}), step)
+
+
 def pages_walk(body: dict[str, Any], task: str) -> dict[str, Any]:
     """A long run that sees only its window: the working files' counts say how far it is, the last tool
     answer what comes next (search, then a page of catalog.md, then a long note)."""
@@ -320,7 +359,12 @@ MODE: list[str] = ["script"]
 
 
 def walk_answer(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-    done = sum(1 for m in body["messages"] if m.get("role") == "tool")
+    """The step after the last one the window shows (its call id, `walk-<n>`): a window bounded by size
+    drops the oldest steps, so their count says nothing."""
+    shown = [
+        str(c["id"]) for m in body["messages"] for c in m.get("tool_calls") or [] if str(c["id"]).startswith("walk-")
+    ]
+    done = int(shown[-1].removeprefix("walk-")) + 1 if shown else 0
     if done < len(WALK):
         name, arguments = WALK[done]
         return 200, tool_call(name, json.dumps(arguments), f"walk-{done}")
@@ -554,6 +598,23 @@ def sourced_workspace(api: Api) -> str:
         api.upload(pdf([text]), f"fundx-{n}", f"fundx-{n}.pdf", ws["id"])
     api.wait_catalog(ws["id"], 3, timeout=60)
     return str(ws["id"])
+
+
+GATED_PAGES, GATED_MEMOS = 25, 8
+
+
+def gated_workspace(api: Api) -> tuple[str, list[str]]:
+    """A new workspace where `SEARCHED` matches every page of a minutes PDF (`GATED_PAGES`) and every one of
+    `GATED_MEMOS` publications; the workspace and the publications' ids."""
+    ws = api.workspace()
+    pages = [f"Page {i}. The board discusses redemption gates, note number {i}." for i in range(GATED_PAGES)]
+    assert api.upload(pdf(pages), "minutes", "minutes.pdf", ws["id"])["status"] == "active"
+    memos = [
+        api.publish(f"Memo {i} on gates", f"Memo {i}: the redemption gates of Fund X, seen again.", ws["id"])["id"]
+        for i in range(GATED_MEMOS)
+    ]
+    api.wait_catalog(ws["id"], 1 + GATED_MEMOS)
+    return str(ws["id"]), memos
 
 
 def read_and_cited_the_sources(api: Api, run: dict[str, Any]) -> None:

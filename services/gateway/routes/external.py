@@ -56,12 +56,16 @@ async def external_search(
     limit: int = Query(
         default=10, ge=1, le=50, description="The most hits to answer, passages and publications together"
     ),
+    cursor: str | None = Query(
+        default=None, min_length=1, max_length=200, description="The `next_cursor` of the previous page"
+    ),
     lease: c.LeaseRequest = Depends(run_lease),
     bus: ActorBus = Depends(actor_bus),
 ) -> Response:
-    """At most `limit` hits among what the run may read: evidence passages, then earlier publications of the
-    workspace; exactly the hits answered are recorded (once) as `listed`."""
-    request = c.ExternalSearchRequest(run_id=lease.run_id, lease=lease.lease, q=q, limit=limit)
+    """A page of at most `limit` hits among what the run may read: evidence passages, then earlier
+    publications of the workspace, and `next_cursor` for the next page; exactly the hits answered are
+    recorded (once) as `listed`."""
+    request = c.ExternalSearchRequest(run_id=lease.run_id, lease=lease.lease, q=q, limit=limit, cursor=cursor)
     return await bus.relay(c.EXTERNAL_SEARCH, request)
 
 

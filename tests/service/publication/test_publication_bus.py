@@ -237,6 +237,23 @@ async def test_a_runs_search_reaches_its_workspace_and_what_it_found_is_readable
     assert memo["id"] not in {h["id"] for h in found["items"]}
 
 
+async def test_a_runs_search_pages_by_offset_through_every_match(
+    publication: PublicationSettings, bus: BusClient, infra: Infra
+) -> None:
+    who = actor()
+    memos = [await commit(bus, who, body=f"Memo {i} on the redemption gate.", workspace_id="ws_p") for i in range(7)]
+    claims = {"run_id": "run_p", "scope": who.scope, "refs": [], "expires_at": time.time() + 60, "workspace_id": "ws_p"}
+    grant = sign_grant(load_private_key(infra.proof_keys["runhost"]), GrantClaims.model_validate(claims))
+    pages = [
+        (await bus.call_raw(c.RUN_SEARCH, {"q": "redemption gate", "limit": 3, "offset": at}, actor=who, grant=grant))[
+            "items"
+        ]
+        for at in (0, 3, 6, 9)
+    ]
+    assert [len(page) for page in pages] == [3, 3, 1, 0]
+    assert sorted(h["id"] for page in pages for h in page) == sorted(m["id"] for m in memos), "each match once"
+
+
 async def test_batch_check(publication: PublicationSettings, bus: BusClient) -> None:
     who = actor()
     a = await commit(bus, who)

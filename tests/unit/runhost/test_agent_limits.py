@@ -7,7 +7,7 @@ import pytest
 
 from services.runhost.admitted import Limits
 from services.runhost.leases import limit_reached, not_running
-from services.runhost.tools import within
+from services.runhost.search import within
 
 LIMITS = Limits(max_steps=3, max_chars=100, max_seconds=60)
 

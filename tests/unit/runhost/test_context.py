@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
-from services.runhost.context import MAX_INPUT_CHARS, build_messages, input_chars, recite
+import re
+
+from services.runhost.context import (
+    CUT_FLOOR,
+    MAX_INPUT_CHARS,
+    RESULT_CHARS,
+    build_messages,
+    input_chars,
+    recite,
+    result_file,
+)
 from services.runhost.policies.base import RunView, ToolResult
 from services.runhost.policies.extractive import read_so_far
 
@@ -61,3 +71,44 @@ def test_a_file_is_read_in_parts_from_its_start() -> None:
     assert (len(body), end, total) == (2_000, 2_000, 2_500)
     parts.append(read(path, 2_000, 2_500))
     assert read_so_far(view(1, 0, results=parts), path)[1:] == (2_500, 2_500)
+
+
+POINTER = re.compile(r"… \[([\d,]+) chars in all; read_file (\S+) offset (\d+) for the rest\]$")
+
+
+def kept(result: ToolResult, step: int) -> ToolResult:
+    """The result as the loop keeps it: a long one is on file (services/runhost/loop.py)."""
+    path = result_file(result, step)
+    if path is not None:
+        result.data["result_path"] = path
+    return result
+
+
+def test_a_cut_answer_ends_with_the_file_and_offset_of_its_rest() -> None:
+    text = "".join(f"- [source] ev_{i}: minutes@1 page:{i}: " + "gates " * 15 + "\n" for i in range(30))
+    search = kept(ToolResult("search_evidence", {"query": "gates"}, text), 7)
+    assert search.data["result_path"] == "results/0007.md"
+    for v in (view(3, 0), view(300, 100)):
+        shown = build_messages(v, [search])[-2]["content"]
+        cut = POINTER.search(shown)
+        assert cut is not None and cut[2] == "results/0007.md", shown[-120:]
+        assert shown == text[: int(cut[3])] + cut[0] and len(shown) <= RESULT_CHARS
+        assert int(cut[1].replace(",", "")) == len(text)
+
+
+def test_a_cut_page_of_read_file_points_to_the_offset_in_its_own_file() -> None:
+    # A page longer than the window shows one answer (read_file's own bound keeps its pages shorter).
+    page = kept(read("sources/pub_0001@v1.txt", 2_000, 9_000, size=1_500), 3)
+    assert "result_path" not in page.data, "a page read is in its own file already"
+    shown = build_messages(view(300, 100), [page])[-2]["content"]
+    cut = POINTER.search(shown)
+    assert cut is not None and cut[2] == "sources/pub_0001@v1.txt", shown[-120:]
+    header = page.text.partition("\n")[0] + "\n"
+    assert int(cut[3]) == 2_000 + len(shown) - len(cut[0]) - len(header)
+
+
+def test_a_short_answer_is_never_cut_and_never_kept_apart() -> None:
+    short = kept(ToolResult("read_publication", {"id": "pub_1", "version": 1}, "y" * CUT_FLOOR), 1)
+    assert "result_path" not in short.data
+    messages = build_messages(view(300, 100, plan="# Plan\n" + "p" * 9_000), [short])
+    assert messages[-2]["content"] == short.text

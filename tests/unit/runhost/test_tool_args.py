@@ -97,10 +97,11 @@ def test_an_empty_or_odd_message_is_answered_back_not_failed() -> None:
 
 def test_the_tool_schemas_are_the_ones_earlier_runs_were_journaled_with() -> None:
     # A run's model-call journal is keyed by its model input, tools included (services/runhost/journal.py):
-    # schemas written otherwise would leave an earlier attempt's answers unfound on resume. (Changed on
-    # purpose when list_catalog took its cursor: a run in flight across that upgrade asks its model again.)
+    # schemas written otherwise would leave an earlier attempt's answers unfound on resume. Changed on purpose
+    # only, as when list_catalog took its cursor and search_evidence a `cursor` (issue 37): a run resumed across
+    # that upgrade asks its model again.
     canonical = json.dumps(TOOLS, sort_keys=True).encode()
-    assert hashlib.sha256(canonical).hexdigest() == "0bb45ea5e367cb7880d3b6f5c3a9771de79c4bba110e0248153df68500611d94"
+    assert hashlib.sha256(canonical).hexdigest() == "86be0948846d33d5f5aec634f895100c32425b3d3b1f9d6fb5aa7e4f4d2f6fcd"
 
 
 def test_a_tool_schema_shows_each_field_by_its_json_type_and_the_tool_by_its_docstring() -> None:
@@ -108,7 +109,7 @@ def test_a_tool_schema_shows_each_field_by_its_json_type_and_the_tool_by_its_doc
     assert search["description"].startswith("Full-text search over active source versions")
     assert search["parameters"] == {
         "type": "object",
-        "properties": {"query": {"type": "string"}, "source_id": {"type": "string"}},
+        "properties": {"query": {"type": "string"}, "source_id": {"type": "string"}, "cursor": {"type": "string"}},
         "required": ["query"],
         "additionalProperties": False,
     }
