@@ -50,7 +50,10 @@ async def test_earlier_rows_get_their_part_supersessions_counters_and_flags(infr
                 "INSERT INTO citations VALUES ('s', 'pub_r4', 1, 'publication', 'pub_r2', 1),"
                 " ('s', 'pub_r4', 1, 'publication', 'pub_mine', 1)"
             )
-        assert await migrate(db.pool, MIGRATIONS) == ["workspace/0004_catalog_life.sql"]
+        assert await migrate(db.pool, MIGRATIONS) == [
+            "workspace/0004_catalog_life.sql",
+            "workspace/0005_drift_questions.sql",
+        ]
         async with db.pool.acquire() as conn:
             found = {
                 r["ref_id"]: r
