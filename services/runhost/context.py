@@ -13,7 +13,7 @@ from services.runhost.policies.base import RunView, ToolResult
 # listing of working files), plan.md is recited by its active part (the sources still to do; the rest stays
 # on file), and the window keeps the most recent steps up to CONTEXT_CHARS, each tool answer at most
 # RESULT_CHARS with a pointer to the rest. MAX_INPUT_CHARS bounds the whole request's message text.
-MAX_INPUT_CHARS = 2_900
+MAX_INPUT_CHARS = 2_800
 CONTEXT_CHARS = 1_300
 RESULT_CHARS = 1_100
 # A tool answer longer than CUT_FLOOR is kept whole in the run's files when its step runs (`result_file`), so

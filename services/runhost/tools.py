@@ -69,8 +69,8 @@ class Reading:
 
 # The run host's model reads with its own tools.
 POLICY_READING = Reading(
-    "Sources are read through search_evidence (with source_id for one source), then read_evidence;"
-    " publications with read_publication (id, version).",
+    "Read sources with search_evidence (source_id for one), then read_evidence; publications with"
+    " read_publication.",
     "search_evidence also finds sources and earlier publications the catalog omits",
 )
 
