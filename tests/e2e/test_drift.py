@@ -160,7 +160,7 @@ def test_the_checkpoint_asks_whole_questions_once_and_later_runs_resolve_them(ap
     # A run asked the open question, whose reading answers it, resolves it; having read and used the new
     # version of the announcement (the goal's words find it too), it resolves the drift's question as well.
     api.upload(pdf([REGULATOR]), "regulator", "regulator.pdf", ws["id"])
-    api.wait_catalog(ws["id"], 2 + 2 * 2)  # two sources, and each run's answer and report
+    api.wait_catalog(ws["id"], 2 + 2)  # two sources, and each run's answer (a report is no catalog item)
     third = api.wait_run(api.start_run(ws["id"], "What did the regulator say about swing pricing?")["id"])
     assert third["checkpoint_proposal"]["status"] == "applied", third
     sources = api.read(third["publication"])["sources"]
