@@ -69,8 +69,7 @@ class Reading:
 
 # The run host's model reads with its own tools.
 POLICY_READING = Reading(
-    "Read sources with search_evidence (source_id for one), then read_evidence; publications with"
-    " read_publication.",
+    "Read sources with search_evidence (source_id for one), then read_evidence; publications with read_publication.",
     "search_evidence also finds sources and earlier publications the catalog omits",
 )
 
