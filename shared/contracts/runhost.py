@@ -418,7 +418,9 @@ class CheckpointUpdate(Model):
 class FinishBody(Model):
     """The body of `POST /v1/runs/{id}/finish`."""
 
-    answer: str = Field(
+    # Blank (whitespace alone, as Python and the schema's pattern both read it) is no answer: refused as
+    # invalid by the schema and the server alike.
+    answer: Text = Field(
         min_length=1,
         max_length=200_000,
         description="The answer (markdown), citing `source_id@vN locator` for evidence and `pub_…@vN` for publications.",
