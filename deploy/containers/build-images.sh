@@ -5,8 +5,10 @@
 # and Dossier's own image (../../Dockerfile). Needs root, debootstrap and a Docker engine. pip and apt
 # inside a build reach the network through the host's (--network host); pip trusts the host's CA
 # bundle, passed as a build secret (never a layer). An infrastructure image that exists is kept
-# (DOSSIER_REBUILD=1 rebuilds them, the base too); Dossier's own is always built, from the current
-# source (layers cached). Image names: local-images.env (and DOSSIER_IMAGE for Dossier's).
+# (DOSSIER_REBUILD=1 rebuilds them, the base too); Dossier's own, and the S3 image (it carries Dossier's
+# own S3 server and the object keys' rules), are always built from the current source (layers cached: an
+# unchanged source rebuilds nothing), so an image built by an earlier checkout never enforces older rules.
+# Image names: local-images.env (and DOSSIER_IMAGE for Dossier's).
 #   sh deploy/containers/build-images.sh
 set -eu
 cd "$(dirname "$0")/../.."
@@ -41,5 +43,5 @@ base() {
 missing "$BASE" && what=$BASE timed base
 missing "$DOSSIER_NATS_IMAGE" && build "$DOSSIER_NATS_IMAGE" -f deploy/containers/nats.Dockerfile deploy/containers
 missing "$DOSSIER_POSTGRES_IMAGE" && build "$DOSSIER_POSTGRES_IMAGE" -f deploy/containers/postgres.Dockerfile .
-missing "$DOSSIER_S3_IMAGE" && build "$DOSSIER_S3_IMAGE" -f deploy/containers/s3.Dockerfile .
+build "$DOSSIER_S3_IMAGE" -f deploy/containers/s3.Dockerfile .
 build "$APP" .
