@@ -1,7 +1,7 @@
 """Whether a version a run already holds may still be used: its owner says so (publication for
 publications, assets for source versions), not the run's own copy of it.
 
-A run keeps what it read in `sources/`, and reads it back from there. That copy is no pass (DESIGN §2,
+A run keeps what it read in `sources/`, and reads it back from there. That copy is no pass (docs/architecture.md,
 eligibility at read time): every read from it asks the owner again, so a publication withdrawn or a source
 retired since is refused and recorded as `unavailable`; and when a run's answer is kept, the versions it
 consumed are checked once more, so one that became unusable meanwhile is recorded `unavailable` and is

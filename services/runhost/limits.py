@@ -10,7 +10,7 @@ renewal is no step: it is how a session keeps its run, and the time limit bounds
 
 The call that would take the run over a limit is refused (409, naming the limit) and the run ends `failed`
 with `limit_reached` (its `error_details` naming the limit and its value), in the same transaction, publishing nothing and keeping its files, as
-CONTRACT "Runs" says of any run. A run a finish has won is past its limits' reach: it is being published.
+docs/api.md says of any run. A run a finish has won is past its limits' reach: it is being published.
 """
 
 from __future__ import annotations
