@@ -22,10 +22,10 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import heapq
 import json
 import os
 import time
-from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
@@ -163,27 +163,22 @@ class SeenProofs:
     again anyway). Proofs live at most one window, so this holds at most one window of requests."""
 
     def __init__(self) -> None:
-        self._expiry: dict[str, float] = {}
-        self._order: deque[tuple[float, str]] = deque()
+        self._taken: set[str] = set()
+        # (expiry, id), soonest first: signers' clocks differ a little, so ids do not arrive in expiry order.
+        self._expiries: list[tuple[float, str]] = []
 
     def take(self, proof_id: str, expires_at: float, now: float) -> bool:
         """True the first time `proof_id` is taken, False on any later use before it expires."""
-        while self._order and self._order[0][0] <= now:
-            _, old = self._order.popleft()
-            if self._expiry.get(old, now + 1) <= now:
-                del self._expiry[old]
-        if proof_id in self._expiry:
+        while self._expiries and self._expiries[0][0] <= now:
+            self._taken.discard(heapq.heappop(self._expiries)[1])
+        if proof_id in self._taken:
             return False
-        self._expiry[proof_id] = expires_at
-        if self._order and expires_at < self._order[-1][0]:
-            # Signers' clocks differ a little: keep the queue in order of expiry so pruning stays exact.
-            self._order = deque(sorted((*self._order, (expires_at, proof_id))))
-        else:
-            self._order.append((expires_at, proof_id))
+        self._taken.add(proof_id)
+        heapq.heappush(self._expiries, (expires_at, proof_id))
         return True
 
     def __len__(self) -> int:
-        return len(self._expiry)
+        return len(self._taken)
 
 
 class ProofVerifier:
