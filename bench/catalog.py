@@ -91,12 +91,13 @@ async def time_queries(dsn: str, scope: str, workspaces: dict[int, str]) -> dict
     try:
         for i in range(WARMUP + ROUNDS):
             for n, wid in workspaces.items():
-                state = await REPO.catalog_state(conn, scope=scope, workspace_id=wid)
+                repo = REPO.for_scope(scope)
+                state = await repo.catalog_state(conn, workspace_id=wid)
                 at: Position | None = Position.start(state, for_run=True)
                 for page in (1, 2):
                     assert at is not None
                     started = time.perf_counter()
-                    at = (await READER.read(conn, wid, at, REAL_NEWEST)).next
+                    at = (await READER.read(conn, repo, wid, at, REAL_NEWEST)).next
                     if i >= WARMUP:
                         samples[(n, page)].append((time.perf_counter() - started) * 1000)
     finally:

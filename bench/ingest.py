@@ -6,10 +6,12 @@
    in the same run. Two stacks run side by side: one whose assets service splits a long PDF across its
    free parser slots (the default) and one that reads every file with one parser
    (`DOSSIER_EXTRACT_SPLIT_PAGES=0`, the path before the split); each trial measures raw, one parser and
-   split, in turns. The goal is split ≥ 1.2× raw; the one-parser ratio is printed beside it, and so is
+   split, in turns. The goal is split ≥ 1.2× raw (issue 42: ≥ 1.1×); the one-parser ratio is printed beside it, and so is
    the processor time an upload takes in each process of each stack (bench/_cpu.py), with PostgreSQL's
    share for the passages' full-text vectors alone: together they bound the wall time on the machine's
-   cores.
+   cores. The stack's processor time per upload over raw's (process time of the in-process extraction) is
+   the second goal (≤ 1.6×), printed beside its floor: raw's parse, the full-text vectors and the gateway's
+   share, which no change in the service's own code removes.
 2. Evidence search median and p99 through the gateway with 100k passages (`--passages N`; `make
    bench-growth` runs 1,000,000) in the assets database (the
    passages are inserted directly; extracting 100k pages would only measure item 1 again). Queries are
@@ -61,11 +63,16 @@ PASSAGES_PER_VERSION = 500
 QUERIES = 300
 
 
+# Processor seconds of each raw extraction (in-process, one thread), beside its wall time.
+RAW_CPU: list[float] = []
+
+
 def raw_extraction_seconds(data: bytes) -> float:
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     with pymupdf.open(stream=data, filetype="pdf") as doc:
         texts = [page.get_text("text") for page in doc]
     elapsed = time.perf_counter() - started
+    RAW_CPU.append(time.process_time() - cpu)
     assert len(texts) == PAGES
     return elapsed
 
@@ -151,7 +158,20 @@ def ingest_benchmark(stacks: dict[str, Ingesting], split_dsn: str) -> None:
         print_split(stacks[name].spent, per=TRIALS, unit="upload, ms", scale=1e3, wall=wall, exact=meter.exact)
     index = asyncio.run(index_seconds(split_dsn, stacks["split"].asset_id))
     print(f"  of postgres's time, the full-text vectors of the {PAGES} passages alone: {index * 1000:.0f} ms")
+    # Processor time per page of the whole stack (every process, parsers included) against raw's own.
+    raw_cpu = statistics.median(RAW_CPU)
+    ratio = {name: sum(stacks[name].spent.values()) / TRIALS / raw_cpu for name in stacks}
+    print(
+        f"  processor time per upload ÷ raw's ({raw_cpu * 1000:.0f} ms): one parser {ratio['single']:.2f}x,"
+        f" split {ratio['split']:.2f}x"
+    )
+    # What no change to the service's own code can remove: the parse itself (raw's), PostgreSQL's full-text
+    # vectors of the passages, and the gateway receiving the upload.
+    floor = (raw_cpu + index + stacks["split"].spent.get("gateway", 0.0) / TRIALS) / raw_cpu
+    print(f"  floor of that ratio (raw parse + full-text vectors + gateway's upload): {floor:.2f}x")
     goal("ingest pages/s (split) ÷ raw PyMuPDF pages/s", split_pps / raw_pps, 1.2, at_most=False)
+    goal("ingest pages/s (split) ÷ raw PyMuPDF pages/s, issue 42", split_pps / raw_pps, 1.1, at_most=False)
+    goal("ingest processor time per page (split) ÷ raw's", ratio["split"], 1.6, at_most=True)
 
 
 def vocabulary(rnd: random.Random, size: int = 5000) -> list[str]:

@@ -4,7 +4,8 @@
 Replica 1 of a service keeps the plain name (`workspace`, `pids/workspace.pid`); replica n is
 `workspace.n` (`pids/workspace.n.pid`, `health/workspace.n.json`; its lines in `logs/workspace.log`). NATS nodes
 are `nats`, `nats.2`, `nats.3`. Gateway replica n listens on `DOSSIER_HTTP_PORT + n - 1`, with
-`DOSSIER_GATEWAY_WORKERS` processes sharing that port: `gateway`, `gateway-w2`, … (services/gateway/workers.py).
+`DOSSIER_GATEWAY_WORKERS` processes sharing that port: `gateway`, `gateway-w2`, …
+(services/gateway/transport/workers.py).
 """
 
 from __future__ import annotations

@@ -151,7 +151,7 @@ class Stack:
         # How many consumers outside subscribers may hold on the events mirror (shared.outside).
         self.outside_max_consumers = max_consumers(self.env)
         # (service, process name) of every process the stack runs, replica 1 first.
-        # Gateway processes sharing each gateway port (services/gateway/workers.py).
+        # Gateway processes sharing each gateway port (services/gateway/transport/workers.py).
         self.gateway_workers = workers_setting(self.env)
         self.processes = [
             (n, worker_name(process_name(n, i), w))
@@ -161,7 +161,7 @@ class Stack:
         ]
         self.gateway_ports = {process_name("gateway", i): self.http_port + i - 1 for i in range(1, self.replicas + 1)}
         # The workers of a gateway port share a folder: their metric files, which /metrics on any of them
-        # reads, and their per-token rate buckets (services/gateway/workers.py).
+        # reads, and their per-token rate buckets (services/gateway/transport/workers.py).
         self.gateway_dirs = {name: self.home / "gateway" / name for name in self.gateway_ports}
         self.gateway_processes = {process for name, process in self.processes if name == "gateway"}
         # Each service process serves Prometheus metrics on a port of its own, chosen free (choose_ports; the

@@ -1,8 +1,9 @@
-"""Request/reply over NATS with one typed envelope, and JetStream helpers.
+"""Request/reply over NATS with one typed envelope: the caller (`BusClient`), the rules' marks (`answers`),
+and `dispatch`, which answers each request the service's subscriptions receive (shared/serving.py).
 
-Every request gets a reply: the subscriber wrapper parses the body itself (FastStream would drop the
-reply on a body it cannot validate), so a malformed payload answers `invalid`, a rule's refusal answers
-its DomainError, and anything unexpected answers `internal` without a trace.
+Every request gets a reply: `dispatch` parses the body itself (FastStream would drop the reply on a body it
+cannot validate), so a malformed payload answers `invalid`, a rule's refusal answers its DomainError, and
+anything unexpected answers `internal` without a trace. Events are not served here (shared/events.py).
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Required, TypedDict, TypeVar, Unpack
 
-import nats
 import orjson
+from nats.aio.client import Client as NATS
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
 from pydantic import BaseModel, ValidationError
@@ -215,22 +216,36 @@ def answers(subject: Subject[Q, R]) -> Callable[[Rule[S, Q, R]], Rule[S, Q, R]]:
     """
 
     def mark(method: Rule[S, Q, R]) -> Rule[S, Q, R]:
-        if hasattr(method, _ANSWERS):
-            raise TypeError(f"{method.__qualname__} already answers {getattr(method, _ANSWERS)}")
-        setattr(method, _ANSWERS, subject)
-        return method
+        return set_mark(method, _ANSWERS, subject, "answers")
 
     return mark
 
 
-def rules_of(owner: object) -> list[tuple[Subject[Any, Any], Handler]]:
-    """Each subject a method of `owner`'s class answers (marked by `answers`), with that method bound to `owner`."""
+M = TypeVar("M")
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def set_mark(method: F, attribute: str, value: object, verb: str) -> F:
+    """Mark `method` with `value` under `attribute`, once (`answers` here, `consumes` in shared/events.py)."""
+    if hasattr(method, attribute):
+        raise TypeError(f"{method.__qualname__} already {verb} {getattr(method, attribute)}")
+    setattr(method, attribute, value)
+    return method
+
+
+def marked_methods(owner: object, attribute: str, kind: type[M]) -> list[tuple[M, Any]]:
+    """Each `kind` a method of `owner`'s class is marked with under `attribute`, with that method bound to `owner`."""
     found = []
     for name in dir(type(owner)):
-        subject = getattr(getattr(type(owner), name, None), _ANSWERS, None)
-        if isinstance(subject, Subject):
-            found.append((subject, getattr(owner, name)))
+        value = getattr(getattr(type(owner), name, None), attribute, None)
+        if isinstance(value, kind):
+            found.append((value, getattr(owner, name)))
     return found
+
+
+def rules_of(owner: object) -> list[tuple[Subject[Any, Any], Handler]]:
+    """Each subject a method of `owner`'s class answers (marked by `answers`), with that method bound to `owner`."""
+    return marked_methods(owner, _ANSWERS, Subject)
 
 
 def health_endpoint(broker: NatsBroker, service: str, problem: Callable[[], str | None] = lambda: None) -> None:
@@ -275,7 +290,7 @@ class BusClient:
     process that calls no other service), owners refuse whatever it sends for an actor.
     """
 
-    def __init__(self, nc: nats.NATS, *, timeout: float = 5.0, signer: ProofSigner | None = None):
+    def __init__(self, nc: NATS, *, timeout: float = 5.0, signer: ProofSigner | None = None):
         self._nc = nc
         self._timeout = timeout
         self._signer = signer

@@ -24,6 +24,7 @@ import signal
 from typing import Any
 
 import nats
+from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 
 from shared.contracts.common import STREAM_NAME
@@ -96,7 +97,7 @@ def explained(data: bytes) -> bytes:
     return json.dumps(answer).encode()
 
 
-async def handle(nc: nats.NATS, msg: Msg) -> None:
+async def handle(nc: NATS, msg: Msg) -> None:
     try:
         body = json.loads(msg.data or b"{}")
         if not isinstance(body, dict):
@@ -114,7 +115,7 @@ async def handle(nc: nats.NATS, msg: Msg) -> None:
     await msg.respond(explained(reply.data))
 
 
-async def serve(nc: nats.NATS) -> None:
+async def serve(nc: NATS) -> None:
     async def on_request(msg: Msg) -> None:
         await handle(nc, msg)
 

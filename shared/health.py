@@ -18,14 +18,14 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import nats
+from nats.aio.client import Client as NATS
 
 log = logging.getLogger("dossier.health")
 
 Check = Callable[[], Awaitable[bool]]
 
 
-async def connection_answers(nc: nats.NATS, timeout: int = 2) -> bool:
+async def connection_answers(nc: NATS, timeout: int = 2) -> bool:
     """Connected, and the server answers a PING (a half-open connection fails this)."""
     if not nc.is_connected:
         return False

@@ -1,10 +1,11 @@
 """Prometheus metrics of one process (prometheus-client's default registry), or of the gateway's workers
 together (its multiprocess mode, when `PROMETHEUS_MULTIPROC_DIR` is set).
 
-Health pings and event consumers are also counted by FastStream's own Prometheus middleware
-(`faststream_*`); request subjects are served without FastStream (shared/serving.py) and counted here
-only. The counters here add what it cannot see: the reply's error code, the HTTP routes, the outbox,
-dead letters, runs, extraction, lease takeovers and how many lookups shared a statement.
+Health pings, the one kind of message a FastStream subscriber serves, are also counted by its Prometheus
+middleware (`faststream_*`); request subjects (shared/serving.py) and events (the durable consumers of
+shared/outbox.py) are served without FastStream and counted here only. The counters here add what it
+cannot see: the reply's error code, the events consumed, the HTTP routes, the outbox, dead letters, runs,
+extraction, lease takeovers and how many lookups shared a statement.
 """
 
 from __future__ import annotations
@@ -130,7 +131,7 @@ def _names(families: Iterable[Counter | Gauge | Histogram]) -> set[str]:
 
 class _ProcessView(Collector):
     """The default registry less the dossier_* families of other services; in multiprocess mode (the
-    gateway's workers, services/gateway/workers.py) the figures every worker wrote to the shared folder,
+    gateway's workers, services/gateway/transport/workers.py) the figures every worker wrote to the shared folder,
     summed, less the same families."""
 
     def __init__(self, service: str):

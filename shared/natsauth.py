@@ -33,9 +33,8 @@ from typing import Any
 import bcrypt
 
 from shared import outside
-from shared.contracts import assets, publication, workspace
 from shared.contracts.common import ALL_PROCESSES, EVENT_SUBJECT_PREFIX, STREAM_NAME, health_subject
-from shared.contracts.registry import called_by
+from shared.contracts.registry import called_by, consumed_by
 from shared.outside import EVENTS_USER, INTERNAL_ACCOUNT, MIRROR_ACCOUNT, OUTSIDE_ACCOUNT, OUTSIDE_ADMIN
 from shared.secretfiles import secret_table
 from shared.settings import CommonSettings
@@ -63,19 +62,10 @@ CALLS: dict[str, tuple[str, ...]] = {
     for process in ALL_PROCESSES
 }
 
-# Event subjects each service follows with durable consumers.
+# Event subjects each service follows with durable consumers: the event types whose contract declaration names
+# it among their consumers (the service's runtime checks that each has a handler marked for it, shared/events.py).
 CONSUMES: dict[str, tuple[str, ...]] = {
-    "workspace": (
-        publication.EVT_COMMITTED.subject,
-        assets.EVT_ASSOCIATION_REQUESTED.subject,
-        # Drift: a cited ref got a new version, or was withdrawn or retired.
-        publication.EVT_REVISED.subject,
-        publication.EVT_WITHDRAWN.subject,
-        assets.EVT_VERSION_ACTIVATED.subject,
-        assets.EVT_SOURCE_RETIRED.subject,
-        # Stale claims: its own announcement of a changed citation, re-checked outside the drift's transaction.
-        workspace.EVT_CITATION_CHANGED.subject,
-    ),
+    process: tuple(event.subject for event in consumed_by(process)) for process in ALL_PROCESSES if consumed_by(process)
 }
 
 
@@ -126,9 +116,15 @@ def tester_permissions() -> dict[str, Any]:
     return {"publish": {"allow": [">"], "deny": admin}, "subscribe": {"allow": [">"]}}
 
 
+def durable_name(prefix: str, event_type: str) -> str:
+    """The durable consumer of `event_type` for a service whose consumers are named `prefix` (its name, or a
+    test's own): `workspace_publication_committed`."""
+    return f"{prefix}_{event_type.replace('.', '_')}"
+
+
 def workspace_durables(prefix: str = "workspace") -> dict[str, str]:
     """Durable consumer name → the event subject it follows (the workspace service's own naming)."""
-    return {f"{prefix}_{subject.split('.', 2)[2].replace('.', '_')}": subject for subject in CONSUMES["workspace"]}
+    return {durable_name(prefix, event.name): event.subject for event in consumed_by("workspace")}
 
 
 def server_accounts(

@@ -3,7 +3,10 @@
 The relay publishes each row with `Nats-Msg-Id = event id`, so a crash between publish and marking
 the row published only causes a duplicate that the stream drops within its duplicate window. A row that
 fails to publish while the bus is up is retried a few times, then parked with its error; the rows
-behind it never wait on it.
+behind it never wait on it. A published row is kept for DOSSIER_OUTBOX_KEEP_SECONDS (a day by default):
+long enough for a restore to publish again what no consumer had applied when the backup was taken
+(shared/redelivery.py), and then deleted, so the outbox holds about a day of events however long the
+service lives. Parked and unpublished rows are never deleted.
 
 A consumer retries a failing event with growing delays; after the last try the event goes, with its
 error, to the dead-letter stream (`dossier.dlq.<consumer>.<event type>`) and is counted. Nothing is
@@ -24,6 +27,7 @@ from typing import Any
 
 import asyncpg
 import nats
+from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.errors import ConnectionClosedError, NoRespondersError, OutboundBufferLimitError
 from nats.errors import TimeoutError as NatsTimeoutError
@@ -71,6 +75,10 @@ _TRANSIENT = (
     ServiceUnavailableError,
 )
 
+# Published rows deleted per statement, and the longest wait between two sweeps of them.
+PRUNE_BATCH = 1000
+PRUNE_SECONDS = 60.0
+
 # The advisory lock key the relays of one database share (any constant; each service has its own database).
 RELAY_LOCK = 0x0D055_1E2
 
@@ -81,14 +89,11 @@ def new_event_id() -> str:
     return f"evt_{uuid.uuid4().hex}"
 
 
-async def enqueue(conn: asyncpg.Connection, event_type: EventType[P], payload: P, *, scope: str) -> Event:
-    """Record an event inside the caller's transaction. It becomes visible to the relay at commit.
-
-    `payload` is the model the event type declares (shared/contracts), exactly: a subscriber reads `data` as that.
-    """
+def new_event(event_type: EventType[P], payload: P, *, scope: str) -> Event:
+    """An event of `event_type` happening now, in the current request; `payload` is exactly its declared model."""
     if type(payload) is not event_type.payload:
         raise TypeError(f"a {event_type} event carries a {event_type.payload.__name__}, not a {type(payload).__name__}")
-    event = Event(
+    return Event(
         id=new_event_id(),
         type=event_type.name,
         scope=scope,
@@ -96,6 +101,14 @@ async def enqueue(conn: asyncpg.Connection, event_type: EventType[P], payload: P
         data=payload.model_dump(mode="json"),
         request_id=request_id_var.get(),
     )
+
+
+async def enqueue(conn: asyncpg.Connection, event_type: EventType[P], payload: P, *, scope: str) -> Event:
+    """Record an event inside the caller's transaction. It becomes visible to the relay at commit.
+
+    `payload` is the model the event type declares (shared/contracts), exactly: a subscriber reads `data` as that.
+    """
+    event = new_event(event_type, payload, scope=scope)
     await conn.execute(
         "INSERT INTO outbox (id, type, scope, payload, trace_headers) VALUES ($1, $2, $3, $4, $5)",
         event.id,
@@ -110,11 +123,21 @@ async def enqueue(conn: asyncpg.Connection, event_type: EventType[P], payload: P
 
 
 class OutboxRelay:
-    def __init__(self, db: Database, nc: nats.NATS, *, batch: int = 100, idle_seconds: float = 1.0):
+    def __init__(
+        self,
+        db: Database,
+        nc: NATS,
+        *,
+        batch: int = 100,
+        idle_seconds: float = 1.0,
+        keep_seconds: float = 86400.0,
+    ):
         self._db = db
         self._js = nc.jetstream()
         self._batch = batch
         self._idle = idle_seconds
+        self._keep = keep_seconds
+        self._pruned_at = 0.0
         self._wake = asyncio.Event()
 
     async def publish_row(self, row: asyncpg.Record) -> None:
@@ -177,6 +200,29 @@ class OutboxRelay:
         log.warning("outbox row %s failed to publish (try %d): %s", row["id"], row["attempts"] + 1, error)
         return 0
 
+    async def prune(self) -> int:
+        """Delete the rows published longer ago than the keep period; returns how many."""
+        deleted = 0
+        while True:
+            async with self._db.pool.acquire() as conn:
+                status = await conn.execute(
+                    "DELETE FROM outbox WHERE seq IN (SELECT seq FROM outbox WHERE published_at IS NOT NULL"
+                    " AND published_at < now() - make_interval(secs => $1) ORDER BY seq LIMIT $2)",
+                    self._keep,
+                    PRUNE_BATCH,
+                )
+            count = int(status.split()[-1])
+            deleted += count
+            if count < PRUNE_BATCH:
+                return deleted
+
+    async def _prune_when_due(self) -> None:
+        if time.monotonic() - self._pruned_at < min(PRUNE_SECONDS, max(self._keep, self._idle)):
+            return
+        self._pruned_at = time.monotonic()
+        with contextlib.suppress(asyncpg.PostgresError, OSError):
+            await self.prune()
+
     async def measure_lag(self) -> None:
         """Outbox lag for the metrics: how many committed events wait, and since when."""
         async with self._db.pool.acquire() as conn:
@@ -214,6 +260,7 @@ class OutboxRelay:
                 continue
             with contextlib.suppress(asyncpg.PostgresError, OSError):
                 await self.measure_lag()
+            await self._prune_when_due()
             self._wake.clear()
             await wait_event(self._wake, self._idle)
 
@@ -232,7 +279,7 @@ async def claim_inbox(conn: asyncpg.Connection, *, consumer: str, event_id: str)
 
 
 async def consume(
-    nc: nats.NATS,
+    nc: NATS,
     db: Database,
     *,
     consumer: str,
@@ -301,15 +348,7 @@ async def _handle(
         return
     started = time.perf_counter()
     try:
-        # The event's own request id and scope in the context: the handler's lines, and the events
-        # it enqueues, carry the request that caused it.
-        with bound(request_id=event.request_id, scope=event.scope):
-            async with db.transaction() as conn:
-                outcome = "handled"
-                if await claim_inbox(conn, consumer=consumer, event_id=event.id):
-                    await handler(conn, event)
-                else:
-                    outcome = "duplicate"
+        outcome = await apply(db, consumer, event, handler)
     except asyncio.CancelledError:
         raise
     except Exception as exc:
@@ -336,6 +375,19 @@ async def _handle(
     EVENTS_CONSUMED.labels(consumer, "handled").inc()
     _consumed(consumer, event, outcome, started)
     await msg.ack()
+
+
+async def apply(db: Database, consumer: str, event: Event, handler: EventHandler) -> str:
+    """Apply one event once: the handler's effect and `consumer`'s inbox row commit together. Returns
+    `handled`, or `duplicate` for an event the inbox already holds (nothing runs); a failure raises."""
+    # The event's own request id and scope in the context: the handler's lines, and the events it enqueues,
+    # carry the request that caused it.
+    with bound(request_id=event.request_id, scope=event.scope):
+        async with db.transaction() as conn:
+            if not await claim_inbox(conn, consumer=consumer, event_id=event.id):
+                return "duplicate"
+            await handler(conn, event)
+            return "handled"
 
 
 async def measure_backlog(js: Any, sub: Any, consumer: str) -> None:

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import nats
+from nats.aio.client import Client as NATS
 from nats.js import api
 
 from shared.contracts.common import EVENT_SUBJECT_PREFIX, STREAM_NAME
@@ -169,7 +170,7 @@ def mirror_config(replicas: int = 1) -> api.StreamConfig:
     )
 
 
-async def ensure_outside_stream(nc: nats.NATS, *, replicas: int = 1) -> None:
+async def ensure_outside_stream(nc: NATS, *, replicas: int = 1) -> None:
     """Declare the mirror (as the `outside` user); it follows the internal stream from its first event,
     and catches up on its own after either side was away."""
     js = nc.jetstream()
@@ -194,7 +195,7 @@ async def declare_outside_stream(
 ) -> None:
     """The outside subscribers' mirror of the event stream (shared.outside), as many copies as the stream."""
 
-    async def declare(nc: nats.NATS) -> None:
+    async def declare(nc: NATS) -> None:
         await ensure_outside_stream(nc, replicas=replicas)
 
     await with_leader(servers, options, declare, timeout)

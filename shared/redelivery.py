@@ -7,7 +7,9 @@ and its relay publishes it. An event published before that point but not yet app
 published. For each such row, that is one whose consumer's inbox (in the workspace's database) does not
 hold its id, this clears `published_at`, so the relay publishes it again under the same id and the
 consumer applies it once (the inbox drops what it had applied). Rows of types no consumer follows, and
-parked rows, stay as they are.
+parked rows, stay as they are. A relay deletes a row DOSSIER_OUTBOX_KEEP_SECONDS (a day) after it was
+published (shared/outbox.py): an event its consumer had still not applied a day after it was published,
+when the backup was taken, is not published again.
 
 `python -m shared.redelivery --inbox DSN OUTBOX_DSN...`: the workspace's database, then every database
 with an outbox (each service's, the gateway's included); run it on the restored databases before the

@@ -8,7 +8,9 @@ import signal
 from collections.abc import Awaitable, Callable
 from functools import partial
 from pathlib import Path
+from typing import Any
 
+import nats
 import uvloop
 from faststream.nats import NatsBroker
 from faststream.nats.prometheus import NatsPrometheusMiddleware
@@ -24,15 +26,16 @@ from shared.bus import (
     rules_of,
 )
 from shared.children import wait_for_file
-from shared.contracts.common import Q, R, Subject
+from shared.contracts.common import EventType, Q, R, Subject
 from shared.contracts.registry import contract_events
 from shared.db import Database
+from shared.events import BoundRule, event_rules, handler_for
 from shared.gcfreeze import freeze_startup_objects
 from shared.health import HealthReporter, connection_answers
 from shared.metrics import BUS_REQUESTS, BUS_SECONDS, OUTBOX_PARKED, from_zero, serve_metrics
-from shared.natsauth import EVENT_PREFIX, broker_options
+from shared.natsauth import EVENT_PREFIX, broker_options, connect_options, durable_name
 from shared.observe import configure_logging
-from shared.outbox import OutboxRelay
+from shared.outbox import OutboxRelay, consume
 from shared.proof import signer_for, verifier_for
 from shared.serving import EndpointServer
 from shared.settings import CommonSettings
@@ -46,8 +49,19 @@ BackgroundTask = Callable[[], Awaitable[None]]
 class ServiceRuntime:
     """Owns the broker, the database and the background loops of one service."""
 
-    def __init__(self, name: str, settings: CommonSettings, migrations: Path, *, session_state: bool = True):
+    def __init__(
+        self,
+        name: str,
+        settings: CommonSettings,
+        migrations: Path,
+        *,
+        session_state: bool = True,
+        consumer_prefix: str | None = None,
+    ):
+        """`consumer_prefix`: what the names of its durable consumers start with (the service's name unless a
+        test gives each instance its own)."""
         self.name = name
+        self.consumer_prefix = consumer_prefix or name
         self.settings = settings
         self.migrations = migrations
         tracing.setup_tracing(name, sql=settings.trace_sql)
@@ -71,6 +85,8 @@ class ServiceRuntime:
         self._tasks: list[asyncio.Task[None]] = []
         self._bus: BusClient | None = None
         self._endpoints: EndpointServer | None = None
+        # The rules of each event type it follows, as `serve_rules` found them marked.
+        self.event_rules: dict[EventType[Any], list[BoundRule]] = {}
         health_endpoint(self.broker, name, self.health_problem)
 
     def serve(self, subject: Subject[Q, R], handler: Callable[[RequestContext, Q], Awaitable[R]]) -> None:
@@ -80,9 +96,12 @@ class ServiceRuntime:
         endpoint(self.broker, subject, handler, queue=self.name)
 
     def serve_rules(self, *owners: object) -> None:
-        """Serve every subject a method of these objects answers (marked with `shared.bus.answers`).
+        """Serve every subject a method of these objects answers (marked with `shared.bus.answers`), and follow
+        every event type one consumes (marked with `shared.events.consumes`) with a durable consumer.
 
-        A subject answered twice is a mistake in the service's wiring, refused here rather than served twice.
+        Given every object of the service at once: the event rules must be exactly the events the contracts
+        let it consume (shared/events.py). A subject answered twice is a mistake in the service's wiring,
+        refused here rather than served twice.
         """
         served: set[str] = set()
         for owner in owners:
@@ -91,6 +110,36 @@ class ServiceRuntime:
                     raise ValueError(f"{subject} is answered twice")
                 served.add(subject)
                 self.serve(subject, handler)
+        self.event_rules = event_rules(self.name, *owners)
+        for event_type, rules in self.event_rules.items():
+            self.background(partial(self._follow, self.durable(event_type), event_type, rules))
+
+    def durable(self, event_type: str) -> str:
+        """The name of this service's durable consumer of `event_type` (shared/natsauth.py grants it)."""
+        return durable_name(self.consumer_prefix, event_type)
+
+    async def _follow(self, durable: str, event_type: EventType[Any], rules: list[BoundRule]) -> None:
+        """One durable pull consumer of `event_type` (shared/outbox.py `consume`), on a connection of its own:
+        at shutdown the broker drains its connection, and nats-py's drain waits on a pull subscription's
+        queue until its timeout (30 s) instead of returning."""
+        settings = self.settings
+        nc = await nats.connect(
+            settings.nats_servers,
+            name=f"{self.name}-{durable}",
+            max_reconnect_attempts=-1,
+            **connect_options(settings),
+        )
+        try:
+            await consume(
+                nc,
+                self.db,
+                consumer=durable,
+                filter_subject=event_type.subject,
+                handler=handler_for(event_type, rules),
+                replicas=settings.stream_replicas,
+            )
+        finally:
+            await nc.close()
 
     def health_problem(self) -> str | None:
         """Why this service cannot do part of its work, for its health reply; None when it can."""
@@ -107,7 +156,7 @@ class ServiceRuntime:
         self._on_start.append(hook)
 
     def background(self, task: BackgroundTask) -> None:
-        """Run `task` for the life of the process (event consumers, sweepers)."""
+        """Run `task` for the life of the process (sweepers, backfills; `serve_rules` adds the event consumers)."""
         self._background.append(task)
 
     async def start(self) -> None:
@@ -129,7 +178,7 @@ class ServiceRuntime:
         for hook in self._on_start:
             await hook()
         if self.settings.outbox_relay:
-            self._spawn(OutboxRelay(self.db, nc).run)
+            self._spawn(OutboxRelay(self.db, nc, keep_seconds=self.settings.outbox_keep_seconds).run)
         for task in self._background:
             self._spawn(task)
         await self.broker.start()

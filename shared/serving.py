@@ -3,8 +3,10 @@
 `dispatch` already does all a request needs: the envelope, validation, the request id in the log
 context, and the per-subject metrics. FastStream's subscriber added its middlewares, its dependency
 injection and a context lookup for the body on every message, about a fifth of a publication read in
-the profile of issue 14, so request subjects skip it. Health pings and JetStream consumers stay on
-FastStream (their `faststream_*` metrics remain).
+the profile of issue 14, so request subjects skip it. Events are served by durable pull consumers
+(shared/outbox.py `consume`, started from the marked rules, shared/events.py). Only the health pings stay
+on a FastStream subscriber: the AsyncAPI document promises their replies' FastStream headers, and the
+operators' `faststream_*` metrics count them (docs/architecture.md, "One way to serve each message").
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 import nats
+from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
@@ -36,7 +39,7 @@ class EndpointServer:
         self._subscriptions: list[Subscription] = []
         self._in_flight: set[asyncio.Task[None]] = set()
 
-    async def start(self, nc: nats.NATS) -> None:
+    async def start(self, nc: NATS) -> None:
         for spec in self._specs:
             self._subscriptions.append(await nc.subscribe(spec.subject, queue=spec.queue, cb=self._receiver(spec)))
 

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import nats
+from nats.aio.client import Client as NATS
 from nats.js import api
 from nats.js.errors import NotFoundError
 
@@ -27,7 +28,7 @@ DLQ_STREAM = "DOSSIER_DLQ"
 DLQ_SUBJECT_PREFIX = "dossier.dlq"
 
 
-async def ensure_stream(nc: nats.NATS, *, replicas: int = 1) -> None:
+async def ensure_stream(nc: NATS, *, replicas: int = 1) -> None:
     """The event stream; its duplicate window drops an outbox row published twice (Nats-Msg-Id)."""
     config = api.StreamConfig(
         name=STREAM_NAME,
@@ -82,7 +83,7 @@ async def dead_letter(js: Any, msg: Any, *, consumer: str, event_type: str, erro
 async def declare_streams(servers: list[str], options: dict[str, Any], replicas: int, timeout: float = 60.0) -> None:
     """Create the event and dead-letter streams with `replicas` copies once the cluster has a leader."""
 
-    async def declare(nc: nats.NATS) -> None:
+    async def declare(nc: NATS) -> None:
         await ensure_stream(nc, replicas=replicas)
         js = nc.jetstream()
         await ensure_dlq_stream(js, replicas=replicas)
@@ -92,7 +93,7 @@ async def declare_streams(servers: list[str], options: dict[str, Any], replicas:
 
 
 async def with_leader(
-    servers: list[str], options: dict[str, Any], declare: Callable[[nats.NATS], Awaitable[None]], timeout: float
+    servers: list[str], options: dict[str, Any], declare: Callable[[NATS], Awaitable[None]], timeout: float
 ) -> None:
     """A fresh cluster elects its JetStream meta leader a few seconds after its nodes meet; until then
     stream creation fails, so this retries until the deadline instead of letting every service crash."""

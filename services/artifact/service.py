@@ -63,10 +63,9 @@ class ArtifactService:
         if not await self._blobs.exists(req.key):
             raise Invalid("no bytes are stored under that key", {"field": "key"})
         async with self._db.transaction() as conn:
-            row = await self._repo.insert_artifact(
+            row = await self._repo.for_scope(ctx.actor.scope).insert_artifact(
                 conn,
                 id=new_artifact_id(),
-                scope=ctx.actor.scope,
                 title=title,
                 media_type=req.media_type,
                 size=req.size,
@@ -98,21 +97,23 @@ class ArtifactService:
     async def _found(self, actor: Actor, artifact_id: str) -> asyncpg.Record:
         """The artifact's row in the actor's scope, expired or not; NotFound otherwise."""
         async with self._db.pool.acquire() as conn:
-            row = await self._repo.get_artifact(conn, scope=actor.scope, id=artifact_id)
+            row = await self._repo.for_scope(actor.scope).get_artifact(conn, id=artifact_id)
         if row is None:
             raise NotFound("artifact not found", {"id": artifact_id})
         return row
 
     @answers(c.RETAIN)
     async def retain(self, ctx: RequestContext, req: c.RetainRequest) -> c.Retention:
+        artifacts = self._repo.for_scope(ctx.actor.scope)
         async with self._db.transaction() as conn:
-            row = await self._repo.get_artifact(conn, scope=ctx.actor.scope, id=req.artifact_id, for_update=True)
+            row = await artifacts.get_artifact(conn, id=req.artifact_id, for_update=True)
             if row is None:
                 raise NotFound("artifact not found", {"id": req.artifact_id})
             if row["expired"]:
                 # Its retention already ended; keeping it now would revive a file that was let go.
                 raise Unavailable(f"artifact {req.artifact_id} has expired", {"id": req.artifact_id}, reason="expired")
-            row = await self._repo.retain(conn, scope=ctx.actor.scope, id=req.artifact_id, expires_at=req.expires_at)
+            row = await artifacts.retain(conn, id=req.artifact_id, expires_at=req.expires_at)
+            assert row is not None  # locked just above
             retention = _retention(row)
             await enqueue(conn, c.EVT_RETAINED, retention, scope=ctx.actor.scope)
         return retention
@@ -121,7 +122,7 @@ class ArtifactService:
     async def check(self, ctx: RequestContext, req: CheckRequest) -> CheckReply:
         """Eligibility of many refs in one query. An artifact has one version, 1."""
         async with self._db.pool.acquire() as conn:
-            rows = await self._repo.check_artifacts(conn, scope=ctx.actor.scope, ids=[r.id for r in req.refs])
+            rows = await self._repo.for_scope(ctx.actor.scope).check_artifacts(conn, ids=[r.id for r in req.refs])
         found = {row["ord"] - 1: row for row in rows}
         items: list[Eligibility] = []
         for i, ref in enumerate(req.refs):

@@ -12,7 +12,7 @@ from services.assets.evidence import EvidenceService
 from services.assets.extract.base import Limits
 from services.assets.import_threads import ImportThreads
 from services.assets.lifecycle import Lifecycle
-from services.assets.repository import AssetsRepository
+from services.assets.repository import AssetsMaintenance, AssetsRepository
 from services.assets.sandbox import Sandbox
 from services.assets.service import AssetsService
 from shared.blobs import Blobs
@@ -77,7 +77,8 @@ def create_app(settings: AssetsSettings) -> AssetsRuntime:
     from_zero(EXTRACTION_FAILURES, get_args(Kind))
     from_zero(EXTRACTION_SECONDS, get_args(Kind), get_args(ExtractionStatus))
     repo = AssetsRepository()
-    lifecycle = Lifecycle(runtime.db, runtime.sandbox, settings, repo)
+    # Extraction and its recovery sweep reach a version whatever its scope; everything else is scoped.
+    lifecycle = Lifecycle(runtime.db, runtime.sandbox, settings, AssetsMaintenance())
     runtime.lifecycle = lifecycle
     service = AssetsService(runtime.db, runtime.blobs, lifecycle, settings, repo, imports)
     evidence = EvidenceService(runtime.db, service, repo)

@@ -26,7 +26,7 @@ class SourceContents:
         self._repo = repo
 
     async def _version(self, conn: asyncpg.Connection, actor: Actor, req: c.VersionRequest) -> asyncpg.Record:
-        row = await self._repo.find_version(conn, scope=actor.scope, source_id=req.source_id, version=req.version)
+        row = await self._repo.for_scope(actor.scope).find_version(conn, source_id=req.source_id, version=req.version)
         where: dict[str, Any] = {"source_id": req.source_id, "version": req.version}
         if row is None:
             raise NotFound("source version not found", where)
@@ -43,7 +43,9 @@ class SourceContents:
             if row["status"] != "active":
                 where = {"source_id": req.source_id, "version": req.version}
                 raise Unavailable(f"version {req.version} is {row['status']}", where, reason=row["status"])
-            page, next_cursor = await self._repo.page_passages(conn, asset_id=row["asset_id"], page=req)
+            page, next_cursor = await self._repo.for_scope(ctx.actor.scope).page_passages(
+                conn, asset_id=row["asset_id"], page=req
+            )
         for passage in page:
             if sha256_text(passage["text"]) != passage["text_hash"]:
                 where = {"source_id": req.source_id, "version": req.version, "locator": passage["locator"]}

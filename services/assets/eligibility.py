@@ -26,8 +26,8 @@ class SourceChecks:
         """One item per ref, in the order asked, from ONE query; refs of other kinds are not_found here."""
         wanted = [(i, r) for i, r in enumerate(req.refs) if r.kind == "source"]
         async with self._db.pool.acquire() as conn:
-            rows = await self._repo.check_sources(
-                conn, scope=ctx.actor.scope, ids=[r.id for _, r in wanted], versions=[r.version for _, r in wanted]
+            rows = await self._repo.for_scope(ctx.actor.scope).check_sources(
+                conn, ids=[r.id for _, r in wanted], versions=[r.version for _, r in wanted]
             )
         found = {wanted[row["ord"] - 1][0]: row for row in rows}
         return CheckReply(items=[_eligibility(ref, found.get(i)) for i, ref in enumerate(req.refs)])

@@ -11,7 +11,7 @@ import asyncpg
 
 from services.assets import query
 from services.assets.lifecycle import sha256_text
-from services.assets.repository import AssetsRepository
+from services.assets.repository import AssetsRepository, ScopedAssetsRepository
 from services.assets.service import AssetsService, run_namespace
 from shared.bus import RequestContext, answers
 from shared.contracts import assets as c
@@ -22,7 +22,7 @@ from shared.grants import GrantClaims
 
 # A snippet is a hint for choosing what to read, so it stays short.
 SNIPPET_WORDS = 35
-# How many passages one query term may bring into the ranking (see AssetsRepository.search).
+# How many passages one query term may bring into the ranking (see ScopedAssetsRepository.search).
 CANDIDATES_PER_TERM = 100
 
 
@@ -37,10 +37,11 @@ class EvidenceService:
         claims = self._assets.claims(ctx.actor, ctx.grant)
         namespaces = [""] if claims is None else ["", run_namespace(claims.run_id)]
         parsed = query.parse(req.q)
+        sources = self._repo.for_scope(ctx.actor.scope)
         async with self._db.transaction() as conn:
             terms = [
                 t
-                for t in await self._repo.search_terms(
+                for t in await sources.search_terms(
                     conn,
                     stop_config=parsed.config,
                     configs=parsed.configs,
@@ -54,9 +55,8 @@ class EvidenceService:
             kept = [t["q"] for t in terms if not t["stop"]] or [t["q"] for t in terms]
             if not kept:
                 return c.SearchReply(items=[])
-            rows = await self._repo.search(
+            rows = await sources.search(
                 conn,
-                scope=ctx.actor.scope,
                 namespaces=namespaces,
                 terms=kept,
                 source_id=req.source_id,
@@ -66,9 +66,7 @@ class EvidenceService:
             )
             if claims is not None and rows:
                 # What a run's own search found, it may read (docs/architecture.md); recorded with the search itself.
-                await self._repo.record_hits(
-                    conn, run_id=claims.run_id, scope=ctx.actor.scope, evidence_ids=[r["evidence_id"] for r in rows]
-                )
+                await sources.record_hits(conn, run_id=claims.run_id, evidence_ids=[r["evidence_id"] for r in rows])
         return c.SearchReply(
             items=[
                 from_row(c.SearchHit, r, snippet=query.tidy_snippet(r["snippet"]), score=float(r["score"]))
@@ -81,12 +79,13 @@ class EvidenceService:
         return await self._read(ctx.actor, self._assets.claims(ctx.actor, ctx.grant), req)
 
     async def _read(self, actor: Actor, claims: GrantClaims | None, req: c.EvidenceReadRequest) -> c.Evidence:
+        sources = self._repo.for_scope(actor.scope)
         async with self._db.pool.acquire() as conn:
-            row = await self._repo.get_evidence(conn, scope=actor.scope, evidence_id=req.evidence_id)
+            row = await sources.get_evidence(conn, evidence_id=req.evidence_id)
             own_attachment = claims is not None and row is not None and row["namespace"] == run_namespace(claims.run_id)
             if row is None or (row["namespace"] != "" and not own_attachment):
                 raise NotFound("evidence not found", {"evidence_id": req.evidence_id})
-            if claims is not None and not own_attachment and not await self._granted(conn, claims, row):
+            if claims is not None and not own_attachment and not await self._granted(conn, sources, claims, row):
                 raise NotFound(
                     "this passage is neither in the run's grant nor found by its search",
                     {"evidence_id": req.evidence_id},
@@ -106,14 +105,16 @@ class EvidenceService:
     async def locate(self, ctx: RequestContext, req: c.LocateRequest) -> c.Evidence:
         """A person's read of the passage a ledger row names (source, version, locator): the same rules as `read`."""
         async with self._db.pool.acquire() as conn:
-            evidence_id = await self._repo.find_evidence_id(
-                conn, scope=ctx.actor.scope, source_id=req.source_id, version=req.version, locator=req.locator
+            evidence_id = await self._repo.for_scope(ctx.actor.scope).find_evidence_id(
+                conn, source_id=req.source_id, version=req.version, locator=req.locator
             )
         if evidence_id is None:
             raise NotFound("evidence not found", {"source_id": req.source_id, "version": req.version})
         return await self._read(ctx.actor, None, c.EvidenceReadRequest(evidence_id=evidence_id))
 
-    async def _granted(self, conn: asyncpg.Connection, claims: GrantClaims, row: asyncpg.Record) -> bool:
+    async def _granted(
+        self, conn: asyncpg.Connection, sources: ScopedAssetsRepository, claims: GrantClaims, row: asyncpg.Record
+    ) -> bool:
         evidence_id, version = row["evidence_id"], row["version"]
         admitted = {
             Ref(kind="evidence", id=evidence_id, version=version).key(),
@@ -122,4 +123,4 @@ class EvidenceService:
         }
         if admitted & set(claims.refs):
             return True
-        return await self._repo.was_found_by(conn, run_id=claims.run_id, evidence_id=evidence_id)
+        return await sources.was_found_by(conn, run_id=claims.run_id, evidence_id=evidence_id)

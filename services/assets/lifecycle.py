@@ -20,9 +20,10 @@ from typing import Any
 import asyncpg
 
 from services.assets import language
+from services.assets.output import ExtractionFailed
 from services.assets.queueing import ClaimHolder, FairSlots
-from services.assets.repository import AssetsRepository
-from services.assets.sandbox import ExtractionFailed, Sandbox
+from services.assets.repository import AssetsMaintenance
+from services.assets.sandbox import Sandbox
 from services.assets.splitting import extract_file
 from shared import tracing
 from shared.contracts import assets as c
@@ -53,7 +54,7 @@ def evidence_prefix(asset_id: str) -> str:
 class EvidenceWriter:
     """Buffers passages and writes them with COPY in the background, so storing overlaps with parsing."""
 
-    def __init__(self, conn: asyncpg.Connection, repo: AssetsRepository, *, asset_id: str, scope: str):
+    def __init__(self, conn: asyncpg.Connection, repo: AssetsMaintenance, *, asset_id: str, scope: str):
         self._conn, self._repo = conn, repo
         self._asset_id, self._scope = asset_id, scope
         self._prefix = evidence_prefix(asset_id)
@@ -105,7 +106,7 @@ def version_event(row: asyncpg.Record) -> dict[str, Any]:
 
 
 class Lifecycle:
-    def __init__(self, db: Database, sandbox: Sandbox, settings: AssetsSettings, repo: AssetsRepository):
+    def __init__(self, db: Database, sandbox: Sandbox, settings: AssetsSettings, repo: AssetsMaintenance):
         self._db = db
         self._sandbox = sandbox
         self._settings = settings

@@ -137,7 +137,7 @@ def _record(line: bytes) -> list[Any]:
     except ValueError as exc:
         raise ExtractionFailed("the parser's output was malformed") from exc
     if record == ["ocr"]:
-        return record
+        return ["ocr"]
     # A part of a split file (services.assets.splitting) says its pages and each block's tally.
     if isinstance(record, list) and len(record) == 2 and record[0] in ("pages", "block"):
         return record
@@ -151,7 +151,7 @@ def _record(line: bytes) -> list[Any]:
         valid = False
     if not valid or (record[0] != "p" and len(record) == 4):
         raise ExtractionFailed("the parser's output was malformed")
-    return record
+    return list(record)
 
 
 def death(code: int | None) -> str:

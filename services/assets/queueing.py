@@ -15,7 +15,7 @@ from contextlib import asynccontextmanager
 
 import asyncpg
 
-from services.assets.repository import AssetsRepository
+from services.assets.repository import AssetsMaintenance
 from shared.errors import Timeout
 
 
@@ -109,7 +109,7 @@ class FairSlots:
 class ClaimHolder:
     """Claims of versions that wait for a slot, all held on one connection of its own (not the pool's)."""
 
-    def __init__(self, dsn: str, repo: AssetsRepository):
+    def __init__(self, dsn: str, repo: AssetsMaintenance):
         self._dsn, self._repo = dsn, repo
         self._conn: asyncpg.Connection | None = None
         self._lock = asyncio.Lock()

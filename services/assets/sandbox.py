@@ -35,6 +35,7 @@ import orjson
 from services.assets import confinement
 from services.assets.extract.base import Limits
 from services.assets.output import STDERR_KEEP, ExtractionFailed, Parser, PassageSink, Stream
+from services.assets.syscalls import Unconfinable
 
 T = TypeVar("T")
 log = logging.getLogger("dossier.assets.sandbox")
@@ -86,7 +87,7 @@ class Sandbox:
         self.problem: str | None = None
         try:
             self._plan = confinement.plan()
-        except confinement.Unconfinable as exc:
+        except Unconfinable as exc:
             self.problem = str(exc)
             log.error("parsing is refused: %s", exc)
 

@@ -154,18 +154,17 @@ class AssetsService:
     ) -> c.AssetVersion:
         identity = identity_key(actor.scope, root, source_id, staged.sha256)
         asset_id = new_asset_id()
+        sources = self._repo.for_scope(actor.scope)
         # Claimed before the row exists, so the recovery sweep never takes a version that waits its turn.
         await self._lifecycle.claims.hold(asset_id)
         try:
             async with self._db.transaction() as conn:
-                source = await self._repo.lock_or_create_source(
-                    conn, scope=actor.scope, namespace=namespace, source_id=source_id
-                )
+                source = await sources.lock_or_create_source(conn, namespace=namespace, source_id=source_id)
                 if source["status"] == "retired":
                     raise Unavailable(f"the source {source_id} is retired", {"source_id": source_id}, reason="retired")
-                existing = await self._repo.find_by_identity(conn, identity_key=identity)
+                existing = await sources.find_by_identity(conn, identity_key=identity)
                 if existing is None:
-                    version = await self._repo.insert_version(
+                    inserted = await sources.insert_version(
                         conn,
                         source_pk=source["pk"],
                         id=asset_id,
@@ -179,6 +178,8 @@ class AssetsService:
                         blob_key=blob.key,
                         run_id=run_id,
                     )
+                    assert inserted is not None  # the source was locked in this scope just above
+                    version = inserted
                 else:
                     version = existing["version"]
                 if workspace_id is not None:
@@ -213,8 +214,9 @@ class AssetsService:
         """A run's attachment becomes a version of a source of the scope, with the same bytes and passages."""
         claims = self.claims(ctx.actor, ctx.grant, required=True)
         assert claims is not None
+        sources = self._repo.for_scope(ctx.actor.scope)
         async with self._db.transaction() as conn:
-            attachment = await self._repo.get_version(conn, asset_id=req.asset_id, scope=ctx.actor.scope)
+            attachment = await sources.get_version(conn, asset_id=req.asset_id)
             if attachment is None or attachment["namespace"] != run_namespace(claims.run_id):
                 raise NotFound("attachment not found", {"asset_id": req.asset_id})
             if attachment["status"] != "active":
@@ -223,17 +225,15 @@ class AssetsService:
                 )
             source_id = req.source_id or attachment["source_id"]
             identity = identity_key(ctx.actor.scope, attachment["root"], source_id, attachment["content_hash"])
-            source = await self._repo.lock_or_create_source(
-                conn, scope=ctx.actor.scope, namespace="", source_id=source_id
-            )
+            source = await sources.lock_or_create_source(conn, namespace="", source_id=source_id)
             if source["status"] == "retired":
                 raise Unavailable(f"the source {source_id} is retired", {"source_id": source_id}, reason="retired")
-            existing = await self._repo.find_by_identity(conn, identity_key=identity)
+            existing = await sources.find_by_identity(conn, identity_key=identity)
             if existing is not None:
                 row, reused = existing, True
             else:
                 asset_id = new_asset_id()
-                await self._repo.insert_version(
+                await sources.insert_version(
                     conn,
                     source_pk=source["pk"],
                     id=asset_id,
@@ -248,13 +248,13 @@ class AssetsService:
                     run_id=claims.run_id,
                     promoted_from=attachment["asset_id"],
                 )
-                await self._repo.copy_evidence(
+                await sources.copy_evidence(
                     conn, from_asset=attachment["asset_id"], to_asset=asset_id, prefix=evidence_prefix(asset_id)
                 )
-                fresh = await self._repo.get_version(conn, asset_id=asset_id)
+                fresh = await sources.get_version(conn, asset_id=asset_id)
                 assert fresh is not None
                 await self._lifecycle.activate(conn, fresh, attachment["extraction"])
-                row, reused = await self._repo.get_version(conn, asset_id=asset_id), False
+                row, reused = await sources.get_version(conn, asset_id=asset_id), False
             assert row is not None
             if req.workspace_id is not None:
                 await self._request_association(
@@ -274,7 +274,7 @@ class AssetsService:
     async def get_asset(self, ctx: RequestContext, req: c.GetAssetRequest) -> c.AssetVersion:
         claims = self.claims(ctx.actor, ctx.grant)
         async with self._db.pool.acquire() as conn:
-            row = await self._repo.get_version(conn, asset_id=req.asset_id, scope=ctx.actor.scope)
+            row = await self._repo.for_scope(ctx.actor.scope).get_version(conn, asset_id=req.asset_id)
         if row is None or not self._visible(row, claims):
             raise NotFound("asset not found", {"asset_id": req.asset_id})
         return to_version(row)
@@ -290,11 +290,12 @@ class AssetsService:
         self, conn: asyncpg.Connection, actor: Actor, namespace: str, source_id: str, page: PageRequest
     ) -> c.Source:
         """The source with one page of its versions (oldest first)."""
-        source = await self._repo.find_source(conn, scope=actor.scope, namespace=namespace, source_id=source_id)
+        sources = self._repo.for_scope(actor.scope)
+        source = await sources.find_source(conn, namespace=namespace, source_id=source_id)
         if source is None:
             raise NotFound("source not found", {"source_id": source_id})
-        active = await self._repo.active_version(conn, source_pk=source["pk"])
-        versions, next_cursor = await self._repo.list_versions(conn, source_pk=source["pk"], page=page)
+        active = await sources.active_version(conn, source_pk=source["pk"])
+        versions, next_cursor = await sources.list_versions(conn, source_pk=source["pk"], page=page)
         return c.Source(
             source_id=source_id,
             active_version=active["version"] if active is not None else None,
@@ -304,14 +305,13 @@ class AssetsService:
 
     @answers(c.RETIRE)
     async def retire(self, ctx: RequestContext, req: c.RetireRequest) -> c.Source:
+        sources = self._repo.for_scope(ctx.actor.scope)
         async with self._db.transaction() as conn:
-            source = await self._repo.find_source(
-                conn, scope=ctx.actor.scope, namespace="", source_id=req.source_id, for_update=True
-            )
+            source = await sources.find_source(conn, namespace="", source_id=req.source_id, for_update=True)
             if source is None:
                 raise NotFound("source not found", {"source_id": req.source_id})
             if source["status"] != "retired":
-                versions = await self._repo.retire_source(conn, pk=source["pk"])
+                versions = await sources.retire_source(conn, pk=source["pk"])
                 event = c.SourceRetired(source_id=req.source_id, versions=versions)
                 await enqueue(conn, c.EVT_SOURCE_RETIRED, event, scope=ctx.actor.scope)
             return await self._source_view(conn, ctx.actor, "", req.source_id, PageRequest())

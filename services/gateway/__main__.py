@@ -6,9 +6,9 @@ def serve(settings: GatewaySettings) -> None:
     import uvicorn
 
     from services.gateway.app import create_app
-    from services.gateway.connections import Connections, fit_descriptors
-    from services.gateway.protocol import guarded
-    from services.gateway.workers import listen_socket
+    from services.gateway.transport.connections import Connections, fit_descriptors
+    from services.gateway.transport.protocol import guarded
+    from services.gateway.transport.workers import listen_socket
     from shared import tracing
     from shared.children import wait_for_file
     from shared.gcfreeze import freeze_startup_objects
@@ -42,8 +42,8 @@ def serve(settings: GatewaySettings) -> None:
         # Nothing reads the client's address; X-Forwarded-For rewriting was a layer on every request.
         proxy_headers=False,
         loop="uvloop",
-        # httptools, with each loop turn's writes sent together (writes.py), held to the connection caps
-        # and read deadlines (connections.py, protocol.py).
+        # httptools, with each loop turn's writes sent together (transport/writes.py), held to the
+        # connection caps and read deadlines (transport/connections.py, transport/protocol.py).
         http=guarded(connections),
     )
     wait_for_file(settings.infra_ready_file)
@@ -55,8 +55,8 @@ def serve(settings: GatewaySettings) -> None:
 if __name__ == "__main__":
     settings = GatewaySettings()
     if settings.gateway_workers > 1 and settings.gateway_worker == 0:
-        # Started on its own (a container): become the parent of the workers (services/gateway/workers.py).
-        from services.gateway.workers import run_workers
+        # Started on its own (a container): become the parent of the workers (services/gateway/transport/workers.py).
+        from services.gateway.transport.workers import run_workers
 
         raise SystemExit(run_workers(settings.gateway_workers, settings.http_host, settings.http_port))
     serve(settings)

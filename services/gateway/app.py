@@ -13,13 +13,11 @@ from fastapi import Depends, FastAPI
 from starlette.routing import Route
 
 from services.gateway import observe
-from services.gateway.admission import PreauthBudget, SharedTokenBuckets, TokenBuckets
 from services.gateway.deps import check_token, reject_unstorable
 from services.gateway.errors import install_error_handlers
 from services.gateway.holds import HeldWrites, WriteHold, follow_holds
-from services.gateway.hot import HotReads
-from services.gateway.limits import STREAMED_ROUTES, Admission
-from services.gateway.mcp_endpoint import McpEndpoint
+from services.gateway.mcp.endpoint import McpEndpoint
+from services.gateway.mcp.run_bindings import RunBindings
 from services.gateway.openapi import COMMON, errors, install_openapi, operation_id
 from services.gateway.routes import (
     admin,
@@ -32,9 +30,11 @@ from services.gateway.routes import (
     runs,
     workspaces,
 )
-from services.gateway.run_bindings import RunBindings
 from services.gateway.sessions import SessionService
 from services.gateway.tokens import TokenService
+from services.gateway.transport.admission import PreauthBudget, SharedTokenBuckets, TokenBuckets
+from services.gateway.transport.hot import HotReads
+from services.gateway.transport.limits import STREAMED_ROUTES, Admission
 from services.gateway.web import install as install_workbench
 from services.gateway.web.render import error_page
 from services.gateway.web.security import API_PREFIXES

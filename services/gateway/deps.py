@@ -10,8 +10,8 @@ from fastapi import Depends, Path, Query, Request, Response, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import ValidationError
 
-from services.gateway.limits import STREAMED_ROUTES, has_body
 from services.gateway.tokens import TokenService, bearer
+from services.gateway.transport.limits import STREAMED_ROUTES, has_body
 from shared.bus import BusClient, validation_details
 from shared.contracts.common import (
     CURSOR_MAX_CHARS,

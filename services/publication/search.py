@@ -28,15 +28,15 @@ class RunSearch:
     ) -> c.PublicationSearchReply:
         if claims.workspace_id is None:
             raise Invalid("this run's grant names no workspace", {"field": "grant"})
+        publications = self._repo.for_scope(actor.scope)
         async with self._db.transaction() as conn:
-            rows = await self._repo.search_workspace(
-                conn, scope=actor.scope, workspace_id=claims.workspace_id, q=req.q, limit=req.limit, offset=req.offset
+            rows = await publications.search_workspace(
+                conn, workspace_id=claims.workspace_id, q=req.q, limit=req.limit, offset=req.offset
             )
             if rows:
-                await self._repo.record_found(
+                await publications.record_found(
                     conn,
                     run_id=claims.run_id,
-                    scope=actor.scope,
                     ids=[r["id"] for r in rows],
                     versions=[r["version"] for r in rows],
                 )
@@ -58,8 +58,8 @@ class RunSearch:
             return
         assert ref.version is not None
         async with self._db.pool.acquire() as conn:
-            found = await self._repo.was_found_by(
-                conn, run_id=claims.run_id, scope=actor.scope, id=ref.id, version=ref.version
+            found = await self._repo.for_scope(actor.scope).was_found_by(
+                conn, run_id=claims.run_id, id=ref.id, version=ref.version
             )
         if not found:
             raise NotFound(

@@ -85,11 +85,11 @@ class PublicationService:
         pub_id = new_publication_id()
         sources = [s.model_dump() for s in req.sources]
         content_hash = sha256_text(req.body)
+        publications = self._repo.for_scope(ctx.actor.scope)
         async with self._db.transaction() as conn:
-            fresh = await self._repo.insert_publication(
+            fresh = await publications.insert_publication(
                 conn,
                 id=pub_id,
-                scope=ctx.actor.scope,
                 title=req.title,
                 workspace_id=req.workspace_id,
                 request_key=req.request_key,
@@ -97,7 +97,7 @@ class PublicationService:
             if not fresh:
                 assert req.request_key is not None
                 return await self._replay_commit(conn, ctx.actor, req, content_hash)
-            await self._repo.insert_version(
+            await publications.insert_version(
                 conn,
                 id=pub_id,
                 version=1,
@@ -108,7 +108,7 @@ class PublicationService:
                 run_id=req.run_id,
                 claims=[claim.model_dump(mode="json") for claim in req.claims],
             )
-            row = await self._repo.get_version(conn, scope=ctx.actor.scope, id=pub_id, version=1)
+            row = await publications.get_version(conn, id=pub_id, version=1)
             assert row is not None
             version = _version(row)
             await enqueue(conn, c.EVT_COMMITTED, _event(version, req.workspace_id), scope=ctx.actor.scope)
@@ -118,8 +118,9 @@ class PublicationService:
         self, conn: asyncpg.Connection, actor: Actor, req: c.CommitRequest, content_hash: str
     ) -> c.PublicationVersion:
         """The same request_key again: the same publication if the parameters match, else a conflict."""
-        existing_id = await self._repo.find_by_request_key(conn, scope=actor.scope, request_key=req.request_key or "")
-        row = await self._repo.get_version(conn, scope=actor.scope, id=existing_id or "", version=1)
+        publications = self._repo.for_scope(actor.scope)
+        existing_id = await publications.find_by_request_key(conn, request_key=req.request_key or "")
+        row = await publications.get_version(conn, id=existing_id or "", version=1)
         if row is None:
             raise Conflict("the request_key is in use", {"request_key": req.request_key})
         same = (
@@ -138,11 +139,12 @@ class PublicationService:
 
     @answers(c.GET)
     async def get(self, ctx: RequestContext, req: c.GetRequest) -> c.Publication:
+        publications = self._repo.for_scope(ctx.actor.scope)
         async with self._db.pool.acquire() as conn:
-            pub = await self._repo.get_publication(conn, scope=ctx.actor.scope, id=req.id)
+            pub = await publications.get_publication(conn, id=req.id)
             if pub is None:
                 raise NotFound("publication not found", {"id": req.id})
-            page, next_cursor = await self._repo.list_versions(conn, id=req.id, page=req)
+            page, next_cursor = await publications.list_versions(conn, id=req.id, page=req)
         versions = [c.VersionSummary.model_validate(dict(v)) for v in page]
         return from_row(c.Publication, pub, versions=versions, next_cursor=next_cursor)
 
@@ -190,11 +192,12 @@ class PublicationService:
         version = await self._exact_version(ctx.actor, c.ReadRequest(id=req.id, version=req.version))
         # The claims are one immutable list of the version: a page is a slice after the previous page's last.
         (start,) = decode_cursor(req.cursor, Int32) if req.cursor else (0,)
+        publications = self._repo.for_scope(ctx.actor.scope)
         async with self._db.pool.acquire() as conn:
-            row = await self._repo.get_version(conn, scope=ctx.actor.scope, id=version.id, version=version.version)
+            row = await publications.get_version(conn, id=version.id, version=version.version)
             assert row is not None  # it was just read
             page = row["claims"][start : start + req.limit]
-            stale = await self._repo.claim_stale(
+            stale = await publications.claim_stale(
                 conn, id=version.id, version=version.version, indexes=list(range(start, start + len(page)))
             )
         more = start + req.limit < len(row["claims"])
@@ -219,8 +222,9 @@ class PublicationService:
     @answers(c.REVISE)
     async def revise(self, ctx: RequestContext, req: c.ReviseRequest) -> c.PublicationVersion:
         self._check_text(title=req.title, body=req.body)
+        publications = self._repo.for_scope(ctx.actor.scope)
         async with self._db.transaction() as conn:
-            pub = await self._repo.lock_publication(conn, scope=ctx.actor.scope, id=req.id)
+            pub = await publications.lock_publication(conn, id=req.id)
             if pub is None:
                 raise NotFound("publication not found", {"id": req.id})
             if pub["latest_version"] != req.expected_latest_version:
@@ -230,7 +234,7 @@ class PublicationService:
                 )
             version_no = pub["latest_version"] + 1
             title = req.title or pub["title"]
-            await self._repo.insert_version(
+            await publications.insert_version(
                 conn,
                 id=req.id,
                 version=version_no,
@@ -240,8 +244,8 @@ class PublicationService:
                 sources=[s.model_dump() for s in req.sources],
                 run_id=req.run_id,
             )
-            await self._repo.set_latest(conn, id=req.id, version=version_no, title=title)
-            row = await self._repo.get_version(conn, scope=ctx.actor.scope, id=req.id, version=version_no)
+            await publications.set_latest(conn, id=req.id, version=version_no, title=title)
+            row = await publications.get_version(conn, id=req.id, version=version_no)
             assert row is not None
             version = _version(row)
             await enqueue(conn, c.EVT_REVISED, _event(version, pub["workspace_id"]), scope=ctx.actor.scope)
@@ -249,16 +253,15 @@ class PublicationService:
 
     @answers(c.WITHDRAW)
     async def withdraw(self, ctx: RequestContext, req: c.WithdrawRequest) -> c.PublicationVersion:
+        publications = self._repo.for_scope(ctx.actor.scope)
         async with self._db.transaction() as conn:
-            row = await self._repo.get_version(
-                conn, scope=ctx.actor.scope, id=req.id, version=req.version, for_update=True
-            )
+            row = await publications.get_version(conn, id=req.id, version=req.version, for_update=True)
             if row is None:
                 raise NotFound("publication version not found", {"id": req.id, "version": req.version})
             if row["status"] == "withdrawn":
                 return _version(row)
-            await self._repo.withdraw_version(conn, id=req.id, version=req.version, reason=req.reason)
-            row = await self._repo.get_version(conn, scope=ctx.actor.scope, id=req.id, version=req.version)
+            await publications.withdraw_version(conn, id=req.id, version=req.version, reason=req.reason)
+            row = await publications.get_version(conn, id=req.id, version=req.version)
             assert row is not None
             version = _version(row)
             withdrawn = _event(version, row["workspace_id"], reason=req.reason)
@@ -270,8 +273,8 @@ class PublicationService:
         """Eligibility of many refs in one query: identity, exact version, hash and state."""
         wanted = [r for r in req.refs if r.kind == "publication"]
         async with self._db.pool.acquire() as conn:
-            rows = await self._repo.check_versions(
-                conn, scope=ctx.actor.scope, ids=[r.id for r in wanted], versions=[r.version for r in wanted]
+            rows = await self._repo.for_scope(ctx.actor.scope).check_versions(
+                conn, ids=[r.id for r in wanted], versions=[r.version for r in wanted]
             )
         found = {row["ord"] - 1: row for row in rows}
         items: list[Eligibility] = []

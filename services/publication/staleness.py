@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncpg
 
-from services.publication.repository import PublicationRepository
+from services.publication.repository import PublicationRepository, ScopedPublicationRepository
 from services.publication.service import sha256_text
 from shared.bus import RequestContext, answers
 from shared.contracts import publication as c
@@ -51,11 +51,10 @@ class StaleMarks:
     async def mark_stale(self, ctx: RequestContext, req: c.MarkStaleRequest) -> c.MarkStaleReply:
         """Keeps each mark whose claim cites the changed ref, unless the claim already shows a weightier change.
         Marking the same again changes nothing, so a redelivered re-check is harmless."""
+        publications = self._repo.for_scope(ctx.actor.scope)
         async with self._db.transaction() as conn:
             # The version's row lock orders concurrent re-checks of the same claims.
-            row = await self._repo.get_version(
-                conn, scope=ctx.actor.scope, id=req.id, version=req.version, for_update=True
-            )
+            row = await publications.get_version(conn, id=req.id, version=req.version, for_update=True)
             if row is None:
                 raise NotFound("publication version not found", {"id": req.id, "version": req.version})
             claims = [c.Claim.model_validate(item) for item in row["claims"]]
@@ -63,7 +62,7 @@ class StaleMarks:
             shown = {
                 i: c.Stale.model_validate(stale)
                 for i, stale in (
-                    await self._repo.claim_stale(conn, id=req.id, version=req.version, indexes=indexes)
+                    await publications.claim_stale(conn, id=req.id, version=req.version, indexes=indexes)
                 ).items()
             }
             kept: dict[int, c.Stale] = {}
@@ -74,14 +73,14 @@ class StaleMarks:
                 stale = mark.stale
                 if stale.now is not None and stale.now.kind == "publication":
                     if stale.now.key() not in bodies:
-                        bodies[stale.now.key()] = await self._successor_body(conn, ctx.actor.scope, stale.now)
+                        bodies[stale.now.key()] = await self._successor_body(conn, publications, stale.now)
                     body = bodies[stale.now.key()]
                     support = None if body is None else recheck_against(claims[mark.index], body)
                     stale = stale.model_copy(update={"support_now": support})
                 if outranks(shown.get(mark.index), stale):
                     continue
                 shown[mark.index] = kept[mark.index] = stale
-            await self._repo.put_claim_stale(
+            await publications.put_claim_stale(
                 conn,
                 id=req.id,
                 version=req.version,
@@ -89,11 +88,13 @@ class StaleMarks:
             )
         return c.MarkStaleReply(marked=len(kept))
 
-    async def _successor_body(self, conn: asyncpg.Connection, scope: str, now: Ref) -> str | None:
+    async def _successor_body(
+        self, conn: asyncpg.Connection, publications: ScopedPublicationRepository, now: Ref
+    ) -> str | None:
         """The successor's body when it could be read now (active, intact); else None: not checked."""
         if now.version is None:
             return None
-        row = await self._repo.get_version(conn, scope=scope, id=now.id, version=now.version)
+        row = await publications.get_version(conn, id=now.id, version=now.version)
         if row is None or row["status"] != "active" or sha256_text(row["body"]) != row["content_hash"]:
             return None
         return str(row["body"])

@@ -5,12 +5,12 @@ from __future__ import annotations
 from functools import partial
 from pathlib import Path
 
+from services.runhost.attempt import RunAttempts
 from services.runhost.external import ExternalRuns
 from services.runhost.gauges import count_runs_forever
-from services.runhost.memory import RunFiles
 from services.runhost.owners import Owners
 from services.runhost.replies import MESSAGES
-from services.runhost.repository import RunRepository
+from services.runhost.repository import WorkerRuns
 from services.runhost.retention import StorageSweeper
 from services.runhost.service import RunService
 from services.runhost.sweeper import AssociationSweeper
@@ -27,24 +27,19 @@ NAME = "runhost"
 def create_app(settings: RunhostSettings, *, workers: bool = True) -> ServiceRuntime:
     runtime = ServiceRuntime(NAME, settings, MIGRATIONS)
     from_zero(MODEL_REPLIES_ANSWERED_BACK, MESSAGES)
-    repo = RunRepository()
+    repo = WorkerRuns()
     blobs = Blobs(settings)
 
     # The bus client exists only once the runtime has connected, hence a provider.
     owners = Owners(lambda: runtime.bus)
 
-    def files_for(run_id: str, epoch: int | None) -> RunFiles:
-        return RunFiles(blobs, runtime.db, repo, run_id, epoch)
-
-    service = RunService(runtime.db, owners, files_for, settings, repo)
-    external = ExternalRuns(
-        db=runtime.db, repo=repo, blobs=blobs, owners=owners, settings=settings, files_for=files_for
-    )
-    service.external = external
+    attempts = RunAttempts(db=runtime.db, repo=repo, blobs=blobs, owners=owners, settings=settings)
+    external = ExternalRuns(db=runtime.db, repo=repo, attempts=attempts, owners=owners, settings=settings)
+    service = RunService(db=runtime.db, attempts=attempts, external=external, owners=owners, settings=settings)
 
     runtime.on_start(blobs.ensure_bucket)
     if workers:
-        worker = Worker(db=runtime.db, repo=repo, blobs=blobs, owners=owners, settings=settings)
+        worker = Worker(db=runtime.db, repo=repo, attempts=attempts, owners=owners, settings=settings)
         runtime.background(worker.run_forever)
         runtime.background(AssociationSweeper(db=runtime.db, repo=repo, owners=owners).run_forever)
         runtime.background(StorageSweeper(db=runtime.db, blobs=blobs, settings=settings).run_forever)

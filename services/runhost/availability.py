@@ -5,7 +5,7 @@ A run keeps what it read in `sources/`, and reads it back from there. That copy 
 eligibility at read time): every read from it asks the owner again, so a publication withdrawn or a source
 retired since is refused and recorded as `unavailable`; and when a run's answer is kept, the versions it
 consumed are checked once more, so one that became unusable meanwhile is recorded `unavailable` and is
-neither a source of the publication nor support for a claim (`RunRepository.included_refs`,
+neither a source of the publication nor support for a claim (`WorkerRuns.included_refs`,
 `claims.check_answer`). One batch check per owner (`<owner>.check`), no body is read again.
 """
 

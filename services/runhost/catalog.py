@@ -27,7 +27,7 @@ Mint = Callable[[Sequence[str]], str]
 
 class RunCatalog:
     def __init__(self, run: AdmittedRun, owners: Owners, mint: Mint | None = None):
-        """`mint(refs)`: a grant of this run that also names `refs` (services/runhost/worker.py `run_grant`)."""
+        """`mint(refs)`: a grant of this run that also names `refs` (services/runhost/attempt.py `run_grant`)."""
         self.run, self.owners, self._mint = run, owners, mint
         self._admitted = set(run.grant_refs())
 

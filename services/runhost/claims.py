@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from services.runhost.memory import RunFiles
-from services.runhost.repository import RunRepository
+from services.runhost.repository import WorkerRuns
 from shared.citations import Block, Citation, Known, blocks
 from shared.contracts.common import Ref
 from shared.contracts.publication import Claim
@@ -155,7 +155,7 @@ def ledger_key(row: Mapping[str, Any]) -> Key:
     return (ref["kind"], ref["id"], ref["version"], row["locator"] if ref["kind"] == "source" else None)
 
 
-async def check_answer(db: Database, repo: RunRepository, files: RunFiles, answer: str) -> list[Claim]:
+async def check_answer(db: Database, repo: WorkerRuns, files: RunFiles, answer: str) -> list[Claim]:
     """The claims of a run's answer, against its ledger and its own copies of what it read."""
     async with db.pool.acquire() as conn:
         ledger = await repo.list_ledger(conn, run_id=files.run_id)

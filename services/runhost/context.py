@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 from services.runhost.admitted import AdmittedRun
-from services.runhost.policies.base import RunView, ToolResult
+from services.runhost.policies.vocabulary import RunView, ToolResult
 
 # The model's input is bounded whatever the run reads: the task carries counts and pointers (never the
 # listing of working files), plan.md is recited by its active part (the sources still to do; the rest stays

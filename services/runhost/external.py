@@ -12,31 +12,28 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
 from datetime import datetime
 
 import asyncpg
 
 from services.runhost import leases
+from services.runhost.actor_runs import ActorRuns
 from services.runhost.admitted import AdmittedRun
+from services.runhost.attempt import RunAttempt, RunAttempts
 from services.runhost.availability import unusable
-from services.runhost.catalog import RunCatalog
 from services.runhost.claims import check_reads
 from services.runhost.events import emit
 from services.runhost.external_repository import ExternalRepository
 from services.runhost.finishing import Finisher
 from services.runhost.leases import StaleLease, new_token, token_hash
-from services.runhost.ledger import Inclusion, RunLedger
+from services.runhost.ledger import Inclusion
 from services.runhost.limits import AgentLimits
-from services.runhost.memory import RunFiles, validate_path
+from services.runhost.memory import validate_path
 from services.runhost.owners import Owners
-from services.runhost.policies.base import ToolCall, ToolResult
-from services.runhost.repository import RunRepository
+from services.runhost.policies.vocabulary import ToolCall, ToolResult
+from services.runhost.repository import WorkerRuns
 from services.runhost.search import Asked
-from services.runhost.tools import ToolBox, agent_reading
-from services.runhost.worker import run_grant
 from shared import tracing
-from shared.blobs import Blobs
 from shared.bus import RequestContext, answers
 from shared.contracts import runhost as c
 from shared.contracts.common import Actor, Ref
@@ -68,14 +65,12 @@ class ExternalRuns:
         self,
         *,
         db: Database,
-        repo: RunRepository,
-        blobs: Blobs,
+        repo: WorkerRuns,
+        attempts: RunAttempts,
         owners: Owners,
         settings: RunhostSettings,
-        files_for: Callable[[str, int | None], RunFiles],
     ):
-        self.db, self.repo, self.blobs, self.owners, self.settings = db, repo, blobs, owners, settings
-        self.files_for = files_for
+        self.db, self.repo, self.attempts, self.owners, self.settings = db, repo, attempts, owners, settings
         self.leases = ExternalRepository()
         self.limits = AgentLimits(db=db, repo=repo, leases=self.leases)
 
@@ -93,14 +88,15 @@ class ExternalRuns:
 
     async def _session(
         self, actor: Actor, run_id: str, token: str, *, finishing: bool = False, step: bool = True, chars: int = 0
-    ) -> tuple[AdmittedRun, int]:
-        """The run and the epoch of `token`, if that token's session may act on it now, with the call counted as
-        a step of the run (`step`; `chars`: what it writes) under the run's limits (services/runhost/limits.py).
+    ) -> RunAttempt:
+        """The run's attempt under the epoch of `token` (services/runhost/attempt.py), if that token's session
+        may act on it now, with the call counted as a step of the run (`step`; `chars`: what it writes) under the
+        run's limits (services/runhost/limits.py).
         Once a finish has won the run, only a finish goes on (repeated after a crash, even past the lease:
         nothing can take the run over any more); every other call is refused."""
         refusal: DomainError | None = None
         async with self.db.transaction() as conn:
-            locked = await self.leases.lock_run(conn, scope=actor.scope, id=run_id)
+            locked = await ActorRuns(actor).lock_run(conn, id=run_id)
             if locked is None:
                 raise NotFound("run not found", {"id": run_id})
             run, now = locked
@@ -114,58 +110,41 @@ class ExternalRuns:
             if run.final_answer is not None:
                 if not finishing:
                     raise leases.finishing()
-                return run, epoch
+                return self.attempts.attempt(run)
             # A refusal that ends the run (a limit) commits with it, so it is raised once the transaction is done.
             refusal = await self.limits.check_in(conn, run, now, step=step, chars=chars)
         if refusal is not None:
             raise refusal
-        return run, epoch
+        return self.attempts.attempt(run)
 
-    def _toolbox(self, run: AdmittedRun, epoch: int) -> ToolBox:
-        return ToolBox(
-            actor=run.actor,
-            grant=run_grant(run, self.settings),
-            catalog=run.catalog,
-            files=self.files_for(run.id, epoch),
-            ledger=RunLedger(self.db, self.repo, run.id, epoch),
-            owners=self.owners,
-            reading=agent_reading(run.id),
-            pages=RunCatalog(run, self.owners, mint=lambda refs: run_grant(run, self.settings, refs)),
-        )
-
-    async def _tool(self, run: AdmittedRun, epoch: int, name: str, **arguments: object) -> ToolResult:
-        toolbox = self._toolbox(run, epoch)
-        await toolbox.ledger.load()
+    async def _tool(self, attempt: RunAttempt, name: str, **arguments: object) -> ToolResult:
+        await attempt.ledger.load()
         try:
-            result, _ = await toolbox.dispatch(ToolCall(name, arguments, call_id=f"external:{name}"))
+            result, _ = await attempt.toolbox.dispatch(ToolCall(name, arguments, call_id=f"external:{name}"))
         except StaleLease:
-            raise await self._superseded(run) from None
+            raise await self._superseded(attempt.run) from None
         return result
 
     @answers(c.EXTERNAL_CATALOG)
     async def catalog(self, ctx: RequestContext, req: c.ExternalCatalogRequest) -> Catalog:
         """A page of the catalog as admitted (the first without a cursor), through the run's own tool."""
-        run, epoch = await self._session(ctx.actor, req.run_id, req.lease)
+        attempt = await self._session(ctx.actor, req.run_id, req.lease)
         arguments = {} if req.cursor is None else {"cursor": req.cursor}
-        result = await self._tool(run, epoch, "list_catalog", **arguments)
-        await self.limits.charge(run, epoch, chars=len(result.text))
-        page = result.data
-        return Catalog(
-            items=page["items"], complete=page["complete"], omitted=page["omitted"], next_cursor=page["next_cursor"]
-        )
+        result = await self._tool(attempt, "list_catalog", **arguments)
+        await self.limits.charge(attempt.run, attempt.epoch, chars=len(result.text))
+        return result.value_as(Catalog)
 
     @answers(c.EXTERNAL_SEARCH)
     async def search(self, ctx: RequestContext, req: c.ExternalSearchRequest) -> c.ExternalSearch:
         """A page of at most `limit` hits: the passages first, then the earlier publications of the workspace
         the search found, and the cursor of the next page (services/runhost/search.py); exactly the hits
         answered are recorded as `listed`."""
-        run, epoch = await self._session(ctx.actor, req.run_id, req.lease)
-        toolbox = self._toolbox(run, epoch)
-        await toolbox.ledger.load()
+        attempt = await self._session(ctx.actor, req.run_id, req.lease)
+        await attempt.ledger.load()
         try:
-            found = await toolbox.search(Asked(req.q, req.limit, req.cursor, in_all=True))
+            found = await attempt.toolbox.search(Asked(req.q, req.limit, req.cursor, in_all=True))
         except StaleLease:
-            raise await self._superseded(run) from None
+            raise await self._superseded(attempt.run) from None
         items = [
             c.RunSearchHit(
                 evidence_id=h.evidence_id,
@@ -183,38 +162,40 @@ class ExternalRuns:
             )
             for p in found.publications
         ]
-        await self.limits.charge(run, epoch, chars=sum(len(item.snippet) for item in items))
+        await self.limits.charge(attempt.run, attempt.epoch, chars=sum(len(item.snippet) for item in items))
         return c.ExternalSearch(items=items, next_cursor=found.next_cursor)
 
     @answers(c.EXTERNAL_READ)
     async def read(self, ctx: RequestContext, req: c.ExternalReadRequest) -> c.ExternalRead:
-        run, epoch = await self._session(ctx.actor, req.run_id, req.lease)
+        attempt = await self._session(ctx.actor, req.run_id, req.lease)
         ref = req.ref
         if ref.kind == "publication":
             if ref.version is None:
                 raise Invalid("a publication is read at an exact version", {"field": "ref.version"})
-            result = await self._tool(run, epoch, "read_publication", id=ref.id, version=ref.version)
+            result = await self._tool(attempt, "read_publication", id=ref.id, version=ref.version)
         elif ref.kind == "evidence":
-            result = await self._tool(run, epoch, "read_evidence", evidence_id=ref.id)
+            result = await self._tool(attempt, "read_evidence", evidence_id=ref.id)
         else:
             raise Invalid(
                 "read a publication at its version, or an evidence passage by the evidence_id search gave",
                 {"field": "ref.kind"},
             )
+        read = result.value_as(c.SourceRead)
         if not result.ok:
-            reason = str(result.data.get("reason", "not_found"))
+            reason = read.reason or "not_found"
             if reason == "not_found":
                 # The tool's words say how this run reaches an item it may not read yet (its own search).
                 raise NotFound(result.text.removeprefix("not found: "), {"ref": ref.model_dump()})
             raise Unavailable(f"{ref.kind} {ref.id} cannot be read now", {"reason": reason})
-        path = str(result.data["path"])
-        files = self.files_for(run.id, epoch)
-        text = await files.read(path)
-        await self.limits.charge(run, epoch, chars=len(text), source_chars=int(result.data.get("fresh_chars", 0)))
-        prov = await files.provenance(path) or {}
-        kept = Ref.model_validate(prov["ref"]) if prov.get("ref") else ref
+        text = await attempt.files.read(read.path)
+        await self.limits.charge(attempt.run, attempt.epoch, chars=len(text), source_chars=read.fresh_chars or 0)
+        prov = await attempt.files.provenance(read.path) or {}
         return c.ExternalRead(
-            ref=kept, locator=prov.get("locator"), content_hash=prov.get("content_hash"), text=text, path=path
+            ref=read.ref or ref,
+            locator=prov.get("locator"),
+            content_hash=prov.get("content_hash"),
+            text=text,
+            path=read.path,
         )
 
     @answers(c.EXTERNAL_WRITE)
@@ -227,26 +208,27 @@ class ExternalRuns:
         if size > limit:
             message = too_long(f"the text of {req.path}", size, limit, "bytes (UTF-8)")
             raise TooLarge(message, {"limit": limit, "size": size})
-        run, epoch = await self._session(ctx.actor, req.run_id, req.lease, chars=len(req.text))
+        attempt = await self._session(ctx.actor, req.run_id, req.lease, chars=len(req.text))
         try:
-            await self.files_for(run.id, epoch).write(req.path, req.text)
+            await attempt.files.write(req.path, req.text)
         except StaleLease:
-            raise await self._superseded(run) from None
+            raise await self._superseded(attempt.run) from None
 
     @answers(c.EXTERNAL_RENEW)
     async def renew(self, ctx: RequestContext, req: c.LeaseRequest) -> c.Lease:
-        run, epoch = await self._session(ctx.actor, req.run_id, req.lease, step=False)
+        attempt = await self._session(ctx.actor, req.run_id, req.lease, step=False)
         async with self.db.transaction() as conn:
-            row = await self.leases.renew(conn, run_id=run.id, epoch=epoch)
+            row = await self.leases.renew(conn, run_id=attempt.run.id, epoch=attempt.epoch)
         if row is None:
-            raise await self._superseded(run)
+            raise await self._superseded(attempt.run)
         return c.Lease(token=req.lease, epoch=row["lease_epoch"], expires_at=row["lease_expires_at"])
 
     @answers(c.EXTERNAL_TAKE)
     async def take(self, ctx: RequestContext, req: c.TakeRequest) -> c.TakeReply:
         token, digest = new_token()
+        runs = ActorRuns(ctx.actor)
         async with self.db.pool.acquire() as conn:
-            seen = await self.leases.peek_run(conn, scope=ctx.actor.scope, id=req.run_id)
+            seen = await runs.peek_run(conn, id=req.run_id)
         if seen is None:
             raise NotFound("run not found", {"id": req.run_id})
         # What would refuse the take-over anyway is answered before any wait.
@@ -256,7 +238,7 @@ class ExternalRuns:
             # A finish under way (its lease checked, the run not yet won) is waited for, a few seconds at most,
             # rather than have its nearly done answer thrown away; then everything is checked again.
             await self.leases.wait_for_finishes(conn, run_id=req.run_id, seconds=TAKE_WAITS_FOR_FINISH_SECONDS)
-            locked = await self.leases.lock_run(conn, scope=ctx.actor.scope, id=req.run_id)
+            locked = await runs.lock_run(conn, id=req.run_id)
             if locked is None:
                 raise NotFound("run not found", {"id": req.run_id})
             run, now = locked
@@ -268,7 +250,7 @@ class ExternalRuns:
                 lease = await self.leases.take(conn, run_id=req.run_id, token_hash=digest, holder=ctx.actor.principal)
         if refusal is not None:
             raise refusal
-        files = self.files_for(req.run_id, lease["lease_epoch"])
+        files = self.attempts.files(req.run_id, lease["lease_epoch"])
         listing = await files.listing()
         async with self.db.pool.acquire() as conn:
             rows = await self.repo.list_files(conn, run_id=req.run_id)
@@ -310,8 +292,8 @@ class ExternalRuns:
         answer = req.answer.strip()
         if not answer:
             raise Invalid("the answer is empty", {"field": "answer"})
-        run, epoch = await self._session(ctx.actor, req.run_id, req.lease, finishing=True)
-        finisher = Finisher(db=self.db, repo=self.repo, owners=self.owners, blobs=self.blobs, run=run, epoch=epoch)
+        attempt = await self._session(ctx.actor, req.run_id, req.lease, finishing=True)
+        run, epoch, finisher = attempt.run, attempt.epoch, attempt.finisher
         try:
             if run.final_answer is None:
                 if await self._win(finisher, answer, req):
@@ -329,7 +311,7 @@ class ExternalRuns:
             if finished.status != "completed" or finished.final_answer != answer:
                 raise await self._superseded(run) from None
         async with self.db.pool.acquire() as conn:
-            done = await self.repo.get_run(conn, scope=ctx.actor.scope, id=run.id)
+            done = await ActorRuns(ctx.actor).get_run(conn, id=run.id)
         if done is None:
             raise NotFound("run not found", {"id": run.id})
         return done.to_contract()
@@ -355,7 +337,7 @@ class ExternalRuns:
         """The run as it is now, if this epoch still holds it (a finish of this session won it, or completed
         it); a cancel or a take-over that won answers 409."""
         async with self.db.pool.acquire() as conn:
-            now = await self.repo.get_run_unscoped(conn, id=run.id)
+            now = await self.repo.get_run(conn, id=run.id)
         if now is None or now.lease_epoch != epoch or now.status not in ("running", "completed"):
             raise await self._superseded(run)
         return now
@@ -380,7 +362,7 @@ class ExternalRuns:
         """An external run has no worker to notice a cancel request: it ends at once, unless a finish has won
         it (its answer is kept, on the same locked row): then the cancel loses and the run completes."""
         async with self.db.transaction() as conn:
-            locked = await self.leases.lock_run(conn, scope=actor.scope, id=run_id)
+            locked = await ActorRuns(actor).lock_run(conn, id=run_id)
             if locked is None or locked[0].driver != "external":
                 return None
             run = locked[0]
@@ -396,9 +378,7 @@ class ExternalRuns:
         async with self.db.pool.acquire() as conn:
             runs = await self.leases.interrupted_finishes(conn)
         for run in runs:
-            finisher = Finisher(
-                db=self.db, repo=self.repo, owners=self.owners, blobs=self.blobs, run=run, epoch=run.lease_epoch
-            )
+            finisher = self.attempts.attempt(run).finisher
             with tracing.continued(run.trace_headers):
                 try:
                     await finisher.resume_finish()
@@ -435,7 +415,7 @@ class ExternalRuns:
     async def _superseded(self, run: AdmittedRun) -> Conflict:
         """A write refused by the fence: another session holds a newer epoch (or the run has ended)."""
         async with self.db.pool.acquire() as conn:
-            now = await self.repo.get_run_unscoped(conn, id=run.id)
+            now = await self.repo.get_run(conn, id=run.id)
         if now is not None and now.status != "running":
             return leases.not_running(now.status, now.error, now.error_details)
         return leases.superseded(now.lease_epoch if now else None)

@@ -38,13 +38,6 @@ class ExternalRepository:
         )
         return epoch
 
-    async def epochs(self, conn: asyncpg.Connection, *, run_id: str) -> list[asyncpg.Record]:
-        """Each lease epoch of the run (its admission's, then one per take-over) and when it began."""
-        rows: list[asyncpg.Record] = await conn.fetch(
-            "SELECT epoch, created_at FROM run_leases WHERE run_id = $1 ORDER BY epoch", run_id
-        )
-        return rows
-
     async def renew(self, conn: asyncpg.Connection, *, run_id: str, epoch: int) -> asyncpg.Record | None:
         """A later expiry, but never past the run's time limit."""
         return await conn.fetchrow(
@@ -55,19 +48,10 @@ class ExternalRepository:
             epoch,
         )
 
-    async def lock_run(
-        self, conn: asyncpg.Connection, *, scope: str | None, id: str
-    ) -> tuple[AdmittedRun, datetime] | None:
-        """The run, locked for the rest of the transaction, and the database's time (`scope` None: for the
-        session that already showed it holds the run's lease)."""
-        row = await conn.fetchrow(
-            "SELECT *, now() AS now FROM runs WHERE id = $1 AND ($2::text IS NULL OR scope = $2) FOR UPDATE", id, scope
-        )
-        return None if row is None else (AdmittedRun.of(row), row["now"])
-
-    async def peek_run(self, conn: asyncpg.Connection, *, scope: str, id: str) -> tuple[AdmittedRun, datetime] | None:
-        """The run as it is (not locked), and the database's time."""
-        row = await conn.fetchrow("SELECT *, now() AS now FROM runs WHERE id = $1 AND scope = $2", id, scope)
+    async def lock_run(self, conn: asyncpg.Connection, *, id: str) -> tuple[AdmittedRun, datetime] | None:
+        """The run, locked for the rest of the transaction, and the database's time: for the session that
+        already showed it holds the run's lease (an actor's look at a run is `ActorRuns.lock_run`)."""
+        row = await conn.fetchrow("SELECT *, now() AS now FROM runs WHERE id = $1 FOR UPDATE", id)
         return None if row is None else (AdmittedRun.of(row), row["now"])
 
     async def end_at_limit(

@@ -31,7 +31,7 @@ from services.runhost.ledger import Inclusion, RunLedger
 from services.runhost.memory import RunFiles
 from services.runhost.owners import Owners
 from services.runhost.report import render_report
-from services.runhost.repository import RunRepository
+from services.runhost.repository import WorkerRuns
 from shared.blobs import Blobs, content_key
 from shared.contracts import artifact
 from shared.contracts import publication as pub
@@ -46,10 +46,20 @@ log = logging.getLogger("dossier.runhost")
 
 class Finisher:
     def __init__(
-        self, *, db: Database, repo: RunRepository, owners: Owners, blobs: Blobs, run: AdmittedRun, epoch: int
+        self,
+        *,
+        db: Database,
+        repo: WorkerRuns,
+        owners: Owners,
+        blobs: Blobs,
+        run: AdmittedRun,
+        epoch: int,
+        files: RunFiles,
+        ledger: RunLedger,
     ):
+        """`files` and `ledger`: the run's, fenced by `epoch` (services/runhost/attempt.py makes them together)."""
         self.db, self.repo, self.owners, self.blobs = db, repo, owners, blobs
-        self.run, self.epoch = run, epoch
+        self.run, self.epoch, self.files, self.ledger = run, epoch, files, ledger
         self.actor = run.actor
 
     async def _fenced(
@@ -100,12 +110,11 @@ class Finisher:
         gone = gone or {}
         if not await self.repo.claim_end(conn, run_id=self.run.id, epoch=self.epoch, values=kept):
             return False
-        ledger = RunLedger(self.db, self.repo, self.run.id, self.epoch)
         for item in cited or []:
             fields = {"content_hash": item.content_hash, "locator": item.locator, "model_request": "answer"}
             reason = gone.get(item.ref.key())
             stage = "included" if reason is None else "unavailable"
-            if not await ledger.append_in(conn, stage, item.ref, **fields, reason=reason):
+            if not await self.ledger.append_in(conn, stage, item.ref, **fields, reason=reason):
                 raise StaleLease(self.run.id)
         return True
 
@@ -113,8 +122,7 @@ class Finisher:
         if self.run.final_answer is None:
             # A version withdrawn or retired since it was read supports nothing: recorded so before the answer
             # is kept, so it is neither an `included` row nor among the publication's sources.
-            ledger = RunLedger(self.db, self.repo, self.run.id, self.epoch)
-            await withhold_unusable(self.owners, ledger, self.actor, await self.consumed_sources())
+            await withhold_unusable(self.owners, self.ledger, self.actor, await self.consumed_sources())
             if not await self.win({"final_answer": answer, "final_proposal": proposal}):
                 async with self.db.pool.acquire() as conn:
                     cancel = await self.repo.cancel_state(conn, run_id=self.run.id, epoch=self.epoch)
@@ -131,8 +139,7 @@ class Finisher:
         if answer is None:
             raise RuntimeError(f"run {self.run.id} has no kept answer to finish with")
         sources = await self.consumed_sources()
-        files = RunFiles(self.blobs, self.db, self.repo, self.run.id, self.epoch)
-        claims = await check_answer(self.db, self.repo, files, answer)
+        claims = await check_answer(self.db, self.repo, self.files, answer)
         # The answer is titled by its question, as a person would (or as an outside agent asked); the
         # report file names its run (see below).
         title = self.run.answer_title

@@ -7,7 +7,7 @@ import contextlib
 
 import asyncpg
 
-from services.runhost.repository import RunRepository
+from services.runhost.repository import WorkerRuns
 from shared.contracts.runhost import RunStatus
 from shared.db import Database
 from shared.metrics import RUNS
@@ -15,7 +15,7 @@ from shared.metrics import RUNS
 STATUSES: tuple[RunStatus, ...] = ("admitted", "running", "completed", "failed", "cancelled")
 
 
-async def count_runs_forever(db: Database, repo: RunRepository, *, interval: float = 5.0) -> None:
+async def count_runs_forever(db: Database, repo: WorkerRuns, *, interval: float = 5.0) -> None:
     while True:
         with contextlib.suppress(asyncpg.PostgresError, OSError):
             async with db.pool.acquire() as conn:

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict
 from typing import Any
 
 from services.runhost.context import ARGUMENT_CHARS, shown_arguments, shown_text
 from services.runhost.journal_repository import JournalRepository
 from services.runhost.leases import StaleLease
-from services.runhost.policies.base import ModelInput, Policy, ToolCall, ToolResult
+from services.runhost.policies.base import Policy
+from services.runhost.policies.vocabulary import ModelInput, ToolCall, ToolResult
 from shared.db import Database
 
 
@@ -61,7 +61,7 @@ def _kept_result(item: dict[str, Any]) -> dict[str, Any]:
     else:  # a reply without a call: the window shows the start of what the model said
         arguments = {"content": str(result.arguments.get("content") or "")[:ARGUMENT_CHARS]}
     data = {k: v for k, v in result.data.items() if _scalar(v)}
-    return asdict(result) | {"arguments": arguments, "text": shown_text(result), "data": data}
+    return result.record() | {"arguments": arguments, "text": shown_text(result), "data": data}
 
 
 def _scalar(value: Any) -> bool:
@@ -141,7 +141,7 @@ class ModelJournal:
         if self._current is None:
             return
         self._batch.append(result)
-        batch = _plain({"batch": [asdict(r) for r in self._batch]})
+        batch = _plain({"batch": [r.record() for r in self._batch]})
         async with self._db.transaction() as conn:
             ok = await self._repo.set_result(
                 conn, run_id=self.run_id, epoch=self.epoch, seq=self._current, result=batch

@@ -7,14 +7,18 @@ under one lease that record the same row leave one.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import asyncpg
 
 from services.runhost.leases import StaleLease
-from services.runhost.repository import RunRepository
+from services.runhost.repository import WorkerRuns
 from shared.contracts.common import Ref
 from shared.db import Database
+
+# A ledger row written inside another's transaction: false when the lease is stale.
+RowWriter = Callable[[asyncpg.Connection], Awaitable[bool]]
 
 
 @dataclass(frozen=True)
@@ -27,7 +31,7 @@ class Inclusion:
 
 
 class RunLedger:
-    def __init__(self, db: Database, repo: RunRepository, run_id: str, epoch: int):
+    def __init__(self, db: Database, repo: WorkerRuns, run_id: str, epoch: int):
         self._db, self._repo = db, repo
         self.run_id, self.epoch = run_id, epoch
         self._listed: set[tuple[str, str | None]] = set()
@@ -46,6 +50,16 @@ class RunLedger:
             )
         )
 
+    def read_row(self, ref: Ref, content_hash: str | None, locator: str | None) -> RowWriter:
+        """The `read` row of a source, for the run's files to write in the transaction that indexes its file
+        (services/runhost/memory.py `RunFiles.write`): a read is never recorded without its file, nor the
+        file without its read."""
+
+        async def record(conn: asyncpg.Connection) -> bool:
+            return await self.append_in(conn, "read", ref, content_hash=content_hash, locator=locator)
+
+        return record
+
     async def _append(self, stage: str, ref: Ref, **fields: str | None) -> None:
         async with self._db.transaction() as conn:
             ok = await self.append_in(conn, stage, ref, **fields)
@@ -53,11 +67,27 @@ class RunLedger:
             raise StaleLease(self.run_id)
 
     async def listed(self, ref: Ref, locator: str | None = None) -> None:
-        key = (ref.key(), locator)
-        if key in self._listed:
+        await self.listed_all([(ref, locator)])
+
+    async def listed_all(self, items: list[tuple[Ref, str | None]]) -> None:
+        """What one listing or search showed, in the order shown, in one statement: a catalog page of fifty
+        items is one round trip, not fifty transactions. What the run listed before is not listed again."""
+        fresh = {(ref.key(), locator): (ref, locator) for ref, locator in items}
+        for key in self._listed & fresh.keys():
+            del fresh[key]
+        if not fresh:
             return
-        await self._append("listed", ref, locator=locator)
-        self._listed.add(key)
+        async with self._db.transaction() as conn:
+            held = await self._repo.append_listed(
+                conn,
+                run_id=self.run_id,
+                epoch=self.epoch,
+                refs=[ref.model_dump() for ref, _ in fresh.values()],
+                locators=[locator for _, locator in fresh.values()],
+            )
+        if not held:
+            raise StaleLease(self.run_id)
+        self._listed.update(fresh)
 
     async def unavailable(self, ref: Ref, *, reason: str, locator: str | None = None) -> None:
         await self._append("unavailable", ref, reason=reason, locator=locator)

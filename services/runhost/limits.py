@@ -24,7 +24,7 @@ from services.runhost import leases
 from services.runhost.admitted import AdmittedRun
 from services.runhost.events import emit
 from services.runhost.external_repository import ExternalRepository
-from services.runhost.repository import RunRepository, WorkDone
+from services.runhost.repository import WorkDone, WorkerRuns
 from shared import tracing
 from shared.contracts import runhost as c
 from shared.db import Database
@@ -34,7 +34,7 @@ log = logging.getLogger("dossier.runhost.limits")
 
 
 class AgentLimits:
-    def __init__(self, *, db: Database, repo: RunRepository, leases: ExternalRepository):
+    def __init__(self, *, db: Database, repo: WorkerRuns, leases: ExternalRepository):
         self.db, self.repo, self.leases = db, repo, leases
 
     async def check_in(
@@ -60,7 +60,7 @@ class AgentLimits:
         refused. Raises the refusal (a run taken over or ended meanwhile: the fence's)."""
         refusal: Conflict | None = None
         async with self.db.transaction() as conn:
-            locked = await self.leases.lock_run(conn, scope=None, id=run.id)
+            locked = await self.leases.lock_run(conn, id=run.id)
             current = locked[0] if locked is not None else None
             if current is None or current.status != "running":
                 refusal = (

@@ -15,18 +15,16 @@ from typing import Any
 
 import asyncpg
 
-from services.runhost.admitted import AdmittedRun
+from services.runhost.attempt import RunAttempt
 from services.runhost.claims import check_reads
 from services.runhost.context import build_messages, initial_plan, input_chars, result_file
-from services.runhost.journal import ModelJournal
 from services.runhost.leases import StaleLease
-from services.runhost.ledger import Inclusion, RunLedger
-from services.runhost.memory import RunFiles
-from services.runhost.policies.base import TOOLS, ModelInput, Policy, RunView, ToolCall, ToolResult
+from services.runhost.ledger import Inclusion
+from services.runhost.policies.base import Policy
+from services.runhost.policies.vocabulary import ModelInput, RunView, ToolCall, ToolResult
 from services.runhost.replies import Rereads, answer_back, check_repetition
-from services.runhost.repository import RunRepository, WorkDone
-from services.runhost.tool_args import BadArguments, FinishArgs, check_arguments
-from services.runhost.tools import ToolBox
+from services.runhost.repository import WorkDone, WorkerRuns
+from services.runhost.tool_args import TOOLS, BadArguments, FinishArgs, check_arguments
 from shared import tracing
 from shared.contracts.runhost import LimitName
 from shared.db import Database
@@ -71,22 +69,18 @@ class RunLoop:
     def __init__(
         self,
         *,
-        run: AdmittedRun,
-        epoch: int,
+        attempt: RunAttempt,
         policy: Policy,
-        toolbox: ToolBox,
-        files: RunFiles,
-        ledger: RunLedger,
         db: Database,
-        repo: RunRepository,
+        repo: WorkerRuns,
         checkpoint_revision: int,
         same_failures: int = 3,
         max_rereads: int = 5,
         step_delay: float = 0.0,
-        journal: ModelJournal | None = None,
     ):
-        self.run, self.epoch, self.policy, self.toolbox = run, epoch, policy, toolbox
-        self.files, self.ledger, self.db, self.repo = files, ledger, db, repo
+        run = attempt.run
+        self.run, self.epoch, self.policy, self.toolbox = run, attempt.epoch, policy, attempt.toolbox
+        self.files, self.ledger, self.db, self.repo = attempt.files, attempt.ledger, db, repo
         self.limits, self.checkpoint_revision, self.step_delay = run.limits, checkpoint_revision, step_delay
         # The same failing step this many times in a row fails the run.
         self.same_failures = same_failures
@@ -102,7 +96,7 @@ class RunLoop:
         )
         self.transcript: list[ToolResult] = []
         self.pending: list[Inclusion] = []
-        self.journal = journal
+        self.journal = attempt.journal
 
     async def _bump(self, work: WorkDone = NO_WORK) -> bool:
         """Count work under the fence; returns whether a cancel was requested."""

@@ -5,7 +5,8 @@ lossless), notes/<name>.md (one per source: a note means the source is done), dr
 (the catalog as listed). The index
 row is written after the bytes and under the lease fence, so a stale worker's file never counts.
 
-The bytes are stored once per content, at `runs/sha256/ab/<sha256>`: the same passage read by a hundred
+The bytes are stored once per content, at `runs/sha256/ab/<sha256>` (the hash of the text; the object holds
+it deflated with zlib, as run files are text that packs to a third or less): the same passage read by a hundred
 runs, or a plan written back unchanged, is one object. Each version of a file is then its own key, so a
 stale worker's bytes land beside the current ones instead of over them, and only the fenced index says
 which version is the file. `file_contents` counts the index rows naming each content; one no row names
@@ -18,14 +19,15 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Awaitable, Callable
+import zlib
 from typing import Any
 
 import asyncpg
 from minio.error import S3Error
 
 from services.runhost.leases import StaleLease
-from services.runhost.repository import RunRepository
+from services.runhost.ledger import RowWriter
+from services.runhost.repository import WorkerRuns
 from services.runhost.storage_repository import StorageRepository
 from shared.blobs import Blobs, content_key
 from shared.contracts.runhost import RUN_FILE_PATTERN
@@ -60,7 +62,7 @@ def pointer(path: str, text: str, preview_chars: int = 160) -> str:
 
 
 class RunFiles:
-    def __init__(self, blobs: Blobs, db: Database, repo: RunRepository, run_id: str, epoch: int | None):
+    def __init__(self, blobs: Blobs, db: Database, repo: WorkerRuns, run_id: str, epoch: int | None):
         self._blobs, self._db, self._repo = blobs, db, repo
         self._contents = StorageRepository()
         self.run_id, self.epoch = run_id, epoch
@@ -74,10 +76,10 @@ class RunFiles:
         text: str,
         *,
         provenance: dict[str, Any] | None = None,
-        with_record: Callable[[asyncpg.Connection], Awaitable[bool]] | None = None,
+        with_record: RowWriter | None = None,
     ) -> int:
-        """Store the bytes, then index them; `with_record` (a ledger row) commits in the same transaction,
-        so a crash never leaves a source read without its file, or a file without its read."""
+        """Store the bytes, then index them; `with_record` (a ledger row, `RunLedger.read_row`) commits in the
+        same transaction, so a crash never leaves a source read without its file, or a file without its read."""
         validate_path(path)
         if len(text) > MAX_FILE_CHARS:
             message = too_long(f"{path} (a run's working file)", len(text), MAX_FILE_CHARS)
@@ -103,7 +105,7 @@ class RunFiles:
             generation, stored = await self._contents.touch_content(conn, sha256=digest, size=len(data))
         if not stored:
             key = content_key(digest, CONTENT_PREFIX)
-            await self._blobs.put_bytes(key, data, content_type="text/plain; charset=utf-8")
+            await self._blobs.put_bytes(key, zlib.compress(data, 6), content_type="application/zlib")
         return generation
 
     async def _index(
@@ -113,7 +115,7 @@ class RunFiles:
         size: int,
         generation: int,
         provenance: dict[str, Any] | None,
-        with_record: Callable[[asyncpg.Connection], Awaitable[bool]] | None,
+        with_record: RowWriter | None,
     ) -> bool:
         """Index the file under the lease fence (StaleLease when fenced out, nothing kept); false when the
         content was let go since it was touched."""
@@ -148,8 +150,10 @@ class RunFiles:
                 raise
             # A run's own (pre-content-store) file deleted by its release a moment before its row goes.
             raise NotFound("the file's bytes were let go", {"path": path}) from exc
-        if row["by_content"] and hashlib.sha256(data).hexdigest() != row["sha256"]:
-            raise RuntimeError(f"the stored content of {path} (run {self.run_id}) does not match its hash")
+        if row["by_content"]:
+            data = zlib.decompress(data)
+            if hashlib.sha256(data).hexdigest() != row["sha256"]:
+                raise RuntimeError(f"the stored content of {path} (run {self.run_id}) does not match its hash")
         return data.decode("utf-8")
 
     async def provenance(self, path: str) -> dict[str, Any] | None:

@@ -13,7 +13,8 @@ from __future__ import annotations
 import hashlib
 import json
 
-from services.runhost.policies.base import PolicyError, ToolCall, ToolResult
+from services.runhost.policies.base import PolicyError
+from services.runhost.policies.vocabulary import ToolCall, ToolResult
 from shared.metrics import MODEL_REPLIES_ANSWERED_BACK as ANSWERED_BACK
 
 MESSAGES = {

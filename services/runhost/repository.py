@@ -1,7 +1,10 @@
-"""Every SQL statement of runhost. Worker writes are fenced: they apply only under the current lease epoch."""
+"""The SQL of a run by its id alone (`WorkerRuns`): its lease, counters, ledger and files, for whoever holds the
+lease and for the sweepers. Writes under a lease are fenced: they apply only under the current lease epoch.
+An actor's queries are `ActorRuns`'s (services/runhost/actor_runs.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -9,7 +12,7 @@ from typing import Any
 import asyncpg
 
 from services.runhost.admitted import AdmittedRun
-from shared.contracts.common import PageRequest
+from services.runhost.sealed import ref_key, unpack
 from shared.paging import Keyset
 
 # How the run host's lists page (shared/paging.py): a workspace's runs newest first, a conversation's oldest
@@ -20,6 +23,9 @@ FILES = Keyset(("path",), (str,))
 # PostgreSQL notifies idle workers on this channel when a run is admitted (they also poll).
 WAKE_CHANNEL = "dossier_runs"
 _FENCE = "EXISTS (SELECT 1 FROM runs WHERE id = $1 AND lease_epoch = $2 AND status = 'running')"
+# The columns of a ledger row and of a file-index row, live or sealed (services/runhost/sealed.py).
+LEDGER_COLUMNS = "id, stage, ref, content_hash, locator, reason, model_request, at"
+FILE_COLUMNS = "path, size, sha256, ref, content_hash, locator, by_content"
 
 
 @dataclass(frozen=True)
@@ -39,74 +45,15 @@ def _run(record: asyncpg.Record | None) -> AdmittedRun | None:
     return None if record is None else AdmittedRun.of(record)
 
 
-class RunRepository:
-    # -- conversations ------------------------------------------------------------------------------
-    async def insert_conversation(self, conn: asyncpg.Connection, *, id: str, scope: str, workspace_id: str) -> None:
-        await conn.execute(
-            "INSERT INTO conversations (id, scope, workspace_id) VALUES ($1, $2, $3)", id, scope, workspace_id
-        )
-
-    async def get_conversation(self, conn: asyncpg.Connection, *, scope: str, id: str) -> asyncpg.Record | None:
-        return await conn.fetchrow("SELECT * FROM conversations WHERE id = $1 AND scope = $2", id, scope)
-
-    async def list_conversation_runs(
-        self, conn: asyncpg.Connection, *, conversation_id: str, page: PageRequest
-    ) -> tuple[list[asyncpg.Record], str | None]:
-        """Oldest first, after the (created_at, id) of the last run of the previous page."""
-        return await CONVERSATION_RUNS.page(
-            conn,
-            "SELECT id, question, status, created_at FROM runs WHERE conversation_id = $1",
-            conversation_id,
-            of=page,
-        )
+class WorkerRuns:
+    """A run by its id alone, in any scope: for the worker or the outside agent's session that holds its lease
+    (every write fenced by the lease epoch) and for the sweepers. What an actor asks for goes through
+    `ActorRuns` (services/runhost/actor_runs.py), which carries the actor's scope into every query."""
 
     # -- runs ---------------------------------------------------------------------------------------
-    async def lock_request(self, conn: asyncpg.Connection, *, scope: str, request_id: str) -> None:
-        """Serialise admissions of one (scope, request_id) for the rest of the transaction."""
-        await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", f"{scope}|{request_id}")
-
-    async def find_by_request(self, conn: asyncpg.Connection, *, scope: str, request_id: str) -> AdmittedRun | None:
-        return _run(await conn.fetchrow("SELECT * FROM runs WHERE scope = $1 AND request_id = $2", scope, request_id))
-
-    async def insert_run(self, conn: asyncpg.Connection, *, values: dict[str, Any]) -> AdmittedRun:
-        columns = ", ".join(values)
-        params = ", ".join(f"${i}" for i in range(1, len(values) + 1))
-        sql = f"INSERT INTO runs ({columns}) VALUES ({params}) RETURNING *"
-        return AdmittedRun.of(await conn.fetchrow(sql, *values.values()))
-
-    async def get_run(self, conn: asyncpg.Connection, *, scope: str, id: str) -> AdmittedRun | None:
-        return _run(await conn.fetchrow("SELECT * FROM runs WHERE id = $1 AND scope = $2", id, scope))
-
-    async def get_run_unscoped(self, conn: asyncpg.Connection, *, id: str) -> AdmittedRun | None:
-        """Only for the worker that holds the run's lease."""
+    async def get_run(self, conn: asyncpg.Connection, *, id: str) -> AdmittedRun | None:
+        """The run, whatever its scope: for whoever holds its lease or sweeps it."""
         return _run(await conn.fetchrow("SELECT * FROM runs WHERE id = $1", id))
-
-    async def list_runs(
-        self, conn: asyncpg.Connection, *, scope: str, workspace_id: str, page: PageRequest
-    ) -> tuple[list[AdmittedRun], str | None]:
-        """Newest first."""
-        query = "SELECT * FROM runs WHERE scope = $1 AND workspace_id = $2"
-        rows, next_cursor = await RUNS.page(conn, query, scope, workspace_id, of=page)
-        return [AdmittedRun.of(r) for r in rows], next_cursor
-
-    async def cancel_unclaimed(self, conn: asyncpg.Connection, *, scope: str, id: str) -> AdmittedRun | None:
-        row = await conn.fetchrow(
-            "UPDATE runs SET status = 'cancelled', cancel_requested = true, finished_at = now()"
-            " WHERE id = $1 AND scope = $2 AND status = 'admitted' RETURNING *",
-            id,
-            scope,
-        )
-        return _run(row)
-
-    async def request_cancel(self, conn: asyncpg.Connection, *, scope: str, id: str) -> AdmittedRun | None:
-        row = await conn.fetchrow(
-            # A run whose finish has won it (its answer is kept) is ending as completed: the cancel loses.
-            "UPDATE runs SET cancel_requested = true"
-            " WHERE id = $1 AND scope = $2 AND status = 'running' AND final_answer IS NULL RETURNING *",
-            id,
-            scope,
-        )
-        return _run(row)
 
     # -- leases -------------------------------------------------------------------------------------
     async def claim_run(self, conn: asyncpg.Connection, *, owner: str, lease_seconds: float) -> AdmittedRun | None:
@@ -253,44 +200,48 @@ class RunRepository:
         )
         return held
 
-    async def list_ledger(self, conn: asyncpg.Connection, *, run_id: str) -> list[asyncpg.Record]:
-        rows: list[asyncpg.Record] = await conn.fetch(
-            "SELECT row_number() OVER (ORDER BY id) AS seq, stage, ref, content_hash, locator, reason,"
-            " model_request, at FROM ledger WHERE run_id = $1 ORDER BY id",
+    async def append_listed(
+        self,
+        conn: asyncpg.Connection,
+        *,
+        run_id: str,
+        epoch: int,
+        refs: list[dict[str, Any]],
+        locators: list[str | None],
+    ) -> bool:
+        """`listed` rows for what one listing showed, in its order, under the fence (false when the lease is
+        not this epoch's); a row the run already has is kept as it was."""
+        held: bool = await conn.fetchval(
+            "WITH held AS (SELECT 1 FROM runs WHERE id = $1 AND lease_epoch = $2 AND status = 'running'),"
+            " added AS (INSERT INTO ledger (run_id, epoch, stage, ref, locator)"
+            "   SELECT $1, $2, 'listed', l.ref, l.locator"
+            "   FROM held, unnest($3::jsonb[], $4::text[]) WITH ORDINALITY AS l(ref, locator, n) ORDER BY l.n"
+            "   ON CONFLICT (run_id, stage, ref, locator) WHERE ref IS NOT NULL DO NOTHING)"
+            " SELECT EXISTS (SELECT 1 FROM held)",
             run_id,
+            epoch,
+            refs,
+            locators,
         )
-        return rows
+        return held
 
-    async def page_ledger(
-        self, conn: asyncpg.Connection, *, run_id: str, limit: int, after_id: int, after_seq: int
-    ) -> list[asyncpg.Record]:
-        """Rows after (id, seq) of the previous page's last row. A run's rows are appended in id order by its
-        one fenced worker, so numbering on from `after_seq` gives each row the seq a full read would."""
-        rows: list[asyncpg.Record] = await conn.fetch(
-            "SELECT id, $3 + row_number() OVER (ORDER BY id) AS seq, stage, ref, content_hash, locator, reason,"
-            " model_request, at FROM ledger WHERE run_id = $1 AND id > $2 ORDER BY id LIMIT $4",
-            run_id,
-            after_id,
-            after_seq,
-            limit,
-        )
-        return rows
+    async def list_ledger(self, conn: asyncpg.Connection, *, run_id: str) -> list[dict[str, Any]]:
+        """The run's ledger in id order, each row numbered (`seq`) from 1."""
+        return numbered(await ledger_rows(conn, run_id, None))
 
-    async def ledger_totals(self, conn: asyncpg.Connection, *, run_id: str) -> dict[str, int]:
-        rows = await conn.fetch("SELECT stage, count(*) AS n FROM ledger WHERE run_id = $1 GROUP BY stage", run_id)
-        return {r["stage"]: r["n"] for r in rows}
-
-    async def included_refs(self, conn: asyncpg.Connection, *, run_id: str) -> list[asyncpg.Record]:
+    async def included_refs(self, conn: asyncpg.Connection, *, run_id: str) -> list[dict[str, Any]]:
         """The consumed materials: distinct refs with an `included` row, in first-inclusion order, but for
         those with an `unavailable` row (withdrawn or retired while the run held them)."""
-        rows: list[asyncpg.Record] = await conn.fetch(
-            "SELECT ref FROM (SELECT DISTINCT ON (ref) ref, id FROM ledger"
-            " WHERE run_id = $1 AND stage = 'included' AND ref NOT IN"
-            " (SELECT ref FROM ledger WHERE run_id = $1 AND stage = 'unavailable' AND ref IS NOT NULL)"
-            " ORDER BY ref, id) AS firsts ORDER BY id",
-            run_id,
-        )
-        return rows
+        rows = await ledger_rows(conn, run_id, None)
+        withheld = {ref_key(r["ref"]) for r in rows if r["stage"] == "unavailable" and r["ref"] is not None}
+        seen: set[str] = set()
+        included: list[dict[str, Any]] = []
+        for row in rows:
+            key = ref_key(row["ref"])
+            if row["stage"] == "included" and row["ref"] is not None and key not in withheld | seen:
+                seen.add(key)
+                included.append({"ref": row["ref"]})
+        return included
 
     # -- files --------------------------------------------------------------------------------------
     async def upsert_file(
@@ -325,26 +276,54 @@ class RunRepository:
         )
         return done is not None
 
-    async def list_files(self, conn: asyncpg.Connection, *, run_id: str) -> list[asyncpg.Record]:
-        rows: list[asyncpg.Record] = await conn.fetch(
-            "SELECT path, size, ref, content_hash, locator FROM run_files WHERE run_id = $1 ORDER BY path", run_id
-        )
-        return rows
+    async def list_files(self, conn: asyncpg.Connection, *, run_id: str) -> list[dict[str, Any]]:
+        return await file_rows(conn, run_id, None)
 
-    async def page_files(
-        self, conn: asyncpg.Connection, *, run_id: str, page: PageRequest
-    ) -> tuple[list[asyncpg.Record], str | None]:
-        return await FILES.page(
-            conn,
-            "SELECT path, size FROM run_files WHERE run_id = $1",
-            run_id,
-            of=page,
-        )
+    async def get_file(self, conn: asyncpg.Connection, *, run_id: str, path: str) -> Mapping[str, Any] | None:
+        """A live row first (one written after the seal is the file), then the sealed entry."""
+        row = await conn.fetchrow(f"SELECT {FILE_COLUMNS} FROM run_files WHERE run_id = $1 AND path = $2", run_id, path)
+        if row is not None:
+            return dict(row)
+        return (await sealed_files(conn, run_id, None)).get(path)
 
-    async def get_file(self, conn: asyncpg.Connection, *, run_id: str, path: str) -> asyncpg.Record | None:
-        return await conn.fetchrow(
-            "SELECT path, size, sha256, ref, content_hash, locator, by_content FROM run_files"
-            " WHERE run_id = $1 AND path = $2",
-            run_id,
-            path,
-        )
+
+# -- a run's child rows, read for whoever holds its lease or sweeps it (`scope` None) or for an actor ----------
+# An actor reads a run's rows only where the run is in its scope: each read joins them to their run.
+OWNED = "EXISTS (SELECT 1 FROM runs WHERE runs.id = $1 AND ($2::text IS NULL OR runs.scope = $2))"
+
+
+def numbered(rows: list[dict[str, Any]], after_seq: int = 0) -> list[dict[str, Any]]:
+    """Ledger rows numbered (`seq`) on from `after_seq`, without their ids."""
+    return [{"seq": seq, **{k: v for k, v in row.items() if k != "id"}} for seq, row in enumerate(rows, after_seq + 1)]
+
+
+async def ledger_rows(conn: asyncpg.Connection, run_id: str, scope: str | None) -> list[dict[str, Any]]:
+    """The run's rows in id order, live or sealed (services/runhost/storage_repository.py `seal_ledger`).
+    The live rows are read first: a seal committing after that read leaves them whole, one committed
+    before it leaves none, and then the document holds them."""
+    rows = await conn.fetch(
+        f"SELECT {LEDGER_COLUMNS} FROM ledger WHERE run_id = $1 AND {OWNED} ORDER BY id", run_id, scope
+    )
+    return [dict(r) for r in rows] if rows else await sealed_ledger(conn, run_id, scope)
+
+
+async def sealed_ledger(conn: asyncpg.Connection, run_id: str, scope: str | None) -> list[dict[str, Any]]:
+    data = await conn.fetchval(f"SELECT entries FROM ledger_sealed WHERE run_id = $1 AND {OWNED}", run_id, scope)
+    return [] if data is None else unpack(data)
+
+
+async def file_rows(
+    conn: asyncpg.Connection, run_id: str, scope: str | None, sealed: dict[str, dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
+    """The run's files by path: the sealed entries (`seal_files`), and the live rows over them. Live rows
+    read before a seal committed are the sealed entries again; read after it, those written since."""
+    live = await conn.fetch(f"SELECT {FILE_COLUMNS} FROM run_files WHERE run_id = $1 AND {OWNED}", run_id, scope)
+    if sealed is None:
+        sealed = await sealed_files(conn, run_id, scope)
+    files = sealed | {r["path"]: dict(r) for r in live}
+    return [files[path] for path in sorted(files)]
+
+
+async def sealed_files(conn: asyncpg.Connection, run_id: str, scope: str | None) -> dict[str, dict[str, Any]]:
+    data = await conn.fetchval(f"SELECT files FROM run_files_sealed WHERE run_id = $1 AND {OWNED}", run_id, scope)
+    return {} if data is None else {entry["path"]: entry for entry in unpack(data)}

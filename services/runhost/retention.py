@@ -1,7 +1,9 @@
 """What runs leave behind, let go of as it stops being needed (DESIGN "A workspace over a year").
 
 Every DOSSIER_RUN_STORAGE_SWEEP_SECONDS (default 60) each runhost process that runs workers:
-- trims the model-call journal of each run that has ended to what a resume needs (services/runhost/journal.py);
+- trims the model-call journal of each run that has ended to what a resume needs (services/runhost/journal.py),
+  and seals its ledger and file index: their rows become one document each, which their reads unfold
+  (services/runhost/repository.py);
 - with DOSSIER_RUN_RETENTION_DAYS set, releases the working files and journal of each run that ended longer
   ago than that: its file index and journal rows go, its per-run objects (files stored before the content
   store) are deleted, and `files_released_at` says when. The run, its ledger, answer, claims and PROV stay;
@@ -68,7 +70,10 @@ class StorageSweeper:
                         continue
                     if (response, result) != (row["response"], row["result"]):
                         await self.repo.set_journal_entry(conn, seq=row["seq"], response=response, result=result)
-                trimmed += await self.repo.mark_trimmed(conn, run_id=run_id)
+                if await self.repo.mark_trimmed(conn, run_id=run_id):
+                    await self.repo.seal_ledger(conn, run_id=run_id)
+                    await self.repo.seal_files(conn, run_id=run_id)
+                    trimmed += 1
         return trimmed
 
     async def release_expired(self, days: float) -> int:

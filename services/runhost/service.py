@@ -4,20 +4,21 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import TYPE_CHECKING, Any
 
 import asyncpg
 
+from services.runhost.actor_runs import ActorRuns
 from services.runhost.admission_key import admission_digest, same_request
 from services.runhost.admitted import AdmittedRun, Limits
+from services.runhost.attempt import RunAttempts
 from services.runhost.catalog import RunCatalog
 from services.runhost.events import emit
-from services.runhost.external_repository import ExternalRepository
-from services.runhost.memory import RunFiles, validate_path
+from services.runhost.external import ExternalRuns
+from services.runhost.memory import validate_path
 from services.runhost.owners import Owners
 from services.runhost.policies.factory import validate_model
 from services.runhost.prov import run_prov
-from services.runhost.repository import WAKE_CHANNEL, RunRepository
+from services.runhost.repository import WAKE_CHANNEL
 from shared import tracing
 from shared.bus import RequestContext, answers
 from shared.contracts import runhost as c
@@ -29,9 +30,6 @@ from shared.errors import Conflict, DomainError, Forbidden, Invalid, NotFound, T
 from shared.paging import Int64, cut_page, decode_cursor
 from shared.settings import RunhostSettings
 
-if TYPE_CHECKING:
-    from services.runhost.external import ExternalRuns
-
 log = logging.getLogger("dossier.runhost")
 
 
@@ -40,11 +38,18 @@ def new_id(prefix: str) -> str:
 
 
 class RunService:
-    def __init__(self, db: Database, owners: Owners, files_for: Any, settings: RunhostSettings, repo: RunRepository):
-        self._db, self._owners, self._settings, self._repo = db, owners, settings, repo
-        self._files_for = files_for
-        self._leases = ExternalRepository()
-        self.external: ExternalRuns | None = None
+    def __init__(
+        self,
+        *,
+        db: Database,
+        attempts: RunAttempts,
+        external: ExternalRuns,
+        owners: Owners,
+        settings: RunhostSettings,
+    ):
+        """`external`: the runs an outside agent drives, which begin at admission and end at a cancel here."""
+        self._db, self._owners, self._settings = db, owners, settings
+        self._attempts, self._external = attempts, external
 
     @answers(c.ADMIT)
     async def admit(self, ctx: RequestContext, req: c.AdmitRequest) -> c.AdmitReply:
@@ -59,24 +64,24 @@ class RunService:
             if req.agent is not None:
                 raise Invalid("an agent drives only runs with driver external", {"field": "agent"})
             model = validate_model(req.model or self._settings.model, self._settings)
+        runs = ActorRuns(ctx.actor)
         async with self._db.transaction() as conn:
-            await self._repo.lock_request(conn, scope=ctx.actor.scope, request_id=req.request_id)
-            existing = await self._repo.find_by_request(conn, scope=ctx.actor.scope, request_id=req.request_id)
+            await runs.lock_request(conn, request_id=req.request_id)
+            existing = await runs.find_by_request(conn, request_id=req.request_id)
             if existing is not None:
                 if not same_request(existing.params_hash, req, model):
                     raise Conflict("the request_id was used with other parameters", {"run_id": existing.id})
                 return c.AdmitReply(run=existing.to_contract(), created=False)
             await self._check_history(ctx.actor, req.history)
-            conversation_id = await self._conversation(conn, ctx.actor, req)
+            conversation_id = await self._conversation(conn, runs, req)
             run_id = new_id("run")
             snapshot = await self._owners.fetch_admission_snapshot(
                 ctx.actor, workspace_id=req.workspace_id, run_id=run_id
             )
-            run = await self._repo.insert_run(
+            run = await runs.insert_run(
                 conn,
                 values={
                     "id": run_id,
-                    "scope": ctx.actor.scope,
                     "principal": ctx.actor.principal,
                     "workspace_id": req.workspace_id,
                     "conversation_id": conversation_id,
@@ -98,9 +103,9 @@ class RunService:
                 },
             )
             await emit(conn, c.EVT_ADMITTED, run)
-            if req.driver == "external" and self.external is not None:
+            if req.driver == "external":
                 lease_seconds = req.lease_seconds or c.LEASE_SECONDS_DEFAULT
-                reply = await self.external.begin(conn, run, lease_seconds)
+                reply = await self._external.begin(conn, run, lease_seconds)
             else:
                 await conn.execute(f"NOTIFY {WAKE_CHANNEL}")
                 reply = run.to_contract()
@@ -126,14 +131,12 @@ class RunService:
                 h = history[i]
                 raise NotFound(f"{h.publication_id}@{h.version} does not exist", {"field": f"history.{i}"})
 
-    async def _conversation(self, conn: asyncpg.Connection, actor: Actor, req: c.AdmitRequest) -> str:
+    async def _conversation(self, conn: asyncpg.Connection, runs: ActorRuns, req: c.AdmitRequest) -> str:
         if req.conversation_id is None:
             conversation_id = new_id("conv")
-            await self._repo.insert_conversation(
-                conn, id=conversation_id, scope=actor.scope, workspace_id=req.workspace_id
-            )
+            await runs.insert_conversation(conn, id=conversation_id, workspace_id=req.workspace_id)
             return conversation_id
-        conv = await self._repo.get_conversation(conn, scope=actor.scope, id=req.conversation_id)
+        conv = await runs.get_conversation(conn, id=req.conversation_id)
         if conv is None or conv["workspace_id"] != req.workspace_id:
             raise NotFound("conversation not found", {"field": "conversation_id"})
         return req.conversation_id
@@ -148,8 +151,8 @@ class RunService:
         except DomainError as exc:
             log.warning("could not associate conversation %s: %s", run.conversation_id, exc.message)
 
-    async def _scoped_run(self, conn: asyncpg.Connection, actor: Actor, run_id: str) -> AdmittedRun:
-        run = await self._repo.get_run(conn, scope=actor.scope, id=run_id)
+    async def _scoped_run(self, conn: asyncpg.Connection, runs: ActorRuns, run_id: str) -> AdmittedRun:
+        run = await runs.get_run(conn, id=run_id)
         if run is None:
             raise NotFound("run not found", {"id": run_id})
         return run
@@ -157,34 +160,32 @@ class RunService:
     @answers(c.GET_RUN)
     async def get(self, ctx: RequestContext, req: c.RunIdRequest) -> c.Run:
         async with self._db.pool.acquire() as conn:
-            return (await self._scoped_run(conn, ctx.actor, req.run_id)).to_contract()
+            return (await self._scoped_run(conn, ActorRuns(ctx.actor), req.run_id)).to_contract()
 
     @answers(c.LIST_RUNS)
     async def list_runs(self, ctx: RequestContext, req: c.ListRunsRequest) -> c.RunList:
         # A workspace route: a deleted workspace answers 404 here too, although its runs live on.
         await self._owners.ensure_workspace_exists(ctx.actor, workspace_id=req.workspace_id)
         async with self._db.pool.acquire() as conn:
-            page, next_cursor = await self._repo.list_runs(
-                conn, scope=ctx.actor.scope, workspace_id=req.workspace_id, page=req
-            )
+            page, next_cursor = await ActorRuns(ctx.actor).list_runs(conn, workspace_id=req.workspace_id, page=req)
         return c.RunList(items=[r.to_contract() for r in page], next_cursor=next_cursor)
 
     @answers(c.CANCEL)
     async def cancel(self, ctx: RequestContext, req: c.RunIdRequest) -> c.Run:
-        if self.external is not None:
-            ended = await self.external.cancel(ctx.actor, req.run_id)
-            if ended is not None:
-                return ended
+        ended = await self._external.cancel(ctx.actor, req.run_id)
+        if ended is not None:
+            return ended
+        runs = ActorRuns(ctx.actor)
         async with self._db.transaction() as conn:
-            run = await self._scoped_run(conn, ctx.actor, req.run_id)
+            run = await self._scoped_run(conn, runs, req.run_id)
             if run.status == "admitted":
-                cancelled = await self._repo.cancel_unclaimed(conn, scope=ctx.actor.scope, id=req.run_id)
+                cancelled = await runs.cancel_unclaimed(conn, id=req.run_id)
                 if cancelled is not None:
                     await emit(conn, c.EVT_CANCELLED, cancelled)
                     return cancelled.to_contract()
             if run.status in ("admitted", "running"):
                 # The worker that holds the lease ends the run at its next step.
-                run = await self._repo.request_cancel(conn, scope=ctx.actor.scope, id=req.run_id) or run
+                run = await runs.request_cancel(conn, id=req.run_id) or run
             return run.to_contract()
 
     @answers(c.RUN_CATALOG)
@@ -192,7 +193,7 @@ class RunService:
         """A run's catalog as admitted, for a person: the run's own reads are not recorded by it. An outside
         agent's run is read by its agent, with its lease (each page is a step of that run)."""
         async with self._db.pool.acquire() as conn:
-            run = await self._scoped_run(conn, ctx.actor, req.run_id)
+            run = await self._scoped_run(conn, ActorRuns(ctx.actor), req.run_id)
         if run.driver == "external":
             raise Forbidden(
                 "an external run's catalog is read with the run's lease, in X-Run-Lease", {"header": "X-Run-Lease"}
@@ -201,13 +202,12 @@ class RunService:
 
     @answers(c.GET_CONVERSATION)
     async def conversation(self, ctx: RequestContext, req: c.ConversationRequest) -> c.Conversation:
+        runs = ActorRuns(ctx.actor)
         async with self._db.pool.acquire() as conn:
-            conv = await self._repo.get_conversation(conn, scope=ctx.actor.scope, id=req.conversation_id)
+            conv = await runs.get_conversation(conn, id=req.conversation_id)
             if conv is None:
                 raise NotFound("conversation not found", {"id": req.conversation_id})
-            page, next_cursor = await self._repo.list_conversation_runs(
-                conn, conversation_id=req.conversation_id, page=req
-            )
+            page, next_cursor = await runs.list_conversation_runs(conn, conversation_id=req.conversation_id, page=req)
         return c.Conversation(
             id=conv["id"],
             workspace_id=conv["workspace_id"],
@@ -218,43 +218,66 @@ class RunService:
     @answers(c.LEDGER)
     async def ledger(self, ctx: RequestContext, req: c.RunPageRequest) -> c.Ledger:
         after_id, after_seq = decode_cursor(req.cursor, Int64, Int64) if req.cursor else (0, 0)
+        runs = ActorRuns(ctx.actor)
         async with self._db.pool.acquire() as conn:
-            await self._scoped_run(conn, ctx.actor, req.run_id)
-            rows = await self._repo.page_ledger(
+            await self._scoped_run(conn, runs, req.run_id)
+            rows = await runs.page_ledger(
                 conn, run_id=req.run_id, limit=req.limit + 1, after_id=after_id, after_seq=after_seq
             )
-            totals = await self._repo.ledger_totals(conn, run_id=req.run_id)
+            totals = await runs.ledger_totals(conn, run_id=req.run_id)
         page, next_cursor = cut_page(rows, req.limit, lambda r: (r["id"], r["seq"]))
         items = [c.LedgerRow(**{k: v for k, v in r.items() if k != "id"}) for r in page]
         return c.Ledger.model_validate({"items": items, "next_cursor": next_cursor, "totals": totals})
 
+    @answers(c.STEP)
+    async def step(self, ctx: RequestContext, req: c.StepRequest) -> c.ModelSteps:
+        """The journal rows of one model request (none for a run no model drove, or a request it never made)."""
+        request_id = req.request_id if ":" in req.request_id else f"{req.run_id}:{req.request_id}"
+        runs = ActorRuns(ctx.actor)
+        async with self._db.pool.acquire() as conn:
+            await self._scoped_run(conn, runs, req.run_id)
+            rows = await runs.journal_rows(conn, run_id=req.run_id, request_id=request_id)
+        return c.ModelSteps(
+            items=[
+                c.ModelStep(
+                    request_id=row["request_id"],
+                    epoch=row["epoch"],
+                    response=dict(row["response"] or {}),
+                    results=list((row["result"] or {}).get("batch", [row["result"]] if row["result"] else [])),
+                    created_at=row["created_at"],
+                )
+                for row in rows
+            ]
+        )
+
     @answers(c.PROV)
     async def prov(self, ctx: RequestContext, req: c.RunIdRequest) -> c.ProvDocument:
+        runs = ActorRuns(ctx.actor)
         async with self._db.pool.acquire() as conn:
-            run = await self._scoped_run(conn, ctx.actor, req.run_id)
-            rows = await self._repo.list_ledger(conn, run_id=req.run_id)
-            epochs = await self._leases.epochs(conn, run_id=req.run_id) if run.driver == "external" else []
+            run = await self._scoped_run(conn, runs, req.run_id)
+            rows = await runs.list_ledger(conn, run_id=req.run_id)
+            epochs = await runs.lease_epochs(conn, run_id=req.run_id) if run.driver == "external" else []
         return run_prov(run, rows, epochs)
 
     @answers(c.LIST_FILES)
     async def list_files(self, ctx: RequestContext, req: c.RunPageRequest) -> c.FileList:
+        runs = ActorRuns(ctx.actor)
         async with self._db.pool.acquire() as conn:
-            run = await self._scoped_run(conn, ctx.actor, req.run_id)
-            page, next_cursor = await self._repo.page_files(conn, run_id=req.run_id, page=req)
-        items = [c.FileEntry(**dict(r)) for r in page]
+            run = await self._scoped_run(conn, runs, req.run_id)
+            page, next_cursor = await runs.page_files(conn, run_id=req.run_id, page=req)
+        items = [c.FileEntry(path=r["path"], size=r["size"]) for r in page]
         return c.FileList(items=items, next_cursor=next_cursor, released_at=run.files_released_at)
 
     @answers(c.READ_FILE)
     async def read_file(self, ctx: RequestContext, req: c.ReadFileRequest) -> c.FileText:
         validate_path(req.path)
         async with self._db.pool.acquire() as conn:
-            run = await self._scoped_run(conn, ctx.actor, req.run_id)
+            run = await self._scoped_run(conn, ActorRuns(ctx.actor), req.run_id)
         if run.files_released_at is not None:
             released = run.files_released_at.isoformat().replace("+00:00", "Z")
             details = {"path": req.path, "released_at": released}
             raise NotFound("the run's working files were let go after its retention period", details)
-        files: RunFiles = self._files_for(req.run_id, None)
-        return c.FileText(path=req.path, text=await files.read(req.path))
+        return c.FileText(path=req.path, text=await self._attempts.files(req.run_id).read(req.path))
 
     @answers(c.WRITE_PLAN)
     async def write_plan(self, ctx: RequestContext, req: c.WritePlanRequest) -> None:
@@ -263,9 +286,9 @@ class RunService:
             limit = self._settings.max_plan_bytes
             raise TooLarge(too_long("the plan", size, limit, "bytes (UTF-8)"), {"limit": limit, "size": size})
         async with self._db.pool.acquire() as conn:
-            run = await self._scoped_run(conn, ctx.actor, req.run_id)
+            run = await self._scoped_run(conn, ActorRuns(ctx.actor), req.run_id)
         if run.status not in ("admitted", "running"):
             raise Conflict("the run is finished; its plan can no longer change", {"status": run.status})
         if not req.text.strip():
             raise Invalid("the plan is empty", {"field": "body"})
-        await self._files_for(req.run_id, None).write("plan.md", req.text)
+        await self._attempts.files(req.run_id).write("plan.md", req.text)

@@ -3,9 +3,13 @@ and the release of working files past retention (services/runhost/retention.py).
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import asyncpg
+
+from services.runhost.repository import FILE_COLUMNS, LEDGER_COLUMNS, WorkerRuns
+from services.runhost.sealed import pack, unpack
 
 _ENDED = "status IN ('completed', 'failed', 'cancelled') AND finished_at IS NOT NULL"
 # One release at a time, whatever the number of runhost processes: a release decrements the references of
@@ -67,6 +71,32 @@ class StorageRepository:
     ) -> None:
         await conn.execute("UPDATE model_journal SET response = $2, result = $3 WHERE seq = $1", seq, response, result)
 
+    async def seal_ledger(self, conn: asyncpg.Connection, *, run_id: str) -> None:
+        """Keep an ended run's ledger as one document (services/runhost/sealed.py) and drop its rows and their
+        index entries: nothing appends to it any more, and whole it costs a few bytes a row instead of some
+        hundreds. Run in the transaction that marks the run trimmed."""
+        rows = await conn.fetch(
+            f"SELECT {LEDGER_COLUMNS} FROM ledger WHERE run_id = $1 ORDER BY id FOR UPDATE",
+            run_id,
+        )
+        if rows and await _sealed(conn, "ledger_sealed", "entries", run_id, pack(rows)):
+            await conn.execute("DELETE FROM ledger WHERE id = ANY($1::bigint[])", [r["id"] for r in rows])
+
+    async def seal_files(self, conn: asyncpg.Connection, *, run_id: str) -> None:
+        """Keep an ended run's file index as one document likewise, in the transaction that seals its ledger.
+        The contents keep their references (the document names them): the rows go under `dossier.sealing`,
+        which the reference-counting trigger skips."""
+        rows = await conn.fetch(
+            f"SELECT {FILE_COLUMNS} FROM run_files WHERE run_id = $1 ORDER BY path FOR UPDATE",
+            run_id,
+        )
+        if rows and await _sealed(conn, "run_files_sealed", "files", run_id, pack(rows)):
+            await conn.execute("SELECT set_config('dossier.sealing', 'on', true)")
+            await conn.execute(
+                "DELETE FROM run_files WHERE run_id = $1 AND path = ANY($2::text[])", run_id, [r["path"] for r in rows]
+            )
+            await conn.execute("SELECT set_config('dossier.sealing', 'off', true)")
+
     async def mark_trimmed(self, conn: asyncpg.Connection, *, run_id: str) -> bool:
         done = await conn.fetchval(
             f"UPDATE runs SET journal_trimmed_at = now() WHERE id = $1 AND journal_trimmed_at IS NULL AND {_ENDED}"
@@ -80,12 +110,9 @@ class StorageRepository:
         past = "files_released_at IS NULL AND finished_at < now() - make_interval(secs => $2)"
         return await _ended_runs(conn, past, days * 86400.0, limit=limit)
 
-    async def per_run_files(self, conn: asyncpg.Connection, *, run_id: str) -> list[asyncpg.Record]:
+    async def per_run_files(self, conn: asyncpg.Connection, *, run_id: str) -> list[dict[str, Any]]:
         """The files a run stored under its own keys (before the content store): deleted with the run's files."""
-        rows: list[asyncpg.Record] = await conn.fetch(
-            "SELECT path, sha256 FROM run_files WHERE run_id = $1 AND NOT by_content", run_id
-        )
-        return rows
+        return [row for row in await WorkerRuns().list_files(conn, run_id=run_id) if not row["by_content"]]
 
     async def release(self, conn: asyncpg.Connection, *, run_id: str) -> bool:
         """Drop an ended run's file index and journal; its contents lose a reference each (the sweeper lets
@@ -99,6 +126,17 @@ class StorageRepository:
         if released is None:
             return False
         await conn.execute("DELETE FROM run_files WHERE run_id = $1", run_id)
+        # A sealed index gives back the references its document held, in the contents' order.
+        files = await conn.fetchval("DELETE FROM run_files_sealed WHERE run_id = $1 RETURNING files", run_id)
+        named = Counter(entry["sha256"] for entry in unpack(files) if entry["by_content"]) if files else Counter()
+        if named:
+            shas = sorted(named)
+            await conn.execute(
+                "UPDATE file_contents f SET refs = f.refs - n.count"
+                " FROM unnest($1::text[], $2::int[]) AS n(sha256, count) WHERE f.sha256 = n.sha256",
+                shas,
+                [named[sha] for sha in shas],
+            )
         await conn.execute("DELETE FROM model_journal WHERE run_id = $1", run_id)
         return True
 
@@ -112,3 +150,13 @@ async def _ended_runs(conn: asyncpg.Connection, condition: str, *args: Any, limi
         f"SELECT id FROM runs WHERE {_ENDED} AND {condition} ORDER BY finished_at LIMIT $1", limit, *args
     )
     return [str(r["id"]) for r in rows]
+
+
+async def _sealed(conn: asyncpg.Connection, table: str, column: str, run_id: str, document: bytes) -> bool:
+    """Store a run's sealed document; false when it was sealed already (its rows then stay)."""
+    done = await conn.fetchval(
+        f"INSERT INTO {table} (run_id, {column}) VALUES ($1, $2) ON CONFLICT (run_id) DO NOTHING RETURNING 1",
+        run_id,
+        document,
+    )
+    return done is not None

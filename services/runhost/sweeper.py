@@ -7,7 +7,7 @@ import logging
 
 from services.runhost.admitted import AdmittedRun
 from services.runhost.owners import Owners
-from services.runhost.repository import RunRepository
+from services.runhost.repository import WorkerRuns
 from shared import tracing
 from shared.contracts.workspace import AssociateRequest
 from shared.db import Database
@@ -17,7 +17,7 @@ log = logging.getLogger("dossier.runhost.sweeper")
 
 
 class AssociationSweeper:
-    def __init__(self, *, db: Database, repo: RunRepository, owners: Owners, interval: float = 30.0, batch: int = 50):
+    def __init__(self, *, db: Database, repo: WorkerRuns, owners: Owners, interval: float = 30.0, batch: int = 50):
         self.db, self.repo, self.owners = db, repo, owners
         self.interval, self.batch = interval, batch
 

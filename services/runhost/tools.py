@@ -15,7 +15,7 @@ from services.runhost.leases import StaleLease
 from services.runhost.ledger import Inclusion, RunLedger
 from services.runhost.memory import RunFiles, pointer, source_name
 from services.runhost.owners import Owners
-from services.runhost.policies.base import MALFORMED, ToolCall, ToolResult
+from services.runhost.policies.vocabulary import MALFORMED, ToolCall, ToolResult
 from services.runhost.search import Asked, Found, search_for_run, search_text
 from services.runhost.tool_args import (
     Args,
@@ -33,6 +33,7 @@ from services.runhost.tool_args import (
 from shared.contracts import assets
 from shared.contracts import publication as pub
 from shared.contracts.common import Actor, Ref
+from shared.contracts.runhost import SourceRead
 from shared.contracts.workspace import Catalog
 from shared.errors import DomainError, Invalid, NotFound, Unavailable, too_long
 
@@ -158,11 +159,12 @@ class ToolBox:
         page = self.catalog if args.cursor is None or self.pages is None else await self.pages.page(args.cursor)
         lines = []
         # Each item as the admission kept it (JSON: its time as stored), which is also what `data` carries.
-        items = [item.model_dump(mode="json") for item in page.items]
+        listed = page.model_dump(mode="json")
+        items: list[dict[str, Any]] = listed["items"]
         # Sources first, as they are what is read: a bounded read of catalog.md's start finds them.
-        for item in sorted(items, key=lambda i: _kind_order(i["kind"])):
-            ref = Ref(kind=item["kind"], id=item["id"], version=item["version"])
-            await self.ledger.listed(ref)
+        in_order = sorted(items, key=lambda i: _kind_order(i["kind"]))
+        await self.ledger.listed_all([(Ref(kind=i["kind"], id=i["id"], version=i["version"]), None) for i in in_order])
+        for item in in_order:
             state = "available" if item["available"] else f"unavailable ({item['reason']})"
             lines.append(
                 f"- {item['kind']} {item['id']}@{item['version']} {item['title']!r} {item['created_at']} {state}"
@@ -188,14 +190,8 @@ class ToolBox:
         summary = ", ".join(f"{n} {kind}s" for kind, n in counts.items() if n or kind != "artifact")
         more = f"; next page: list_catalog cursor {page.next_cursor!r}" if page.next_cursor else ""
         shown = f"{pointer(CATALOG_FILE, text, CATALOG_PREVIEW)}\n({summary}; read it with read_file{more})"
-        data = {
-            "items": items,
-            "path": CATALOG_FILE,
-            "complete": page.complete,
-            "omitted": page.omitted,
-            "next_cursor": page.next_cursor,
-        }
-        return ToolResult("list_catalog", call.arguments, shown, data=data), []
+        data = listed | {"path": CATALOG_FILE}
+        return ToolResult("list_catalog", call.arguments, shown, data=data, value=page), []
 
     async def _read_publication(self, call: ToolCall, args: ReadPublicationArgs) -> Outcome:
         id, version = args.id, args.version
@@ -212,7 +208,9 @@ class ToolBox:
         created = body.created_at.isoformat().replace("+00:00", "Z")
         text = f"# {body.title} ({id}@v{version}, {created})\n\n{body.body}"
         prov = {"ref": ref.model_dump(), "content_hash": body.content_hash, "locator": None}
-        await self.files.write(path, text, provenance=prov, with_record=self._read_row(ref, body.content_hash, None))
+        await self.files.write(
+            path, text, provenance=prov, with_record=self.ledger.read_row(ref, body.content_hash, None)
+        )
         return await self._fresh_pointer(call, path, text)
 
     async def search(self, asked: Asked) -> Found[assets.SearchHit, pub.PublicationHit]:
@@ -220,10 +218,10 @@ class ToolBox:
         (services/runhost/search.py). Each hit shown is recorded once as `listed`, and no other: a hit the
         caller is not shown was not found by the run."""
         found = await search_for_run(self.owners, self.actor, self.grant, asked)
-        for hit in found.passages:
-            await self.ledger.listed(Ref(kind="source", id=hit.source_id, version=hit.version), hit.locator)
-        for item in found.publications:
-            await self.ledger.listed(Ref(kind="publication", id=item.id, version=item.version))
+        await self.ledger.listed_all(
+            [(Ref(kind="source", id=hit.source_id, version=hit.version), hit.locator) for hit in found.passages]
+            + [(Ref(kind="publication", id=item.id, version=item.version), None) for item in found.publications]
+        )
         return found
 
     async def _search_evidence(self, call: ToolCall, args: SearchEvidenceArgs) -> Outcome:
@@ -251,7 +249,7 @@ class ToolBox:
         text = f"# {passage.source_id}@v{passage.version} {passage.locator}\n\n{passage.text}"
         prov = {"ref": ref.model_dump(), "content_hash": content_hash, "locator": passage.locator}
         await self.files.write(
-            path, text, provenance=prov, with_record=self._read_row(ref, content_hash, passage.locator)
+            path, text, provenance=prov, with_record=self.ledger.read_row(ref, content_hash, passage.locator)
         )
         return await self._fresh_pointer(call, path, text)
 
@@ -261,11 +259,11 @@ class ToolBox:
         if isinstance(exc, NotFound):
             # The same words whether the id names nothing or something this run may not read yet: nothing leaks.
             text = f"not found: {named} is neither in this run's catalog nor found by its search; {self.reading.reach}"
-            return ToolResult(call.name, call.arguments, text, ok=False, data={"reason": "not_found", "path": path}), []
+            return _source_read(call, text, SourceRead(reason="not_found", path=path), ok=False), []
         reason = str(exc.details.get("reason", "unavailable"))
         await self.ledger.unavailable(ref, reason=reason)
         text = f"unavailable: {named} ({reason})"
-        return ToolResult(call.name, call.arguments, text, ok=False, data={"reason": reason, "path": path}), []
+        return _source_read(call, text, SourceRead(reason=reason, path=path), ok=False), []
 
     async def _refused(self, call: ToolCall, path: str) -> Outcome | None:
         """A read from the run's own copy of a material asks its owner again (services/runhost/availability.py):
@@ -279,34 +277,27 @@ class ToolBox:
             return None
         await self.ledger.unavailable(ref, reason=reason, locator=prov["locator"])
         text = f"unavailable: {ref.id}@v{ref.version} ({reason}); the run's copy may not be used"
-        return ToolResult(call.name, call.arguments, text, ok=False, data={"reason": reason, "path": path}), []
-
-    def _read_row(self, ref: Ref, content_hash: str | None, locator: str | None) -> Any:
-        """The `read` ledger row, written in the same transaction as the source file's index entry."""
-
-        async def record(conn: Any) -> bool:
-            return await self.ledger.append_in(conn, "read", ref, content_hash=content_hash, locator=locator)
-
-        return record
+        return _source_read(call, text, SourceRead(reason=reason, path=path), ok=False), []
 
     async def _fresh_pointer(self, call: ToolCall, path: str, text: str) -> Outcome:
         """A source read for the first time: its characters count once in the run's `source_chars_read`."""
-        result, inclusions = await self._pointer_result(call, path)
-        result.data["fresh_chars"] = len(text)
-        return result, inclusions
+        return await self._pointer_result(call, path, fresh_chars=len(text))
 
-    async def _pointer_result(self, call: ToolCall, path: str) -> Outcome:
+    async def _pointer_result(self, call: ToolCall, path: str, fresh_chars: int | None = None) -> Outcome:
         """The model gets a pointer; the preview in it is part of the body, so it is included."""
         text = await self.files.read(path)
         shown = pointer(path, text)
         prov = await self.files.provenance(path)
+        ref = Ref.model_validate(prov["ref"]) if prov is not None else None
         inclusions = []
-        if prov is not None:
+        if prov is not None and ref is not None:
             preview = min(len(text), 160)
             locator = prov["locator"] or f"chars:0-{preview}"
-            inclusions.append(Inclusion(Ref.model_validate(prov["ref"]), prov["content_hash"], locator))
-        data = {"path": path, "chars": len(text), "ref": prov["ref"] if prov else None}
-        return ToolResult(call.name, call.arguments, shown, data=data), inclusions
+            inclusions.append(Inclusion(ref, prov["content_hash"], locator))
+        read = SourceRead(path=path, chars=len(text), ref=ref)
+        if fresh_chars is not None:
+            read.fresh_chars = fresh_chars  # set, so in the JSON: a first read only
+        return _source_read(call, shown, read), inclusions
 
     async def _read_file(self, call: ToolCall, args: ReadFileArgs) -> Outcome:
         path = args.path
@@ -346,6 +337,12 @@ class ToolBox:
             raise Invalid(too_long(f"the {what}", len(text), limit), {"limit": limit, "size": len(text)})
         await self.files.write(path, text)
         return ToolResult(call.name, call.arguments, f"wrote {path} ({len(text)} chars)", data=data or {}), []
+
+
+def _source_read(call: ToolCall, text: str, read: SourceRead, ok: bool = True) -> ToolResult:
+    """A read tool's answer; its JSON holds the fields the tool set."""
+    data = read.model_dump(mode="json", exclude_unset=True)
+    return ToolResult(call.name, call.arguments, text, ok=ok, data=data, value=read)
 
 
 @dataclass(frozen=True)

@@ -9,67 +9,39 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import os
 import socket
-import time
-from collections.abc import Sequence
 
 import asyncpg
-from nacl.signing import SigningKey
 
 from services.runhost.admitted import AdmittedRun
-from services.runhost.catalog import RunCatalog
+from services.runhost.attempt import RunAttempt, RunAttempts
 from services.runhost.events import emit
 from services.runhost.finishing import Finisher
-from services.runhost.journal import ModelJournal
 from services.runhost.leases import StaleLease
-from services.runhost.ledger import RunLedger
 from services.runhost.loop import Finished, RunLoop, Stopped
-from services.runhost.memory import RunFiles
 from services.runhost.owners import Owners
 from services.runhost.policies.base import PolicyError
 from services.runhost.policies.factory import make_policy
-from services.runhost.repository import WAKE_CHANNEL, RunRepository
-from services.runhost.tools import ToolBox
+from services.runhost.repository import WAKE_CHANNEL, WorkerRuns
 from shared import tracing
 from shared.aio import wait_event
-from shared.blobs import Blobs
 from shared.contracts import runhost as c
 from shared.db import Database
 from shared.errors import DomainError
-from shared.grants import GrantClaims, sign_grant
 from shared.metrics import LEASE_TAKEOVERS
 from shared.observe import bound
-from shared.proof import load_private_key
 from shared.settings import RunhostSettings
 
 log = logging.getLogger("dossier.runhost.worker")
 
 
-def run_grant(run: AdmittedRun, settings: RunhostSettings, extra: Sequence[str] = ()) -> str:
-    """The run's grant: its scope and the refs it was admitted with (its first catalog page and its history),
-    for its reads at the owners; `extra`, refs of later catalog pages the run reads (services/runhost/catalog.py)."""
-    claims = GrantClaims(
-        run_id=run.id,
-        scope=run.scope,
-        refs=sorted({*run.grant_refs(), *extra}),
-        expires_at=time.time() + settings.run_grant_seconds,
-        workspace_id=run.workspace_id,
-    )
-    return sign_grant(grant_key(settings.proof_key), claims)
-
-
-@functools.lru_cache(maxsize=4)
-def grant_key(proof_key: str) -> SigningKey:
-    """Runhost is the one process that mints run grants: the key is its own proof key."""
-    return load_private_key(proof_key)
-
-
 class Worker:
-    def __init__(self, *, db: Database, repo: RunRepository, blobs: Blobs, owners: Owners, settings: RunhostSettings):
-        self.db, self.repo, self.blobs, self.owners, self.settings = db, repo, blobs, owners, settings
+    def __init__(
+        self, *, db: Database, repo: WorkerRuns, attempts: RunAttempts, owners: Owners, settings: RunhostSettings
+    ):
+        self.db, self.repo, self.attempts, self.owners, self.settings = db, repo, attempts, owners, settings
         self.id = f"{socket.gethostname()}:{os.getpid()}"
         self._slots = asyncio.Semaphore(settings.run_concurrency)
         self._wake = asyncio.Event()
@@ -144,7 +116,7 @@ class Worker:
         # The lease's upkeep is not the run's work: traced, it would add a statement every few seconds to it.
         with tracing.untraced():
             heartbeat = asyncio.create_task(self._heartbeat(run.id, epoch, lost))
-        work = asyncio.create_task(self._drive(run, epoch))
+        work = asyncio.create_task(self._drive(run))
         lease_lost = asyncio.create_task(lost.wait())
         try:
             done, _ = await asyncio.wait({work, lease_lost}, return_when=asyncio.FIRST_COMPLETED)
@@ -173,14 +145,15 @@ class Worker:
                 lost.set()
                 return
 
-    async def _drive(self, run: AdmittedRun, epoch: int) -> None:
-        finisher = Finisher(db=self.db, repo=self.repo, owners=self.owners, blobs=self.blobs, run=run, epoch=epoch)
+    async def _drive(self, run: AdmittedRun) -> None:
+        attempt = self.attempts.attempt(run)
+        finisher = attempt.finisher
         try:
             if run.final_answer is not None:
                 # An earlier worker reached its answer and began finishing: finish with that answer.
                 await finisher.resume_finish()
                 return
-            outcome = await self._research(run, epoch)
+            outcome = await self._research(attempt)
             if isinstance(outcome, Finished):
                 await finisher.complete(outcome.answer, outcome.proposal)
             elif outcome.limit is None:
@@ -205,35 +178,22 @@ class Worker:
         except StaleLease:
             pass
 
-    async def _research(self, run: AdmittedRun, epoch: int) -> Finished | Stopped:
-        actor = run.actor
-        grant = run_grant(run, self.settings)
-        files = RunFiles(self.blobs, self.db, self.repo, run.id, epoch)
-        ledger = RunLedger(self.db, self.repo, run.id, epoch)
-        pages = RunCatalog(run, self.owners, mint=lambda refs: run_grant(run, self.settings, refs))
-        toolbox = ToolBox(
-            actor=actor, grant=grant, catalog=run.catalog, files=files, ledger=ledger, owners=self.owners, pages=pages
-        )
+    async def _research(self, attempt: RunAttempt) -> Finished | Stopped:
+        run = attempt.run
         try:
-            revision = await self.owners.fetch_checkpoint_revision(actor, workspace_id=run.workspace_id)
+            revision = await self.owners.fetch_checkpoint_revision(run.actor, workspace_id=run.workspace_id)
         except DomainError:
             revision = 0
         policy = make_policy(run.model, self.settings)
         loop = RunLoop(
-            run=run,
-            epoch=epoch,
+            attempt=attempt,
             policy=policy,
-            toolbox=toolbox,
-            files=files,
-            ledger=ledger,
             db=self.db,
             repo=self.repo,
             checkpoint_revision=revision,
             same_failures=self.settings.run_same_failures,
             max_rereads=self.settings.run_max_rereads,
             step_delay=self.settings.run_step_delay_seconds,
-            # Only a model endpoint costs a call (and answers differently twice); local policies re-decide.
-            journal=ModelJournal(self.db, run.id, epoch) if run.model == "openai" else None,
         )
         try:
             return await loop.run_until_done()

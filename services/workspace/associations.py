@@ -12,18 +12,18 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import asyncpg
-from pydantic import ValidationError
 
 from services.workspace.owners import FAILED, UNREACHABLE, Owners
-from services.workspace.repository import WorkspaceRepository
+from services.workspace.repository import ScopedWorkspaceRepository, WorkspaceRepository
 from services.workspace.service import not_found
 from shared.bus import RequestContext, answers
 from shared.contracts import workspace as c
 from shared.contracts.assets import AssociationRequested
-from shared.contracts.common import Actor, Event, Ref
-from shared.contracts.publication import VersionEvent
+from shared.contracts.common import Actor, Ref
+from shared.contracts.publication import EVT_COMMITTED, VersionEvent
 from shared.db import Database, from_row
 from shared.errors import Conflict, DomainError, Invalid, NotFound, Unavailable, Unreachable
+from shared.events import EventContext, consumes
 from shared.outbox import enqueue
 
 log = logging.getLogger("dossier.workspace.associations")
@@ -63,47 +63,52 @@ class Associations:
         """Record one association in the caller's transaction; returns the refusal reason, if any.
 
         `cites`: the publications a run's publication cites (from `publication.committed`)."""
+        workspaces = self._repo.for_scope(scope)
         # The exclusive lock orders this against archive and delete, admissions, and the catalog's counters.
-        workspace = await self._repo.lock_workspace(conn, scope=scope, id=link.workspace_id)
+        workspace = await workspaces.lock_workspace(conn, id=link.workspace_id)
         if workspace is not None and workspace["status"] != "deleted":
-            existing = await self._repo.get_association(
-                conn, scope=scope, workspace_id=link.workspace_id, kind=link.kind, ref_id=link.ref_id
+            existing = await workspaces.get_association(
+                conn, workspace_id=link.workspace_id, kind=link.kind, ref_id=link.ref_id
             )
             if existing is not None:
                 # Idempotent: what was confirmed once stays confirmed. Whichever of the run's finish and
                 # `publication.committed` comes first, the later one gives what the first lacked.
                 title = link.title if existing["title"] is None else None
                 if title is not None:
-                    await self._repo.fill_title(
+                    await workspaces.fill_title(
                         conn, workspace_id=link.workspace_id, kind=link.kind, ref_id=link.ref_id, title=title
                     )
                 if existing["run_id"] is not None:
-                    await self._supersede(conn, link, existing["seq"], title, cites)
+                    await self._supersede(conn, workspaces, link, existing["seq"], title, cites)
                 return None
         admission = None
         if workspace is not None and workspace["status"] == "archived" and link.run_id:
-            admission = await self._repo.find_admission(
-                conn, scope=scope, workspace_id=link.workspace_id, run_id=link.run_id
-            )
+            admission = await workspaces.find_admission(conn, workspace_id=link.workspace_id, run_id=link.run_id)
         reason = refusal(workspace, admission)
         if reason is None:
-            seq = await self._repo.insert_association(conn, scope=scope, **asdict(link))
+            seq = await workspaces.insert_association(conn, **asdict(link))
             if seq is not None and link.run_id is not None:
-                await self._supersede(conn, link, seq, link.title, cites)
+                await self._supersede(conn, workspaces, link, seq, link.title, cites)
         return reason
 
     async def _supersede(
-        self, conn: asyncpg.Connection, link: Link, seq: int, title: str | None, cites: Sequence[str]
+        self,
+        conn: asyncpg.Connection,
+        workspaces: ScopedWorkspaceRepository,
+        link: Link,
+        seq: int,
+        title: str | None,
+        cites: Sequence[str],
     ) -> None:
         """A run's publication supersedes the earlier runs' publications it cites or whose question it answers
         again (the same title): they move after the current ones in the catalog (services/workspace/catalog.py)."""
         if link.kind != "publication" or (title is None and not cites):
             return
-        await self._repo.supersede(conn, workspace_id=link.workspace_id, by_seq=seq, title=title, cited=list(cites))
+        await workspaces.supersede(conn, workspace_id=link.workspace_id, by_seq=seq, title=title, cited=list(cites))
 
     async def _live_status(self, actor: Actor, workspace_id: str) -> str:
         async with self._db.pool.acquire() as conn:
-            row = await self._repo.find_workspace(conn, scope=actor.scope, id=workspace_id)
+            row = await self._repo.for_scope(actor.scope).find_workspace(conn, id=workspace_id)
         if row is None:
             raise not_found(workspace_id)
         if row["status"] == "archived":
@@ -143,8 +148,8 @@ class Associations:
                 raise Conflict("the workspace is archived; it takes no new associations", {"status": "archived"})
             if reason is not None:
                 raise not_found(req.workspace_id)
-            row = await self._repo.get_association(
-                conn, scope=ctx.actor.scope, workspace_id=req.workspace_id, kind="source", ref_id=req.source_id
+            row = await self._repo.for_scope(ctx.actor.scope).get_association(
+                conn, workspace_id=req.workspace_id, kind="source", ref_id=req.source_id
             )
         assert row is not None  # recorded (or found) under the lock just above
         return from_row(c.Association, row)
@@ -174,35 +179,24 @@ class Associations:
 
     # -- events (each runs inside the consumer's transaction, with its inbox row) --------------------
 
-    async def on_publication_committed(self, conn: asyncpg.Connection, event: Event) -> None:
-        try:
-            published = VersionEvent.model_validate(event.data)
-        except ValidationError:
-            log.error("ignoring a malformed publication.committed event %s", event.id)
-            return
+    @consumes(EVT_COMMITTED)
+    async def on_publication_committed(self, ctx: EventContext, published: VersionEvent) -> None:
         if published.workspace_id is None:
             return
         link = Link(
             published.workspace_id, "publication", published.id, published.version, published.run_id, published.title
         )
         cites = [ref.id for ref in published.sources if ref.kind == "publication"] if published.run_id else []
-        await self._record_from_event(conn, event, link, cites)
+        await self._record_from_event(ctx, link, cites)
 
-    async def on_asset_association_requested(self, conn: asyncpg.Connection, event: Event) -> None:
-        try:
-            # Only the fields this side relies on; the producer may add more.
-            requested = from_row(AssociationRequested, event.data)
-        except ValidationError:
-            log.error("ignoring a malformed asset.association_requested event %s", event.id)
-            return
+    @consumes(c.EVT_ASSET_ASSOCIATION_REQUESTED)
+    async def on_asset_association_requested(self, ctx: EventContext, requested: AssociationRequested) -> None:
         link = Link(requested.workspace_id, "source", requested.source_id, requested.version)
-        await self._record_from_event(conn, event, link)
+        await self._record_from_event(ctx, link)
 
-    async def _record_from_event(
-        self, conn: asyncpg.Connection, event: Event, link: Link, cites: Sequence[str] = ()
-    ) -> None:
-        reason = await self.record(conn, event.scope, link, cites)
+    async def _record_from_event(self, ctx: EventContext, link: Link, cites: Sequence[str] = ()) -> None:
+        reason = await self.record(ctx.conn, ctx.scope, link, cites)
         if reason is None:
             return
         refused = from_row(c.AssociationRefused, asdict(link), reason=reason)
-        await enqueue(conn, c.EVT_ASSOCIATION_REFUSED, refused, scope=event.scope)
+        await enqueue(ctx.conn, c.EVT_ASSOCIATION_REFUSED, refused, scope=ctx.scope)

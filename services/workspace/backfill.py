@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import asyncpg
 
 from services.workspace.owners import FAILED, UNREACHABLE, Owners, Verdict
-from services.workspace.repository import WorkspaceRepository
+from services.workspace.repository import WorkspaceMaintenance, WorkspaceRepository
 from shared.contracts.common import Actor, Ref
 from shared.db import Database
 
@@ -41,13 +41,15 @@ class Backfill:
         self._db = db
         self._owners = owners
         self._repo = repo or WorkspaceRepository()
+        # The listing of flagged rows crosses scopes; each row is then settled by its own scope's repository.
+        self._maintenance = WorkspaceMaintenance()
 
     async def settle_all(self) -> int:
         """One pass over every flagged row; how many stay flagged (their owner did not answer)."""
         after, left = 0, 0
         while True:
             async with self._db.pool.acquire() as conn:
-                rows = await self._repo.pending_backfill(conn, after=after, limit=BATCH)
+                rows = await self._maintenance.pending_backfill(conn, after=after, limit=BATCH)
             if not rows:
                 return left
             after = int(rows[-1]["seq"])
@@ -58,12 +60,13 @@ class Backfill:
         refs = [Ref(kind=row["kind"], id=row["ref_id"], version=None) for row in rows]
         verdicts = await self._owners.check_eligibility(Actor(scope=scope, principal="system:workspace"), refs)
         left = 0
+        workspaces = self._repo.for_scope(scope)
         async with self._db.transaction() as conn:
             for row, verdict in zip(rows, verdicts, strict=True):
                 if verdict.reason in (UNREACHABLE, FAILED):
                     left += 1
                     continue
-                await self._repo.settle_backfill(
+                await workspaces.settle_backfill(
                     conn,
                     workspace_id=row["workspace_id"],
                     kind=row["kind"],

@@ -32,7 +32,7 @@ import asyncpg
 from pydantic import Field
 
 from services.workspace.owners import Owners
-from services.workspace.repository import WorkspaceRepository
+from services.workspace.repository import ScopedWorkspaceRepository
 from shared.contracts.common import Actor, Ref
 from shared.contracts.workspace import Catalog, CatalogItem
 from shared.errors import Invalid
@@ -88,10 +88,9 @@ class Page:
 
 
 class CatalogReader:
-    def __init__(self, owners: Owners, settings: WorkspaceSettings, repo: WorkspaceRepository | None = None):
+    def __init__(self, owners: Owners, settings: WorkspaceSettings):
         self._owners = owners
         self._settings = settings
-        self._repo = repo or WorkspaceRepository()
 
     def bound(self, limit: int | None) -> int:
         if limit is None:
@@ -103,14 +102,22 @@ class CatalogReader:
             )
         return limit
 
-    async def read(self, conn: asyncpg.Connection, workspace_id: str, at: Position, limit: int) -> Page:
-        """The page that starts at `at`: part by part, each scan asking only for what the page still lacks
-        (one row more than the page, to know whether another page follows)."""
+    async def read(
+        self,
+        conn: asyncpg.Connection,
+        workspaces: ScopedWorkspaceRepository,
+        workspace_id: str,
+        at: Position,
+        limit: int,
+    ) -> Page:
+        """The page that starts at `at`, read through the repository of the reader's scope: part by part, each
+        scan asking only for what the page still lacks (one row more than the page, to know whether another
+        page follows)."""
         kinds = RUN_KINDS if at.for_run else PERSON_KINDS
         rows: list[tuple[int, asyncpg.Record]] = []
         part, before = (OWN, at.as_of) if at.part < 0 else (at.part, at.seq)
         while part <= SUPERSEDED and len(rows) <= limit:
-            found = await self._repo.catalog_part(
+            found = await workspaces.catalog_part(
                 conn,
                 workspace_id=workspace_id,
                 part=part,

@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from services.workspace.drift_repository import DriftRepository
 from services.workspace.owners import OWNER_OF_KIND, Owners
 from services.workspace.questions import answered_by_run, same_question
-from services.workspace.repository import WorkspaceRepository
+from services.workspace.repository import ScopedWorkspaceRepository, WorkspaceRepository
 from services.workspace.service import not_found
 from shared.bus import RequestContext, answers, validation_details
 from shared.contracts import workspace as c
@@ -127,9 +127,10 @@ class Checkpoints:
 
     @answers(c.CHECKPOINT_GET)
     async def get(self, ctx: RequestContext, req: c.WorkspaceIdRequest) -> c.Checkpoint:
+        workspaces = self._repo.for_scope(ctx.actor.scope)
         async with self._db.pool.acquire() as conn:
-            await self._require_live(conn, ctx.actor, req.workspace_id)
-            row = await self._repo.latest_checkpoint(conn, scope=ctx.actor.scope, workspace_id=req.workspace_id)
+            await self._require_live(conn, workspaces, req.workspace_id)
+            row = await workspaces.latest_checkpoint(conn, workspace_id=req.workspace_id)
         if row is None:
             raise NotFound("the workspace has no checkpoint yet", {"id": req.workspace_id})
         [checkpoint] = await self._present(ctx.actor, [row])
@@ -137,15 +138,16 @@ class Checkpoints:
 
     @answers(c.CHECKPOINT_REVISIONS)
     async def revisions(self, ctx: RequestContext, req: c.WorkspacePageRequest) -> c.CheckpointRevisions:
+        workspaces = self._repo.for_scope(ctx.actor.scope)
         async with self._db.pool.acquire() as conn:
-            await self._require_live(conn, ctx.actor, req.workspace_id)
-            page, next_cursor = await self._repo.list_checkpoints(
-                conn, scope=ctx.actor.scope, workspace_id=req.workspace_id, page=req
-            )
+            await self._require_live(conn, workspaces, req.workspace_id)
+            page, next_cursor = await workspaces.list_checkpoints(conn, workspace_id=req.workspace_id, page=req)
         return c.CheckpointRevisions(items=await self._present(ctx.actor, page), next_cursor=next_cursor)
 
-    async def _require_live(self, conn: asyncpg.Connection, actor: Actor, workspace_id: str) -> None:
-        if await self._repo.find_workspace(conn, scope=actor.scope, id=workspace_id) is None:
+    async def _require_live(
+        self, conn: asyncpg.Connection, workspaces: ScopedWorkspaceRepository, workspace_id: str
+    ) -> None:
+        if await workspaces.find_workspace(conn, id=workspace_id) is None:
             raise not_found(workspace_id)
 
     async def _present(self, actor: Actor, rows: Sequence[asyncpg.Record]) -> list[c.Checkpoint]:
@@ -235,7 +237,9 @@ class Checkpoints:
             return c.ProposeReply(result="invalid", revision=None, reason=f"{details['field']}: {details['problem']}")
 
         async with self._db.pool.acquire() as conn:
-            drift_refs = await self._drifts.drift_questions(conn, workspace_id=req.workspace_id)
+            drift_refs = await self._drifts.for_scope(ctx.actor.scope).drift_questions(
+                conn, workspace_id=req.workspace_id
+            )
 
         def build(previous: Content) -> Content:
             self._check_summary(req.summary)
@@ -292,7 +296,8 @@ class Checkpoints:
     ) -> asyncpg.Record:
         """One revision in the caller's transaction. `expected_revision=None` is the service's own edit (a
         drift's question): it builds on whatever revision is current under the workspace lock."""
-        workspace = await self._repo.lock_workspace(conn, scope=scope, id=workspace_id)
+        workspaces = self._repo.for_scope(scope)
+        workspace = await workspaces.lock_workspace(conn, id=workspace_id)
         if workspace is None or workspace["status"] == "deleted":
             raise not_found(workspace_id)
         current = workspace["checkpoint_revision"]
@@ -300,11 +305,10 @@ class Checkpoints:
             raise Conflict("the checkpoint has a newer revision than expected", {"current_revision": current})
         previous = None
         if current:
-            previous = await self._repo.latest_checkpoint(conn, scope=scope, workspace_id=workspace_id)
+            previous = await workspaces.latest_checkpoint(conn, workspace_id=workspace_id)
         content = build(_content(previous))
-        row = await self._repo.insert_checkpoint(
+        row = await workspaces.insert_checkpoint(
             conn,
-            scope=scope,
             workspace_id=workspace_id,
             revision=current + 1,
             summary=content.summary,

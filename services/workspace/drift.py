@@ -18,19 +18,19 @@ import logging
 from collections.abc import Callable, Mapping
 
 import asyncpg
-from pydantic import ValidationError
 
 from services.workspace.checkpoint import BadProposal, Checkpoints, Content
-from services.workspace.drift_repository import DriftRepository
+from services.workspace.drift_repository import DriftRepository, ScopedDriftRepository
 from services.workspace.questions import same_question
 from services.workspace.repository import WorkspaceRepository
 from services.workspace.service import not_found
 from shared.bus import RequestContext, answers
 from shared.contracts import workspace as c
-from shared.contracts.assets import SourceRetired, VersionActivated
-from shared.contracts.common import Event, Ref
-from shared.contracts.publication import VersionEvent
+from shared.contracts.assets import EVT_SOURCE_RETIRED, EVT_VERSION_ACTIVATED, SourceRetired, VersionActivated
+from shared.contracts.common import Ref
+from shared.contracts.publication import EVT_COMMITTED, EVT_REVISED, EVT_WITHDRAWN, VersionEvent
 from shared.db import Database, from_row
+from shared.events import EventContext, consumes
 from shared.outbox import enqueue
 
 log = logging.getLogger("dossier.workspace.drift")
@@ -75,77 +75,67 @@ class DriftWatch:
 
     # -- events (each inside the consumer's transaction, with its inbox row) --------------------------
 
-    async def on_publication_committed(self, conn: asyncpg.Connection, event: Event) -> None:
-        version = self._parse(VersionEvent, event)
-        if version is not None:
-            await self._remember_citations(conn, event.scope, version)
+    @consumes(EVT_COMMITTED)
+    async def on_publication_committed(self, ctx: EventContext, version: VersionEvent) -> None:
+        """What the new version cites, for later drift (after `Associations` recorded the version)."""
+        await self._remember_citations(ctx.conn, ctx.scope, version)
 
-    async def on_publication_revised(self, conn: asyncpg.Connection, event: Event) -> None:
-        version = self._parse(VersionEvent, event)
-        if version is None:
-            return
-        await self._remember_citations(conn, event.scope, version)
+    @consumes(EVT_REVISED)
+    async def on_publication_revised(self, ctx: EventContext, version: VersionEvent) -> None:
+        await self._remember_citations(ctx.conn, ctx.scope, version)
         await self._detect(
-            conn, event.scope, "publication", version.id, lambda v: v < version.version, version.version,
+            ctx.conn, ctx.scope, "publication", version.id, lambda v: v < version.version, version.version,
             "new_version", title=version.title,
         )  # fmt: skip
 
-    async def on_publication_withdrawn(self, conn: asyncpg.Connection, event: Event) -> None:
-        version = self._parse(VersionEvent, event)
-        if version is not None:
-            await self._detect(
-                conn, event.scope, "publication", version.id, lambda v: v == version.version, None, "withdrawn",
-                title=version.title,
-            )  # fmt: skip
+    @consumes(EVT_WITHDRAWN)
+    async def on_publication_withdrawn(self, ctx: EventContext, version: VersionEvent) -> None:
+        await self._detect(
+            ctx.conn, ctx.scope, "publication", version.id, lambda v: v == version.version, None, "withdrawn",
+            title=version.title,
+        )  # fmt: skip
 
-    async def on_version_activated(self, conn: asyncpg.Connection, event: Event) -> None:
-        activated = self._parse(VersionActivated, event)
-        if activated is None or activated.superseded is None:
+    @consumes(EVT_VERSION_ACTIVATED)
+    async def on_version_activated(self, ctx: EventContext, activated: VersionActivated) -> None:
+        if activated.superseded is None:
             return  # a first version supersedes nothing, so nothing cited can be older
         await self._detect(
-            conn, event.scope, "source", activated.source_id, lambda v: v < activated.version, activated.version,
+            ctx.conn, ctx.scope, "source", activated.source_id, lambda v: v < activated.version, activated.version,
             "new_version",
         )  # fmt: skip
 
-    async def on_source_retired(self, conn: asyncpg.Connection, event: Event) -> None:
-        retired = self._parse(SourceRetired, event)
-        if retired is not None:
-            await self._detect(conn, event.scope, "source", retired.source_id, lambda v: True, None, "retired")
+    @consumes(EVT_SOURCE_RETIRED)
+    async def on_source_retired(self, ctx: EventContext, retired: SourceRetired) -> None:
+        await self._detect(ctx.conn, ctx.scope, "source", retired.source_id, lambda v: True, None, "retired")
 
     # -- request -------------------------------------------------------------------------------------
 
     @answers(c.DRIFT)
     async def list_drifts(self, ctx: RequestContext, req: c.DriftRequest) -> c.DriftList:
         async with self._db.pool.acquire() as conn:
-            if await self._repo.find_workspace(conn, scope=ctx.actor.scope, id=req.workspace_id) is None:
+            if await self._repo.for_scope(ctx.actor.scope).find_workspace(conn, id=req.workspace_id) is None:
                 raise not_found(req.workspace_id)
-            page, next_cursor = await self._drifts.list_drifts(conn, workspace_id=req.workspace_id, page=req)
+            drifts = self._drifts.for_scope(ctx.actor.scope)
+            page, next_cursor = await drifts.list_drifts(conn, workspace_id=req.workspace_id, page=req)
         return c.DriftList(items=[self._drift(r) for r in page], next_cursor=next_cursor)
 
     # -- rules ---------------------------------------------------------------------------------------
 
-    @staticmethod
-    def _parse(model: type[VersionEvent] | type[VersionActivated] | type[SourceRetired], event: Event):  # type: ignore[no-untyped-def]
-        try:
-            # Only the fields this side relies on; the producer may add more.
-            return model.model_validate({k: v for k, v in event.data.items() if k in model.model_fields})
-        except ValidationError:
-            log.error("ignoring a malformed %s event %s", event.type, event.id)
-            return None
-
     async def _remember_citations(self, conn: asyncpg.Connection, scope: str, version: VersionEvent) -> None:
         refs = [r.model_dump() for r in version.sources if r.version is not None]
         if refs:
-            await self._drifts.insert_citations(
-                conn, scope=scope, pub_id=version.id, pub_version=version.version, pub_title=version.title, refs=refs
+            await self._drifts.for_scope(scope).insert_citations(
+                conn, pub_id=version.id, pub_version=version.version, pub_title=version.title, refs=refs
             )
 
-    async def _citations(self, conn: asyncpg.Connection, scope: str, kind: str, ref_id: str) -> Citations:
+    async def _citations(
+        self, conn: asyncpg.Connection, drifts: ScopedDriftRepository, kind: str, ref_id: str
+    ) -> Citations:
         found: Citations = {}
-        for row in await self._drifts.cited_by_publications(conn, scope=scope, kind=kind, ref_id=ref_id):
+        for row in await drifts.cited_by_publications(conn, kind=kind, ref_id=ref_id):
             by = found.setdefault(row["workspace_id"], {}).setdefault(row["ref_version"], [])
             by.append(Ref(kind="publication", id=row["pub_id"], version=row["pub_version"]))
-        for row in await self._drifts.cited_by_checkpoints(conn, scope=scope, kind=kind, ref_id=ref_id):
+        for row in await drifts.cited_by_checkpoints(conn, kind=kind, ref_id=ref_id):
             derived = c.DerivedFrom.model_validate(row["derived_from"])
             pub = derived.publication
             cited = [s for s in derived.sources if s.kind == kind and s.id == ref_id and s.version is not None]
@@ -174,7 +164,8 @@ class DriftWatch:
         """`title`: the changed ref's title as its owner announced it, for a workspace that knows none."""
         # Every citing publication version of the scope, whatever its workspace: its claims are re-checked.
         now = Ref(kind=kind, id=ref_id, version=new_version) if new_version is not None else None  # type: ignore[arg-type]
-        for row in await self._drifts.citing_publications(conn, scope=scope, kind=kind, ref_id=ref_id):
+        drifts = self._drifts.for_scope(scope)
+        for row in await drifts.citing_publications(conn, kind=kind, ref_id=ref_id):
             if affected(row["ref_version"]):
                 changed = c.CitationChanged(
                     publication=Ref(kind="publication", id=row["pub_id"], version=row["pub_version"]),
@@ -183,16 +174,16 @@ class DriftWatch:
                     now=now,
                 )
                 await enqueue(conn, c.EVT_CITATION_CHANGED, changed, scope=scope)
-        for workspace_id, versions in (await self._citations(conn, scope, kind, ref_id)).items():
+        for workspace_id, versions in (await self._citations(conn, drifts, kind, ref_id)).items():
             for version, cited_by in sorted(versions.items()):
                 if affected(version):
                     ref = Ref(kind=kind, id=ref_id, version=version)  # type: ignore[arg-type]
-                    await self._record(conn, scope, workspace_id, ref, cited_by, new_version, reason, title)
+                    await self._record(conn, drifts, workspace_id, ref, cited_by, new_version, reason, title)
 
     async def _record(
         self,
         conn: asyncpg.Connection,
-        scope: str,
+        drifts: ScopedDriftRepository,
         workspace_id: str,
         ref: Ref,
         cited_by: list[Ref],
@@ -200,7 +191,8 @@ class DriftWatch:
         reason: c.DriftReason,
         title: str | None,
     ) -> None:
-        row = await self._drifts.insert_drift(
+        scope = drifts.scope
+        row = await drifts.insert_drift(
             conn,
             workspace_id=workspace_id,
             ref=ref.model_dump(),
@@ -213,9 +205,7 @@ class DriftWatch:
         drift = self._drift(row)
         data = c.DriftDetected(workspace_id=workspace_id, **drift.model_dump())
         await enqueue(conn, c.EVT_DRIFT_DETECTED, data, scope=scope)
-        known = await self._drifts.titles(
-            conn, scope=scope, workspace_id=workspace_id, refs=[(r.kind, r.id) for r in [ref, *cited_by]]
-        )
+        known = await drifts.titles(conn, workspace_id=workspace_id, refs=[(r.kind, r.id) for r in [ref, *cited_by]])
         titles = ({(ref.kind, ref.id): title} if title else {}) | known
         text = question_text(ref, cited_by, new_version, reason, titles)
         asked: list[str] = []
@@ -235,7 +225,7 @@ class DriftWatch:
             return
         if asked:
             # A later run that reads the new version answers this question (services/workspace/questions.py).
-            await self._drifts.set_question(conn, seq=row["seq"], question_id=asked[0])
+            await drifts.set_question(conn, seq=row["seq"], question_id=asked[0])
 
     @staticmethod
     def _drift(row: asyncpg.Record) -> c.Drift:

@@ -1,6 +1,9 @@
 """The SQL of drift detection: what associated publications cite, who cites a ref, the drift rows.
 
-Kept beside repository.py (which holds everything else) so each stays a readable size.
+Kept beside repository.py (which holds everything else) so each stays a readable size. As there, a
+repository is made for one scope (`DriftRepository.for_scope`) and every statement filters by it: the
+citations by their own scope, a drift row through its workspace's row, joined in the statement itself.
+Drift is detected on events, each of which carries its scope, so nothing here crosses scopes.
 """
 
 from __future__ import annotations
@@ -9,19 +12,31 @@ from typing import Any
 
 import asyncpg
 
+from services.workspace.repository import workspace_of_scope
 from shared.contracts.common import PageRequest, Ref
 from shared.paging import Int64, Keyset
 
 # Oldest first, as they were detected.
-DRIFTS = Keyset(("seq",), (Int64,))
+DRIFTS = Keyset(("d.seq",), (Int64,))
 
 
 class DriftRepository:
+    """Makes the drift repository of one scope; it holds no statement of its own."""
+
+    def for_scope(self, scope: str) -> ScopedDriftRepository:
+        return ScopedDriftRepository(scope)
+
+
+class ScopedDriftRepository:
+    """The citations, drift rows and drift questions of one scope's workspaces."""
+
+    def __init__(self, scope: str):
+        self.scope = scope
+
     async def insert_citations(
         self,
         conn: asyncpg.Connection,
         *,
-        scope: str,
         pub_id: str,
         pub_version: int,
         pub_title: str,
@@ -30,54 +45,51 @@ class DriftRepository:
         await conn.executemany(
             "INSERT INTO citations (scope, pub_id, pub_version, ref_kind, ref_id, ref_version, pub_title)"
             " VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING",
-            [(scope, pub_id, pub_version, r["kind"], r["id"], r["version"], pub_title) for r in refs],
+            [(self.scope, pub_id, pub_version, r["kind"], r["id"], r["version"], pub_title) for r in refs],
         )
 
-    async def cited_by_publications(
-        self, conn: asyncpg.Connection, *, scope: str, kind: str, ref_id: str
-    ) -> list[asyncpg.Record]:
+    async def cited_by_publications(self, conn: asyncpg.Connection, *, kind: str, ref_id: str) -> list[asyncpg.Record]:
         """Active workspaces whose associated publications cite some version of the ref."""
-        return await conn.fetch(
+        rows: list[asyncpg.Record] = await conn.fetch(
             "SELECT a.workspace_id, ct.pub_id, ct.pub_version, ct.ref_version FROM citations ct"
             " JOIN associations a ON a.kind = 'publication' AND a.ref_id = ct.pub_id"
             " JOIN workspaces w ON w.id = a.workspace_id AND w.scope = $1 AND w.status = 'active'"
             " WHERE ct.scope = $1 AND ct.ref_kind = $2 AND ct.ref_id = $3"
             " ORDER BY a.workspace_id, ct.pub_id, ct.pub_version",
-            scope,
+            self.scope,
             kind,
             ref_id,
         )
+        return rows
 
-    async def cited_by_checkpoints(
-        self, conn: asyncpg.Connection, *, scope: str, kind: str, ref_id: str
-    ) -> list[asyncpg.Record]:
+    async def cited_by_checkpoints(self, conn: asyncpg.Connection, *, kind: str, ref_id: str) -> list[asyncpg.Record]:
         """Active workspaces whose current checkpoint derives from some version of the ref."""
-        return await conn.fetch(
+        rows: list[asyncpg.Record] = await conn.fetch(
             "SELECT w.id AS workspace_id, c.derived_from FROM workspaces w"
             " JOIN checkpoint_revisions c ON c.workspace_id = w.id AND c.revision = w.checkpoint_revision"
             " WHERE w.scope = $1 AND w.status = 'active'"
             "  AND (c.derived_from->'sources' @> jsonb_build_array(jsonb_build_object('kind', $2::text, 'id', $3::text))"
             "   OR ($2 = 'publication' AND c.derived_from->'publication'->>'id' = $3))"
             " ORDER BY w.id",
-            scope,
+            self.scope,
             kind,
             ref_id,
         )
+        return rows
 
-    async def citing_publications(
-        self, conn: asyncpg.Connection, *, scope: str, kind: str, ref_id: str
-    ) -> list[asyncpg.Record]:
+    async def citing_publications(self, conn: asyncpg.Connection, *, kind: str, ref_id: str) -> list[asyncpg.Record]:
         """Every publication version of the scope that cites some version of the ref, whatever its workspace."""
-        return await conn.fetch(
+        rows: list[asyncpg.Record] = await conn.fetch(
             "SELECT pub_id, pub_version, ref_version FROM citations"
             " WHERE scope = $1 AND ref_kind = $2 AND ref_id = $3 ORDER BY pub_id, pub_version, ref_version",
-            scope,
+            self.scope,
             kind,
             ref_id,
         )
+        return rows
 
     async def titles(
-        self, conn: asyncpg.Connection, *, scope: str, workspace_id: str, refs: list[tuple[str, str]]
+        self, conn: asyncpg.Connection, *, workspace_id: str, refs: list[tuple[str, str]]
     ) -> dict[tuple[str, str], str]:
         """The titles known for these (kind, id) refs (those with none left out): the workspace's association's,
         else, for a publication, the one its citing version was announced with."""
@@ -87,8 +99,9 @@ class DriftRepository:
             "   AND ct.pub_id = r.ref_id AND ct.pub_title IS NOT NULL ORDER BY ct.pub_version DESC LIMIT 1"
             " )) AS title"
             " FROM unnest($3::text[], $4::text[]) AS r(kind, ref_id)"
-            " LEFT JOIN associations a ON a.workspace_id = $2 AND a.kind = r.kind AND a.ref_id = r.ref_id",
-            scope,
+            " LEFT JOIN associations a ON a.workspace_id = $2 AND a.kind = r.kind AND a.ref_id = r.ref_id"
+            f"  AND {workspace_of_scope(2, 1)}",
+            self.scope,
             workspace_id,
             [kind for kind, _ in refs],
             [ref_id for _, ref_id in refs],
@@ -96,14 +109,21 @@ class DriftRepository:
         return {(row["kind"], row["ref_id"]): row["title"] for row in rows if row["title"]}
 
     async def set_question(self, conn: asyncpg.Connection, *, seq: int, question_id: str) -> None:
-        await conn.execute("UPDATE drifts SET question_id = $2 WHERE seq = $1", seq, question_id)
+        await conn.execute(
+            "UPDATE drifts d SET question_id = $2 FROM workspaces w WHERE d.seq = $1"
+            " AND w.id = d.workspace_id AND w.scope = $3",
+            seq,
+            question_id,
+            self.scope,
+        )
 
     async def drift_questions(self, conn: asyncpg.Connection, *, workspace_id: str) -> dict[str, Ref]:
         """Each new-version drift's question, by id: the new version that answers it once a run reads it."""
         rows = await conn.fetch(
             "SELECT question_id, ref_kind, ref_id, new_version FROM drifts"
-            " WHERE workspace_id = $1 AND question_id IS NOT NULL AND reason = 'new_version'",
+            f" WHERE workspace_id = $1 AND question_id IS NOT NULL AND reason = 'new_version' AND {workspace_of_scope(1, 2)}",
             workspace_id,
+            self.scope,
         )
         return {
             row["question_id"]: Ref(kind=row["ref_kind"], id=row["ref_id"], version=row["new_version"]) for row in rows
@@ -119,10 +139,12 @@ class DriftRepository:
         new_version: int | None,
         reason: str,
     ) -> asyncpg.Record | None:
-        """The new drift row, or None when this (ref, new version, reason) was already recorded."""
+        """The new drift row, or None when this (ref, new version, reason) was already recorded (or the
+        workspace is not of the scope)."""
         return await conn.fetchrow(
             "INSERT INTO drifts (workspace_id, ref_kind, ref_id, ref_version, cited_by, new_version, reason)"
-            " VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING RETURNING *",
+            " SELECT id, $2, $3, $4, $5, $6, $7 FROM workspaces WHERE id = $1 AND scope = $8"
+            " ON CONFLICT DO NOTHING RETURNING *",
             workspace_id,
             ref["kind"],
             ref["id"],
@@ -130,6 +152,7 @@ class DriftRepository:
             cited_by,
             new_version,
             reason,
+            self.scope,
         )
 
     async def list_drifts(
@@ -137,7 +160,9 @@ class DriftRepository:
     ) -> tuple[list[asyncpg.Record], str | None]:
         return await DRIFTS.page(
             conn,
-            "SELECT * FROM drifts WHERE workspace_id = $1",
+            "SELECT d.* FROM drifts d JOIN workspaces w ON w.id = d.workspace_id AND w.scope = $2"
+            " WHERE d.workspace_id = $1",
             workspace_id,
+            self.scope,
             of=page,
         )

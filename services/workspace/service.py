@@ -11,7 +11,7 @@ import uuid
 import asyncpg
 
 from services.workspace.catalog import RUN_KINDS, CatalogReader, Position, bad_cursor
-from services.workspace.repository import WorkspaceRepository
+from services.workspace.repository import ScopedWorkspaceRepository, WorkspaceRepository
 from shared.bus import RequestContext, answers
 from shared.contracts import workspace as c
 from shared.contracts.common import Actor, EventType
@@ -70,8 +70,10 @@ class WorkspaceService:
             raise Invalid("the goal is empty", {"field": field})
         return text
 
-    async def _live(self, conn: asyncpg.Connection, actor: Actor, workspace_id: str) -> asyncpg.Record:
-        row = await self._repo.find_workspace(conn, scope=actor.scope, id=workspace_id)
+    async def _live(
+        self, conn: asyncpg.Connection, workspaces: ScopedWorkspaceRepository, workspace_id: str
+    ) -> asyncpg.Record:
+        row = await workspaces.find_workspace(conn, id=workspace_id)
         if row is None:
             raise not_found(workspace_id)
         return row
@@ -83,12 +85,11 @@ class WorkspaceService:
         title = self._check_title(req.title)
         goal = self._check_goal(req.goal, "goal")
         workspace_id = new_workspace_id()
+        workspaces = self._repo.for_scope(ctx.actor.scope)
         async with self._db.transaction() as conn:
-            await self._repo.insert_workspace(conn, id=workspace_id, scope=ctx.actor.scope, title=title)
-            await self._repo.insert_goal_version(
-                conn, scope=ctx.actor.scope, workspace_id=workspace_id, version=1, text=goal
-            )
-            workspace = workspace_view(await self._live(conn, ctx.actor, workspace_id))
+            await workspaces.insert_workspace(conn, id=workspace_id, title=title)
+            await workspaces.insert_goal_version(conn, workspace_id=workspace_id, version=1, text=goal)
+            workspace = workspace_view(await self._live(conn, workspaces, workspace_id))
             created = c.WorkspaceCreated(workspace_id=workspace_id, title=title, goal_version=1)
             await enqueue(conn, c.EVT_CREATED, created, scope=ctx.actor.scope)
         return workspace
@@ -96,40 +97,38 @@ class WorkspaceService:
     @answers(c.LIST)
     async def list_workspaces(self, ctx: RequestContext, req: c.ListRequest) -> c.WorkspaceList:
         async with self._db.pool.acquire() as conn:
-            page, next_cursor = await self._repo.list_workspaces(conn, scope=ctx.actor.scope, page=req)
+            page, next_cursor = await self._repo.for_scope(ctx.actor.scope).list_workspaces(conn, page=req)
         return c.WorkspaceList(items=[workspace_view(r) for r in page], next_cursor=next_cursor)
 
     @answers(c.GET)
     async def get(self, ctx: RequestContext, req: c.WorkspaceIdRequest) -> c.Workspace:
         async with self._db.pool.acquire() as conn:
-            return workspace_view(await self._live(conn, ctx.actor, req.workspace_id))
+            return workspace_view(await self._live(conn, self._repo.for_scope(ctx.actor.scope), req.workspace_id))
 
     @answers(c.REVISE_GOAL)
     async def revise_goal(self, ctx: RequestContext, req: c.ReviseGoalRequest) -> c.Workspace:
         text = self._check_goal(req.text, "text")
+        workspaces = self._repo.for_scope(ctx.actor.scope)
         async with self._db.transaction() as conn:
-            row = await self._repo.lock_workspace(conn, scope=ctx.actor.scope, id=req.workspace_id)
+            row = await workspaces.lock_workspace(conn, id=req.workspace_id)
             if row is None or row["status"] == "deleted":
                 raise not_found(req.workspace_id)
             if row["goal_version"] != req.expected_version:
                 raise Conflict("the goal has a newer version than expected", {"current_version": row["goal_version"]})
             version = row["goal_version"] + 1
-            await self._repo.insert_goal_version(
-                conn, scope=ctx.actor.scope, workspace_id=req.workspace_id, version=version, text=text
-            )
-            await self._repo.set_goal_version(conn, scope=ctx.actor.scope, id=req.workspace_id, version=version)
-            workspace = workspace_view(await self._live(conn, ctx.actor, req.workspace_id))
+            await workspaces.insert_goal_version(conn, workspace_id=req.workspace_id, version=version, text=text)
+            await workspaces.set_goal_version(conn, id=req.workspace_id, version=version)
+            workspace = workspace_view(await self._live(conn, workspaces, req.workspace_id))
             revised = c.GoalRevised(workspace_id=req.workspace_id, version=version)
             await enqueue(conn, c.EVT_GOAL_REVISED, revised, scope=ctx.actor.scope)
         return workspace
 
     @answers(c.GOAL_VERSIONS)
     async def goal_versions(self, ctx: RequestContext, req: c.WorkspacePageRequest) -> c.GoalVersions:
+        workspaces = self._repo.for_scope(ctx.actor.scope)
         async with self._db.pool.acquire() as conn:
-            await self._live(conn, ctx.actor, req.workspace_id)
-            page, next_cursor = await self._repo.list_goal_versions(
-                conn, scope=ctx.actor.scope, id=req.workspace_id, page=req
-            )
+            await self._live(conn, workspaces, req.workspace_id)
+            page, next_cursor = await workspaces.list_goal_versions(conn, id=req.workspace_id, page=req)
         return c.GoalVersions(items=[c.Goal.model_validate(dict(r)) for r in page], next_cursor=next_cursor)
 
     # -- lifecycle ----------------------------------------------------------------------------------
@@ -145,25 +144,27 @@ class WorkspaceService:
     async def _set_status(
         self, actor: Actor, workspace_id: str, status: str, event: EventType[c.WorkspaceChanged]
     ) -> c.Workspace:
+        workspaces = self._repo.for_scope(actor.scope)
         async with self._db.transaction() as conn:
-            row = await self._repo.lock_workspace(conn, scope=actor.scope, id=workspace_id)
+            row = await workspaces.lock_workspace(conn, id=workspace_id)
             if row is None or row["status"] == "deleted":
                 raise not_found(workspace_id)
             changed = row["status"] != status
             if changed:
                 # Repeating an archive would move its instant and so change which runs count as "before" it.
-                await self._repo.set_status(conn, scope=actor.scope, id=workspace_id, status=status)
+                await workspaces.set_status(conn, id=workspace_id, status=status)
                 await enqueue(conn, event, c.WorkspaceChanged(workspace_id=workspace_id), scope=actor.scope)
-            return workspace_view(await self._live(conn, actor, workspace_id))
+            return workspace_view(await self._live(conn, workspaces, workspace_id))
 
     @answers(c.DELETE)
     async def delete(self, ctx: RequestContext, req: c.WorkspaceIdRequest) -> c.DeleteReply:
         """Tombstone the workspace. What other services own (publications, runs, files) is left as it is."""
+        workspaces = self._repo.for_scope(ctx.actor.scope)
         async with self._db.transaction() as conn:
-            row = await self._repo.lock_workspace(conn, scope=ctx.actor.scope, id=req.workspace_id)
+            row = await workspaces.lock_workspace(conn, id=req.workspace_id)
             if row is None or row["status"] == "deleted":
                 raise not_found(req.workspace_id)
-            await self._repo.tombstone(conn, scope=ctx.actor.scope, id=req.workspace_id)
+            await workspaces.tombstone(conn, id=req.workspace_id)
             await enqueue(conn, c.EVT_DELETED, c.WorkspaceChanged(workspace_id=req.workspace_id), scope=ctx.actor.scope)
         return c.DeleteReply(workspace_id=req.workspace_id, status="deleted")
 
@@ -174,9 +175,8 @@ class WorkspaceService:
         (before,) = decode_cursor(req.cursor, Int64) if req.cursor else (2**63 - 1,)
         kinds: list[str] = [req.kind] if req.kind else ["publication", "source", "artifact"]
         async with self._db.pool.acquire() as conn:
-            rows = await self._repo.catalog_browse(
+            rows = await self._repo.for_scope(ctx.actor.scope).catalog_browse(
                 conn,
-                scope=ctx.actor.scope,
                 workspace_id=req.workspace_id,
                 kinds=kinds,
                 limit=req.limit + 1,
@@ -194,14 +194,15 @@ class WorkspaceService:
     async def catalog(self, ctx: RequestContext, req: c.CatalogRequest) -> c.Catalog:
         """A person's catalog: the first page as of now, or the page a cursor names (as of its first page)."""
         limit = self._catalog.bound(req.limit)
+        workspaces = self._repo.for_scope(ctx.actor.scope)
         async with self._db.pool.acquire() as conn:
-            state = await self._repo.catalog_state(conn, scope=ctx.actor.scope, workspace_id=req.workspace_id)
+            state = await workspaces.catalog_state(conn, workspace_id=req.workspace_id)
             if state is None:
                 raise not_found(req.workspace_id)
             at = Position.start(state, for_run=False) if req.cursor is None else Position.of(req.cursor)
             if at.for_run:
                 raise bad_cursor()
-            page = await self._catalog.read(conn, req.workspace_id, at, limit)
+            page = await self._catalog.read(conn, workspaces, req.workspace_id, at, limit)
         return await self._catalog.resolve(ctx.actor, page)
 
     @answers(c.CATALOG_ADMITTED)
@@ -211,18 +212,18 @@ class WorkspaceService:
         at = Position.of(req.cursor)
         if not at.for_run or at.as_of != req.as_of:
             raise bad_cursor()
+        workspaces = self._repo.for_scope(ctx.actor.scope)
         async with self._db.pool.acquire() as conn:
-            if await self._repo.catalog_state(conn, scope=ctx.actor.scope, workspace_id=req.workspace_id) is None:
+            if await workspaces.catalog_state(conn, workspace_id=req.workspace_id) is None:
                 raise not_found(req.workspace_id)
-            page = await self._catalog.read(conn, req.workspace_id, at, limit)
+            page = await self._catalog.read(conn, workspaces, req.workspace_id, at, limit)
         return await self._catalog.resolve(ctx.actor, page)
 
     @answers(c.CATALOG_HOLDS)
     async def catalog_holds(self, ctx: RequestContext, req: c.CatalogHoldsRequest) -> c.CatalogHolds:
         async with self._db.pool.acquire() as conn:
-            held = await self._repo.catalog_holds(
+            held = await self._repo.for_scope(ctx.actor.scope).catalog_holds(
                 conn,
-                scope=ctx.actor.scope,
                 workspace_id=req.workspace_id,
                 as_of=req.as_of,
                 kind=req.kind,
@@ -235,20 +236,19 @@ class WorkspaceService:
         """The snapshot a run freezes. Recording the admission under the row lock orders it against archive,
         and against every association: the catalog as of its mark is the catalog as admitted."""
         limit = self._catalog.bound(req.limit)
+        workspaces = self._repo.for_scope(ctx.actor.scope)
         async with self._db.transaction() as conn:
-            row = await self._repo.lock_workspace(conn, scope=ctx.actor.scope, id=req.workspace_id, share=True)
+            row = await workspaces.lock_workspace(conn, id=req.workspace_id, share=True)
             if row is None or row["status"] == "deleted":
                 raise not_found(req.workspace_id)
             if row["status"] == "archived":
                 raise Conflict("the workspace is archived; it takes no new runs", {"status": "archived"})
-            await self._repo.insert_admission(
-                conn, scope=ctx.actor.scope, workspace_id=req.workspace_id, run_id=req.run_id
-            )
-            workspace = workspace_view(await self._live(conn, ctx.actor, req.workspace_id))
-            state = await self._repo.catalog_state(conn, scope=ctx.actor.scope, workspace_id=req.workspace_id)
+            await workspaces.insert_admission(conn, workspace_id=req.workspace_id, run_id=req.run_id)
+            workspace = workspace_view(await self._live(conn, workspaces, req.workspace_id))
+            state = await workspaces.catalog_state(conn, workspace_id=req.workspace_id)
             assert state is not None  # the live workspace was just read under the lock
             at = Position.start(state, for_run=True)
-            page = await self._catalog.read(conn, req.workspace_id, at, limit)
+            page = await self._catalog.read(conn, workspaces, req.workspace_id, at, limit)
         # Owners are asked after the commit: no transaction is held open across the bus.
         catalog = await self._catalog.resolve(ctx.actor, page)
         return c.Admission(

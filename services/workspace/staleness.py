@@ -22,17 +22,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-import asyncpg
-from pydantic import ValidationError
-
 from shared.bus import BusClient
 from shared.contracts import assets as a
 from shared.contracts import publication as p
 from shared.contracts import workspace as c
 from shared.contracts.common import PAGE_LIMIT_MAX as PAGE
-from shared.contracts.common import Actor, Event, Ref
+from shared.contracts.common import Actor, Ref
 from shared.contracts.publication import Support
 from shared.errors import NotFound, Unavailable
+from shared.events import EventContext, consumes
 from shared.support import checked_words, grade, support_score, tokens
 
 log = logging.getLogger("dossier.workspace.staleness")
@@ -50,14 +48,10 @@ class ClaimRecheck:
         self._bus = bus
         self._timeout = timeout
 
-    async def on_citation_changed(self, conn: asyncpg.Connection, event: Event) -> None:
-        """Inside the consumer's transaction (its inbox row); `conn` is not used: the work is the owners'."""
-        try:
-            changed = c.CitationChanged.model_validate(event.data)
-        except ValidationError:
-            log.error("ignoring a malformed %s event %s", event.type, event.id)
-            return
-        actor = Actor(scope=event.scope, principal=PRINCIPAL)
+    @consumes(c.EVT_CITATION_CHANGED)
+    async def on_citation_changed(self, ctx: EventContext, changed: c.CitationChanged) -> None:
+        """Inside the consumer's transaction (its inbox row); `ctx.conn` is not used: the work is the owners'."""
+        actor = Actor(scope=ctx.scope, principal=PRINCIPAL)
         claims = await self.fetch_claims_of(actor, changed.publication)
         marks = []
         for index, claim in enumerate(claims):

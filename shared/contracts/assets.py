@@ -240,22 +240,28 @@ class AssociationRequested(Model):
 
 
 # The events this service publishes through its outbox: type, payload, meaning.
+# The workspace follows a source's new versions and retirement for drift.
 EVT_VERSION_ACTIVATED = EventType(
     "asset.version_activated",
     VersionActivated,
     "A version of a source was extracted and is now the one reads, search and citations use.",
+    consumers=("workspace",),
 )
 EVT_VERSION_FAILED = EventType(
     "asset.version_failed", VersionFailed, "A version of a source could not be extracted; it is never read."
 )
 EVT_SOURCE_RETIRED = EventType(
-    "asset.source_retired", SourceRetired, "A source and its settled versions were retired: none can be read or cited."
+    "asset.source_retired",
+    SourceRetired,
+    "A source and its settled versions were retired: none can be read or cited.",
+    consumers=("workspace",),
 )
 # Consumed by the workspace service: associate `source_id` with `workspace_id` (recorded with the version).
 EVT_ASSOCIATION_REQUESTED = EventType(
     "asset.association_requested",
     AssociationRequested,
     "An upload, import or promotion named a workspace: the workspace service associates the source with it.",
+    consumers=("workspace",),
 )
 
 

@@ -241,19 +241,26 @@ class Subject(str, Generic[Q, R]):
     def parse_reply(self, data: Any) -> R:
         """The reply's `data`, as the model the owner answers with (None for a subject that answers nothing)."""
         if self.reply is type(None):
-            return None  # type: ignore[return-value]
+            return None
         return self.reply.model_validate(data)  # type: ignore[attr-defined, no-any-return]
 
 
 class EventType(str, Generic[P]):
-    """One kind of event: its type (`publication.committed`) and the model of its `data`."""
+    """One kind of event: its type (`publication.committed`), the model of its `data`, and the services that
+    follow it.
+
+    `consumers` is the one declaration of a subscription: each consumer's NATS user may create and pull its
+    durable for it (shared/natsauth.py), and the consumer's runtime refuses to start unless exactly these
+    events have a handler marked `@consumes(...)` (shared/events.py).
+    """
 
     payload: type[P]
     description: str
+    consumers: tuple[str, ...]
 
-    def __new__(cls, name: str, payload: type[P], description: str) -> EventType[P]:
+    def __new__(cls, name: str, payload: type[P], description: str, *, consumers: tuple[str, ...] = ()) -> EventType[P]:
         event = super().__new__(cls, name)
-        event.payload, event.description = payload, description
+        event.payload, event.description, event.consumers = payload, description, consumers
         return event
 
     @property

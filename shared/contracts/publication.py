@@ -252,10 +252,18 @@ class Diff(Model):
 
 
 # The events this service publishes through its outbox: type, payload, meaning.
-EVT_COMMITTED = EventType("publication.committed", VersionEvent, "A new publication was committed at version 1.")
-EVT_REVISED = EventType("publication.revised", VersionEvent, "A publication got a new version.")
+# The workspace follows them: associations and titles, what each version cites, and drift.
+EVT_COMMITTED = EventType(
+    "publication.committed", VersionEvent, "A new publication was committed at version 1.", consumers=("workspace",)
+)
+EVT_REVISED = EventType(
+    "publication.revised", VersionEvent, "A publication got a new version.", consumers=("workspace",)
+)
 EVT_WITHDRAWN = EventType(
-    "publication.withdrawn", VersionEvent, "A version of a publication was withdrawn (`reason` says why)."
+    "publication.withdrawn",
+    VersionEvent,
+    "A version of a publication was withdrawn (`reason` says why).",
+    consumers=("workspace",),
 )
 
 

@@ -1,7 +1,8 @@
 """Every subject and event the contracts declare, read from the contract modules themselves.
 
 The AsyncAPI document (devstack/asyncapi.py), each process's NATS permissions and the signers an owner
-trusts (shared/natsauth.py, shared/proof.py) are all made from these lists, so a subject is declared once.
+trusts (shared/natsauth.py, shared/proof.py) are all made from these lists, so a subject is declared once,
+and so is each event a service follows (its `consumers`).
 """
 
 from __future__ import annotations
@@ -36,3 +37,9 @@ def contract_events() -> list[EventType[Any]]:
 def called_by(process: str) -> tuple[Subject[Any, Any], ...]:
     """The request subjects `process` may call: those whose declaration names it among their callers."""
     return tuple(s for subjects in contract_subjects().values() for s in subjects if process in s.callers)
+
+
+def consumed_by(process: str) -> tuple[EventType[Any], ...]:
+    """The event types `process` follows with durable consumers: those whose declaration names it among their
+    consumers."""
+    return tuple(event for event in contract_events() if process in event.consumers)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 from pydantic import ConfigDict, Field, Strict
 
@@ -84,9 +86,33 @@ LimitName = Literal["max_steps", "max_chars", "max_seconds", "max_model_requests
 
 # A run's policy: `scripted:<name>` replays a script of the run host's scripts folder (tests); `external`
 # names the outside agent of a run with driver external, the only model such a run takes.
-MODEL_PATTERN = r"^(extractive|openai|external|scripted:[A-Za-z0-9_-]{1,60})$"
+ModelKind = Literal["extractive", "openai", "external", "scripted"]
+_SCRIPTED = "scripted:"
+_SCRIPT_NAME = r"[A-Za-z0-9_-]{1,60}"
+MODEL_PATTERN = rf"^(extractive|openai|external|{_SCRIPTED}{_SCRIPT_NAME})$"
 # The policies of the run host's own: what a run the run host drives may name.
-POLICY_PATTERN = r"^(extractive|openai|scripted:[A-Za-z0-9_-]{1,60})$"
+POLICY_PATTERN = rf"^(extractive|openai|{_SCRIPTED}{_SCRIPT_NAME})$"
+
+
+@dataclass(frozen=True)
+class ModelName:
+    """A model name read by the one grammar of model names (`MODEL_PATTERN`): its kind, and the script's name
+    of a `scripted:<name>` policy."""
+
+    kind: ModelKind
+    script: str | None = None
+
+
+def parse_model(name: str) -> ModelName | None:
+    """The model `name` names, or None when it is not a model name."""
+    if re.fullmatch(MODEL_PATTERN, name) is None:
+        return None
+    if name.startswith(_SCRIPTED):
+        return ModelName("scripted", name.removeprefix(_SCRIPTED))
+    # Matched and not scripted: the name is its kind.
+    return ModelName(cast(ModelKind, name))
+
+
 LeaseSeconds = Annotated[int, Strict(), Field(ge=LEASE_SECONDS_MIN, le=LEASE_SECONDS_MAX), Integral]
 LEASE_SECONDS_TOLD = (
     f"How long the lease lasts before it must be renewed, in seconds ({LEASE_SECONDS_MIN}-{LEASE_SECONDS_MAX}, "
@@ -304,6 +330,31 @@ class Ledger(Page):
     totals: dict[Stage, int] = Field(default_factory=dict)
 
 
+class StepRequest(Model):
+    """One model request of a run, as its ledger names it (`run_…:rN`, or `rN`)."""
+
+    run_id: str = id_field("The run (run_…).")
+    request_id: str = Field(min_length=1, max_length=300, description="The model request, as the ledger names it.")
+
+
+class ModelStep(Model):
+    """A journaled answer of the run's model to one request: its tool calls (`response`, as the journal keeps
+    it: long arguments shortened once the run ended) and their results as the model's window showed them."""
+
+    request_id: str
+    epoch: int
+    response: dict[str, Any]
+    results: list[dict[str, Any]]
+    created_at: datetime
+
+
+class ModelSteps(Model):
+    """Every journal row of one model request (a request answered again after a restart has more than one);
+    empty for a run no model drove."""
+
+    items: list[ModelStep]
+
+
 class FileEntry(Model):
     path: str
     size: int
@@ -454,6 +505,19 @@ class ReadBody(Model):
     locator: str | None = Field(default=None, max_length=500)
 
 
+class SourceRead(Model):
+    """What a read tool of a run (read_publication, read_evidence; read_file of a source copy refused) answered:
+    the run's copy of the material (`path`, its `chars`, the `ref` it holds), or, with `reason`, why it was not
+    read (`not_found`, or what made the version unusable). `fresh_chars`: the characters of a first read, which
+    count once in the run's `source_chars_read`. Only the fields the tool set are in its JSON."""
+
+    path: str
+    chars: int | None = None
+    ref: Ref | None = None
+    fresh_chars: int | None = None
+    reason: str | None = None
+
+
 class ExternalRead(Model):
     ref: Ref
     locator: str | None
@@ -560,6 +624,13 @@ LEDGER = Subject(
     RunPageRequest,
     Ledger,
     "A page of a run's ledger (what it listed, read, included), with the whole run's totals by stage.",
+    callers=("gateway",),
+)
+STEP = Subject(
+    "dossier.runhost.step",
+    StepRequest,
+    ModelSteps,
+    "One model request of a run: the model's journaled answer (its tool calls) and their results.",
     callers=("gateway",),
 )
 PROV = Subject(

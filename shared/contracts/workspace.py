@@ -470,6 +470,8 @@ EVT_CITATION_CHANGED = EventType(
     "workspace.citation_changed",
     CitationChanged,
     "A version a publication version cites got a successor, or was withdrawn or retired: its claims are re-checked.",
+    # Its own: the re-check runs outside the transaction that recorded the drift (services/workspace/staleness.py).
+    consumers=("workspace",),
 )
 
 

@@ -120,3 +120,19 @@ def test_sixty_runs_later_the_analysts_material_leads_and_every_item_is_reachabl
     assert [i["id"] for i in shown[:5]] == [i["id"] for i in items[:5]] and len(shown) == 5 + RUNS + 1
     bad = api.http.get(path, params={"cursor": first["next_cursor"]})
     assert bad.status_code == 422 and bad.json()["error"]["details"]["field"] == "cursor", "another run's cursor"
+
+
+def test_a_runs_catalog_page_keeps_its_admitted_order_when_kinds_interleave(api: Api) -> None:
+    """The catalog tool lists sources first in its text, but the page it answers is the page as admitted:
+    a report, a source, then another report, newest first."""
+    ws = api.workspace()
+    first = api.publish("Analyst memo: Fund X gates", "Fund X may gate redemptions.", ws["id"])
+    api.wait_catalog(ws["id"], 1, timeout=60)
+    assert api.upload(b"Fund X notice: 30 days.\n", "notice", "notice.txt", ws["id"])["status"] == "active"
+    api.wait_catalog(ws["id"], 2, timeout=60)
+    last = api.publish("Analyst brief: Fund X buffer", "Fund X keeps a buffer.", ws["id"])
+    api.wait_catalog(ws["id"], 3, timeout=60)
+    run = api.start_run(ws["id"], "Is Fund X liquid?", driver="external")
+    assert [i["id"] for i in run["catalog"]["items"]] == [last["id"], "notice", first["id"]]
+    agent = Agent(api, run["id"], run["lease"]["token"])
+    assert agent.ok("GET", "/catalog") == run["catalog"]

@@ -143,6 +143,9 @@ def test_ctrl_c_while_waiting_for_the_gateway(tmp_path: Path) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # As a terminal starts it: a shell's background job (a CI script run with `&`) ignores SIGINT, and an
+        # ignored signal stays ignored across exec, so Ctrl-C would never reach the command.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         probe(lambda: accepted, timeout=60)

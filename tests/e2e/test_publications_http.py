@@ -125,7 +125,7 @@ def test_bad_path_values(api: httpx.Client) -> None:
 
 
 def test_the_hot_read_answers_exactly_as_the_router_does(stack: RunningStack, api: httpx.Client) -> None:
-    """services/gateway/hot.py answers plain exact-version reads beside FastAPI's router; a query string
+    """services/gateway/transport/hot.py answers plain exact-version reads beside FastAPI's router; a query string
     sends the same read through the router. Both must give the same status, headers and bytes."""
     pub = api.post("/v1/publications", json={"title": "Hot", "body": "Fund X can meet redemptions. é"}).json()
     gone = api.post("/v1/publications", json={"title": "Gone", "body": "withdrawn"}).json()

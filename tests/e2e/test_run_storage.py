@@ -13,6 +13,7 @@ import asyncio
 import hashlib
 import json
 import uuid
+import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -98,10 +99,18 @@ def files_of(api: Api, run_id: str) -> dict[str, str]:
     return {path: api.ok("GET", f"/v1/runs/{run_id}/files/{path}") for path in api.files(run_id)}
 
 
-def stored(stack: RunningStack) -> dict[str, bytes]:
-    """Every object under `runs/`, by key."""
+def raw_objects(stack: RunningStack) -> dict[str, bytes]:
+    """Every object under `runs/`, by key, as stored."""
     root = stack.local_home() / "objects" / "dossier"
     return {str(p.relative_to(root)): p.read_bytes() for p in (root / "runs").rglob("*") if p.is_file()}
+
+
+def stored(stack: RunningStack) -> dict[str, bytes]:
+    """Every object under `runs/`, by key: a content's text (stored deflated), a per-run file's bytes."""
+    return {
+        key: zlib.decompress(data) if key.startswith("runs/sha256/") else data
+        for key, data in raw_objects(stack).items()
+    }
 
 
 def content_key(text: str) -> str:
@@ -137,6 +146,9 @@ def test_two_runs_reading_the_same_reports_store_each_passage_once(api: Api, sto
         assert objects[content_key(text)] == text.encode()
     held = {content_key(text) for text in [*one.values(), *two.values()]}
     assert sum(len(objects[k]) for k in held) < sum(len(t.encode()) for t in [*one.values(), *two.values()])
+    # Kept deflated: the stored bytes of the two runs' files are well under their text.
+    raw = raw_objects(storage_stack.running)
+    assert sum(len(raw[k]) for k in held) < sum(len(objects[k]) for k in held) / 2
 
 
 def test_a_crash_resumed_run_reads_its_files_back_as_written(api: Api, storage_stack: Stack) -> None:

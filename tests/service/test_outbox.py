@@ -221,3 +221,40 @@ async def test_two_relays_publish_each_event_once_in_commit_order(infra: Infra) 
         await asyncio.gather(*relays, return_exceptions=True)
         await nc.close()
         await db.close()
+
+
+async def test_published_rows_are_deleted_after_the_keep_period_and_others_stay(infra: Infra) -> None:
+    """The outbox holds the keep period's events, not every event the service ever sent: published rows
+    older than it go; rows published within it, waiting rows and parked rows stay."""
+    db = Database(infra.dsn(f"prune_{uuid.uuid4().hex[:8]}"))
+    await db.connect()
+    nc = await infra.connect()
+    try:
+        from shared.outbox import enqueue
+        from shared.streams import ensure_stream
+
+        await ensure_stream(nc)
+        kind = EventType(f"test.pruned_{uuid.uuid4().hex[:8]}", Counted, "a test's")
+        ids = []
+        for i in range(5):
+            async with db.transaction() as conn:
+                ids.append((await enqueue(conn, kind, Counted(n=i), scope="s")).id)
+        relay = OutboxRelay(db, nc, keep_seconds=3600)
+        assert await relay.flush() == 5
+        async with db.pool.acquire() as conn:
+            # Two published a day ago, one parked a day ago, one waiting since a day ago, one just published.
+            await conn.execute("UPDATE outbox SET published_at = now() - interval '1 day' WHERE id = ANY($1)", ids[:2])
+            await conn.execute(
+                "UPDATE outbox SET published_at = NULL, parked_at = now() - interval '1 day' WHERE id = $1", ids[2]
+            )
+            await conn.execute(
+                "UPDATE outbox SET published_at = NULL, created_at = now() - interval '1 day' WHERE id = $1", ids[3]
+            )
+        assert await relay.prune() == 2
+        async with db.pool.acquire() as conn:
+            kept = {r["id"] for r in await conn.fetch("SELECT id FROM outbox")}
+        assert kept == set(ids[2:])
+        assert await relay.prune() == 0
+    finally:
+        await nc.close()
+        await db.close()

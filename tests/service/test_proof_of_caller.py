@@ -24,13 +24,13 @@ from nacl.signing import SigningKey, VerifyKey
 
 from services.assets.app import create_app as create_assets
 from services.publication.app import create_app as create_publication
-from services.workspace.app import consumer_names
 from services.workspace.app import create_app as create_workspace
 from shared.bus import BusClient
 from shared.contracts import assets, publication, workspace
 from shared.contracts.common import Actor, BusReply, Ref
 from shared.errors import Unauthenticated, Unreachable
 from shared.grants import GrantClaims, sign_grant
+from shared.natsauth import workspace_durables
 from shared.proof import SIGNERS, TRUSTED, ProofSigner, b64, load_private_key, parse_public_keys, signer_for, unb64
 from shared.settings import AssetsSettings, CommonSettings, PublicationSettings, WorkspaceSettings
 from tests.service.workspace.conftest import serving
@@ -46,7 +46,7 @@ ELSEWHERE = Actor(scope="elsewhere-" + uuid.uuid4().hex[:8], principal="mallory"
 async def owners(infra: Infra, bus: BusClient) -> AsyncIterator[dict[str, Any]]:
     """Publication, workspace and assets serving, and one scope's workspace, checkpoint and publication."""
     prefix = f"wsproof{uuid.uuid4().hex[:8]}"
-    durables = consumer_names(prefix)
+    durables = workspace_durables(prefix)
     await create_durables_from_now(bus._nc, durables)
     ws_settings = settings_from(infra.settings_env("workspace", DOSSIER_CONSUMER_PREFIX=prefix), WorkspaceSettings)
     try:

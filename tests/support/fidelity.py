@@ -177,3 +177,18 @@ def strict_docx(transitional: bytes) -> bytes:
                     data = data.replace(old.encode(), new.encode())
             dst.writestr(entry.filename, data)
     return out.getvalue()
+
+
+def body_text_scan(pages: list[list[str]], *, dpi: int = 200) -> bytes:
+    """Letter-size pages of 11 pt body text, scanned at `dpi` and pasted whole: no text layer."""
+    import pymupdf
+
+    out = pymupdf.open()
+    for lines in pages:
+        src = pymupdf.open()
+        page = src.new_page(width=612, height=792)
+        for n, line in enumerate(lines):
+            page.insert_text((54, 60 + 20 * n), line, fontsize=11)
+        png = page.get_pixmap(dpi=dpi, colorspace="gray").tobytes("png")
+        out.new_page(width=612, height=792).insert_image(pymupdf.Rect(0, 0, 612, 792), stream=png)
+    return bytes(out.tobytes())

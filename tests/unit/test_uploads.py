@@ -7,7 +7,7 @@ import hashlib
 import pytest
 from starlette.requests import Request
 
-from services.gateway.uploads import read_multipart
+from services.gateway.transport.uploads import read_multipart
 from shared.errors import Invalid, TooLarge
 
 BOUNDARY = "xBOUNDARYx"

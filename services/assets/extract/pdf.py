@@ -61,7 +61,8 @@ def _image_regions(page: Any) -> list[Any]:
     area = abs(page.rect) or 1.0
     regions = []
     for info in page.get_image_info():
-        rect = pymupdf.Rect(info["bbox"]) & page.rect
+        # PyMuPDF's Rect, Document and TOOLS carry no annotations: their calls here are not untyped calls of ours.
+        rect = pymupdf.Rect(info["bbox"]) & page.rect  # type: ignore[no-untyped-call]
         if rect.is_empty or abs(rect) / area < _IMAGE_SHARE:
             continue
         if len(page.get_text("text", clip=rect).strip()) < _TEXT_IN_IMAGE:
@@ -175,9 +176,9 @@ def _open(path: Path) -> Any:
     import pymupdf
 
     # MuPDF writes its complaints about damaged files to stderr; the notes below carry what matters.
-    pymupdf.TOOLS.mupdf_display_errors(False)
+    pymupdf.TOOLS.mupdf_display_errors(False)  # type: ignore[no-untyped-call]
     try:
-        return pymupdf.open(path, filetype="pdf")
+        return pymupdf.open(path, filetype="pdf")  # type: ignore[no-untyped-call]
     except Exception as exc:
         raise ExtractionError("the PDF is damaged beyond repair and cannot be opened") from exc
 

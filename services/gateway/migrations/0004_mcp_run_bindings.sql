@@ -1,5 +1,5 @@
 -- The runs an MCP session holds (begin_run, take_over_run), so that its run tools need no run id nor lease
--- (services/gateway/run_bindings.py). The session id is never stored: a row is found by a hash of the session
+-- (services/gateway/mcp/run_bindings.py). The session id is never stored: a row is found by a hash of the session
 -- id and the bearer token together, and the lease is sealed with a key made from both, so neither the
 -- session id alone, nor this table alone, nor another token with the same session id opens it.
 CREATE TABLE mcp_run_bindings (

@@ -13,7 +13,7 @@ from fastapi.responses import StreamingResponse
 
 from services.gateway.deps import Bus, PathId, build, bus, current_actor
 from services.gateway.openapi import errors, multipart_body
-from services.gateway.uploads import only_fields, read_multipart
+from services.gateway.transport.uploads import only_fields, read_multipart
 from shared.blobs import Blobs, content_key
 from shared.bus import BusClient
 from shared.contracts import artifact as a

@@ -11,7 +11,7 @@ from starlette.convertors import StringConvertor, register_url_convertor
 
 from services.gateway.deps import ActorBus, Bus, Paging, PathId, actor_bus, json_response
 from services.gateway.openapi import errors, multipart_body
-from services.gateway.uploads import StoredUpload, only_fields, stream_multipart
+from services.gateway.transport.uploads import StoredUpload, only_fields, stream_multipart
 from shared.blobs import Blobs, content_key
 from shared.bus import validation_details
 from shared.contracts import assets as c

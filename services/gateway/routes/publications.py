@@ -6,8 +6,8 @@ from fastapi import APIRouter, Depends, Query
 from fastapi.responses import Response
 
 from services.gateway.deps import ActorBus, Bus, Paging, PathId, PathVersion, actor_bus, json_response
-from services.gateway.hot import HotRoute, route_named
 from services.gateway.openapi import errors
+from services.gateway.transport.hot import HotRoute, route_named
 from shared.bus import BusClient
 from shared.contracts import publication as c
 from shared.contracts.common import INT32_MAX, Actor
@@ -35,7 +35,7 @@ async def read_publication_version(pub_id: PathId, version: PathVersion, bus: Bu
 
 
 async def read_version(client: BusClient, actor: Actor, params: dict[str, Any]) -> bytes:
-    """The hottest read, for the route above and for services/gateway/hot.py: the service's JSON is passed
+    """The hottest read, for the route above and for services/gateway/transport/hot.py: the service's JSON is passed
     on as bytes, not rebuilt as a dict and re-encoded."""
     return await client.call_json(c.READ, c.ReadRequest(id=params["pub_id"], version=params["version"]), actor=actor)
 

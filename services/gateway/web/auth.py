@@ -28,6 +28,21 @@ def _local(target: str | None) -> str:
     return "/workspaces"
 
 
+# What the token service says, as a person signing in reads it.
+SIGN_IN_MESSAGES = {
+    "the bearer token is malformed": "That is not a Dossier token. A token starts with dsk_: paste it whole, "
+    "as you were given it.",
+    "the bearer token is not known": "That token is not known here. Check that you pasted it whole, or ask "
+    "for a new one.",
+    "the bearer token was revoked": "That token was revoked. Ask for a new one.",
+    "the bearer token has expired": "That token has expired. Ask for a new one.",
+}
+
+
+def _friendly(message: str) -> str:
+    return SIGN_IN_MESSAGES.get(message, message)
+
+
 @router.get("/")
 async def index(request: Request) -> Response:
     return RedirectResponse("/workspaces" if await session_actor(request) else "/signin", status_code=303)
@@ -55,7 +70,7 @@ async def signin(request: Request) -> Response:
             raise Unauthenticated("the admin token cannot sign in to the workbench; use a scope's token")
         await tokens.resolve(token)
     except Unauthenticated as exc:
-        return render(request, "signin.html", status=401, next=target, error=exc.message)
+        return render(request, "signin.html", status=401, next=target, error=_friendly(exc.message))
     response = go(target)
     set_session(request, response, await sessions_of(request).open(token))
     return response

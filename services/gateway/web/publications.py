@@ -6,7 +6,8 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 
-from services.gateway.web.changes import Key, answer_changes, side_by_side
+from services.gateway.web.bottomline import answer_changes, known_of, ledger_locators, ref_titles, titles_of
+from services.gateway.web.changes import side_by_side
 from services.gateway.web.render import (
     WebRoute,
     build,
@@ -27,36 +28,9 @@ from shared.contracts import publication as p
 from shared.contracts import runhost as r
 from shared.contracts import workspace as w
 from shared.contracts.common import Actor
-from shared.errors import Conflict, DomainError, Invalid, NotFound, Unavailable
+from shared.errors import Conflict, Invalid, NotFound, Unavailable
 
 router = APIRouter(route_class=WebRoute, include_in_schema=False, dependencies=[Depends(signed_in)])
-
-# A run's ledger is paged; the locators of a publication's sources are looked for in this many pages at most.
-LEDGER_PAGES = 20
-
-
-async def _locators(client: BusClient, actor: Actor, run_id: str | None) -> dict[Key, list[str]]:
-    """Which passages of each source the producing run included (its ledger's `included` rows)."""
-    found: dict[Key, list[str]] = {}
-    if not run_id:
-        return found
-    cursor = None
-    for _ in range(LEDGER_PAGES):
-        try:
-            page = await client.call(r.LEDGER, r.RunPageRequest(run_id=run_id, cursor=cursor), actor=actor)
-        except DomainError:
-            return found
-        for row in page.items:
-            ref, locator = row.ref, row.locator
-            if ref is None:  # a `replayed` row names a model request, not a material
-                continue
-            key = (ref.kind, ref.id, ref.version)
-            if row.stage == "included" and locator and locator not in found.setdefault(key, []):
-                found[key].append(locator)
-        cursor = page.next_cursor
-        if not cursor:
-            break
-    return found
 
 
 async def _origin(client: BusClient, actor: Actor, run_id: str | None) -> tuple[r.Run | None, w.Workspace | None]:
@@ -96,12 +70,14 @@ async def version_view(
         body = await client.call(p.READ, p.ReadRequest(id=pub_id, version=version), actor=actor)
     except Unavailable as exc:
         withdrawn = exc
-    locators = await _locators(client, actor, body.run_id if body else None)
+    locators, read = await ledger_locators(client, actor, body.run_id if body else None)
     sources = [
         {"ref": s, "locators": locators.get((s.kind, s.id, s.version), [])} for s in (body.sources if body else [])
     ]
     run, ws = await _origin(client, actor, summary.run_id)
     changes = await answer_changes(client, actor, ws.id, body) if ws else []
+    cited = [d.ref for d in changes] + [b for d in changes for b in d.cited_by]
+    titles = await ref_titles(client, actor, cited, titles_of(run) if run else {})
     claims = None
     if body is not None and body.run_id:
         claims = await client.call(p.CLAIMS, p.ClaimsRequest(id=pub_id, version=version, limit=200), actor=actor)
@@ -118,7 +94,10 @@ async def version_view(
         run=run,
         ws=ws,
         changes=changes,
-        known={(k[1], k[2]): locs for k, locs in locators.items() if k[0] == "source"},
+        titles=titles,
+        # A run's answer read under an older goal than the workspace's now says so beside what it cites.
+        goal_now=ws.goal.version if ws and run and ws.goal.version > run.goal_version else None,
+        known=known_of(read),
         **extra,
     )
 

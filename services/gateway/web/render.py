@@ -3,6 +3,7 @@ failure into a readable page, and the small helpers every page module shares."""
 
 from __future__ import annotations
 
+import gzip
 import logging
 import re
 from collections.abc import Awaitable, Callable, Coroutine
@@ -16,7 +17,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.routing import APIRoute
 from jinja2 import Environment, FileSystemLoader
-from markupsafe import Markup
+from markupsafe import Markup, escape
 from pydantic import TypeAdapter, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -51,6 +52,19 @@ def _markdown(text: str, shift: int = 2, known: Known | None = None) -> Markup:
 
 
 env.filters["markdown"] = _markdown
+
+
+def snippet_marks(snippet: str) -> Markup:
+    """A search hit's snippet, its highlights (between `<<` and `>>`) as `<mark>`, the rest escaped."""
+    out, at = [], 0
+    for m in re.finditer(r"<<(.*?)>>", snippet, re.S):
+        out += [escape(snippet[at : m.start()]), Markup("<mark>{}</mark>").format(m[1])]
+        at = m.end()
+    out.append(escape(snippet[at:]))
+    return Markup("").join(out)
+
+
+env.filters["marks"] = snippet_marks
 # Answers made before runs titled them by their question were titled "Run <run id>: <question>".
 env.filters["titled"] = lambda title: re.sub(r"^Run run_\w+: ", "", str(title))
 
@@ -89,8 +103,25 @@ def render(request: Request, template: str, *, status: int = 200, **context: Any
         **context,
     )
     response = HTMLResponse(html, status_code=status)
+    _gzip(request, response)
     set_presession(request, response)
     return response
+
+
+# A page smaller than this goes as it is: compressing it saves less than the header costs.
+GZIP_FLOOR = 1024
+
+
+def _gzip(request: Request, response: HTMLResponse) -> None:
+    """A rendered page, whole in memory, compressed for a browser that accepts gzip (pages only: downloads and
+    live streams are never buffered by this)."""
+    response.headers["Vary"] = "Accept-Encoding"
+    accepted = {part.split(";")[0].strip().lower() for part in request.headers.get("accept-encoding", "").split(",")}
+    if "gzip" not in accepted or len(response.body) < GZIP_FLOOR:
+        return
+    response.body = gzip.compress(response.body, compresslevel=6)
+    response.headers["Content-Encoding"] = "gzip"
+    response.headers["Content-Length"] = str(len(response.body))
 
 
 def error_page(request: Request, code: str, message: str, details: dict[str, Any] | None = None) -> HTMLResponse:
@@ -207,7 +238,7 @@ M = TypeVar("M", bound=Model)
 T = TypeVar("T")
 
 
-def build(model: type[M], **data: Any) -> M:
+def build(model: type[M], /, **data: Any) -> M:
     """A contract built from form fields and the address; a malformed field is `invalid`, named, like the API says."""
     try:
         return model(**data)

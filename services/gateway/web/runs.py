@@ -3,16 +3,26 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 
 from fastapi import APIRouter, Depends, Request, Response
 
-from services.gateway.web.changes import answer_changes, claims_of
+from services.gateway.web.bottomline import (
+    answer_changes,
+    bottom_line,
+    claims_of,
+    known_of,
+    ledger_locators,
+    ref_titles,
+    titles_of,
+)
 from services.gateway.web.render import (
     WebRoute,
     build,
     bus_of,
     checked_form,
     field,
+    go,
     optional,
     render,
     signed_in,
@@ -25,7 +35,7 @@ from shared.contracts import publication as p
 from shared.contracts import runhost as r
 from shared.contracts import workspace as w
 from shared.contracts.common import Actor
-from shared.errors import DomainError, NotFound
+from shared.errors import DomainError, Invalid, NotFound
 
 router = APIRouter(route_class=WebRoute, include_in_schema=False, dependencies=[Depends(signed_in)])
 
@@ -67,16 +77,121 @@ async def _answer(
     return answer, (reports[0] if reports else None), None
 
 
-def titles_of(run: r.Run) -> dict[str, str]:
-    """What the run was offered, by `kind:id`: the ledger names materials by title, not by id."""
-    return {f"{i.kind}:{i.id}": i.title for i in run.catalog.items}
+STAGES = ("listed", "read", "included", "unavailable", "replayed")
+# A ledger shown by one stage is read a page at a time until this many of its rows are found, or this many
+# pages are read.
+STAGE_ROWS = 100
+STAGE_PAGES = 20
+
+
+async def _ledger(client: BusClient, actor: Actor, run_id: str, cursor: str | None, stage: str | None) -> r.Ledger:
+    """A page of the run's ledger; by one `stage`, the rows of that stage in the next pages, with the cursor
+    to go on from."""
+    page = await client.call(r.LEDGER, build(r.RunPageRequest, run_id=run_id, cursor=cursor or None), actor=actor)
+    if stage not in STAGES:
+        return page
+    rows = [row for row in page.items if row.stage == stage]
+    for _ in range(STAGE_PAGES - 1):
+        if len(rows) >= STAGE_ROWS or not page.next_cursor:
+            break
+        page = await client.call(r.LEDGER, r.RunPageRequest(run_id=run_id, cursor=page.next_cursor), actor=actor)
+        rows += [row for row in page.items if row.stage == stage]
+    return r.Ledger(items=rows, next_cursor=page.next_cursor, totals=page.totals)
 
 
 @router.get("/runs/{run_id}")
 async def run_page(
-    request: Request, run_id: str, cursor: str | None = None, actor: Actor = Depends(signed_in)
+    request: Request,
+    run_id: str,
+    cursor: str | None = None,
+    stage: str | None = None,
+    actor: Actor = Depends(signed_in),
 ) -> Response:
-    return await _run_page(request, run_id, actor, cursor)
+    return await _run_page(request, run_id, actor, cursor, stage=stage if stage in STAGES else None)
+
+
+@router.get("/runs/{run_id}/steps/{request_id}")
+async def step_page(request: Request, run_id: str, request_id: str, actor: Actor = Depends(signed_in)) -> Response:
+    """One model request of the run: what the ledger says it was given (each passage it included, at its
+    version and hash) and, for a run a model drove, the model's answer from the journal (its tool calls) and
+    each call's result as the model's window showed it."""
+    client = bus_of(request)
+    run = await client.call(r.GET_RUN, build(r.RunIdRequest, run_id=run_id), actor=actor)
+    name = request_id if ":" in request_id else f"{run_id}:{request_id}"
+    rows: list[r.LedgerRow] = []
+    cursor = None
+    for _ in range(STAGE_PAGES):
+        page = await client.call(r.LEDGER, r.RunPageRequest(run_id=run_id, cursor=cursor), actor=actor)
+        rows += [row for row in page.items if row.model_request in (name, request_id)]
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    journal = await client.call(r.STEP, build(r.StepRequest, run_id=run_id, request_id=name), actor=actor)
+    if not rows and not journal.items:
+        raise NotFound(f"this run made no model request {request_id!r}", {"run_id": run_id})
+    ws = await optional(get_workspace(client, actor, run.workspace_id))
+    steps = [
+        {"step": step, "calls": [step.response, *step.response.get("siblings", [])], "results": step.results}
+        for step in journal.items
+    ]
+    return render(
+        request,
+        "step.html",
+        run=run,
+        ws=ws,
+        step=name.removeprefix(f"{run_id}:"),
+        rows=rows,
+        steps=steps,
+        titles=titles_of(run),
+    )
+
+
+async def _current_history(client: BusClient, actor: Actor, run: r.Run) -> list[r.HistoryRef]:
+    """The run's chosen history at each publication's newest active version now (one withdrawn throughout is
+    left out)."""
+    reads = [client.call(p.GET, p.GetRequest(id=h.publication_id), actor=actor) for h in run.history]
+    found = await asyncio.gather(*(optional(read, DomainError) for read in reads))
+    history = []
+    for pub in filter(None, found):
+        active = [v.version for v in pub.versions if v.status == "active"]
+        if active:
+            history.append(r.HistoryRef(publication_id=pub.id, version=max(active)))
+    return history
+
+
+@router.post("/runs/{run_id}/rerun")
+async def rerun(request: Request, run_id: str, actor: Actor = Depends(signed_in)) -> Response:
+    """The same question asked again on the current versions: its chosen history at each publication's newest
+    version, in the same conversation, so the new run follows this one."""
+    form = await checked_form(request)
+    client = bus_of(request)
+    run = await client.call(r.GET_RUN, build(r.RunIdRequest, run_id=run_id), actor=actor)
+    if run.driver == "external":
+        raise Invalid("an outside agent's run is asked again by the agent, not re-run here", {"run_id": run_id})
+    req = build(
+        r.AdmitRequest,
+        workspace_id=run.workspace_id,
+        question=run.question,
+        request_id=field(form, "request_id") or uuid.uuid4().hex,
+        history=await _current_history(client, actor, run),
+        model=run.model,
+        conversation_id=run.conversation_id,
+    )
+    reply = await client.call(r.ADMIT, req, actor=actor)
+    return go(f"/runs/{reply.run.id}", "Asked again on the current versions: this run follows the earlier one.")
+
+
+async def _neighbours(
+    client: BusClient, actor: Actor, run: r.Run
+) -> tuple[r.ConversationRun | None, r.ConversationRun | None]:
+    """The runs of the same conversation just before and just after this one (its first page)."""
+    request = r.ConversationRequest(conversation_id=run.conversation_id)
+    conversation = await optional(client.call(r.GET_CONVERSATION, request, actor=actor), DomainError)
+    runs = conversation.runs if conversation else []
+    at = next((i for i, other in enumerate(runs) if other.id == run.id), None)
+    if at is None:
+        return None, None
+    return (runs[at - 1] if at > 0 else None), (runs[at + 1] if at + 1 < len(runs) else None)
 
 
 @router.post("/runs/{run_id}/take")
@@ -89,31 +204,44 @@ async def take_over(request: Request, run_id: str, actor: Actor = Depends(signed
 
 
 async def _run_page(
-    request: Request, run_id: str, actor: Actor, cursor: str | None, *, taken: r.Lease | None = None
+    request: Request,
+    run_id: str,
+    actor: Actor,
+    cursor: str | None,
+    *,
+    taken: r.Lease | None = None,
+    stage: str | None = None,
 ) -> Response:
     client = bus_of(request)
     run = await client.call(r.GET_RUN, build(r.RunIdRequest, run_id=run_id), actor=actor)
     # An empty cursor is the first page, as no cursor is.
-    ledger_page = build(r.RunPageRequest, run_id=run_id, cursor=cursor or None)
     plan_read = client.call(r.READ_FILE, r.ReadFileRequest(run_id=run_id, path="plan.md"), actor=actor)
     ledger, files, plan, ws = await asyncio.gather(
-        client.call(r.LEDGER, ledger_page, actor=actor),
+        _ledger(client, actor, run_id, cursor, stage),
         client.call(r.LIST_FILES, r.RunPageRequest(run_id=run_id), actor=actor),
         optional(plan_read),
         optional(get_workspace(client, actor, run.workspace_id)),
     )
     answer, report, answer_error = await _answer(client, actor, run)
-    changes, claims = await asyncio.gather(
-        answer_changes(client, actor, run.workspace_id, answer), claims_of(client, actor, answer)
+    changes, claims, (_, read) = await asyncio.gather(
+        answer_changes(client, actor, run.workspace_id, answer),
+        claims_of(client, actor, answer),
+        ledger_locators(client, actor, run.id if answer else None),
     )
+    known = known_of(read)
+    follows, followed_by = await _neighbours(client, actor, run)
+    cited = [d.ref for d in changes] + [b for d in changes for b in d.cited_by]
+    titles = await ref_titles(client, actor, cited, titles_of(run))
     return render(
         request,
         "run.html",
         changes=changes,
         claims=claims,
+        bottom=bottom_line(run, answer, claims, known, ws),
+        known=known,
         run=run,
         ws=ws,
-        titles=titles_of(run),
+        titles=titles,
         # The page that shows a new lease token once never reloads itself (the token would be gone).
         live=run.status not in FINAL and taken is None,
         ledger=ledger,
@@ -125,6 +253,11 @@ async def _run_page(
         report=report,
         stats=run.stats.model_dump(),
         taken=taken,
+        stage=stage,
+        stages=STAGES,
+        follows=follows,
+        followed_by=followed_by,
+        request_id=uuid.uuid4().hex,
     )
 
 
@@ -167,4 +300,5 @@ async def report_page(request: Request, run_id: str, actor: Actor = Depends(sign
     if answer is None:
         raise NotFound(answer_error or "this run has no answer yet", {"run_id": run_id})
     ws = await optional(get_workspace(client, actor, run.workspace_id))
-    return render(request, "report.html", run=run, ws=ws, answer=answer, report=report)
+    _, read = await ledger_locators(client, actor, run.id)
+    return render(request, "report.html", run=run, ws=ws, answer=answer, report=report, known=known_of(read))

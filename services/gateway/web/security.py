@@ -16,8 +16,8 @@ from fastapi import Request, Response
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from services.gateway.admission import TokenBuckets
 from services.gateway.sessions import SESSION_SECONDS, SessionService
+from services.gateway.transport.admission import TokenBuckets
 from shared.contracts.common import Actor
 from shared.errors import RateLimited
 
@@ -76,7 +76,7 @@ async def session_actor(request: Request) -> Actor | None:
     if resolved is None:
         return None
     actor, token_hash = resolved
-    # A page counts against its token's rate like an API request (the same bucket: services.gateway.limits).
+    # A page counts against its token's rate like an API request (the same bucket: services.gateway.transport.limits).
     rates: TokenBuckets = request.app.state.rates
     retry_after = rates.take(token_hash)
     if retry_after:

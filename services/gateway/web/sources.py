@@ -8,10 +8,10 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import StreamingResponse
 
 from services.gateway.deps import ActorBus
-from services.gateway.limits import tell_connection
 from services.gateway.routes.artifacts import CHUNK_BYTES, SANDBOX_HEADERS, download_artifact, stream_checked
 from services.gateway.routes.assets import register_stored
-from services.gateway.uploads import stream_multipart
+from services.gateway.transport.limits import tell_connection
+from services.gateway.transport.uploads import stream_multipart
 from services.gateway.web.render import (
     WebRoute,
     build,

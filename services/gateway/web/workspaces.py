@@ -9,6 +9,7 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Request, Response
 
+from services.gateway.web.bottomline import latest_answer
 from services.gateway.web.render import (
     WebRoute,
     build,
@@ -144,6 +145,7 @@ async def workspace_view(
         ],
         checkpoint=checkpoint,
         runs=runs,
+        latest=await latest_answer(client, actor, ws, runs.items),
         request_id=uuid.uuid4().hex,
         **extra,
     )

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from services.runhost.memory import source_name
-from services.runhost.policies.base import ModelInput, RunView, ToolCall, ToolResult
 from services.runhost.policies.questions import findings, unanswered_parts
-from services.runhost.policies.text import bm25_scores, key_sentences, tokens
+from services.runhost.policies.text import bm25_scores, clip, key_sentences, tokens
+from services.runhost.policies.vocabulary import ModelInput, RunView, ToolCall, ToolResult
 from shared.contracts.workspace import CatalogItem
 
 MAX_SOURCES = 40
@@ -31,7 +31,8 @@ FALLBACK = 3
 # A read is bounded by the tool (READ_LIMIT_MAX); a longer file is read in parts, in order.
 READ_CHARS = 1_000
 NOTHING_FOUND = "- (nothing relevant was found)"
-_ENTRY = re.compile(r"^- (?P<name>\S+) :: (?P<kind>publication|evidence) (?P<target>\S+)$")
+# An entry may end with what a person knows it by (` — “title”`); plans written before that have none.
+_ENTRY = re.compile(r"^- (?P<name>\S+) :: (?P<kind>publication|evidence) (?P<target>\S+)(?: — “(?P<title>.*)”)?$")
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,7 @@ class Entry:
     name: str
     kind: str
     target: str  # `id@version` for a publication, the evidence id for evidence
+    title: str | None = None  # a publication's title, a passage's source and locator: for the person reading
 
 
 def _section(plan: str, title: str) -> list[str] | None:
@@ -86,12 +88,14 @@ def choose_sources(view: RunView, hits: list[dict[str, Any]]) -> list[Entry]:
             seen.add(entry.name)
             chosen.append(entry)
 
+    titles = {i.id: i.title for i in view.catalog.items if i.kind == "publication"}
     for h in view.history:
         add(
             Entry(
                 source_name("publication", h.publication_id, h.version),
                 "publication",
                 f"{h.publication_id}@{h.version}",
+                _named(titles.get(h.publication_id)),
             )
         )
     # An explicit history selection is the user's choice of earlier conclusions: no other versions are added.
@@ -100,10 +104,18 @@ def choose_sources(view: RunView, hits: list[dict[str, Any]]) -> list[Entry]:
     analyst = relevant(view, [i for i in pubs if i.run_id is None], newest_first=False)
     runs = relevant(view, newest_per_title([i for i in pubs if i.run_id is not None]), newest_first=True)
     for item in analyst + runs[:EARLIER_RUNS]:
-        add(Entry(source_name("publication", item.id, item.version), "publication", f"{item.id}@{item.version}"))
+        name = source_name("publication", item.id, item.version)
+        add(Entry(name, "publication", f"{item.id}@{item.version}", _named(item.title)))
     for hit in hits:
-        add(Entry(source_name("evidence", "E-" + hit["evidence_id"], None), "evidence", hit["evidence_id"]))
+        title = _named(f"{hit.get('source_id', '')} v{hit.get('version', '')} {hit.get('locator', '')}")
+        add(Entry(source_name("evidence", "E-" + hit["evidence_id"], None), "evidence", hit["evidence_id"], title))
     return chosen
+
+
+def _named(title: str | None) -> str | None:
+    """A title as one line of plan.md says it: whitespace folded, no closing quote to end it early, bounded."""
+    text = " ".join((title or "").replace("”", "'").split())[:120]
+    return text or None
 
 
 def relevant(view: RunView, items: list[CatalogItem], *, newest_first: bool) -> list[CatalogItem]:
@@ -137,7 +149,10 @@ def inert(text: str) -> str:
 
 
 def plan_with_sources(plan: str, entries: list[Entry]) -> str:
-    listing = "\n".join(f"- {e.name} :: {e.kind} {e.target}" for e in entries) or NOTHING_FOUND
+    listing = (
+        "\n".join(f"- {e.name} :: {e.kind} {e.target}" + (f" — “{e.title}”" if e.title else "") for e in entries)
+        or NOTHING_FOUND
+    )
     steps = "- read each source, write one note per source\n- compose the answer from the notes\n"
     plan = re.sub(r"^## Sources\s*$.*?(?=^## |\Z)", f"## Sources\n{listing}\n\n", plan, flags=re.M | re.S)
     return re.sub(r"^## Next steps\s*$.*?(?=^## |\Z)", f"## Next steps\n{steps}", plan, flags=re.M | re.S)
@@ -157,7 +172,7 @@ def compose_note(entry: Entry, body: str, end: int, total: int, query: str) -> s
     first, _, rest = body.partition("\n")
     if entry.kind == "publication":
         rest = findings(rest)  # an earlier answer's question and its list of what it did not find are no finding
-    sentences = key_sentences(rest, query) or [" ".join(rest.split())[:300]]
+    sentences = key_sentences(rest, query) or [clip(" ".join(rest.split()))]
     coverage = f"chars 0-{end} of {total}"
     lines = [
         f"# Note: {entry.name}",

@@ -1,35 +1,46 @@
-"""Which policy drives a run: `extractive` (default), `openai`, or `scripted:<name>` (tests)."""
+"""Which policy drives a run: `extractive` (default), `openai`, or `scripted:<name>` (tests), as the model
+name reads (`shared.contracts.runhost.parse_model`)."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from services.runhost.policies.base import Policy
 from services.runhost.policies.extractive import ExtractivePolicy
 from services.runhost.policies.scripted import ScriptedPolicy
+from shared.contracts.runhost import ModelName, parse_model
 from shared.errors import Invalid, NotFound
 from shared.settings import RunhostSettings
 
-_SCRIPT = re.compile(r"^scripted:([A-Za-z0-9_-]{1,60})$")
+
+def _policy_name(model: str) -> ModelName:
+    """The name of one of the run host's own policies (an outside agent's `external` is none)."""
+    name = parse_model(model)
+    if name is None or name.kind == "external":
+        raise Invalid(f"unknown model {model!r}", {"field": "model"})
+    return name
+
+
+def _script(settings: RunhostSettings, script: str) -> Path | None:
+    """Where the script named `script` is kept, if this run host has a scripts folder."""
+    return None if settings.scripts_dir is None else Path(settings.scripts_dir) / f"{script}.json"
 
 
 def validate_model(model: str, settings: RunhostSettings) -> str:
-    if model in ("extractive", "openai"):
-        return model
-    match = _SCRIPT.match(model)
-    if match is None:
-        raise Invalid(f"unknown model {model!r}", {"field": "model"})
-    if settings.scripts_dir is None or not (settings.scripts_dir / f"{match[1]}.json").is_file():
-        # A well-formed name of a script this run host does not hold: missing, not malformed.
-        raise NotFound(f"no script named {match[1]!r}", {"field": "model"})
+    name = _policy_name(model)
+    if name.script is not None:
+        path = _script(settings, name.script)
+        if path is None or not path.is_file():
+            # A well-formed name of a script this run host does not hold: missing, not malformed.
+            raise NotFound(f"no script named {name.script!r}", {"field": "model"})
     return model
 
 
 def make_policy(model: str, settings: RunhostSettings) -> Policy:
-    if model == "extractive":
+    name = _policy_name(model)
+    if name.kind == "extractive":
         return ExtractivePolicy()
-    if model == "openai":
+    if name.kind == "openai":
         # The SDK is half a second of imports: loaded by the first run that uses it, not at start.
         from services.runhost.policies.openai import OpenAIPolicy
 
@@ -46,7 +57,7 @@ def make_policy(model: str, settings: RunhostSettings) -> Policy:
             parallel_tool_calls=settings.openai_parallel_tool_calls,
             stream=settings.openai_stream,
         )
-    match = _SCRIPT.match(model)
-    if match and settings.scripts_dir is not None:
-        return ScriptedPolicy.from_file(Path(settings.scripts_dir) / f"{match[1]}.json")
-    raise Invalid(f"unknown model {model!r}", {"field": "model"})
+    script = _script(settings, name.script or "")
+    if script is None:
+        raise Invalid(f"unknown model {model!r}", {"field": "model"})
+    return ScriptedPolicy.from_file(script)

@@ -30,9 +30,10 @@ import httpx
 import openai
 from openai.types.chat import ChatCompletion
 
-from services.runhost.policies.base import MALFORMED, ModelInput, PolicyError, ToolCall
+from services.runhost.policies.base import PolicyError
 from services.runhost.policies.retries import BudgetSpent, Retryable, RetryBudget, Unusable
 from services.runhost.policies.stream import Assembly, StreamTooLong, assemble
+from services.runhost.policies.vocabulary import MALFORMED, ModelInput, ToolCall
 
 __all__ = ["MALFORMED", "OpenAIPolicy", "PolicyError"]
 
@@ -148,9 +149,7 @@ class OpenAIPolicy:
 
     async def _whole(self, model_input: ModelInput) -> dict[str, Any]:
         # The messages and tools are plain dicts of the wire format, not the SDK's TypedDicts.
-        raw = await self.client.chat.completions.with_raw_response.create(  # type: ignore[call-overload]
-            stream=False, **self._arguments(model_input)
-        )
+        raw = await self.client.chat.completions.with_raw_response.create(stream=False, **self._arguments(model_input))
         try:
             data = json.loads(raw.text)
         except ValueError as exc:
@@ -163,7 +162,7 @@ class OpenAIPolicy:
         return data
 
     async def _streamed(self, model_input: ModelInput, assembly: Assembly) -> dict[str, Any]:
-        stream = await self.client.chat.completions.create(  # type: ignore[call-overload]
+        stream = await self.client.chat.completions.create(
             stream=True, stream_options={"include_usage": True}, **self._arguments(model_input)
         )
         # Closing the stream on the way out (a cancel, the deadline) drops the connection at once.

@@ -1,6 +1,7 @@
 """The open questions the extractive policy proposes: the parts of the run's question that its reading left
 unanswered, each asked whole. What a run's reading covers is what it found: of an earlier answer, neither
-its headings (its question among them) nor its list of what it did not read or resolve (`findings`).
+its headings (its question among them), nor its list of what it did not read or resolve, nor what it quoted
+of the answers before it (`findings`).
 
 A question is cut into its parts at `?`, `;` and at a conjunction that starts another question ("…, and what
 did the regulator say?"). A part is left open when it holds at least two words that say something
@@ -23,12 +24,15 @@ _PARTS = re.compile(rf"[?;]+|,?\s+(?:and|but|or)\s+(?=(?:{_ASKING})\b)", re.IGNO
 MIN_WORDS = 2
 MAX_QUESTIONS = 5
 _HEADING = re.compile(r"^ {0,3}#{1,6}(?:\s|$)")
-# A section whose heading says this lists what an answer did not find (services/runhost/policies/extractive.py).
-NOT_FOUND_HEADINGS = ("not read", "not resolved")
+# A section whose heading says this lists what an answer did not find (services/runhost/policies/extractive.py),
+# or what the answers before it concluded: an earlier answer is summarised by its own findings, never by the
+# conclusions it quoted in turn (which would nest a run's answer inside every later one).
+NOT_FOUND_HEADINGS = ("not read", "not resolved", "earlier reports concluded")
 
 
 def findings(answer: str) -> str:
-    """An earlier answer without its headings and without the sections on what it did not read or resolve."""
+    """An earlier answer without its headings, without the sections on what it did not read or resolve, and
+    without its own summary of the answers before it."""
     kept, skipping = [], False
     for line in answer.splitlines():
         if _HEADING.match(line):

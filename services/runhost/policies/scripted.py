@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from services.runhost.policies.base import ModelInput, ToolCall
+from services.runhost.policies.vocabulary import ModelInput, ToolCall
 
 
 def _fill(value: Any, plan: str) -> Any:

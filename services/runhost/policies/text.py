@@ -8,9 +8,23 @@ from collections import Counter
 
 from shared.support import tokens
 
-__all__ = ["bm25_scores", "key_sentences", "tokens"]
+__all__ = ["bm25_scores", "clip", "key_sentences", "tokens"]
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n{2,}")
+SENTENCE_CHARS = 300
+
+
+def clip(sentence: str, limit: int = SENTENCE_CHARS) -> str:
+    """A sentence of at most `limit` characters: a longer one is cut at a word, before any parenthesis it
+    would leave open (a citation is never cut in two), and says so with an ellipsis."""
+    if len(sentence) <= limit:
+        return sentence
+    cut = sentence[: limit - 1]
+    if " " in cut:
+        cut = cut[: cut.rfind(" ")]
+    while cut.count("(") > cut.count(")"):
+        cut = cut[: cut.rfind("(")]
+    return cut.rstrip(" ,;:-") + "…"
 
 
 def bm25_scores(query: str, documents: list[str], k1: float = 1.5, b: float = 0.75) -> list[float]:
@@ -44,7 +58,7 @@ def key_sentences(text: str, query: str, *, count: int = 3, max_chars: int = 600
     best = sorted(range(len(sentences)), key=lambda i: (-scores[i], i))[:count]
     picked, used = [], 0
     for i in sorted(best):
-        s = sentences[i][:300]
+        s = clip(sentences[i])
         if used + len(s) > max_chars:
             break
         picked.append(s)

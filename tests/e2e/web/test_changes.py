@@ -38,7 +38,7 @@ def test_a_run_whose_sources_changed_says_so_and_the_timeline_and_diff_show_it(u
     page.goto(f"/runs/{first['id']}")
     banner = page.locator("#changed-since")
     expect(banner).to_contain_text("Changed since this run")
-    expect(banner.get_by_role("listitem").filter(has_text=f"{source_id}")).to_contain_text("now has version 2")
+    expect(banner.get_by_role("listitem").filter(has_text="announcement.pdf v1")).to_contain_text("now has version 2")
     # The conclusions that cite version 1, each checked again against version 2.
     stale = page.locator("#stale-claims")
     expect(stale).to_contain_text("Conclusions resting on changed evidence")
@@ -63,9 +63,10 @@ def test_a_run_whose_sources_changed_says_so_and_the_timeline_and_diff_show_it(u
     api.ok("POST", f"/v1/publications/{a1['id']}/versions/1/withdraw", json={"reason": "superseded"})
     probe(lambda: len(api.ok("GET", f"/v1/workspaces/{ws['id']}/drift")["items"]) >= 2, timeout=60)
     page.goto(f"/runs/{first['id']}")
-    expect(page.locator("#changed-since").get_by_role("listitem").filter(has_text=a1["id"])).to_contain_text(
-        "was withdrawn"
-    )
+    # Named by its title, not its id.
+    withdrawn = page.locator("#changed-since").get_by_role("listitem").filter(has_text=a1["title"])
+    expect(withdrawn).to_contain_text("was withdrawn")
+    expect(withdrawn).not_to_contain_text(a1["id"])
 
     page.goto(f"/workspaces/{ws['id']}")
     page.get_by_label("Compare the answer of").select_option(first["id"])
@@ -74,6 +75,13 @@ def test_a_run_whose_sources_changed_says_so_and_the_timeline_and_diff_show_it(u
     page.wait_for_url("**/runs/compare?*")
     expect(page.locator("td.added").filter(has_text=f"{source_id}@v2").first).to_be_visible()
     expect(page.locator("td.removed").filter(has_text=f"{source_id}@v1").first).to_be_visible()
+    # Claim by claim: the first answer's claims on v1 were stale, the second's on v2 stand; the sources moved on.
+    claims = page.get_by_role("region", name="Claim by claim")
+    expect(claims.locator("#changed-claims li").filter(has_text="was stale").first).to_be_visible()
+    expect(claims.locator("#source-changes .added-source")).to_contain_text("announcement-v2.pdf v2")
+    expect(claims.locator("#source-changes .dropped-source")).to_contain_text("announcement.pdf v1")
+    expect(page.locator("#old-run")).to_have_attribute("href", f"/runs/{first['id']}")
+    expect(page.locator("#new-run")).to_have_attribute("href", f"/runs/{second['id']}")
     audit(page)
 
     page.goto(f"/workspaces/{ws['id']}")
@@ -86,7 +94,15 @@ def test_a_run_whose_sources_changed_says_so_and_the_timeline_and_diff_show_it(u
     expect(timeline.locator(".event-publication").filter(has_text="Report A: Fund X liquidity v1")).to_contain_text(
         "withdrawn"
     )
-    expect(timeline.locator(".event-drift").filter(has_text=source_id)).to_contain_text("has a new version, v2")
+    # Drift rows name what changed and what cites it by title, never by id.
+    expect(timeline.locator(".event-drift").filter(has_text="announcement.pdf")).to_contain_text(
+        "has a new version, v2"
+    )
+    expect(timeline.locator(".event-drift").filter(has_text="Report A: Fund X liquidity v1")).to_contain_text(
+        "was withdrawn"
+    )
+    for row in timeline.locator(".event-drift").all_inner_texts():
+        assert "pub_" not in row, row
     # Both runs' conclusions rest on changed evidence: the first's on the announcement's v1 and on the withdrawn
     # report, the second's on the withdrawn report.
     runs = timeline.locator(".event-run")

@@ -62,6 +62,7 @@ def test_blank_titles_and_goals_are_refused_beside_their_fields(user: User) -> N
     submit(page, "Create workspace", {"Goal": "Assess the liquidity risk of Fund X"})
     expect(page.get_by_role("heading", level=1)).to_have_text(title)
 
+    page.get_by_text("Edit the goal").click()
     page.get_by_label("Goal", exact=True).fill("\t ")
     page.get_by_role("button", name="Save goal").click()
     refused_beside(page, "Goal", "must not be blank")

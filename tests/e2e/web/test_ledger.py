@@ -6,6 +6,7 @@ axe-core runs on every page shown here (tests/e2e/web/axe.py), at 1280 px and 39
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 
 from playwright.sync_api import Page, expect
@@ -71,3 +72,39 @@ def test_the_ledger_names_materials_and_counts_the_whole_run(user: User) -> None
     expect(crumbs.get_by_role("link", name=title)).to_be_visible()
     expect(crumbs.get_by_role("link", name="Run: Which earlier judgements")).to_be_visible()
     audit(page)
+
+
+def test_the_ledger_filters_by_stage_and_opens_a_step(user: User) -> None:
+    api = user.api
+    fund = fund_x_workspace(api, "Fund X steps")
+    run = api.wait_run(api.start_run(fund.workspace["id"], QUESTION, history=fund.history)["id"])
+    assert run["status"] == "completed"
+    rows = api.ledger(run["id"])
+    counts = Counter(row["stage"] for row in rows)
+
+    page = user.page()
+    page.goto(f"/runs/{run['id']}")
+    # The totals say what each stage counts.
+    totals = page.locator("#ledger-totals")
+    expect(totals).to_contain_text(f"{counts['included']} included: passages placed into model requests")
+    expect(totals).to_contain_text(f"{counts['read']} read: passages the run fetched")
+
+    page.locator("#ledger-stages").get_by_role("link", name="read", exact=True).click()
+    page.wait_for_url("**?stage=read*")
+    expect(page.locator("#ledger tbody tr")).to_have_count(counts["read"])
+    expect(page.locator("#ledger tbody tr.stage-read")).to_have_count(counts["read"])
+    audit(page)
+
+    # A model request opened: what the ledger says went into it.
+    page.locator("#ledger-stages").get_by_role("link", name="included", exact=True).click()
+    step = page.locator("#ledger").get_by_role("link", name=re.compile(r"^model request ")).first
+    name = (step.text_content() or "").removeprefix("model request ")
+    step.click()
+    page.wait_for_url(f"**/runs/{run['id']}/steps/*")
+    expect(page.get_by_role("heading", level=1)).to_have_text(f"Model request {name}")
+    included = [r for r in rows if r["stage"] == "included" and r["model_request"] in (name, f"{run['id']}:{name}")]
+    expect(page.locator("#step tbody tr")).to_have_count(len(included))
+    expect(page.locator("#step")).to_contain_text("Report A: Fund X liquidity")
+    audit(page)
+    page.locator("#back-to-run").click()
+    page.wait_for_url(f"**/runs/{run['id']}")

@@ -145,7 +145,20 @@ def test_running_example_in_the_browser(user: User, screens: Path, tmp_path: Pat
     page.goto(workspace_url)
     page.get_by_role("button", name="Compare answers").click()
     expect(page.locator("td.added").filter(has_text="announcement@v2").first).to_be_visible()
+    expect(page.get_by_role("region", name="Claim by claim")).to_be_visible()
     shot(page, screens, "12-compare-runs")
+
+    # The first run as it opens (its bottom line above the fold) and the workspace, on a desktop and a phone.
+    for width, height in ((1280, 800), (390, 844)):
+        page.set_viewport_size({"width": width, "height": height})
+        page.goto(run_url)
+        expect(page.get_by_role("region", name="Bottom line")).to_be_visible()
+        audit(page)
+        page.screenshot(path=str(screens / f"15-run-bottom-line-{width}.png"))
+        page.goto(workspace_url)
+        expect(page.get_by_role("region", name="Where things stand")).to_be_visible()
+        shot(page, screens, f"16-workspace-{width}")
+    page.set_viewport_size({"width": 1100, "height": 800})
     page.goto(workspace_url)
     page.locator("#timeline-link").click()
     expect(page.locator("#timeline .event-drift")).to_have_count(1)

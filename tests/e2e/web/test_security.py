@@ -99,6 +99,7 @@ def test_markup_in_titles_goals_and_documents_is_shown_as_text(user: User) -> No
     page.goto(f"/workspaces/{ws['id']}")
     expect(page.get_by_role("heading", level=1)).to_have_text(f"Fund {payload}")
     expect(page.locator("#goal-text")).to_have_text(f"Goal {payload}")
+    page.get_by_text("Show the catalog").click()
     page.get_by_role("link", name=f"Report {payload}").click()
     expect(page.locator("#pub-body")).to_have_text(f"Body {payload}")
     page.goto(f"/evidence?q=liquidity&source_id={source_id}")

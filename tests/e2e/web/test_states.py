@@ -16,6 +16,7 @@ def test_goal_conflict_in_two_tabs_keeps_the_typed_text(user: User) -> None:
     for tab in (first, second):
         tab.goto(f"/workspaces/{ws['id']}")
         expect(tab.locator("#goal-version")).to_have_text("1")
+        tab.get_by_text("Edit the goal").click()
 
     submit(first, "Save goal", {"Goal": "Goal from the first tab"})
     expect(first.locator("#goal-version")).to_have_text("2")

@@ -38,6 +38,21 @@ async def test_a_scanned_page_is_read_by_ocr_and_marked(assets: AssetsUnderTest)
     assert any(n.startswith("1 page was read by OCR") for n in v["extraction"]["notes"])
 
 
+async def test_a_scanned_page_of_body_text_keeps_its_words_apart(assets: AssetsUnderTest) -> None:
+    # 11 pt lines scanned at 200 dpi: read at 150 dpi (the resolution before), the recognition model ran the
+    # second line's words together ("annualreportassetssharescapital...") and none of them could be found.
+    lines = [
+        "approved liquidity shares cash balance review statement holdings interest policy",
+        "annual report assets shares capital statement assets investors",
+        "holdings assets interest suspended equity policy holdings memorandum income",
+        "notice fund portfolio review fund balance credit value equity",
+    ]
+    v = await assets.upload(actor(), "body-scan", fidelity.body_text_scan([lines]))
+    [(locator, text, ocr)] = await passages(assets, v["asset_id"])
+    assert (locator, ocr) == ("page:1", True)
+    assert {"annual", "report", "shares", "capital", "statement", "suspended", "memorandum"} <= words(text)
+
+
 async def test_a_table_pasted_as_an_image_is_read_besides_the_text_layer(assets: AssetsUnderTest) -> None:
     table = ["Quarter Outflow Gate", *[f"Q{n} {100 * n} activated" for n in range(1, 14)]]
     v = await assets.upload(actor(), "table", fidelity.pdf_with_table_image("Caption of the table below.", table))

@@ -8,7 +8,6 @@ from datetime import timedelta
 import pytest
 
 from services.runhost.external_repository import ExternalRepository
-from services.runhost.repository import RunRepository
 from shared.db import Database
 from tests.service.runhost.test_leases import admitted_run
 
@@ -16,7 +15,7 @@ from tests.service.runhost.test_leases import admitted_run
 async def external_run(db: Database, *, lease_seconds: int, max_seconds: float) -> str:
     """An external run just admitted and started under epoch 1."""
     limits = {"max_steps": 10, "max_chars": 10, "max_seconds": max_seconds}
-    run_id = await admitted_run(db, RunRepository(), model="external", driver="external", limits=limits)
+    run_id = await admitted_run(db, model="external", driver="external", limits=limits)
     async with db.transaction() as conn:
         await ExternalRepository().start_lease(
             conn, run_id=run_id, token_hash=f"h1-{run_id}", lease_seconds=lease_seconds, holder="agent"
@@ -28,7 +27,7 @@ async def test_no_lease_reaches_past_the_runs_time_limit(db: Database) -> None:
     leases = ExternalRepository()
     run_id = await external_run(db, lease_seconds=600, max_seconds=60)
     async with db.transaction() as conn:
-        run, _ = await leases.lock_run(conn, scope="s", id=run_id) or pytest.fail("no run")
+        run, _ = await leases.lock_run(conn, id=run_id) or pytest.fail("no run")
         assert run.deadline == run.started_at + timedelta(seconds=60) == run.lease_expires_at
         renewed = await leases.renew(conn, run_id=run_id, epoch=1)
         assert renewed is not None and renewed["lease_expires_at"] == run.deadline
@@ -37,7 +36,7 @@ async def test_no_lease_reaches_past_the_runs_time_limit(db: Database) -> None:
 
     short = await external_run(db, lease_seconds=30, max_seconds=600)
     async with db.transaction() as conn:
-        run, _ = await leases.lock_run(conn, scope="s", id=short) or pytest.fail("no run")
+        run, _ = await leases.lock_run(conn, id=short) or pytest.fail("no run")
     assert run.started_at is not None and run.deadline is not None
     assert run.lease_expires_at == run.started_at + timedelta(seconds=30) < run.deadline
 
@@ -69,7 +68,7 @@ async def test_a_take_over_waits_for_a_finish_under_way_only_as_long_as_told(db:
             assert not await leases.wait_for_finishes(taking, run_id=run_id, seconds=0.2)
             # The wait that ran out is undone, not the take-over's transaction, and no lock timeout stays.
             assert await taking.fetchval("SELECT current_setting('lock_timeout')") == "0"
-            run, _ = await leases.lock_run(taking, scope="s", id=run_id) or pytest.fail("no run")
+            run, _ = await leases.lock_run(taking, id=run_id) or pytest.fail("no run")
             assert run.lease_epoch == 1
     async with db.transaction() as taking:
         assert await leases.wait_for_finishes(taking, run_id=run_id, seconds=0.2)

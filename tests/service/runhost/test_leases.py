@@ -7,14 +7,15 @@ from typing import Any
 
 import pytest
 
+from services.runhost.actor_runs import ActorRuns
 from services.runhost.admitted import AdmittedRun
 from services.runhost.finishing import Finisher
 from services.runhost.leases import StaleLease
 from services.runhost.ledger import RunLedger
 from services.runhost.memory import RunFiles
-from services.runhost.repository import RunRepository, WorkDone
+from services.runhost.repository import WorkDone, WorkerRuns
 from shared.blobs import Blobs
-from shared.contracts.common import Ref
+from shared.contracts.common import Actor, Ref
 from shared.db import Database
 from shared.settings import CommonSettings
 from tests.support.infra import Infra
@@ -23,16 +24,20 @@ from tests.support.service import settings_from
 REF = {"kind": "publication", "id": "pub_a", "version": 1}
 
 
-async def admitted_run(db: Database, repo: RunRepository, **values: Any) -> str:
-    """A run just admitted (`values`: columns other than the defaults)."""
+# The actor whose runs these tests admit.
+OWNER = Actor(scope="s", principal="p")
+
+
+async def admitted_run(db: Database, **values: Any) -> str:
+    """A run just admitted in `OWNER`'s scope (`values`: columns other than the defaults)."""
     run_id = f"run_{uuid.uuid4().hex}"
+    runs = ActorRuns(OWNER)
     async with db.transaction() as conn:
-        await repo.insert_conversation(conn, id=f"conv_{run_id}", scope="s", workspace_id="ws")
-        await repo.insert_run(
+        await runs.insert_conversation(conn, id=f"conv_{run_id}", workspace_id="ws")
+        await runs.insert_run(
             conn,
             values={
                 "id": run_id,
-                "scope": "s",
                 "workspace_id": "ws",
                 "conversation_id": f"conv_{run_id}",
                 "request_id": run_id,
@@ -51,8 +56,8 @@ async def admitted_run(db: Database, repo: RunRepository, **values: Any) -> str:
 
 
 async def test_expired_lease_is_taken_over_and_the_stale_worker_is_fenced(db: Database, infra: Infra) -> None:
-    repo = RunRepository()
-    run_id = await admitted_run(db, repo)
+    repo = WorkerRuns()
+    run_id = await admitted_run(db)
     async with db.transaction() as conn:
         first = await repo.claim_run(conn, owner="worker-a", lease_seconds=30)
         assert first is not None and first.id == run_id and first.lease_epoch == 1
@@ -95,8 +100,8 @@ async def test_expired_lease_is_taken_over_and_the_stale_worker_is_fenced(db: Da
 
 
 async def test_finished_runs_are_never_claimed(db: Database) -> None:
-    repo = RunRepository()
-    run_id = await admitted_run(db, repo)
+    repo = WorkerRuns()
+    run_id = await admitted_run(db)
     async with db.transaction() as conn:
         claimed = await repo.claim_run(conn, owner="w", lease_seconds=30)
         assert claimed is not None
@@ -107,8 +112,8 @@ async def test_finished_runs_are_never_claimed(db: Database) -> None:
 
 async def test_a_read_row_and_its_source_file_commit_together(db: Database, infra: Infra) -> None:
     """A crash between recording a read and indexing its file must leave neither (or the resumed run reads twice)."""
-    repo = RunRepository()
-    run_id = await admitted_run(db, repo)
+    repo = WorkerRuns()
+    run_id = await admitted_run(db)
     async with db.transaction() as conn:
         claimed = await repo.claim_run(conn, owner="w", lease_seconds=30)
     assert claimed is not None
@@ -139,10 +144,10 @@ async def test_a_read_row_and_its_source_file_commit_together(db: Database, infr
 async def test_a_runs_end_is_won_once_on_its_row(db: Database) -> None:
     """A kept answer is the run's end: a second finish and a later cancel request lose to it; a cancel asked for
     before it wins, and the worker's finish then ends the run cancelled, keeping no answer."""
-    repo = RunRepository()
+    repo = WorkerRuns()
 
     async def running() -> AdmittedRun:
-        await admitted_run(db, repo)
+        await admitted_run(db)
         async with db.transaction() as conn:
             run = await repo.claim_run(conn, owner="w", lease_seconds=30)
         assert run is not None
@@ -150,20 +155,30 @@ async def test_a_runs_end_is_won_once_on_its_row(db: Database) -> None:
 
     def finisher(run: AdmittedRun) -> Finisher:
         # Neither the owners nor the object store is reached before the run's end is won.
-        return Finisher(db=db, repo=repo, owners=None, blobs=None, run=run, epoch=run.lease_epoch)  # type: ignore[arg-type]
+        epoch = run.lease_epoch
+        return Finisher(
+            db=db,
+            repo=repo,
+            owners=None,  # type: ignore[arg-type]
+            blobs=None,  # type: ignore[arg-type]
+            run=run,
+            epoch=epoch,
+            files=RunFiles(None, db, repo, run.id, epoch),  # type: ignore[arg-type]
+            ledger=RunLedger(db, repo, run.id, epoch),
+        )
 
     run = await running()
     assert await finisher(run).win({"final_answer": "first"})
     assert not await finisher(run).win({"final_answer": "second"})
     async with db.transaction() as conn:
-        assert await repo.request_cancel(conn, scope="s", id=run.id) is None
-        kept = await repo.get_run_unscoped(conn, id=run.id)
+        assert await ActorRuns(OWNER).request_cancel(conn, id=run.id) is None
+        kept = await repo.get_run(conn, id=run.id)
     assert kept is not None and (kept.final_answer, kept.cancel_requested) == ("first", False)
 
     run = await running()
     async with db.transaction() as conn:
-        assert await repo.request_cancel(conn, scope="s", id=run.id) is not None
+        assert await ActorRuns(OWNER).request_cancel(conn, id=run.id) is not None
     await finisher(run).complete("too late", None)
     async with db.pool.acquire() as conn:
-        ended = await repo.get_run_unscoped(conn, id=run.id)
+        ended = await repo.get_run(conn, id=run.id)
     assert ended is not None and (ended.status, ended.final_answer) == ("cancelled", None)

@@ -8,7 +8,7 @@ import uuid
 from pathlib import Path
 
 from services.runhost.app import MIGRATIONS
-from services.runhost.repository import RunRepository
+from services.runhost.repository import WorkerRuns
 from shared.db import Database
 from tests.service.runhost.test_leases import admitted_run
 from tests.support.infra import Infra
@@ -28,8 +28,8 @@ async def test_the_migration_keeps_the_first_row_and_later_writes_add_none(infra
     db = Database(infra.dsn(f"runhost_{uuid.uuid4().hex[:10]}"))
     await db.connect(before)
     try:
-        repo = RunRepository()
-        run_id = await admitted_run(db, repo)
+        repo = WorkerRuns()
+        run_id = await admitted_run(db)
         rows = [
             ("read", A, None),
             ("read", A, None),
@@ -72,3 +72,23 @@ async def test_the_migration_keeps_the_first_row_and_later_writes_add_none(infra
             assert len(await repo.list_ledger(conn, run_id=run_id)) == len(kept)
     finally:
         await db.close()
+
+
+async def test_one_listing_is_one_statement_in_its_order_under_the_fence(db: Database) -> None:
+    """What a catalog page or a search showed is listed in one statement, in the order shown; what the run
+    already listed adds nothing; a stale lease writes none of it."""
+    repo = WorkerRuns()
+    run_id = await admitted_run(db)
+    refs = [{"kind": "source", "id": f"s{i}", "version": 1} for i in range(5)]
+    locators = [None, "page:1", None, "page:2", None]
+    async with db.transaction() as conn:
+        await conn.execute("UPDATE runs SET status = 'running', lease_epoch = 2 WHERE id = $1", run_id)
+        assert not await repo.append_listed(conn, run_id=run_id, epoch=1, refs=refs, locators=locators)
+        assert await repo.list_ledger(conn, run_id=run_id) == []
+        assert await repo.append_listed(conn, run_id=run_id, epoch=2, refs=refs[:3], locators=locators[:3])
+        assert await repo.append_listed(conn, run_id=run_id, epoch=2, refs=refs, locators=locators)
+        rows = await repo.list_ledger(conn, run_id=run_id)
+    assert [(r["stage"], r["ref"]["id"], r["locator"]) for r in rows] == [
+        ("listed", f"s{i}", locators[i]) for i in range(5)
+    ]
+    assert [r["seq"] for r in rows] == [1, 2, 3, 4, 5]

@@ -12,8 +12,9 @@ from typing import Any
 import httpx
 import pytest
 
-from services.runhost.policies.base import TOOLS, ModelInput, RunView
 from services.runhost.policies.openai import OpenAIPolicy, PolicyError
+from services.runhost.policies.vocabulary import ModelInput, RunView
+from services.runhost.tool_args import TOOLS
 from tests.support.fake_openai import running as fake_openai_server
 
 

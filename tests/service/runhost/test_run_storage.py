@@ -1,25 +1,30 @@
 """Run files stored once per content, on real PostgreSQL and S3 (services/runhost/memory.py, retention.py):
 two runs writing the same text keep one object; a content is deleted only once no run's file names it, even
 when the sweeper runs between a writer's put and its index row; files of the per-run layout still read back
-and go with their run's release; an ended run's journal is trimmed to what a resume needs."""
+and go with their run's release; an ended run's journal is trimmed to what a resume needs, and its ledger
+and file index sealed into one document each that reads exactly as their rows did."""
 
 from __future__ import annotations
 
 import hashlib
+import zlib
 from typing import Any
 
 import pytest
 
+from services.runhost.actor_runs import ActorRuns
 from services.runhost.journal import trimmed_entry
 from services.runhost.journal_repository import JournalRepository
 from services.runhost.memory import CONTENT_PREFIX, RunFiles
-from services.runhost.repository import RunRepository
+from services.runhost.repository import WorkerRuns
 from services.runhost.retention import StorageSweeper
 from shared.blobs import Blobs, content_key
+from shared.contracts.common import PageRequest
 from shared.db import Database
 from shared.errors import NotFound
+from shared.paging import Keyset
 from shared.settings import CommonSettings, RunhostSettings
-from tests.service.runhost.test_leases import admitted_run
+from tests.service.runhost.test_leases import OWNER, admitted_run
 from tests.support.infra import Infra
 from tests.support.service import settings_from
 
@@ -40,8 +45,8 @@ def sweeper(db: Database, blobs: Blobs, **settings: Any) -> StorageSweeper:
     return StorageSweeper(db=db, blobs=blobs, settings=RunhostSettings(**values))
 
 
-async def running_run(db: Database, repo: RunRepository) -> str:
-    run_id = await admitted_run(db, repo)
+async def running_run(db: Database, repo: WorkerRuns) -> str:
+    run_id = await admitted_run(db)
     async with db.transaction() as conn:
         await conn.execute("UPDATE runs SET status = 'running', lease_epoch = 1 WHERE id = $1", run_id)
     return run_id
@@ -68,7 +73,7 @@ def key_of(text: str) -> str:
 
 async def test_two_runs_reading_one_passage_store_it_once(db: Database, stores: tuple[Blobs, Blobs]) -> None:
     blobs, look = stores
-    repo = RunRepository()
+    repo = WorkerRuns()
     first, second = await running_run(db, repo), await running_run(db, repo)
     for run_id in (first, second):
         await RunFiles(blobs, db, repo, run_id, 1).write("sources/fundx@v1-page_1.txt", PASSAGE)
@@ -76,6 +81,9 @@ async def test_two_runs_reading_one_passage_store_it_once(db: Database, stores: 
         assert await RunFiles(blobs, db, repo, run_id, None).read("sources/fundx@v1-page_1.txt") == PASSAGE
     assert await refs(db, PASSAGE) == 2
     assert await look.exists(key_of(PASSAGE))
+    # The object is the passage deflated: a third of its size or less.
+    stored = await look.get_bytes(key_of(PASSAGE))
+    assert zlib.decompress(stored) == PASSAGE.encode() and len(stored) * 3 < len(PASSAGE.encode())
     assert not await look.exists(f"runs/{first}/sources/fundx@v1-page_1.txt@{sha(PASSAGE)}")
 
     # The first run's files are released; the second still names the passage, so it stays.
@@ -95,7 +103,7 @@ async def test_two_runs_reading_one_passage_store_it_once(db: Database, stores: 
 
 async def test_a_rewritten_file_lets_go_of_its_old_content_only(db: Database, stores: tuple[Blobs, Blobs]) -> None:
     blobs, look = stores
-    repo = RunRepository()
+    repo = WorkerRuns()
     run_id = await running_run(db, repo)
     files = RunFiles(blobs, db, repo, run_id, 1)
     await files.write("plan.md", "# plan v1")
@@ -117,7 +125,7 @@ async def test_a_content_let_go_between_the_put_and_the_index_is_stored_again(
     db: Database, stores: tuple[Blobs, Blobs], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     blobs, look = stores
-    repo = RunRepository()
+    repo = WorkerRuns()
     run_id = await running_run(db, repo)
     files = RunFiles(blobs, db, repo, run_id, 1)
     store, swept = files._store, []
@@ -140,7 +148,7 @@ async def test_files_stored_per_run_still_read_back_and_go_with_their_release(
 ) -> None:
     """A home from before the content store: its rows name `runs/<run>/<path>@<sha256>`."""
     blobs, look = stores
-    repo = RunRepository()
+    repo = WorkerRuns()
     run_id = await running_run(db, repo)
     key = f"runs/{run_id}/draft.md@{sha('# old draft')}"
     await blobs.put_bytes(key, b"# old draft")
@@ -159,7 +167,7 @@ async def test_files_stored_per_run_still_read_back_and_go_with_their_release(
 
 async def test_an_ended_runs_journal_keeps_what_a_resume_needs(db: Database, stores: tuple[Blobs, Blobs]) -> None:
     blobs, _ = stores
-    repo, journal = RunRepository(), JournalRepository()
+    repo, journal = WorkerRuns(), JournalRepository()
     run_id = await running_run(db, repo)
     note = "Fund X met every redemption. " * 100
     response = {"name": "write_note", "arguments": {"source": "fundx", "text": note}, "call_id": "c1", "siblings": []}
@@ -206,7 +214,7 @@ async def test_a_journal_row_of_an_unknown_shape_is_kept_and_stops_nothing(
     db: Database, stores: tuple[Blobs, Blobs]
 ) -> None:
     blobs, _ = stores
-    repo, journal = RunRepository(), JournalRepository()
+    repo, journal = WorkerRuns(), JournalRepository()
     odd, later = await running_run(db, repo), await running_run(db, repo)
     async with db.transaction() as conn:
         for run_id in (odd, later):
@@ -223,3 +231,140 @@ async def test_a_journal_row_of_an_unknown_shape_is_kept_and_stops_nothing(
         assert await conn.fetchval("SELECT result FROM model_journal WHERE run_id = $1", odd) == {
             "batch": [{"unexpected": 1}]
         }
+
+
+async def test_an_ended_runs_ledger_is_sealed_and_reads_as_its_rows_did(
+    db: Database, stores: tuple[Blobs, Blobs]
+) -> None:
+    blobs, _ = stores
+    repo, journal = WorkerRuns(), JournalRepository()
+    run_id, other = await running_run(db, repo), await running_run(db, repo)
+    report = {"kind": "publication", "id": "pub_a", "version": 1}
+    minutes = {"kind": "source", "id": "ic-minutes", "version": 2}
+    withdrawn = {"kind": "publication", "id": "pub_w", "version": 3}
+    rows: list[dict[str, Any]] = [
+        {"stage": "listed", "ref": report},
+        {"stage": "read", "ref": report, "content_hash": "c" * 64},
+        {"stage": "read", "ref": minutes, "content_hash": "d" * 64, "locator": "docx:h=Investment committee – é"},
+        {"stage": "included", "ref": minutes, "locator": "docx:h=Investment committee – é", "model_request": "r1"},
+        {"stage": "included", "ref": withdrawn, "model_request": "r1"},
+        {"stage": "unavailable", "ref": withdrawn, "reason": "withdrawn"},
+        {"stage": "included", "ref": report, "model_request": f"{run_id}:r2"},
+    ]
+    async with db.transaction() as conn:
+        for row in rows:
+            assert await repo.append_ledger(conn, run_id=run_id, epoch=1, **row)
+        assert await journal.append_replayed(conn, run_id=run_id, epoch=1, request_id="r3", input_hash="h" * 64)
+        assert await repo.append_ledger(conn, run_id=other, epoch=1, stage="read", ref=report)
+
+    async def views() -> tuple[Any, ...]:
+        async with db.pool.acquire() as conn:
+            whole = [dict(r) for r in await repo.list_ledger(conn, run_id=run_id)]
+            first = [
+                dict(r)
+                for r in await ActorRuns(OWNER).page_ledger(conn, run_id=run_id, limit=3, after_id=0, after_seq=0)
+            ]
+            last = first[-1]
+            rest = await ActorRuns(OWNER).page_ledger(
+                conn, run_id=run_id, limit=100, after_id=last["id"], after_seq=last["seq"]
+            )
+            totals = await ActorRuns(OWNER).ledger_totals(conn, run_id=run_id)
+            included = [r["ref"] for r in await repo.included_refs(conn, run_id=run_id)]
+        return whole, first + [dict(r) for r in rest], totals, included
+
+    live = await views()
+    assert len(live[0]) == 8 and live[2] == {"listed": 1, "read": 2, "included": 3, "unavailable": 1, "replayed": 1}
+    assert live[3] == [minutes, report]
+
+    await end(db, run_id)
+    assert (await sweeper(db, blobs).sweep_once()).trimmed == 1
+    async with db.pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM ledger WHERE run_id = $1", run_id) == 0
+        assert await conn.fetchval("SELECT count(*) FROM ledger_sealed WHERE run_id = $1", run_id) == 1
+        # The run still running keeps its rows, and an ended run's ledger takes no more.
+        assert await conn.fetchval("SELECT count(*) FROM ledger WHERE run_id = $1", other) == 1
+        assert not await repo.append_ledger(conn, run_id=run_id, epoch=1, stage="read", ref=minutes)
+    assert await views() == live
+    assert (await sweeper(db, blobs).sweep_once()).trimmed == 0
+    assert await views() == live
+
+
+async def test_an_ended_runs_file_index_is_sealed_keeps_its_contents_and_gives_them_back_on_release(
+    db: Database, stores: tuple[Blobs, Blobs]
+) -> None:
+    blobs, look = stores
+    repo = WorkerRuns()
+    run_id, other = await running_run(db, repo), await running_run(db, repo)
+    files = RunFiles(blobs, db, repo, run_id, 1)
+    provenance = {"ref": {"kind": "source", "id": "fundx", "version": 1}, "content_hash": "c" * 64, "locator": "page:1"}
+    await files.write("sources/fundx@v1-page_1.txt", PASSAGE, provenance=provenance)
+    await files.write("plan.md", "# plan")
+    await files.write("draft.md", "# plan")  # two names, one content
+    await RunFiles(blobs, db, repo, other, 1).write("sources/fundx@v1-page_1.txt", PASSAGE)
+
+    async def views(run: str) -> tuple[Any, ...]:
+        reader = RunFiles(blobs, db, repo, run, None)
+        async with db.pool.acquire() as conn:
+            listed = [dict(r) for r in await repo.list_files(conn, run_id=run)]
+            first, cursor = await ActorRuns(OWNER).page_files(conn, run_id=run, page=PageRequest(limit=2))
+            rest, _ = await ActorRuns(OWNER).page_files(conn, run_id=run, page=PageRequest(limit=10, cursor=cursor))
+        texts = {r["path"]: await reader.read(r["path"]) for r in listed}
+        paged = [dict(r) for r in [*first, *rest]]
+        return listed, paged, texts, await reader.provenance("sources/fundx@v1-page_1.txt")
+
+    live = await views(run_id)
+    assert [r["path"] for r in live[0]] == ["draft.md", "plan.md", "sources/fundx@v1-page_1.txt"]
+    assert live[3] == provenance
+    assert (await refs(db, PASSAGE), await refs(db, "# plan")) == (2, 2)
+
+    await end(db, run_id)
+    assert (await sweeper(db, blobs).sweep_once()).trimmed == 1
+    async with db.pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM run_files WHERE run_id = $1", run_id) == 0
+        assert await conn.fetchval("SELECT count(*) FROM run_files_sealed WHERE run_id = $1", run_id) == 1
+    # Sealed, it reads the same, and its contents keep their references: nothing is let go.
+    assert await views(run_id) == live
+    assert (await refs(db, PASSAGE), await refs(db, "# plan")) == (2, 2)
+    assert (await sweeper(db, blobs).sweep_once()).contents == 0 and await look.exists(key_of("# plan"))
+
+    # A plan written after the seal (a person's edit that raced the run's end) is read before the sealed one.
+    await RunFiles(blobs, db, repo, run_id, None).write("plan.md", "# plan, edited")
+    assert await RunFiles(blobs, db, repo, run_id, None).read("plan.md") == "# plan, edited"
+    listed = (await views(run_id))[0]
+    assert [r["path"] for r in listed] == ["draft.md", "plan.md", "sources/fundx@v1-page_1.txt"]
+    assert await refs(db, "# plan, edited") == 1
+
+    # Released, the sealed index and the live row give their references back; what only it named goes.
+    swept = await sweeper(db, blobs, run_retention_days=0).sweep_once()
+    assert swept.released == 1 and swept.contents == 2
+    assert (await refs(db, PASSAGE), await refs(db, "# plan"), await refs(db, "# plan, edited")) == (1, None, None)
+    assert not await look.exists(key_of("# plan")) and await look.exists(key_of(PASSAGE))
+    async with db.pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM run_files_sealed WHERE run_id = $1", run_id) == 0
+        assert await repo.list_files(conn, run_id=run_id) == []
+
+
+async def test_a_listing_that_a_seal_commits_in_the_middle_of_still_lists_every_file(
+    db: Database, stores: tuple[Blobs, Blobs], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The live rows are read first and the document after: a seal committing between the two reads leaves
+    the document to read, never an empty listing."""
+    blobs, _ = stores
+    repo = WorkerRuns()
+    run_id = await running_run(db, repo)
+    files = RunFiles(blobs, db, repo, run_id, 1)
+    for path in ("plan.md", "draft.md", "sources/fundx@v1-page_1.txt"):
+        await files.write(path, f"# {path}")
+    await end(db, run_id)
+    page_of = Keyset.page
+
+    async def page_then_seal(keyset: Keyset, *args: Any, **kw: Any) -> Any:
+        found = await page_of(keyset, *args, **kw)
+        await sweeper(db, blobs).trim_journals()  # the seal commits right after the live read
+        return found
+
+    monkeypatch.setattr(Keyset, "page", page_then_seal)
+    async with db.pool.acquire() as conn:
+        for _ in range(2):  # the live read before the seal, then one after it
+            rows, _cursor = await ActorRuns(OWNER).page_files(conn, run_id=run_id, page=PageRequest(limit=10))
+            assert [r["path"] for r in rows] == ["draft.md", "plan.md", "sources/fundx@v1-page_1.txt"]

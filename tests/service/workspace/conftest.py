@@ -18,13 +18,13 @@ import pytest
 
 from services.artifact.app import create_app as create_artifact
 from services.publication.app import create_app as create_publication
-from services.workspace.app import consumer_names
 from services.workspace.app import create_app as create_workspace
 from shared.blobs import Blobs, content_key
 from shared.bus import BusClient
 from shared.contracts import artifact as a
 from shared.contracts import workspace as w
 from shared.contracts.common import Actor
+from shared.natsauth import workspace_durables
 from shared.runtime import ServiceRuntime
 from shared.settings import ArtifactSettings, PublicationSettings, WorkspaceSettings
 from tests.support.infra import Infra
@@ -47,7 +47,7 @@ async def workspace(infra: Infra, bus: BusClient) -> AsyncIterator[WorkspaceSett
     prefix = f"wstest{uuid.uuid4().hex[:8]}"
     env = infra.settings_env("workspace", DOSSIER_CONSUMER_PREFIX=prefix, DOSSIER_RETAIN_TIMEOUT="60")
     settings = settings_from(env, WorkspaceSettings)
-    durables = consumer_names(prefix)
+    durables = workspace_durables(prefix)
     await create_durables_from_now(bus._nc, durables)
     try:
         async with serving(create_workspace(settings), bus):

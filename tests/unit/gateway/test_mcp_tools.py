@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from services.gateway.mcp_server import _tool_list, build_server
-from services.gateway.mcp_tools import IMPLEMENTATIONS, BusTool, RunTool
+from services.gateway.mcp.server import _tool_list, build_server
+from services.gateway.mcp.tools import IMPLEMENTATIONS, BusTool, RunTool
 from shared.contracts import mcp as contract
 from shared.contracts import runhost
 

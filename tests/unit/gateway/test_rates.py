@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from services.gateway.admission import SharedTokenBuckets
+from services.gateway.transport.admission import SharedTokenBuckets
 
 
 def digest(token: str) -> str:

@@ -1,10 +1,10 @@
-"""The order in which the gateway closes connections to make room (services.gateway.connections)."""
+"""The order in which the gateway closes connections to make room (services.gateway.transport.connections)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from services.gateway.connections import KNOWN_WAITING, UNKNOWN_BODY, UNKNOWN_WAITING, ShedOrder
+from services.gateway.transport.connections import KNOWN_WAITING, UNKNOWN_BODY, UNKNOWN_WAITING, ShedOrder
 
 
 @dataclass(eq=False)

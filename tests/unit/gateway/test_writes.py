@@ -1,11 +1,11 @@
-"""services.gateway.writes: a loop turn's writes leave in one send, in order, and large ones at once."""
+"""services.gateway.transport.writes: a loop turn's writes leave in one send, in order, and large ones at once."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any
 
-from services.gateway.writes import FLUSH_BYTES, HeldWrites
+from services.gateway.transport.writes import FLUSH_BYTES, HeldWrites
 
 
 class Socket:

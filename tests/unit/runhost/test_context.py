@@ -13,8 +13,8 @@ from services.runhost.context import (
     recite,
     result_file,
 )
-from services.runhost.policies.base import RunView, ToolResult
 from services.runhost.policies.extractive import read_so_far
+from services.runhost.policies.vocabulary import RunView, ToolResult
 
 
 def view(sources: int, noted: int, **kw: object) -> RunView:

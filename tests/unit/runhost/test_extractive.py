@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from services.runhost.claims import cited
-from services.runhost.policies.base import RunView
 from services.runhost.policies.extractive import (
     EARLIER_RUNS,
     choose_sources,
@@ -13,8 +12,9 @@ from services.runhost.policies.extractive import (
     plan_with_sources,
     search_query,
 )
-from services.runhost.policies.questions import unanswered_parts
-from services.runhost.policies.text import bm25_scores, key_sentences
+from services.runhost.policies.questions import findings, unanswered_parts
+from services.runhost.policies.text import bm25_scores, clip, key_sentences
+from services.runhost.policies.vocabulary import RunView
 from services.runhost.report import render_report
 from tests.support.citation_forms import CITED, written
 
@@ -179,3 +179,23 @@ def test_an_answer_quoting_an_earlier_answer_cites_only_what_the_run_read() -> N
         ("publication", "pub_e", 1, None),
         ("source", "announcement", 1, "page:1"),
     ]
+
+
+def test_a_long_sentence_is_cut_at_a_word_and_never_inside_a_citation() -> None:
+    sentence = "Fund X met its redemptions " + "within the stated notice period " * 7 + "(fundx@1 page:2) and more."
+    cut = clip(sentence, 230)
+    assert cut.endswith("…") and len(cut) <= 230
+    assert "(" not in cut and not cut[:-1].endswith(("withi", "perio"))
+    assert clip("Short enough (fundx@1 page:2).") == "Short enough (fundx@1 page:2)."
+
+
+def test_an_earlier_answer_is_summarised_by_its_own_findings_not_those_it_quoted() -> None:
+    earlier = (
+        "# What changed for Fund X?\n\nGoal version 1.\n\n"
+        "## What earlier reports concluded\n- **Report A** (pub_a@1, concluded 2026-11-01): Report A said gates hold.\n\n"
+        "## What the new evidence says\n- Notice 2 page:1: Fund X lifted its redemption gate in November.\n\n"
+        "## Not resolved or not read\n- nothing\n"
+    )
+    kept = findings(earlier)
+    assert "lifted its redemption gate" in kept
+    assert "Report A said gates hold" not in kept and "#" not in kept and "nothing" not in kept

@@ -10,7 +10,7 @@ import pytest
 from pydantic import BaseModel, Field, ValidationError
 
 from services.runhost.memory import MAX_FILE_CHARS, RunFiles
-from services.runhost.policies.base import ToolCall
+from services.runhost.policies.vocabulary import ToolCall
 from services.runhost.tools import MAX_DRAFT_CHARS, MAX_PLAN_CHARS, ToolBox
 from shared.bus import validation_details
 from shared.errors import Invalid, plain_problem

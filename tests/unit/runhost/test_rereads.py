@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from services.runhost.policies.base import ToolResult
+from services.runhost.policies.vocabulary import ToolResult
 from services.runhost.replies import Rereads
 
 

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from services.runhost.policies.base import TOOLS, ToolCall
 from services.runhost.policies.openai import MALFORMED, completion_from_reply, step_from_completion
-from services.runhost.tool_args import ARGUMENTS, BadArguments, parse_arguments
+from services.runhost.policies.vocabulary import ToolCall
+from services.runhost.tool_args import ARGUMENTS, TOOLS, BadArguments, parse_arguments
 from services.runhost.tools import TABLE
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from services.workspace.app import consumer_names
+from services.workspace.app import create_app
 from shared.natsauth import CALLS, deployment_authorization, service_permissions, workspace_durables
+from shared.settings import WorkspaceSettings
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -16,7 +17,8 @@ def test_the_deployment_file_is_the_generated_one() -> None:
 
 
 def test_the_workspace_durables_are_the_ones_it_creates() -> None:
-    assert consumer_names("workspace") == workspace_durables()
+    runtime = create_app(WorkspaceSettings(database_url="postgresql://nobody@localhost/none"))
+    assert {runtime.durable(e): e.subject for e in runtime.event_rules} == workspace_durables()
 
 
 def test_no_service_may_administer_the_stream() -> None:

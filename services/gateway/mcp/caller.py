@@ -1,12 +1,12 @@
-"""Who sent an MCP request: put in the ASGI scope by the endpoint (mcp_endpoint.py), read by the tools'
-server (mcp_server.py)."""
+"""Who sent an MCP request: put in the ASGI scope by the endpoint (endpoint.py), read by the tools'
+server (server.py)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from services.gateway.deps import ActorBus
-from services.gateway.run_bindings import McpSession, RunBindings
+from services.gateway.mcp.run_bindings import McpSession, RunBindings
 from shared.contracts.common import Actor
 
 # The ASGI scope key the caller travels under.

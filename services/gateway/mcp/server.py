@@ -1,6 +1,6 @@
 """The MCP server behind `/mcp`: its tools and resources, as the SDK's low-level `Server`.
 
-Each tool call and resource read is the same bus call as the API's (services/gateway/mcp_tools.py), made
+Each tool call and resource read is the same bus call as the API's (services/gateway/mcp/tools.py), made
 with the actor that McpEndpoint authenticated for this HTTP request, so scopes, grants and eligibility are
 the owner services' answers and nothing is cached here. Every call is logged with its request id.
 """
@@ -20,8 +20,8 @@ from mcp.shared.uri_template import UriTemplate
 from pydantic import ValidationError
 from starlette.requests import Request
 
-from services.gateway.mcp_caller import CALLER, Caller
-from services.gateway.mcp_tools import IMPLEMENTATIONS
+from services.gateway.mcp.caller import CALLER, Caller
+from services.gateway.mcp.tools import IMPLEMENTATIONS
 from shared.bus import validation_details
 from shared.contracts import assets, publication
 from shared.contracts import mcp as m

@@ -1,4 +1,4 @@
-"""uvicorn's HTTP protocol held to the gateway's deadlines and connection caps (services.gateway.connections
+"""uvicorn's HTTP protocol held to the gateway's deadlines and connection caps (services.gateway.transport.connections
 says which and why): each connection knows its request's phase, whose body it carries, and its place in
 the order in which connections are closed to make room."""
 
@@ -10,9 +10,9 @@ import logging
 import time
 from typing import Any, ClassVar
 
-from services.gateway.connections import KNOWN_WAITING, UNKNOWN_BODY, UNKNOWN_WAITING, Connections, Guarded
-from services.gateway.limits import CALLER_EXTENSION, has_body
-from services.gateway.writes import CombinedWrites
+from services.gateway.transport.connections import KNOWN_WAITING, UNKNOWN_BODY, UNKNOWN_WAITING, Connections, Guarded
+from services.gateway.transport.limits import CALLER_EXTENSION, has_body
+from services.gateway.transport.writes import CombinedWrites
 from shared.observe import new_request_id
 
 log = logging.getLogger("dossier.gateway.connections")
@@ -34,7 +34,7 @@ class GuardedConnection(CombinedWrites):
     _since = 0.0
     _drained = 0
     # Whether the current request's caller holds a valid token: None until the application says
-    # (services.gateway.limits.tell_connection). `_trusted` once any request of this connection did.
+    # (services.gateway.transport.limits.tell_connection). `_trusted` once any request of this connection did.
     _caller: bool | None = None
     _trusted = False
     # Its place in the shed order (connections.ShedOrder, which sets both once it is admitted).

@@ -2,7 +2,7 @@
 
 No rule lives here: scope filtering, grants, CAS and eligibility are the owner services' answers, so another
 scope's id is `not_found` here exactly as it is in the API. What is MCP's own is the session: `begin_run` and
-`take_over_run` bind the run and its lease to the caller's MCP session (services/gateway/run_bindings.py),
+`take_over_run` bind the run and its lease to the caller's MCP session (services/gateway/mcp/run_bindings.py),
 and the run-bound tools act on the run the session holds unless they are given a run and a lease.
 """
 
@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from services.gateway.mcp_caller import Caller
+from services.gateway.mcp.caller import Caller
 from shared.contracts import assets, publication, runhost, workspace
 from shared.contracts import mcp as m
 from shared.contracts.common import Model, Subject

@@ -22,7 +22,7 @@ from fastapi.routing import APIRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from services.gateway.errors import envelope
-from services.gateway.limits import has_body
+from services.gateway.transport.limits import has_body
 from shared.bus import BusClient
 from shared.contracts.common import ID_MAX_CHARS, Actor
 from shared.errors import DomainError

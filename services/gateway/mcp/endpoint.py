@@ -6,7 +6,7 @@ which get the HTTP request from the SDK.
 
 MCP sessions: the transport is stateless, but the answer to `initialize` assigns an `Mcp-Session-Id`, which
 the client sends with every later request and which names the session whose runs `RunBindings` holds
-(services/gateway/run_bindings.py); `DELETE /mcp` with it ends the session. Protocol 2026-07-28 has no
+(services/gateway/mcp/run_bindings.py); `DELETE /mcp` with it ends the session. Protocol 2026-07-28 has no
 `initialize` and no sessions: such a client gets a binding only by sending an `Mcp-Session-Id` of its own.
 """
 
@@ -25,10 +25,10 @@ from starlette.types import Message, Receive, Scope, Send
 
 from services.gateway.deps import ActorBus, current_actor
 from services.gateway.errors import envelope
-from services.gateway.limits import bearer_challenge
-from services.gateway.mcp_caller import CALLER, Caller
-from services.gateway.run_bindings import SESSION_HEADER, McpSession, RunBindings, new_session_id, session_id_of
+from services.gateway.mcp.caller import CALLER, Caller
+from services.gateway.mcp.run_bindings import SESSION_HEADER, McpSession, RunBindings, new_session_id, session_id_of
 from services.gateway.tokens import bearer
+from services.gateway.transport.limits import bearer_challenge
 from shared.errors import DomainError, Invalid
 from shared.observe import new_request_id, request_id_var
 
@@ -85,7 +85,7 @@ class McpEndpoint:
             await asyncio.to_thread(_load_sdk)
             from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
-            from services.gateway.mcp_server import build_server
+            from services.gateway.mcp.server import build_server
 
             manager = StreamableHTTPSessionManager(
                 app=build_server(version=self._version), stateless=True, json_response=True
@@ -195,4 +195,4 @@ def _load_sdk() -> None:
     """The imports, on a thread: the event loop goes on answering requests meanwhile."""
     import mcp.server.streamable_http_manager  # noqa: F401
 
-    import services.gateway.mcp_server  # noqa: F401
+    import services.gateway.mcp.server  # noqa: F401

@@ -3,7 +3,7 @@
 uvicorn holds a connection for as long as its client likes: until the headers end, and while a body
 trickles in. A client that never finishes (slowloris, or a chunked body that promises more than it
 sends) kept a file descriptor for ever, until the process had none left and every request got an empty
-reply. `GuardedConnection` (services.gateway.protocol) is uvicorn's protocol with the deadlines it lacks,
+reply. `GuardedConnection` (services.gateway.transport.protocol) is uvicorn's protocol with the deadlines it lacks,
 held to the caps kept here:
 
 - a request's line and headers must all arrive within `header_timeout` of its first byte (or of the
@@ -28,7 +28,7 @@ held to the caps kept here:
 
 Refusals are counted (`dossier_gateway_refused_total`) and logged once an interval, never once each.
 The application says whose body a request carries through the `dossier.caller` ASGI extension
-(services.gateway.limits).
+(services.gateway.transport.limits).
 """
 
 from __future__ import annotations
@@ -40,12 +40,12 @@ import time
 from collections import Counter
 from typing import Protocol
 
-from services.gateway.admission import Tally
+from services.gateway.transport.admission import Tally
 from shared.metrics import GATEWAY_CONNECTIONS
 
 
 class Guarded(Protocol):
-    """What the caps need of a connection (services.gateway.protocol's, which imports this module): its
+    """What the caps need of a connection (services.gateway.transport.protocol's, which imports this module): its
     peer, its place in the shedding order, and the two ways it is ended."""
 
     peer: str

@@ -5,7 +5,7 @@ The order is the contract's: a body declared over its limit is refused first (41
 then the token, from the headers, before a byte of the body is read, so an unauthenticated body is never
 buffered (a chunked one, whose size only its end tells, is read and dropped to tell 413 from 401); then
 the token's rate. Routes that learn their caller only while they run (the workbench's forms, /v1/health)
-read their body within the pre-auth budget (services.gateway.admission). Whether a body is a caller's
+read their body within the pre-auth budget (services.gateway.transport.admission). Whether a body is a caller's
 with a valid token is told to the connection (`tell_connection`), which holds it to that caller's
 deadlines and closes the others' first when it must make room.
 """
@@ -18,15 +18,15 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from services.gateway.admission import PreauthBudget, TokenBuckets
 from services.gateway.tokens import bearer, token_digest
+from services.gateway.transport.admission import PreauthBudget, TokenBuckets
 from shared.errors import HTTP_STATUS, DomainError, Overloaded, RateLimited, TooLarge, Unsupported
 
 # The only routes whose body streams (multipart uploads, bounded per file while they stream); every other
 # body gets the JSON limit. Matched exactly: `/v1/assets/import` takes JSON like any other route.
 STREAMED_ROUTES = frozenset({("POST", "/v1/assets"), ("POST", "/v1/artifacts")})
 MCP_PATH = "/mcp"
-# The ASGI extension through which the connection that carries a request (services.gateway.protocol)
+# The ASGI extension through which the connection that carries a request (services.gateway.transport.protocol)
 # learns whether its body is a caller's with a valid token: the deadline the body is held to, and whether
 # the connection is among the first closed when the gateway must make room, depend on it.
 CALLER_EXTENSION = "dossier.caller"
@@ -182,7 +182,7 @@ class Admission:
 
 def tell_connection(scope: Scope, *, authenticated: bool) -> None:
     """Tells the connection whether this request's caller holds a valid token (or session), when it is
-    one that listens (services.gateway.protocol); an ASGI server without the extension is told nothing."""
+    one that listens (services.gateway.transport.protocol); an ASGI server without the extension is told nothing."""
     extension = scope.get("extensions", {}).get(CALLER_EXTENSION)
     if extension is not None:
         extension["tell"](scope, authenticated)
@@ -245,7 +245,7 @@ def _too_large(limit: int) -> TooLarge:
 
 async def send_envelope(send: Send, err: DomainError, *, extra: list[tuple[bytes, bytes]] | None = None) -> None:
     """The error envelope (docs/api.md), sent from outside FastAPI's exception handlers. A body it leaves
-    unread is drained and dropped by the connection (services.gateway.protocol), never buffered."""
+    unread is drained and dropped by the connection (services.gateway.transport.protocol), never buffered."""
     body = json.dumps(err.envelope()).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *(extra or [])]
     await send({"type": "http.response.start", "status": HTTP_STATUS[err.code], "headers": headers})

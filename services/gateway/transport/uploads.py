@@ -18,7 +18,7 @@ from fastapi import Request
 from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.requests import ClientDisconnect
 
-from services.gateway.upload_sink import ObjectSink, upload_key
+from services.gateway.transport.upload_sink import ObjectSink, upload_key
 from shared.blobs import Blobs
 from shared.errors import Invalid, TooLarge
 from shared.storable import require_storable

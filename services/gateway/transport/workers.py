@@ -11,7 +11,7 @@ figures to files in `PROMETHEUS_MULTIPROC_DIR`, and `/metrics` on any worker rea
 histograms summed over every worker that ever ran, gauges summed over the live ones). Whoever starts the
 workers empties that folder first and calls `worker_exited` when one dies.
 
-What each process keeps in its own memory is documented where it is kept (services/gateway/admission.py,
+What each process keeps in its own memory is documented where it is kept (services/gateway/transport/admission.py,
 connections.py; docs/operations.md). The MCP endpoint is stateless and tokens and sessions are read from
 the database, so a request may land on any worker.
 

@@ -1,0 +1,127 @@
+"""The workspace's event rules with their typed payloads, served in memory (tests/support/eventbus.py).
+
+No NATS connection is made: the service is built by its own `create_app`, and its marked rules run on its
+own PostgreSQL database, each event's effect committed with its inbox row as the durable consumers do.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+
+import pytest
+
+from services.workspace.app import create_app
+from shared.contracts import assets as s
+from shared.contracts import publication as p
+from shared.contracts import workspace as w
+from shared.contracts.common import Actor, Ref
+from shared.settings import WorkspaceSettings
+from tests.support.eventbus import InMemoryEvents, in_memory
+from tests.support.infra import Infra
+
+
+@pytest.fixture
+async def events(infra: Infra) -> AsyncIterator[InMemoryEvents]:
+    async with in_memory(infra, "workspace", create_app, WorkspaceSettings) as served:
+        yield served
+
+
+def committed(workspace_id: str, sources: list[Ref], **fields: object) -> p.VersionEvent:
+    values: dict[str, object] = {
+        "id": f"pub_{uuid.uuid4().hex[:8]}",
+        "version": 1,
+        "title": "Report A: Fund X liquidity",
+        "content_hash": "0" * 64,
+        "workspace_id": workspace_id,
+        "run_id": None,
+        "sources": sources,
+        "created_at": datetime.now(UTC),
+    }
+    return p.VersionEvent.model_validate(values | fields)
+
+
+def activated(source_id: str, version: int) -> s.VersionActivated:
+    extraction = s.Extraction(status="complete", units_total=1, units_extracted=1, notes=[])
+    superseded = Ref(kind="source", id=source_id, version=version - 1) if version > 1 else None
+    return s.VersionActivated(
+        source_id=source_id, asset_id=f"ast_{uuid.uuid4().hex[:8]}", version=version, content_hash="1" * 64,
+        kind="pdf", filename=f"{source_id}.pdf", run_id=None, extraction=extraction, superseded=superseded,
+        created_at=datetime.now(UTC),
+    )  # fmt: skip
+
+
+async def workspace_of(events: InMemoryEvents, who: Actor) -> str:
+    created = await events.call(w.CREATE, w.CreateRequest(title="Fund X liquidity", goal="Assess it"), actor=who)
+    await events.relay()  # its own `workspace.created`, which it does not follow
+    return created.id
+
+
+async def test_a_new_version_of_a_cited_source_drifts_once_and_its_citers_are_rechecked(
+    events: InMemoryEvents, who: Actor
+) -> None:
+    ws = await workspace_of(events, who)
+    cited = Ref(kind="source", id="announcement", version=1)
+    report = committed(ws, [cited])
+    await events.publish(p.EVT_COMMITTED, report, scope=who.scope)
+
+    first = await events.publish(s.EVT_VERSION_ACTIVATED, activated("announcement", 2), scope=who.scope)
+    # The re-check asks the publication service, which is not here: its event is left unfollowed.
+    announced = await events.relay(follow=())
+    drifts = await events.call(w.DRIFT, w.DriftRequest(workspace_id=ws), actor=who)
+    [drift] = drifts.items
+    report_ref = Ref(kind="publication", id=report.id, version=1)
+    assert (drift.ref, drift.cited_by, drift.new_version, drift.reason) == (cited, [report_ref], 2, "new_version")
+    assert [e.type for e in announced].count(w.EVT_DRIFT_DETECTED) == 1
+    [changed] = [w.CitationChanged.model_validate(e.data) for e in announced if e.type == w.EVT_CITATION_CHANGED]
+    assert (changed.publication, changed.ref, changed.now) == (report_ref, cited, Ref(kind="source", **{
+        "id": "announcement", "version": 2}))  # fmt: skip
+
+    # The same event again is a duplicate; the same change under a new event id records nothing more.
+    assert await events.deliver(first) == "duplicate"
+    await events.publish(s.EVT_VERSION_ACTIVATED, activated("announcement", 2), scope=who.scope)
+    again = await events.relay(follow=())
+    assert [e.type for e in again if e.type == w.EVT_DRIFT_DETECTED] == []
+    assert len((await events.call(w.DRIFT, w.DriftRequest(workspace_id=ws), actor=who)).items) == 1
+
+
+async def test_a_first_version_or_another_scope_drifts_nothing(events: InMemoryEvents, who: Actor) -> None:
+    ws = await workspace_of(events, who)
+    await events.publish(p.EVT_COMMITTED, committed(ws, [Ref(kind="source", id="memo", version=1)]), scope=who.scope)
+    await events.publish(s.EVT_VERSION_ACTIVATED, activated("memo", 1), scope=who.scope)
+    await events.publish(s.EVT_VERSION_ACTIVATED, activated("memo", 2), scope=f"x{uuid.uuid4().hex[:8]}")
+    assert await events.relay(follow=()) == []
+    assert (await events.call(w.DRIFT, w.DriftRequest(workspace_id=ws), actor=who)).items == []
+
+
+async def test_an_association_asked_of_a_deleted_workspace_is_refused_by_an_event(
+    events: InMemoryEvents, who: Actor
+) -> None:
+    ws = await workspace_of(events, who)
+    await events.call(w.DELETE, w.WorkspaceIdRequest(workspace_id=ws), actor=who)
+    await events.relay()
+    requested = s.AssociationRequested(workspace_id=ws, source_id="S-upload", asset_id="ast_1", version=1)
+    await events.publish(s.EVT_ASSOCIATION_REQUESTED, requested, scope=who.scope)
+    [refused] = await events.relay()
+    assert refused.type == w.EVT_ASSOCIATION_REFUSED and refused.scope == who.scope
+    assert w.AssociationRefused.model_validate(refused.data).reason == "workspace_deleted"
+
+
+async def test_a_withdrawn_citation_drifts_and_a_malformed_payload_is_skipped_once(
+    events: InMemoryEvents, who: Actor
+) -> None:
+    ws = await workspace_of(events, who)
+    cited = committed(ws, [], title="Report A")
+    citing = committed(ws, [Ref(kind="publication", id=cited.id, version=1)], title="Report B")
+    for version in (cited, citing):
+        await events.publish(p.EVT_COMMITTED, version, scope=who.scope)
+    await events.publish(p.EVT_WITHDRAWN, cited.model_copy(update={"reason": "wrong figures"}), scope=who.scope)
+    await events.relay(follow=())
+    [drift] = (await events.call(w.DRIFT, w.DriftRequest(workspace_id=ws), actor=who)).items
+    assert (drift.ref.id, drift.reason, drift.new_version) == (cited.id, "withdrawn", None)
+
+    malformed = await events.publish(p.EVT_REVISED, citing, scope=who.scope)
+    bad = malformed.model_copy(update={"id": f"evt_{uuid.uuid4().hex}", "data": {"id": cited.id}})
+    assert await events.deliver(bad) == "handled"  # logged and skipped, its inbox row kept
+    assert await events.deliver(bad) == "duplicate"
