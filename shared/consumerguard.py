@@ -38,6 +38,7 @@ from shared.outside import (
     OUTSIDE_ADMIN,
     declare_outside_stream,
 )
+from shared.serving import subscriptions_live
 
 log = logging.getLogger("dossier.consumerguard")
 
@@ -121,7 +122,7 @@ async def serve(nc: NATS) -> None:
 
     # A queue group: any number of guards share the requests.
     await nc.subscribe(f"{GUARD_PREFIX}.>", queue="guard", cb=on_request)
-    await nc.flush()
+    await subscriptions_live(nc)
 
 
 async def run(servers: list[str], options: dict[str, Any], replicas: int) -> None:

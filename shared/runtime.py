@@ -184,8 +184,6 @@ class ServiceRuntime:
         await self.broker.start()
         self._endpoints = EndpointServer(described_endpoints(self.broker), verifier_for(self.settings))
         await self._endpoints.start(nc)
-        # Subscriptions reach the server asynchronously; a flush makes them live before we say we serve.
-        await nc.flush()
         log.info("%s service is serving", self.name)
 
     async def _healthy(self) -> bool:

@@ -27,6 +27,19 @@ from shared.proof import ProofVerifier
 log = logging.getLogger("dossier.serving")
 
 
+async def subscriptions_live(nc: NATS) -> None:
+    """Return once the server has every subscription this connection made so far.
+
+    One `nc.flush()` is not enough: nats-py writes the flush's PING straight to the socket, while SUB
+    commands wait in the client's pending buffer for its flusher task, so the PONG can come back before the
+    server has read the SUBs, and a request sent then from another connection finds no responder. The first
+    flush wakes the flusher, which writes the pending SUBs before that PONG can be read; the second PING is
+    written after them, so its PONG means the server has them (tests/service/test_subscriptions_live.py).
+    """
+    await nc.flush()
+    await nc.flush()
+
+
 class EndpointServer:
     """Subscribes each endpoint in its queue group; handles up to its `concurrency` messages at once.
 
@@ -42,6 +55,9 @@ class EndpointServer:
     async def start(self, nc: NATS) -> None:
         for spec in self._specs:
             self._subscriptions.append(await nc.subscribe(spec.subject, queue=spec.queue, cb=self._receiver(spec)))
+        # Live before the service says it serves: the request subjects and the health subscribers that
+        # FastStream subscribed on the same connection just before.
+        await subscriptions_live(nc)
 
     def _receiver(self, spec: EndpointSpec) -> Callable[[Msg], Awaitable[None]]:
         slots = asyncio.Semaphore(spec.concurrency)

@@ -21,6 +21,7 @@ from nats.js import api
 
 from shared.contracts.common import STREAM_NAME
 from shared.outside import MAX_CONSUMERS_DEFAULT, MAX_CONSUMERS_SETTING
+from shared.serving import subscriptions_live
 from shared.streams import ensure_stream
 from tests.support.infra import Infra, events_descriptor
 from tests.support.owners import publish_event
@@ -163,7 +164,7 @@ async def test_a_push_consumer_cannot_deliver_into_a_request_subject(outside: Ou
 
     for target in targets:
         await tester.subscribe(target, cb=record)
-    await tester.flush()
+    await subscriptions_live(tester)
     names = [f"ext-push-{uuid.uuid4().hex[:8]}" for _ in targets]
     for name, target in zip(names, targets, strict=True):
         body = _config(name=name, durable_name=name, deliver_subject=target, deliver_policy="new")
@@ -192,7 +193,7 @@ async def test_a_jetstream_reply_cannot_be_aimed_at_a_services_inbox(outside: Ou
         received.append(msg.subject)
 
     await tester.subscribe("_INBOX_gateway.>", cb=record)
-    await tester.flush()
+    await subscriptions_live(tester)
     await outside.nc.publish("$JS.API.INFO", b"", reply="_INBOX_gateway.forged.1")
     # The same connection's next request is answered after the forged one was.
     assert await outside.api("$JS.API.INFO", {}) is not None
@@ -207,7 +208,7 @@ async def test_an_ext_durable_still_receives_every_event(outside: Outside, teste
         "dossier.evt.>", durable=durable, stream=STREAM_NAME, config=api.ConsumerConfig(deliver_policy="new")
     )
     plain = await outside.nc.subscribe("dossier.evt.artifact.>")
-    await outside.nc.flush()
+    await subscriptions_live(outside.nc)
     events = [await publish_event(tester, type="artifact.registered", scope="ext", data={"n": n}) for n in range(5)]
     seen: list[str] = []
 

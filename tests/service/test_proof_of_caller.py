@@ -32,6 +32,7 @@ from shared.errors import Unauthenticated, Unreachable
 from shared.grants import GrantClaims, sign_grant
 from shared.natsauth import workspace_durables
 from shared.proof import SIGNERS, TRUSTED, ProofSigner, b64, load_private_key, parse_public_keys, signer_for, unb64
+from shared.serving import subscriptions_live
 from shared.settings import AssetsSettings, CommonSettings, PublicationSettings, WorkspaceSettings
 from tests.service.workspace.conftest import serving
 from tests.support.infra import Infra
@@ -247,7 +248,7 @@ async def intercept(nc: nats.NATS, victim: BusClient, subject: str, data: dict[s
         taken.append(bytes(msg.data))
 
     sub = await nc.subscribe(subject, queue=queue, cb=steal)
-    await nc.flush()
+    await subscriptions_live(nc)
     try:
         for _ in range(40):
             try:

@@ -37,7 +37,6 @@ from tests.support.service import running, settings_from
 async def serving(runtime: ServiceRuntime, bus: BusClient) -> AsyncIterator[ServiceRuntime]:
     """`running`, then wait until the service answers the test's own connection on the bus."""
     async with running(runtime):
-        await runtime.broker.connection.flush()
         await probe_until(lambda: bus.ping(runtime.name, timeout=1.0))
         yield runtime
 
