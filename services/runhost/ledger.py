@@ -1,7 +1,7 @@
 """The consumption ledger of one run: listed, read, included (naming the model request), unavailable.
 
 Every row is written under the lease fence; a stale worker's row is refused and stops that worker. A row is
-written once per stage, ref and locator (services/runhost/migrations/0008_ledger_once.sql): concurrent calls
+written once per stage, ref and locator (services/runhost/migrations/0018_ledger_key.sql): concurrent calls
 under one lease that record the same row leave one.
 """
 

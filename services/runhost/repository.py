@@ -185,7 +185,7 @@ class WorkerRuns:
             "WITH held AS (SELECT 1 FROM runs WHERE id = $1 AND lease_epoch = $2 AND status = 'running'),"
             " added AS (INSERT INTO ledger (run_id, epoch, stage, ref, content_hash, locator, reason, model_request)"
             "   SELECT $1, $2, $3, $4, $5, $6, $7, $8 FROM held"
-            "   ON CONFLICT (run_id, stage, ref, locator) WHERE ref IS NOT NULL DO UPDATE"
+            "   ON CONFLICT (run_id, ledger_key(stage, ref, locator)) WHERE ref IS NOT NULL DO UPDATE"
             "   SET model_request = EXCLUDED.model_request"
             "   WHERE ledger.model_request IS NULL AND EXCLUDED.model_request IS NOT NULL)"
             " SELECT EXISTS (SELECT 1 FROM held)",
@@ -216,7 +216,7 @@ class WorkerRuns:
             " added AS (INSERT INTO ledger (run_id, epoch, stage, ref, locator)"
             "   SELECT $1, $2, 'listed', l.ref, l.locator"
             "   FROM held, unnest($3::jsonb[], $4::text[]) WITH ORDINALITY AS l(ref, locator, n) ORDER BY l.n"
-            "   ON CONFLICT (run_id, stage, ref, locator) WHERE ref IS NOT NULL DO NOTHING)"
+            "   ON CONFLICT (run_id, ledger_key(stage, ref, locator)) WHERE ref IS NOT NULL DO NOTHING)"
             " SELECT EXISTS (SELECT 1 FROM held)",
             run_id,
             epoch,

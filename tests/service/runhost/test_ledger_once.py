@@ -92,3 +92,33 @@ async def test_one_listing_is_one_statement_in_its_order_under_the_fence(db: Dat
         ("listed", f"s{i}", locators[i]) for i in range(5)
     ]
     assert [r["seq"] for r in rows] == [1, 2, 3, 4, 5]
+
+
+async def test_the_digest_tells_rows_apart_as_the_columns_did(db: Database) -> None:
+    """The once-rule is kept on a digest of stage, ref and locator (0018): a NULL locator and an empty one
+    are two rows, another stage is another row, and a ref with its keys in another order is the same row."""
+    repo = WorkerRuns()
+    run_id = await admitted_run(db)
+    reordered = {"version": 1, "id": "pub_a", "kind": "publication"}
+    async with db.transaction() as conn:
+        await conn.execute("UPDATE runs SET status = 'running', lease_epoch = 1 WHERE id = $1", run_id)
+        for stage, ref, locator in [
+            ("read", A, None),
+            ("read", A, ""),
+            ("included", A, None),
+            ("read", reordered, None),
+            ("read", A, "page:1"),
+            ("read", reordered, "page:1"),
+        ]:
+            assert await repo.append_ledger(conn, run_id=run_id, epoch=1, stage=stage, ref=ref, locator=locator)
+        rows = await repo.list_ledger(conn, run_id=run_id)
+        assert [(r["stage"], r["locator"]) for r in rows] == [
+            ("read", None),
+            ("read", ""),
+            ("included", None),
+            ("read", "page:1"),
+        ]
+        indexes = await conn.fetchval(
+            "SELECT count(*) FROM pg_indexes WHERE tablename = 'ledger' AND indexdef LIKE '%ledger_key%'"
+        )
+        assert indexes == 1
