@@ -24,7 +24,7 @@ OUTAGE_TEST := tests/e2e/test_nats_outage.py
 test: setup
 	@tmp=$$(mktemp -d); \
 	$(PY) -m pytest -p no:cacheprovider --basetemp=$$tmp/base $(OUTAGE_TEST) >$$tmp/outage.log 2>&1 & outage=$$!; \
-	$(PY) -m pytest --ignore=$(OUTAGE_TEST); rest=$$?; \
+	$(PY) -m pytest --durations=30 --ignore=$(OUTAGE_TEST); rest=$$?; \
 	wait $$outage; alone=$$?; \
 	echo "== $(OUTAGE_TEST), run beside the suite:"; cat $$tmp/outage.log; rm -rf $$tmp; \
 	test $$rest -eq 0 && test $$alone -eq 0
