@@ -19,6 +19,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
@@ -205,8 +206,12 @@ class Stack:
     def _infra_env(self) -> dict[str, str]:
         return {k: v for k, v in self.env.items() if not k.startswith("DOSSIER_")} | {"LC_ALL": "C.UTF-8"}
 
-    def _launch(self, child: Child) -> None:
+    def _launch(self, child: Child, before_named: Callable[[int], None] | None = None) -> None:
+        """Start `child`; its pid file names it last, after `before_named(pid)` (a restart's record), so
+        whoever sees the new pid also finds what was recorded of its start."""
         pid = child.start()
+        if before_named is not None:
+            before_named(pid)
         write_pid(self.pid_dir, child.name, pid)
         self.children[child.name] = child
 
@@ -448,22 +453,26 @@ class Stack:
             child.env["DOSSIER_METRICS_PORT"] = str(self.metrics_ports[child.name])
             moved = {"metrics_port": self.metrics_ports[child.name], "metrics_port_taken": port}
         old_pid = child.pid
+        restarts = self.restarts
+        delay = self._delays[child.name]
+
+        def record(new_pid: int) -> None:
+            if restarts is not None:
+                restarts.record(
+                    child.name,
+                    delay=delay,
+                    uptime=uptime,
+                    code=code,
+                    reason=reason,
+                    pid=old_pid,
+                    new_pid=new_pid,
+                    **moved,
+                )
+
         print(f"dossier: {child.name} {reason}; restarting it", file=sys.stderr, flush=True)
-        self._launch(child)
+        self._launch(child, before_named=record)
         if moved:
             self.write_state()
-        if self.restarts is not None:
-            delay = self._delays[child.name]
-            self.restarts.record(
-                child.name,
-                delay=delay,
-                uptime=uptime,
-                code=code,
-                reason=reason,
-                pid=old_pid,
-                new_pid=child.pid,
-                **moved,
-            )
 
     def restart_unhealthy(self, now: float) -> None:
         """Kill a service that stays deaf while NATS answers; the loop above starts it again."""

@@ -50,8 +50,11 @@ def test_a_crash_loop_backs_off_is_logged_counted_and_named_by_health(crashing: 
     for process in ("gateway", "runhost", "workspace", "postgres", "nats", "s3", "outside"):
         assert f'dossier_process_restarts_total{{process="{process}"}} 0.0' in before, process
 
-    for _ in range(6):
+    for n in range(1, 7):
         crashing.kill("runhost")  # returns once the supervisor has started it again: it dies young each time
+        # The pid file names the new process only once its restart is on record.
+        last = restarts_of(crashing, "runhost")[-1]
+        assert (last["restarts"], last["new_pid"]) == (n, crashing.pid("runhost"))
 
     lines = restarts_of(crashing, "runhost")
     assert [line["delay_seconds"] for line in lines] == [BASE_DELAY * 2**n for n in range(6)]
