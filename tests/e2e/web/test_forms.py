@@ -23,6 +23,8 @@ def refused_beside(page: Page, label: str, message: str) -> None:
 def test_a_blank_question_is_refused_beside_the_field_and_starts_no_run(user: User) -> None:
     ws = user.api.workspace(title="Blank questions")
     a1 = user.api.publish("Report A: Fund X liquidity", "Fund X can meet redemptions within 30 days.", ws["id"])
+    # The publication reaches the workspace's catalog (the page's list of what a run may read) by an event.
+    user.api.wait_catalog(ws["id"], 1)
     page = user.page()
     page.goto(f"/workspaces/{ws['id']}")
     audit(page)
