@@ -99,9 +99,11 @@ async def service_databases(stack: RunningStack) -> AsyncIterator[tuple[str, asy
 
 
 async def database_bytes(stack: RunningStack) -> dict[str, int]:
-    """Bytes of every table (with its indexes and TOAST) by database; runhost's by table, as most of it is."""
+    """Bytes of every table (with its indexes and TOAST) by database, each database vacuumed first
+    (`vacuum`); runhost's by table, as most of it is."""
     sizes: dict[str, int] = {}
     async for database, conn in service_databases(stack):
+        await vacuum(conn)
         rows = await conn.fetch(
             "SELECT c.relname, pg_total_relation_size(c.oid) AS size FROM pg_class c"
             " JOIN pg_namespace n ON n.oid = c.relnamespace"
@@ -130,20 +132,23 @@ def object_bytes(stack: RunningStack) -> dict[str, int]:
     return sizes
 
 
-async def vacuum_every_database(stack: RunningStack) -> None:
-    """VACUUM each service database, as autovacuum would have done in the day after a run.
+async def vacuum(conn: asyncpg.Connection) -> None:
+    """VACUUM a service database, as autovacuum would have done in the day after a run.
 
     A table's first vacuum gives it a free space map (24 kB a table, whatever its size): when that fell
     among the measured runs, it was counted as theirs, and a figure taken just before autovacuum's next
     turn and one taken just after differed by more than 10 kB per run at run 10. Vacuumed after the
     warm-up (the maps of the tables it filled are the stack's) and before each measurement, the figure
     counts what the runs left, not where autovacuum's naptime fell."""
+    await conn.execute("VACUUM")
+
+
+async def vacuum_every_database(stack: RunningStack) -> None:
     async for _, conn in service_databases(stack):
-        await conn.execute("VACUUM")
+        await vacuum(conn)
 
 
 def measure(stack: RunningStack) -> dict[str, int]:
-    asyncio.run(vacuum_every_database(stack))
     found = {f"db:{k}": v for k, v in asyncio.run(database_bytes(stack)).items()}
     return found | {f"objects:{k}": v for k, v in object_bytes(stack).items()}
 
@@ -193,12 +198,6 @@ def warm_up(api: Api) -> None:
             assert run["status"] == "completed", run["error"]
 
 
-def warm_up_and_vacuum(api: Api, stack: RunningStack) -> None:
-    warm_up(api)
-    time.sleep(7)
-    asyncio.run(vacuum_every_database(stack))
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=30, help="runs on the workspace (the issue's figure: 300)")
@@ -213,7 +212,9 @@ def main() -> None:
         try:
             api = Api(stack)
             asyncio.run(vacuum_as_a_day_would(stack))
-            warm_up_and_vacuum(api, stack)
+            warm_up(api)
+            time.sleep(7)
+            asyncio.run(vacuum_every_database(stack))
             ws = seed(api)
             time.sleep(7)
             base = measure(stack)
