@@ -2,9 +2,11 @@
 
 In one run, on a stack of its own:
 1. wrk drives `GET /v1/publications/{id}/versions/1` on the gateway (`--workers` processes on its port,
-   by default one per core) and the same route on `bench/_floor.py` (one uvicorn process answering the
-   gateway's reply from memory), 32 connections each; prints requests/s, the ratio to the floor, and the
-   gateway's p99 ÷ p50, then the processor time per read of each process of the stack (bench/_cpu.py)
+   by default one per core), on `bench/_monolith.py` (what a user would build instead: one FastAPI app
+   with as many workers, checking the token's hash and reading the version in one query on the stack's
+   own PostgreSQL) and on `bench/_floor.py` (one uvicorn process answering the gateway's reply from
+   memory), 32 connections each, in turns; prints requests/s, the ratios (the goal: gateway ≥ 0.8× the
+   monolith) and the gateway's p99 ÷ p50, then the processor time per read of each process (bench/_cpu.py)
    and of wrk: on a 2-core machine it bounds the throughput any scheduling could reach.
 2. The RSS of every service process before and after a sustained load of the same read at 32 connections
    (`--soak-seconds`, default 600: the issue's ten minutes; `BENCH_SOAK_SECONDS` sets the default).
@@ -28,13 +30,16 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench import _monolith as monolith
 from bench._cpu import CpuMeter, print_split, stack_pids
 from bench._stats import goal, publish, summary
+from devstack.infra import PG_SUPERUSER, postgres_dsn
 from devstack.procs import free_port
 from tests.support.stack import RunningStack, start_stack, stop_stack
 
@@ -104,21 +109,30 @@ def load(url: str, token: str | None, seconds: int) -> Load:
     return asyncio.run(_httpx_load(url, token, seconds))
 
 
-def start_floor(document: dict[str, object]) -> tuple[subprocess.Popen[bytes], str]:
+def start_app(app: str, env: dict[str, str], workers: int = 1) -> tuple[subprocess.Popen[bytes], str]:
+    """A uvicorn app of bench/ on a free port, once it answers (any HTTP status will do)."""
     port = free_port()
-    env = os.environ | {"BENCH_FLOOR_JSON": json.dumps(document)}
-    cmd = [sys.executable, "-m", "uvicorn", "bench._floor:app", "--port", str(port), "--log-level", "warning"]
-    proc = subprocess.Popen([*cmd, "--no-access-log"], cwd=ROOT, env=env)
+    cmd = [sys.executable, "-m", "uvicorn", app, "--port", str(port), "--log-level", "warning"]
+    proc = subprocess.Popen([*cmd, "--no-access-log", "--workers", str(workers)], cwd=ROOT, env=os.environ | env)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
-            httpx.get(f"{url}/v1/publications/x/versions/1").raise_for_status()
+            httpx.get(f"{url}/v1/publications/x/versions/1")
             return proc, url
         except httpx.TransportError:
             time.sleep(0.1)
     proc.terminate()
-    raise RuntimeError("the floor app did not start")
+    raise RuntimeError(f"{app} did not start")
+
+
+def start_monolith(stack: RunningStack, token: str, document: dict[str, Any]) -> tuple[subprocess.Popen[bytes], str]:
+    port, passwords = stack.postgres_port(), json.loads((stack.local_home() / "pg-passwords.json").read_text())
+    admin = postgres_dsn(port, "postgres", PG_SUPERUSER, passwords[PG_SUPERUSER])
+    dsn = postgres_dsn(port, monolith.DATABASE, PG_SUPERUSER, passwords[PG_SUPERUSER])
+    asyncio.run(monolith.prepare(admin, dsn, token=token, scope="bench", document=document))
+    workers = int(str(stack.state()["gateway_workers"]))
+    return start_app("bench._monolith:app", {"BENCH_MONOLITH_DSN": dsn}, workers)
 
 
 def rss_mb(pid: int) -> float:
@@ -164,26 +178,37 @@ def metered(meter: CpuMeter, url: str, token: str | None) -> Metered:
 def throughput(stack: RunningStack, token: str, pub_id: str) -> None:
     path = f"/v1/publications/{pub_id}/versions/1"
     document = httpx.get(f"{stack.url}{path}", headers={"Authorization": f"Bearer {token}"}).json()
-    floor_proc, floor_url = start_floor(document)
+    floor_proc, floor_url = start_app("bench._floor:app", {"BENCH_FLOOR_JSON": json.dumps(document)})
+    mono_proc, mono_url = start_monolith(stack, token, document)
+    pids = stack_pids(stack.local_home())
     try:
-        load(f"{stack.url}{path}", token, 3)  # warm both before measuring
+        answer = httpx.get(f"{mono_url}{path}", headers={"Authorization": f"Bearer {token}"})
+        if answer.status_code != 200 or answer.json() != document:
+            raise SystemExit(f"the monolith does not answer as the gateway does: {answer.status_code} {answer.text}")
+        load(f"{stack.url}{path}", token, 3)  # warm all three before measuring
+        load(f"{mono_url}{path}", token, 3)
         load(f"{floor_url}{path}", None, 3)
-        with CpuMeter(stack_pids(stack.local_home())) as meter:
+        with CpuMeter(pids) as meter:
             gateway_run = metered(meter, f"{stack.url}{path}", token)
+        with CpuMeter({"monolith": mono_proc.pid, "postgres": pids["postgres"]}) as meter:
+            mono_run = metered(meter, f"{mono_url}{path}", token)
         with CpuMeter({"floor": floor_proc.pid}) as meter:
             floor_run = metered(meter, f"{floor_url}{path}", None)
     finally:
-        floor_proc.terminate()
-        floor_proc.wait(10)
-    gateway, floor = gateway_run.load, floor_run.load
+        for proc in (floor_proc, mono_proc):
+            proc.terminate()
+            proc.wait(10)
+    gateway, mono, floor = gateway_run.load, mono_run.load, floor_run.load
     workers = stack.state()["gateway_workers"]
     print(f"{CONNECTIONS} connections, {SECONDS} s each, load by {gateway.tool}; {workers} gateway worker(s)")
-    for name, r in (("gateway", gateway), ("FastAPI floor", floor)):
+    for name, r in (("gateway", gateway), ("monolith", mono), ("FastAPI floor", floor)):
         print(f"  {name:<14} {r.rps:9.0f} req/s   p50 {r.p50_ms:7.2f} ms   p99 {r.p99_ms:7.2f} ms   errors {r.errors}")
     gateway_run.print_split("gateway")
+    mono_run.print_split("monolith (its own PostgreSQL time beside it)")
     floor_run.print_split("FastAPI floor")
-    if gateway.errors or floor.errors:
+    if gateway.errors or mono.errors or floor.errors:
         raise SystemExit("non-2xx answers or socket errors under load: the numbers are not valid")
+    goal("gateway throughput ÷ monolith (32 connections)", gateway.rps / mono.rps, 0.8, at_most=False)
     goal("gateway throughput ÷ FastAPI floor (32 connections)", gateway.rps / floor.rps, 1.0, at_most=False)
     goal("gateway p99 ÷ p50 (32 connections)", gateway.p99_ms / gateway.p50_ms, 3, at_most=True)
 
