@@ -127,9 +127,9 @@ def start_app(app: str, env: dict[str, str], workers: int = 1) -> tuple[subproce
 
 
 def start_monolith(stack: RunningStack, token: str, document: dict[str, Any]) -> tuple[subprocess.Popen[bytes], str]:
-    port, passwords = stack.postgres_port(), json.loads((stack.local_home() / "pg-passwords.json").read_text())
-    admin = postgres_dsn(port, "postgres", PG_SUPERUSER, passwords[PG_SUPERUSER])
-    dsn = postgres_dsn(port, monolith.DATABASE, PG_SUPERUSER, passwords[PG_SUPERUSER])
+    port, password = stack.postgres_port(), stack.pg_password(PG_SUPERUSER)
+    admin = postgres_dsn(port, "postgres", PG_SUPERUSER, password)
+    dsn = postgres_dsn(port, monolith.DATABASE, PG_SUPERUSER, password)
     asyncio.run(monolith.prepare(admin, dsn, token=token, scope="bench", document=document))
     workers = int(str(stack.state()["gateway_workers"]))
     return start_app("bench._monolith:app", {"BENCH_MONOLITH_DSN": dsn}, workers)
