@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx
 
+from bench._stats import goal
 from devstack.procs import free_port, port_open
 from shared.children import wait_until
 from tests.support.api import Api, probe
@@ -73,6 +74,7 @@ def print_context_economy(stats: dict[str, int]) -> None:
     )
     verdict = "met" if ratio <= GOAL_RATIO else "missed"
     print(f"GOAL context: largest input / source chars read = {ratio:.3f} (goal <= {GOAL_RATIO:.3f}) {verdict}")
+    goal("largest model input, characters", largest, 3_000, at_most=True, unit="")
 
 
 def runs_per_minute(stack: RunningStack, sources: int) -> tuple[float, int]:
@@ -162,7 +164,12 @@ def main() -> None:
             stop_stack(stack.proc)
         for n, (rpm, reads) in results.items():
             print(f"  {n:>3} sources in the workspace: {rpm:7.1f} runs/minute ({reads} sources read per run)")
-        print(f"  ratio 100 sources / 10 sources: {results[100][0] / results[10][0]:.2f}x")
+        goal(
+            "runs/minute, 100 sources ÷ 10 sources in the workspace",
+            results[100][0] / results[10][0],
+            0.8,
+            at_most=False,
+        )
 
         slow = start_stack(
             Path(tmp) / "slow", extra_env={"DOSSIER_RUN_LEASE_SECONDS": "3", "DOSSIER_RUN_STEP_DELAY_SECONDS": "0.05"}
@@ -173,14 +180,16 @@ def main() -> None:
             stop_stack(slow.proc)
         print(
             f"crash resume: clean run {clean[0]} reads ({clean[1]} distinct), crash-resumed run {resumed[0]} reads"
-            f" ({resumed[1]} distinct); ratio {resumed[0] / clean[0]:.2f}"
+            f" ({resumed[1]} distinct)"
         )
+        goal("reads, crash-resumed run ÷ clean run", resumed[0] / clean[0], 1.0, at_most=True)
         print_context_economy(economy)
         clean_requests, resumed_requests, distinct = model_requests_after_crash(Path(tmp) / "journal")
         print(
             f"model requests (openai policy, fake server): clean run {clean_requests}, crash-resumed run"
-            f" {resumed_requests} ({distinct} distinct inputs); ratio {resumed_requests / clean_requests:.2f}"
+            f" {resumed_requests} ({distinct} distinct inputs)"
         )
+        goal("model requests, crash-resumed run ÷ clean run", resumed_requests / clean_requests, 1.0, at_most=True)
 
 
 if __name__ == "__main__":
