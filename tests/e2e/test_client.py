@@ -104,6 +104,7 @@ def test_a_take_over_fences_the_old_session_and_a_left_run_stays_running(dossier
     assert done.status == "completed"
 
 
+@pytest.mark.waits
 def test_a_session_whose_lease_ran_out_takes_the_run_back_itself(dossier: Dossier) -> None:
     """Its renewals stopped (as when a laptop sleeps), the lease runs out; nobody else took the run, so
     the next call takes it over (a new epoch, no force) and is answered."""

@@ -23,6 +23,7 @@ def client_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return fresh_venv(tmp_path_factory.mktemp("client-venv") / "venv", "./clients/python")
 
 
+@pytest.mark.waits
 @pytest.mark.timeout(INSTALL_SECONDS + 300)
 def test_an_installed_client_keeps_sessions_past_their_lease(client_python: Path, stack: RunningStack) -> None:
     api = Api(stack)

@@ -139,6 +139,7 @@ def test_an_outside_agent_researches_takes_over_and_publishes_exactly_what_it_re
     assert agent.call("GET", "/catalog").status_code == 409
 
 
+@pytest.mark.waits
 def test_an_expired_lease_is_refused_until_taken_over_and_no_worker_takes_the_run(api: Api) -> None:
     ws, a, _ = setting(api)
     run = admit(api, ws, a, lease_seconds=30)

@@ -131,6 +131,7 @@ def test_a_200_with_an_error_body_is_retried(model_stack: RunningStack, model_se
     assert [r["stage"] for r in api.ledger(run["id"])] == ["listed"]
 
 
+@pytest.mark.waits
 def test_a_minute_of_503_is_ridden_out(model_stack: RunningStack, model_server: str) -> None:
     api, run, sent = completed_scenario(model_stack, model_server, "outage:60", timeout=240)
     refused = [r for r in sent if r["status"] == 503]

@@ -18,7 +18,8 @@ from tests.support.api import Api, probe
 from tests.support.stack import RunningStack, start_stack, stop_stack
 
 # It runs on a stack of its own, whose NATS it stops: the local stack only (make test-containers deselects it).
-pytestmark = pytest.mark.local_stack
+# Its three minutes are spent waiting: make test runs it beside the rest.
+pytestmark = [pytest.mark.local_stack, pytest.mark.waits]
 
 OUTAGE_SECONDS = 180
 

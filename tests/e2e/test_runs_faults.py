@@ -409,6 +409,7 @@ def test_an_external_run_survives_kill_9_of_the_run_host_in_a_read_and_in_its_fi
     published_once(api, ws["id"], done)
 
 
+@pytest.mark.waits
 @pytest.mark.local_stack
 def test_an_external_finish_that_won_completes_after_kill_9_though_its_agent_never_comes_back(
     slow_stack: RunningStack,
@@ -462,6 +463,7 @@ def test_an_external_finish_that_won_completes_after_kill_9_though_its_agent_nev
     published_once(api, ws["id"], done)
 
 
+@pytest.mark.waits
 @pytest.mark.local_stack
 def test_an_external_run_whose_lease_stays_expired_is_abandoned(slow_stack: RunningStack) -> None:
     api = Api(slow_stack)
