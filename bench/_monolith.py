@@ -1,7 +1,7 @@
 """The read a user would build instead of Dossier: one FastAPI app on the stack's own PostgreSQL.
 
 `bench/load.py` runs it under uvicorn with as many workers as the gateway has, beside the gateway, on the
-same route. Each request checks the bearer token's SHA-256 against a tokens table (not revoked, not expired)
+same route. Each request checks the bearer token's digest (as the gateway takes it) against a tokens table (not revoked, not expired)
 and reads the exact version in the same query, the way a monolith holding both tables would; no cache.
 `prepare` makes its database (`bench_monolith`) on the stack's PostgreSQL and copies the token's digest
 and the gateway's answer into it.
@@ -9,7 +9,6 @@ and the gateway's answer into it.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import AsyncIterator
@@ -19,6 +18,8 @@ from typing import Any
 import asyncpg
 from fastapi import FastAPI, Header
 from fastapi.responses import JSONResponse, Response
+
+from services.gateway.tokens import token_digest
 
 DATABASE = "bench_monolith"
 # Two workers with 16 connections each serve the bench's 32 connections.
@@ -59,7 +60,7 @@ async def prepare(admin_dsn: str, dsn: str, *, token: str, scope: str, document:
         await conn.execute(SCHEMA)
         await conn.execute(
             "INSERT INTO api_tokens (token_hash, scope) VALUES ($1, $2)",
-            hashlib.sha256(token.encode()).hexdigest(),
+            token_digest(token),
             scope,
         )
         await conn.execute(
@@ -95,7 +96,7 @@ async def read(pub_id: str, version: int, authorization: str = Header("")) -> Re
     if scheme.lower() != "bearer" or not token:
         return JSONResponse({"error": {"code": "unauthenticated"}}, status_code=401)
     assert pool is not None
-    row = await pool.fetchrow(READ, hashlib.sha256(token.encode()).hexdigest(), pub_id, version)
+    row = await pool.fetchrow(READ, token_digest(token), pub_id, version)
     if row is None:
         return JSONResponse({"error": {"code": "unauthenticated"}}, status_code=401)
     if row["document"] is None:

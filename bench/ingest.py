@@ -55,7 +55,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._cpu import CpuMeter, print_split, stack_pids
 from bench._stats import goal
-from devstack.infra import PG_SUPERUSER, postgres_dsn
 from tests.support.documents import big_pdf
 from tests.support.stack import RunningStack, start_stack, stop_stack
 
@@ -240,21 +239,17 @@ def _sha(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-async def settle(dsn: str, admin_dsn: str) -> None:
+async def settle(admin_dsn: str) -> None:
     """What autovacuum and the next checkpoint do after the bulk insert: hint bits, visibility map, the GIN
     pending list merged, and the pages vacuum dirtied written out (else a search that evicts one of them
-    writes it first, as seen in its plan's buffers)."""
-    conn = await asyncpg.connect(dsn)
+    writes it first, as seen in its plan's buffers). `admin_dsn`: the assets database as the superuser."""
+    conn = await asyncpg.connect(admin_dsn)
     try:
         for table in ("evidence", "asset_versions", "sources"):
             await conn.execute(f"VACUUM (ANALYZE) {table}")
+        await conn.execute("CHECKPOINT")
     finally:
         await conn.close()
-    admin = await asyncpg.connect(admin_dsn)
-    try:
-        await admin.execute("CHECKPOINT")
-    finally:
-        await admin.close()
 
 
 def search_timings(stack_url: str, token: str, queries: list[str]) -> tuple[list[float], int]:
@@ -281,7 +276,6 @@ def p99_line(label: str, timings: list[float]) -> float:
 def search_at(stack: RunningStack, token: str, scope: str, passages: int, first: int) -> tuple[float, float]:
     """Grows the store to `first + passages` passages; the p99 right after the bulk insert and settled."""
     stack_url, dsn = stack.url, stack.dsn("assets")
-    admin_dsn = postgres_dsn(stack.postgres_port(), "postgres", PG_SUPERUSER, stack.pg_password(PG_SUPERUSER))
     started = time.perf_counter()
     queries = asyncio.run(insert_passages(dsn, scope, passages, first))
     total = first + passages
@@ -289,7 +283,7 @@ def search_at(stack: RunningStack, token: str, scope: str, passages: int, first:
     timings, hits = search_timings(stack_url, token, queries)
     print(f"  {QUERIES} queries of 1-3 words through the gateway, {hits / QUERIES:.1f} hits each on average")
     fresh = p99_line("right after the bulk insert:", timings)
-    asyncio.run(settle(dsn, admin_dsn))
+    asyncio.run(settle(stack.admin_dsn("assets")))
     settled = p99_line("settled (vacuumed, checkpointed):", search_timings(stack_url, token, queries)[0])
     return fresh, settled
 

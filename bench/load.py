@@ -39,7 +39,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench import _monolith as monolith
 from bench._cpu import CpuMeter, print_split, stack_pids
 from bench._stats import goal, publish, summary
-from devstack.infra import PG_SUPERUSER, postgres_dsn
 from devstack.procs import free_port
 from tests.support.stack import RunningStack, start_stack, stop_stack
 
@@ -126,12 +125,11 @@ def start_app(app: str, env: dict[str, str], workers: int = 1) -> tuple[subproce
     raise RuntimeError(f"{app} did not start")
 
 
-def start_monolith(stack: RunningStack, token: str, document: dict[str, Any]) -> tuple[subprocess.Popen[bytes], str]:
-    port, password = stack.postgres_port(), stack.pg_password(PG_SUPERUSER)
-    admin = postgres_dsn(port, "postgres", PG_SUPERUSER, password)
-    dsn = postgres_dsn(port, monolith.DATABASE, PG_SUPERUSER, password)
-    asyncio.run(monolith.prepare(admin, dsn, token=token, scope="bench", document=document))
-    workers = int(str(stack.state()["gateway_workers"]))
+def start_monolith(
+    stack: RunningStack, token: str, document: dict[str, Any], workers: int
+) -> tuple[subprocess.Popen[bytes], str]:
+    dsn = stack.admin_dsn(monolith.DATABASE)
+    asyncio.run(monolith.prepare(stack.admin_dsn(), dsn, token=token, scope="bench", document=document))
     return start_app("bench._monolith:app", {"BENCH_MONOLITH_DSN": dsn}, workers)
 
 
@@ -178,8 +176,9 @@ def metered(meter: CpuMeter, url: str, token: str | None) -> Metered:
 def throughput(stack: RunningStack, token: str, pub_id: str) -> None:
     path = f"/v1/publications/{pub_id}/versions/1"
     document = httpx.get(f"{stack.url}{path}", headers={"Authorization": f"Bearer {token}"}).json()
+    workers = int(str(stack.state()["gateway_workers"]))
     floor_proc, floor_url = start_app("bench._floor:app", {"BENCH_FLOOR_JSON": json.dumps(document)})
-    mono_proc, mono_url = start_monolith(stack, token, document)
+    mono_proc, mono_url = start_monolith(stack, token, document, workers)
     pids = stack_pids(stack.local_home())
     try:
         answer = httpx.get(f"{mono_url}{path}", headers={"Authorization": f"Bearer {token}"})
@@ -199,7 +198,6 @@ def throughput(stack: RunningStack, token: str, pub_id: str) -> None:
             proc.terminate()
             proc.wait(10)
     gateway, mono, floor = gateway_run.load, mono_run.load, floor_run.load
-    workers = stack.state()["gateway_workers"]
     print(f"{CONNECTIONS} connections, {SECONDS} s each, load by {gateway.tool}; {workers} gateway worker(s)")
     for name, r in (("gateway", gateway), ("monolith", mono), ("FastAPI floor", floor)):
         print(f"  {name:<14} {r.rps:9.0f} req/s   p50 {r.p50_ms:7.2f} ms   p99 {r.p99_ms:7.2f} ms   errors {r.errors}")

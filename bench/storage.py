@@ -34,7 +34,6 @@ import asyncpg
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._stats import goal
-from devstack.infra import postgres_dsn
 from tests.support.api import Api
 from tests.support.documents import pdf
 from tests.support.stack import RunningStack, start_stack, stop_stack
@@ -87,9 +86,8 @@ def seed(api: Api) -> str:
 async def service_databases(stack: RunningStack) -> AsyncIterator[tuple[str, asyncpg.Connection]]:
     """Each service database that exists, connected as the superuser."""
     for database in DATABASES:
-        dsn = postgres_dsn(stack.postgres_port(), database, "postgres", stack.pg_password("postgres"))
         try:
-            conn = await asyncpg.connect(dsn)
+            conn = await asyncpg.connect(stack.admin_dsn(database))
         except asyncpg.InvalidCatalogNameError:
             continue
         try:
@@ -170,8 +168,7 @@ async def vacuum_as_a_day_would(stack: RunningStack) -> None:
     """Autovacuum every second instead of every minute: a day of runs is compressed into minutes here, and
     between two runs a day apart autovacuum has long made the rows a run let go (its live ledger rows,
     sealed at its end; published events) room for the next run's."""
-    dsn = postgres_dsn(stack.postgres_port(), "postgres", "postgres", stack.pg_password("postgres"))
-    conn = await asyncpg.connect(dsn)
+    conn = await asyncpg.connect(stack.admin_dsn())
     try:
         await conn.execute("ALTER SYSTEM SET autovacuum_naptime = '1s'")
         await conn.execute("SELECT pg_reload_conf()")

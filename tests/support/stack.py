@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 
-from devstack.infra import postgres_dsn
+from devstack.infra import PG_SUPERUSER, postgres_dsn
 from devstack.procs import free_port
 from devstack.stack import OBJECT_USERS, SECRET_VARIABLES, s3_access_key
 from dossier_cli.logread import backups, kind_of
@@ -79,6 +79,11 @@ class RunningStack:
     def dsn(self, database: str) -> str:
         """The DSN of a service's database with that service's own role."""
         return postgres_dsn(self.postgres_port(), database, database, self.pg_password(database))
+
+    def admin_dsn(self, database: str = "postgres") -> str:
+        """The DSN of a database with PostgreSQL's superuser: for what no service role may do (VACUUM of
+        every table, CHECKPOINT, server settings, a database of its own)."""
+        return postgres_dsn(self.postgres_port(), database, PG_SUPERUSER, self.pg_password(PG_SUPERUSER))
 
     def postgres_port(self) -> int:
         if self.compose is not None:
