@@ -10,10 +10,16 @@ renders them. On each page image, in the same run and one after another:
   `OMP_THREAD_LIMIT=1`, where it is on the PATH; where it is not, the anchor is skipped with a message and
   no GOAL line is printed for it.
 
+Then the whole file as the assets service reads it (services.assets.splitting.extract_file, real confined
+parsers from services.assets.app.create_sandbox with the default settings): once by one parser, and once
+shared out a page at a time over as many parsers as the service has extraction slots (its helpers warm, as
+on a service that has read a file before), each timed from the file's first byte read to its coverage.
+
 Words found: of each page's words (lowered, letters only), how many the engine's text holds, counted with
 their multiplicity. Each engine's seconds per page is the median over `--trials` passes. The GOALs: seconds
-per page ≤ 1.0× Tesseract's (the faster of its two runs), and words found ≥ Tesseract's; beside them, the
-bound that spreading a document's pages over every core could reach at best.
+per page of the file as the service reads it ≤ 1.0× Tesseract's (the faster of its two runs), and words
+found ≥ Tesseract's; beside them, the engine on one core, and the bound that spreading the pages over every
+core could reach at best.
 
 Run: `python bench/ocr.py` (`--dpi N` to measure another rendering resolution, `--pages N`).
 """
@@ -21,6 +27,7 @@ Run: `python bench/ocr.py` (`--dpi N` to measure another rendering resolution, `
 from __future__ import annotations
 
 import argparse
+import asyncio
 import collections
 import os
 import random
@@ -38,9 +45,13 @@ import pymupdf
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._stats import goal
+from services.assets.app import create_sandbox
 from services.assets.extract.ocr import Ocr
+from services.assets.queueing import FairSlots
+from services.assets.splitting import extract_file
 from shared.settings import AssetsSettings
 from tests.support.fidelity import body_text_scan
+from tests.support.probe import probe_until
 
 SCAN_DPI = 200
 _WORD = re.compile(r"[^\W\d_]+")
@@ -79,6 +90,39 @@ def tesseract_page(image: Path, *, one_thread: bool) -> str:
     return done.stdout.decode("utf-8", "replace")
 
 
+async def as_the_service_reads(data: bytes, *, split: bool, trials: int) -> tuple[list[float], str]:
+    """Seconds for the whole file through the assets service's sandbox (median-ready list), and its text."""
+    settings = AssetsSettings(extract_split_pages=AssetsSettings().extract_split_pages if split else 0)
+    sandbox = create_sandbox(settings)
+    slots = FairSlots(settings.extract_concurrency, per_scope=settings.extract_concurrency)
+    texts: list[str] = []
+
+    async def sink(locator: str, text: str, meta: dict[str, object]) -> None:
+        texts.append(text)
+
+    async def warm() -> bool:
+        return sandbox.helpers_ready() >= settings.extract_concurrency - 1
+
+    seconds: list[float] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "scan.pdf"
+        path.write_bytes(data)
+        sandbox.start()
+        try:
+            for trial in range(trials + 1):
+                texts.clear()
+                started = time.perf_counter()
+                async with slots.slot("bench"):
+                    await extract_file(sandbox, path, "pdf", sink, slots)
+                if trial:  # the first file warms the helpers, as on a service that has read one before
+                    seconds.append(time.perf_counter() - started)
+                if split:
+                    await probe_until(warm, timeout=60)
+        finally:
+            await sandbox.close()
+    return seconds, "\n".join(texts)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pages", type=int, default=6)
@@ -111,10 +155,24 @@ def main() -> int:
                     timings[name].append(time.perf_counter() - started)
                     if trial == 0:
                         hits[name] += found(truth[n], text)
+    if args.dpi == AssetsSettings().ocr_dpi:
+        for name, split in (("service-1", False), ("service", True)):
+            seconds, text = asyncio.run(as_the_service_reads(data, split=split, trials=args.trials))
+            timings[name] = [s / args.pages for s in seconds]
+            hits[name] = found([w for t in truth for w in t], text)
     print(f"OCR: {args.pages} pages scanned at {SCAN_DPI} dpi, read at {args.dpi} dpi; {total} words on them")
     per_page = {name: statistics.median(seconds) for name, seconds in timings.items()}
+    described = {
+        "dossier": "engine, in process, one core",
+        "service-1": "the file as the service reads it, one parser",
+        "service": f"the file as the service reads it, {AssetsSettings().extract_concurrency} parsers",
+        "tesseract": "Tesseract, its default threads",
+        "tesseract-1t": "Tesseract, one thread",
+    }
     for name in timings:
-        print(f"  {name:<13} {per_page[name]:6.3f} s/page   words found {hits[name]:5d} ({hits[name] / total:.1%})")
+        print(
+            f"  {per_page[name]:6.3f} s/page   words found {hits[name]:5d} ({hits[name] / total:.1%})   {described[name]}"
+        )
     if not tesseract:
         print(
             "  Tesseract is not installed here (no `tesseract` on the PATH): the anchor and its GOAL lines are skipped"
@@ -128,8 +186,15 @@ def main() -> int:
         f"  Dossier's engine, its pages spread over all {cores} cores with no loss at all (a bound): "
         f"{per_page['dossier'] / cores:.3f} s/page = {per_page['dossier'] / cores / anchor:.2f}x Tesseract's"
     )
-    goal("OCR s/page (Dossier engine, one core) ÷ Tesseract's", per_page["dossier"] / anchor, 1.0, at_most=True)
-    goal("OCR words found (Dossier) ÷ Tesseract's", hits["dossier"] / max(1, hits["tesseract"]), 1.0, at_most=False)
+    print(f"  Dossier's engine on one core ÷ Tesseract's: {per_page['dossier'] / anchor:.2f}x")
+    if "service" not in per_page:
+        print(f"  the service's own reading is measured at its own resolution only ({AssetsSettings().ocr_dpi} dpi)")
+        goal("OCR s/page (Dossier engine, one core) ÷ Tesseract's", per_page["dossier"] / anchor, 1.0, at_most=True)
+        goal("OCR words found (Dossier) ÷ Tesseract's", hits["dossier"] / max(1, hits["tesseract"]), 1.0, at_most=False)
+        return 0
+    print(f"  the service, {per_page['service-1'] / per_page['service']:.2f}x faster with its pages shared out")
+    goal("OCR s/page (the file as the service reads it) ÷ Tesseract's", per_page["service"] / anchor, 1.0, at_most=True)
+    goal("OCR words found (the service) ÷ Tesseract's", hits["service"] / max(1, hits["tesseract"]), 1.0, at_most=False)
     return 0
 
 

@@ -1,7 +1,7 @@
 """A parser's output as the service follows it (services.assets.sandbox starts the parser).
 
 JSON lines: `["p", locator, text, meta]` per passage, `["ocr"]` once OCR starts, `["done", coverage]` or
-`["error", message]` at the end; a share of a split PDF also says `["pages", n]` and `["block", tally]`
+`["error", message]` at the end; a share of a split PDF also says `["pages", n, scanned]` and `["block", tally]`
 (services.assets.splitting). A line that is none of these is malformed, and fails the file.
 """
 
@@ -139,7 +139,9 @@ def _record(line: bytes) -> list[Any]:
     if record == ["ocr"]:
         return ["ocr"]
     # A part of a split file (services.assets.splitting) says its pages and each block's tally.
-    if isinstance(record, list) and len(record) == 2 and record[0] in ("pages", "block"):
+    if isinstance(record, list) and len(record) == 2 and record[0] == "block":
+        return record
+    if isinstance(record, list) and len(record) == 3 and record[0] == "pages" and isinstance(record[2], bool):
         return record
     valid = isinstance(record, list) and len(record) in (2, 3, 4) and record[0] in ("p", "done", "error")
     passage = valid and record[0] == "p"

@@ -116,12 +116,13 @@ def _extract(kind: str, path: Path, limits: Limits, emit: Emit) -> list[Any]:
 def _part(
     path: Path, limits: Limits, emit: Emit, flush: Callable[[], None], jobs: socket.socket, least: int
 ) -> list[Any] | None:
-    """A share of a split PDF (services.assets.splitting): `["pages", n]`, then one message per line on the
-    job socket: `{"block": [first, last]}` is answered by its passages and `["block", tally]`;
-    `{"rest": seed, "cpu": seconds}` reads the rest of the file as one parser would from there, within what
-    is left of the file's CPU time; the socket's end dismisses the part. A file that is not one to split
-    (encrypted, empty, or shorter than `least` pages) is read whole at once, as without a split."""
-    from services.assets.extract import pdf
+    """A share of a split PDF (services.assets.splitting): `["pages", n, scanned]`, then one message per line
+    on the job socket: `{"block": [first, last], "ocr": [pages, seconds]}` is answered by its passages and
+    `["block", tally]`; `{"rest": seed, "cpu": seconds}` reads the rest of the file as one parser would from
+    there, within what is left of the file's CPU time; the socket's end dismisses the part. A file that is
+    not one to split (encrypted, empty, or shorter than `least` pages and not a scan) is read whole at once,
+    as without a split."""
+    from services.assets.extract import ocr, pdf
     from services.assets.extract.base import Collector, Coverage, ExtractionError, failure
     from services.assets.extract.dispatch import extract
 
@@ -130,10 +131,11 @@ def _part(
     except ExtractionError as exc:
         return ["error", str(exc)]
     pages = part.pages()
-    if pages is None or pages < least:
+    scanned = pages is not None and pages > 1 and part.scanned()
+    if pages is None or (pages < least and not scanned):
         part.close()
         return _extract("pdf", path, limits, emit)
-    emit(["pages", pages])
+    emit(["pages", pages, scanned])
     flush()
 
     def passage(locator: str, text: str, meta: dict[str, Any]) -> None:
@@ -143,8 +145,9 @@ def _part(
         message = json.loads(line)
         if "block" in message:
             first, last = (int(n) for n in message["block"])
+            share = message.get("ocr") or [0, 0]
             try:
-                tally = part.block(first, last, passage)
+                tally = part.block(first, last, passage, ocr=(int(share[0]), float(share[1])))
             except Exception as exc:
                 return ["error", str(exc if isinstance(exc, ExtractionError) else failure("pdf", exc))]
             emit(["block", {**tally, "cpu": time.process_time()}])
@@ -153,9 +156,11 @@ def _part(
         part.close()
         import resource
 
-        # The file's CPU time is shared by its parsers: this one may use what the others left.
+        # The file's CPU time is shared by its parsers: this one may use what the others left (OCR aside, whose
+        # seconds the seed carries). Once this process has run OCR its soft limit stays lifted to the hard one.
         left = int(message["cpu"])
-        resource.setrlimit(resource.RLIMIT_CPU, (left, left + int(limits.ocr_seconds) + 2))
+        hard = left + int(limits.ocr_seconds) + 2
+        resource.setrlimit(resource.RLIMIT_CPU, (hard if ocr.started() else left, hard))
         try:
             summary = extract(path, "pdf", limits, passage, seed=pdf.Seed(**message["rest"]))
         except ExtractionError as exc:

@@ -1,20 +1,29 @@
 """One PDF on several cores: blocks of pages shared by confined parsers, merged in page order.
 
-The file's own parser (the one its parser slot pays for) opens the PDF and says how many pages it will read.
-Below `split_pages` it reads the file whole, as without a split. Otherwise the service borrows the parser
-slots that are free with nobody waiting (`SlotLender`), each for one more parser (warm, confined like any
-other: services.assets.parser), and hands out blocks of `BLOCK_PAGES` pages in page order, each parser
-holding at most `AHEAD` of them. Every parser opens the same file (its own descriptor) and answers a block
-with its passages and a tally. The service keeps the passages of a block until every block before it is
-in, then hands them on, so passages reach the store in page order as they do from one parser.
+The file's own parser (the one its parser slot pays for) opens the PDF and says how many pages it will read,
+and whether its first page is a scan (read by OCR). Below `split_pages` a file that is not a scan is read
+whole, as without a split. Otherwise the service borrows the parser slots that are free with nobody waiting
+(`SlotLender`), each for one more parser (warm, confined like any other: services.assets.parser), and hands
+out blocks of `BLOCK_PAGES` pages in page order, each parser holding at most `AHEAD` of them; a scan, where
+a page costs seconds, goes out a page at a time, one to each parser. Every parser opens the same file (its
+own descriptor) and answers a block with its passages and a tally. The service keeps the passages of a block
+until every block before it is in, then hands them on, so passages reach the store in page order as they do
+from one parser.
+
+OCR: the service holds the file's OCR budget (pages and seconds) and hands each block a share of what is
+neither spent nor promised to an earlier block still out: at most one page per page of the block, and the
+seconds in proportion. A block answers with what it spent, and what it did not spend is free again. The
+pages are counted exactly as one parser counts them; the seconds are known only once spent, so where one
+parser may overrun them by the page it is reading, several may each overrun them by theirs.
 
 What one parser decides from the pages before a page is never guessed: a block stops at the first page that
-needs OCR (the file's OCR budget is spent in page order), that the collector refuses (its limits count the
-whole file), or after which MuPDF repaired the file; the merge stops where the file's passage or character
-limit could be reached, and where a parser died, failed or lied. From the first such page (or past the last
-page) the file's own parser reads on alone with the state one parser would have there (`pdf.Seed`): the
-collector's counts, the unreadable and blank pages, the CPU time the others spent. So passages, locators and
-coverage are those of one parser, and a crash, a timeout or an error on a page ends the file as it did.
+needs more OCR than its share, that the collector refuses (its limits count the whole file), or after which
+MuPDF repaired the file; the merge stops where the file's passage or character limit could be reached, and
+where a parser died, failed or lied. From the first such page (or past the last page) the file's own parser
+reads on alone with the state one parser would have there (`pdf.Seed`): the collector's counts, the
+unreadable, blank and OCR-empty pages, the OCR pages and seconds spent, the CPU time the others spent on
+anything but OCR. So passages, locators and coverage are those of one parser (the OCR note's seconds aside,
+which no two runs share), and a crash, a timeout or an error on a page ends the file as it did.
 
 Fairness: a borrowed slot is given back at its parser's next block boundary once any file (of any scope)
 waits, so a big file delays another scope's file by at most a block or two; a slot is never waited for.
@@ -38,7 +47,7 @@ from shared.metrics import EXTRACTION_HELPERS
 
 BLOCK_PAGES = 16
 AHEAD = 2
-_TALLY_INTS = ("passages", "chars", "offered", "cut")
+_TALLY_INTS = ("passages", "chars", "offered", "cut", "ocr_pages")
 
 
 @dataclass
@@ -53,6 +62,7 @@ class _Share:
     lent: bool = False  # holds a borrowed slot
     resting: bool = False  # reads the rest of the file
     cpu: float = 0.0  # CPU seconds the parser had used at its last block
+    ocr: float = 0.0  # seconds of it its blocks spent on OCR
     answered: int = 0  # blocks
 
 
@@ -65,7 +75,13 @@ class Split:
         self.shares: list[_Share] = []
         self.joining: set[asyncio.Task[None]] = set()
         self.pages = 0
+        self.scan = False
         self.blocks: list[tuple[int, int]] = []
+        # The file's OCR budget as blocks spent it or hold a share of it (pages, seconds), and each held share.
+        self.ocr_pages, self.ocr_seconds = 0, 0.0
+        self.ocr_shares: dict[int, tuple[int, float]] = {}
+        self.deadline: asyncio.Timeout | None = None
+        self.ocr_started = False
         self.handed = 0  # blocks handed out
         self.merged = 0  # blocks merged
         self.done: dict[int, tuple[list[list[Any]], dict[str, Any]]] = {}
@@ -80,18 +96,18 @@ class Split:
         self.shares.append(main)
         try:
             async with asyncio.timeout(sandbox.wall_seconds) as deadline:
-                main.stream.deadline = deadline
+                main.stream.deadline = self.deadline = deadline
                 _send_job(main.stream.parser.jobs, self.path, "pdf", split=self.sandbox.split_pages)
                 first = await main.stream.next_record()
                 pages = first[1] if first is not None and first[0] == "pages" else None
-                if pages is None:
+                if first is None or pages is None:
                     main.stream.parser.jobs.close()
                     await main.stream.follow(first)  # not a file to split: it was read whole
                     return main.stream.result()
                 if not isinstance(pages, int) or not 0 < pages <= self.limits.max_parts:
                     raise ExtractionFailed("the parser's output was malformed")
-                self.pages = pages
-                if pages < sandbox.split_pages:
+                self.pages, self.scan = pages, first[2]
+                if pages < sandbox.split_pages and not (self.scan and pages > 1):
                     self._rest(main)  # when it died instead, its end says how
                     await main.stream.follow()
                     return main.stream.result()
@@ -102,7 +118,8 @@ class Split:
             await self._end()
 
     async def _shared(self, main: _Share, deadline: asyncio.Timeout) -> dict[str, Any]:
-        self.blocks = [(a, min(a + BLOCK_PAGES - 1, self.pages)) for a in range(1, self.pages + 1, BLOCK_PAGES)]
+        size = 1 if self.scan else BLOCK_PAGES
+        self.blocks = [(a, min(a + size - 1, self.pages)) for a in range(1, self.pages + 1, size)]
         main.ready = True
         self._listen(main)
         self._feed(main)
@@ -118,7 +135,7 @@ class Split:
                 if record is None or record[0] in ("done", "error", "failed"):
                     return await self._conclude(share, record)
                 if record[0] == "ocr":
-                    share.stream.note_ocr()
+                    self._note_ocr()
                 elif record[0] == "p":
                     await share.stream.pass_on(record)
                 else:
@@ -186,11 +203,33 @@ class Split:
             if not share.blocks:
                 self._dismiss(share)
             return
-        while len(share.blocks) < AHEAD and (index := self._next_block()) is not None:
-            if not self._send(share, {"block": list(self.blocks[index])}):
+        while len(share.blocks) < (1 if self.scan else AHEAD) and (index := self._next_block()) is not None:
+            ocr = self._ocr_share(*self.blocks[index])
+            if not self._send(share, {"block": list(self.blocks[index]), "ocr": list(ocr)}):
                 return
             share.blocks.append(index)
             self.handed += 1
+            self.ocr_shares[index] = ocr
+            self.ocr_pages += ocr[0]
+            self.ocr_seconds += ocr[1]
+
+    def _ocr_share(self, first: int, last: int) -> tuple[int, float]:
+        """What a block may spend on OCR: of the budget neither spent nor held by another block, at most a
+        page per page of the block, and the seconds in proportion to the pages."""
+        pages = self.limits.ocr_max_pages - self.ocr_pages
+        seconds = self.limits.ocr_seconds - self.ocr_seconds
+        if pages <= 0 or seconds <= 0:
+            return 0, 0.0
+        share = min(pages, last - first + 1)
+        return share, seconds * share / pages
+
+    def _note_ocr(self) -> None:
+        """OCR has its own time on top of the parse's: the file's deadline moves once, whichever parser starts it."""
+        if not self.ocr_started and self.deadline is not None and (when := self.deadline.when()) is not None:
+            self.deadline.reschedule(when + self.limits.ocr_seconds)
+        self.ocr_started = True
+        for share in self.shares:
+            share.stream.ocr_started = True  # so a timeout says the time the file was allowed
 
     def _send(self, share: _Share, message: dict[str, Any]) -> bool:
         try:
@@ -203,8 +242,10 @@ class Split:
         kind = None if record is None else record[0]
         if not share.alive:
             return
-        if kind == "pages" and not share.ready and not share.primary:
-            if record is None or record[1] != self.pages:
+        if kind == "ocr":
+            self._note_ocr()
+        elif kind == "pages" and not share.ready and not share.primary:
+            if record is None or record[1:] != [self.pages, self.scan]:
                 self._fail(share)
                 return
             share.ready = True
@@ -215,7 +256,7 @@ class Split:
                 self._fail(share)
         elif kind == "block" and share.blocks and record is not None:
             index = share.blocks.popleft()
-            tally = self._tally(record[1], *self.blocks[index], len(share.held))
+            tally = self._tally(record[1], *self.blocks[index], len(share.held), self.ocr_shares[index])
             if tally is None:
                 share.blocks.appendleft(index)
                 self._fail(share)
@@ -224,6 +265,11 @@ class Split:
                 EXTRACTION_HELPERS.inc()
             share.answered += 1
             share.cpu = float(tally["cpu"])
+            share.ocr += tally["ocr_seconds"]
+            # What the block did not spend of its share is free for the blocks after it.
+            held_pages, held_seconds = self.ocr_shares.pop(index)
+            self.ocr_pages += tally["ocr_pages"] - held_pages
+            self.ocr_seconds += tally["ocr_seconds"] - held_seconds
             self.done[index] = (share.held, tally)
             share.held = []
             await self._merge()
@@ -256,8 +302,9 @@ class Split:
     def _cut(self, page: int) -> None:
         self.cut_at = page if self.cut_at is None else min(self.cut_at, page)
 
-    def _tally(self, tally: Any, first: int, last: int, held: int) -> dict[str, Any] | None:
-        """A block's tally, checked: whatever a parser says is a claim about its own file, but well formed."""
+    def _tally(self, tally: Any, first: int, last: int, held: int, ocr: tuple[int, float]) -> dict[str, Any] | None:
+        """A block's tally, checked: whatever a parser says is a claim about its own file, but well formed,
+        and within the OCR share the block was given."""
         if not isinstance(tally, dict):
             return None
         stop = tally.get("stop")
@@ -266,11 +313,14 @@ class Split:
         end = last + 1 if stop is None else stop
         if not all(isinstance(tally.get(k), int) and tally[k] >= 0 for k in _TALLY_INTS) or tally["passages"] != held:
             return None
-        for key in ("unreadable", "blank"):
+        for key in ("unreadable", "blank", "no_text"):
             pages = tally.get(key)
             if not isinstance(pages, list) or not all(isinstance(n, int) and first <= n < end for n in pages):
                 return None
-        if not isinstance(tally.get("cpu"), int | float) or tally["cpu"] < 0:
+        for key in ("cpu", "ocr_seconds"):
+            if not isinstance(tally.get(key), int | float) or tally[key] < 0:
+                return None
+        if tally["ocr_pages"] > ocr[0]:
             return None
         return tally
 
@@ -299,6 +349,9 @@ class Split:
             seed.extracted += end - first - len(set(tally["unreadable"]))
             seed.unreadable += sorted(set(tally["unreadable"]))
             seed.blank += sorted(set(tally["blank"]))
+            seed.no_text += sorted(set(tally["no_text"]))
+            seed.ocr_pages += tally["ocr_pages"]
+            seed.ocr_seconds += tally["ocr_seconds"]
             seed.start = end
             self.merged += 1
             if tally["stop"] is not None:
@@ -330,7 +383,7 @@ class Split:
         first = await rest.stream.next_record()
         if first is None:
             raise ExtractionFailed(death(await parser.proc.wait()))
-        if first != ["pages", self.pages]:
+        if first != ["pages", self.pages, self.scan]:
             raise ExtractionFailed("the parser's output was malformed")
         self._listen(rest)
         if not self._rest(rest, [s for s in self.shares if s is not rest]):
@@ -339,7 +392,8 @@ class Split:
 
     def _rest(self, share: _Share, others: list[_Share] | None = None) -> bool:
         """Send `share` the rest of the file; False when it is no longer there to take it."""
-        spent = sum(s.cpu for s in others or [])
+        # OCR's seconds have a budget of their own (the seed carries what was spent).
+        spent = sum(max(0.0, s.cpu - s.ocr) for s in others or [])
         left = int(self.sandbox.cpu_seconds - spent)
         if left < 1:
             raise ExtractionFailed(death(-9))

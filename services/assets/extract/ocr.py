@@ -5,7 +5,8 @@ models its wheel ships, so nothing is fetched at run time. It is loaded only whe
 engine and its runtime need more address space than the other parsers (measured here: 1.26 GB peak
 virtual memory for one 150 dpi page on one thread, 1.32 GB at 200 dpi), so the OCR path lifts the
 sandbox's soft memory and CPU limits to the hard ones the parent set for it (`ocr_memory_bytes`,
-`parse_cpu_seconds + ocr_seconds`). One thread: the machine's cores are shared by parallel extractions.
+`parse_cpu_seconds + ocr_seconds`). One thread: the machine's cores are shared by parallel extractions, and a
+scanned file's pages by several parsers (services.assets.splitting).
 
 OCR is bounded by a page count and a time budget; pages beyond either are reported, never silently
 skipped. A dense page costs about 5 CPU seconds.
@@ -25,10 +26,18 @@ _REC_BATCH = 1
 # Told once per process when OCR starts: the sandbox's parent then extends the parse's deadline by the
 # OCR time budget (see services.assets.sandbox).
 _started: list[Callable[[], None]] = []
+# The engine, loaded once per process: the blocks of a split file and the reader that takes the rest over
+# (services.assets.splitting) share it, as they share the process's address space limit.
+_engine: list[Any] = []
 
 
 def on_start(callback: Callable[[], None]) -> None:
     _started[:] = [callback]
+
+
+def started() -> bool:
+    """Whether this process has loaded the engine (and so lifted its soft limits to the hard ones)."""
+    return bool(_engine)
 
 
 def _lift_soft_limits() -> None:
@@ -47,13 +56,12 @@ class Ocr:
         self.dpi = dpi
         self.pages = 0
         self.spent = 0.0
-        self._engine: Any = None
 
     def can_read(self) -> bool:
         return self.pages < self.max_pages and self.spent < self.seconds
 
     def _load(self) -> Any:
-        if self._engine is None:
+        if not _engine:
             for callback in _started:
                 callback()
             _lift_soft_limits()
@@ -71,10 +79,10 @@ class Ocr:
             # One line per recognition call: in a batch every line is padded to the widest's length, and the
             # padding both costs time and makes the model drop the spaces between words (bench/ocr.py, six
             # pages of 11 pt text: words found 496 → 524 of 586 and recognition 3.1 → 1.9 s a page at 200 dpi).
-            self._engine = RapidOCR(
-                intra_op_num_threads=1, inter_op_num_threads=1, use_cls=False, rec_batch_num=_REC_BATCH
+            _engine.append(
+                RapidOCR(intra_op_num_threads=1, inter_op_num_threads=1, use_cls=False, rec_batch_num=_REC_BATCH)
             )
-        return self._engine
+        return _engine[0]
 
     def read_page(self, page: Any, clip: Any = None) -> str:
         """The text lines OCR finds on a rendered page (or a clip of it), top to bottom."""

@@ -76,19 +76,21 @@ def _is_blank(page: Any) -> bool:
 
 
 class NeedsOcr(Exception):
-    """A page of a split part would need OCR, whose budget is the file's, spent in page order."""
+    """A page of a block would need more OCR than the block's share of the file's budget."""
 
 
 class _Pages:
-    def __init__(self, out: Collector, *, labelled: bool, ocr: bool = True):
+    def __init__(self, out: Collector, *, labelled: bool, share: tuple[int, float] | None = None):
         limits = out.limits
         # Most files define no page labels; then no page asks for one (a catalog walk per page).
         self.labelled = labelled
         self.out = out
         self.cov = out.coverage
-        # False in a split part (services.assets.splitting): a page that needs OCR ends the part there.
-        self.may_ocr = ocr
-        self.ocr = Ocr(max_pages=limits.ocr_max_pages, seconds=limits.ocr_seconds, dpi=limits.ocr_dpi)
+        # A block of a split file (services.assets.splitting) has a share of the file's OCR budget (pages,
+        # seconds); a page that needs OCR beyond it ends the block there, for one parser to read on in page order.
+        self.in_block = share is not None
+        pages, seconds = share if share is not None else (limits.ocr_max_pages, limits.ocr_seconds)
+        self.ocr = Ocr(max_pages=pages, seconds=seconds, dpi=limits.ocr_dpi)
         self.unreadable: list[int] = []
         self.blank: list[int] = []
         self.no_text: list[int] = []
@@ -105,9 +107,7 @@ class _Pages:
         if not self.out.add(locator, text):
             return False
         for k, region in enumerate(_image_regions(page), start=1):
-            if not self.may_ocr:
-                raise NeedsOcr
-            if not self.ocr.can_read():
+            if not self._may_ocr():
                 self.not_ocred.append(number)
                 break
             found = self.ocr.read_page(page, clip=region)
@@ -119,9 +119,7 @@ class _Pages:
         if _is_blank(page):
             self.blank.append(number)
             return True
-        if not self.may_ocr:
-            raise NeedsOcr
-        if not self.ocr.can_read():
+        if not self._may_ocr():
             self.not_ocred.append(number)
             self.skipped += 1
             return True
@@ -130,6 +128,13 @@ class _Pages:
             self.no_text.append(number)
             return True
         return self.out.add(locator, found, ocr=True)
+
+    def _may_ocr(self) -> bool:
+        if self.ocr.can_read():
+            return True
+        if self.in_block:
+            raise NeedsOcr
+        return False
 
     def report(self) -> None:
         cov = self.cov
@@ -161,7 +166,7 @@ def _has_labels(doc: Any) -> bool:
 @dataclass
 class Seed:
     """Where one parser takes over a file whose first pages others read (services.assets.splitting): the
-    state the page loop would have at page `start`, none of the pages before it having needed OCR."""
+    state the page loop would have at page `start`, with the OCR the pages before it used."""
 
     start: int = 1
     passages: int = 0
@@ -170,6 +175,9 @@ class Seed:
     extracted: int = 0
     unreadable: list[int] = field(default_factory=list)
     blank: list[int] = field(default_factory=list)
+    ocr_pages: int = 0
+    ocr_seconds: float = 0.0
+    no_text: list[int] = field(default_factory=list)
 
 
 def _open(path: Path) -> Any:
@@ -201,6 +209,7 @@ def extract_pdf(path: Path, out: Collector, seed: Seed | None = None) -> None:
         out.passages, out.chars, out.cut = seed.passages, seed.chars, seed.cut
         cov.units_extracted = seed.extracted
         reader.unreadable, reader.blank = list(seed.unreadable), list(seed.blank)
+        reader.ocr.pages, reader.ocr.spent, reader.no_text = seed.ocr_pages, seed.ocr_seconds, list(seed.no_text)
         for number in range(seed.start, pages + 1):
             try:
                 page = doc[number - 1]
@@ -223,12 +232,13 @@ def extract_pdf(path: Path, out: Collector, seed: Seed | None = None) -> None:
 
 
 class Part:
-    """One parser's share of a split file: blocks of pages read without OCR, each told with its tally.
+    """One parser's share of a split file: blocks of pages, each told with its tally.
 
     A block ends early (`stop`) at the first page whose outcome depends on what came before it in the file:
-    one that needs OCR (the file's OCR budget is spent in page order), one the collector refuses (its limits
-    count the whole file), or one after which MuPDF repaired the file. That page and the rest are read again
-    by the parser that takes over with a `Seed`, as the one parser of today would read them.
+    one that needs more OCR than the block's share of the file's OCR budget (the budget is spent in page
+    order), one the collector refuses (its limits count the whole file), or one after which MuPDF repaired
+    the file. That page and the rest are read again by the parser that takes over with a `Seed`, as one
+    parser would read them.
     """
 
     def __init__(self, path: Path, out: Collector):
@@ -244,16 +254,28 @@ class Part:
             return None
         return int(min(doc.page_count, self.out.limits.max_parts))
 
-    def block(self, first: int, last: int, emit: Emit) -> dict[str, Any]:
+    def scanned(self) -> bool:
+        """Whether the first page is read by OCR (no text layer, or an image of text): a scan, whose pages
+        are worth sharing one at a time however few they are."""
+        try:
+            page = self.doc[0]
+            if not page.get_text("text").strip():
+                return not _is_blank(page)
+            return bool(_image_regions(page))
+        except Exception:
+            return False  # the page loop says what is wrong with it
+
+    def block(self, first: int, last: int, emit: Emit, *, ocr: tuple[int, float] = (0, 0.0)) -> dict[str, Any]:
+        """Pages `first`..`last` with `ocr` (pages, seconds) of the file's OCR budget."""
         out = self.out
         out.passages = out.chars = out.cut = out.offered = 0
         out.full = False
-        reader = _Pages(out, labelled=self.labelled, ocr=False)
+        reader = _Pages(out, labelled=self.labelled, share=ocr)
         held: list[tuple[str, str, dict[str, Any]]] = []
         out.divert(lambda loc, text, meta: held.append((loc, text, meta)))
         stop = None
         for number in range(first, last + 1):
-            mark = (len(held), out.passages, out.chars, out.cut, out.offered)
+            mark = (len(held), out.passages, out.chars, out.cut, out.offered, reader.ocr.pages, reader.ocr.spent)
             try:
                 page = self.doc[number - 1]
                 whole = reader.read(page, number)
@@ -266,7 +288,7 @@ class Part:
                 whole = True
             if not whole or self.doc.is_repaired != self.repaired:
                 del held[mark[0] :]
-                out.passages, out.chars, out.cut, out.offered = mark[1:]
+                out.passages, out.chars, out.cut, out.offered, reader.ocr.pages, reader.ocr.spent = mark[1:]
                 if number in reader.unreadable:
                     reader.unreadable.remove(number)
                 stop = number
@@ -281,6 +303,9 @@ class Part:
             "cut": out.cut,
             "unreadable": reader.unreadable,
             "blank": [n for n in reader.blank if stop is None or n < stop],
+            "no_text": [n for n in reader.no_text if stop is None or n < stop],
+            "ocr_pages": reader.ocr.pages,
+            "ocr_seconds": reader.ocr.spent,
         }
 
     def close(self) -> None:

@@ -14,6 +14,7 @@ from shared.blobs import Blobs
 from shared.bus import BusClient
 from tests.service.assets.conftest import AssetsUnderTest, actor
 from tests.support import documents
+from tests.support.fidelity import scanned_pdf
 from tests.support.probe import probe_until
 from tests.support.service import running
 
@@ -110,3 +111,53 @@ async def test_a_split_pdf_fails_at_a_limit_as_one_parser_does(
     assert one["status"] == shared["status"] == "failed" and nothing == none_either == []
     assert shared["error"] == one["error"]
     assert ("CPU or memory limit" if "DOSSIER_PARSE_CPU_SECONDS" in limit else "within 0.3 s") in one["error"]
+
+
+SCAN = [[f"scanned page {n} holds the word {word}"] for n, word in enumerate(["alpha", "bravo", "delta", "kilo"], 1)]
+
+
+async def test_a_short_scan_is_read_a_page_per_parser_as_one_parser_reads_it(
+    make_settings: Any, bus: BusClient
+) -> None:
+    """Four scanned pages are far below the split's 64, but each costs seconds of OCR: they are shared a page
+    at a time, and the passages and coverage are those of one parser."""
+    data = scanned_pdf(SCAN)
+    passages_one, one = await ingest(make_settings, bus, data, split=False)
+    passages_shared, shared = await ingest(make_settings, bus, data, split=True)
+    assert passages_shared == passages_one
+    assert without_ocr_timing(shared) == without_ocr_timing(one)
+    assert [loc for loc, _, ocr in passages_one if ocr] == ["page:1", "page:2", "page:3", "page:4"]
+    assert all(
+        word in text for (_, text, _), word in zip(passages_one, ["alpha", "bravo", "delta", "kilo"], strict=True)
+    )
+    assert one["status"] == "complete" and any(note.startswith("4 pages were read by OCR") for note in one["notes"])
+
+
+async def test_a_scans_ocr_pages_are_shared_out_in_page_order_by_its_parsers(
+    make_settings: Any, bus: BusClient
+) -> None:
+    """The file's OCR budget of pages is shared out page by page in page order: the first two pages are
+    read by OCR and the rest reported, as by one parser."""
+    data = scanned_pdf(SCAN)
+    passages_one, one = await ingest(make_settings, bus, data, split=False, DOSSIER_OCR_MAX_PAGES="2")
+    passages_shared, shared = await ingest(make_settings, bus, data, split=True, DOSSIER_OCR_MAX_PAGES="2")
+    assert passages_shared == passages_one
+    assert without_ocr_timing(shared) == without_ocr_timing(one)
+    assert [loc for loc, _, ocr in passages_one if ocr] == ["page:1", "page:2"]
+    assert one["status"] == "partial" and any(note.endswith("pages 3-4)") for note in one["notes"])
+
+
+async def test_a_scans_ocr_seconds_are_overrun_by_at_most_a_page_per_parser(make_settings: Any, bus: BusClient) -> None:
+    """Seconds are known only once spent: one parser reads the page it started past a budget of 10 ms, and two
+    parsers at most the two pages they started. What is read is a prefix of the file, as one parser reads
+    it, and every page after it is reported."""
+    data = scanned_pdf(SCAN)
+    passages_one, one = await ingest(make_settings, bus, data, split=False, DOSSIER_OCR_SECONDS="0.01")
+    passages_shared, shared = await ingest(make_settings, bus, data, split=True, DOSSIER_OCR_SECONDS="0.01")
+    assert [loc for loc, _, ocr in passages_one if ocr] == ["page:1"]
+    assert passages_shared[:1] == passages_one and len(passages_shared) <= 2
+    read = len(passages_shared)
+    assert [loc for loc, _, _ in passages_shared] == [f"page:{n}" for n in range(1, read + 1)]
+    for coverage, first_unread in ((one, 2), (shared, read + 1)):
+        assert coverage["status"] == "partial" and coverage["units_extracted"] == first_unread - 1
+        assert any(note.endswith(f"pages {first_unread}-4)") for note in coverage["notes"]), coverage

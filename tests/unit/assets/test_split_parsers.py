@@ -115,3 +115,32 @@ async def test_a_file_of_another_scope_gets_the_borrowed_slot_before_the_long_fi
         assert not split.shares[1].alive and split.shares[1].answered < len(split.blocks)
     finally:
         await shared.close()
+
+
+async def test_a_block_is_given_a_share_of_the_ocr_budget_and_may_not_claim_more(tmp_path: Path) -> None:
+    """The service hands each block a share of the file's OCR budget that no earlier block holds, and refuses a
+    tally that says it spent pages beyond its share (the parser is not believed; the file is read on by one)."""
+
+    async def sink(locator: str, text: str, meta: dict[str, Any]) -> None:
+        raise AssertionError("no passage is handed on here")
+
+    split = Split(sandbox(64), tmp_path / "scan.pdf", sink, FairSlots(2, per_scope=4))
+    budget = split.limits.ocr_max_pages, split.limits.ocr_seconds
+    assert split._ocr_share(1, 1) == (1, budget[1] / budget[0])
+    assert split._ocr_share(1, 16) == (16, budget[1] * 16 / budget[0])
+    split.ocr_pages, split.ocr_seconds = budget[0] - 1, budget[1] / 2  # spent or held by earlier blocks
+    assert split._ocr_share(1, 16) == (1, budget[1] / 2)
+    split.ocr_pages = budget[0]
+    assert split._ocr_share(1, 1) == (0, 0.0)
+    split.ocr_pages, split.ocr_seconds = 0, budget[1]
+    assert split._ocr_share(1, 1) == (0, 0.0)
+
+    tally = {
+        **{"stop": None, "passages": 1, "chars": 40, "offered": 40, "cut": 0, "cpu": 2.5},
+        **{"ocr_pages": 1, "ocr_seconds": 2.0, "unreadable": [], "blank": [], "no_text": []},
+    }
+    assert split._tally(tally, 3, 3, 1, (1, 3.0)) == tally
+    assert split._tally(tally, 3, 3, 1, (0, 0.0)) is None
+    assert split._tally({**tally, "ocr_pages": -1}, 3, 3, 1, (1, 3.0)) is None
+    assert split._tally({**tally, "ocr_seconds": "2"}, 3, 3, 1, (1, 3.0)) is None
+    assert split._tally({**tally, "no_text": [4]}, 3, 3, 1, (1, 3.0)) is None
