@@ -179,8 +179,8 @@ def strict_docx(transitional: bytes) -> bytes:
     return out.getvalue()
 
 
-def body_text_scan(pages: list[list[str]], *, dpi: int = 200) -> bytes:
-    """Letter-size pages of 11 pt body text, scanned at `dpi` and pasted whole: no text layer."""
+def body_text_scan(pages: list[list[str]], *, dpi: int = 200, fontsize: float = 11) -> bytes:
+    """Letter-size pages of body text (11 pt unless told), scanned at `dpi` and pasted whole: no text layer."""
     import pymupdf
 
     out = pymupdf.open()
@@ -188,7 +188,7 @@ def body_text_scan(pages: list[list[str]], *, dpi: int = 200) -> bytes:
         src = pymupdf.open()
         page = src.new_page(width=612, height=792)
         for n, line in enumerate(lines):
-            page.insert_text((54, 60 + 20 * n), line, fontsize=11)
+            page.insert_text((54, 60 + 20 * fontsize / 11 * n), line, fontsize=fontsize)
         png = page.get_pixmap(dpi=dpi, colorspace="gray").tobytes("png")
         out.new_page(width=612, height=792).insert_image(pymupdf.Rect(0, 0, 612, 792), stream=png)
     return bytes(out.tobytes())

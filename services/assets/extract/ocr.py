@@ -23,6 +23,8 @@ from typing import Any
 
 # Text lines per call of the recognition model (see Ocr._load).
 _REC_BATCH = 1
+# The longest side of the image the detection model sees (see Ocr._load).
+_DETECT_SIDE = 1024
 # Told once per process when OCR starts: the sandbox's parent then extends the parse's deadline by the
 # OCR time budget (see services.assets.sandbox).
 _started: list[Callable[[], None]] = []
@@ -70,6 +72,7 @@ class Ocr:
                 os.environ.setdefault(name, "1")
             import cv2
             from rapidocr_onnxruntime import RapidOCR
+            from rapidocr_onnxruntime.ch_ppocr_det.utils import DetPreProcess
 
             # The sandbox may start no thread (RLIMIT_NPROC 0 where it applies): OpenCV works sequentially,
             # and ONNX Runtime with one intra- and one inter-op thread runs on the calling thread.
@@ -79,9 +82,17 @@ class Ocr:
             # One line per recognition call: in a batch every line is padded to the widest's length, and the
             # padding both costs time and makes the model drop the spaces between words (bench/ocr.py, six
             # pages of 11 pt text: words found 496 → 524 of 586 and recognition 3.1 → 1.9 s a page at 200 dpi).
-            _engine.append(
-                RapidOCR(intra_op_num_threads=1, inter_op_num_threads=1, use_cls=False, rec_batch_num=_REC_BATCH)
-            )
+            engine = RapidOCR(intra_op_num_threads=1, inter_op_num_threads=1, use_cls=False, rec_batch_num=_REC_BATCH)
+            # Lines are found on the page scaled to 1024 pixels at most, and read from the page as rendered.
+            # RapidOCR's own choice for a page rendered at 200 dpi is its whole 2,000 pixels, where the
+            # detection model splits lines and misses small print (scanned pages of 8 to 16 pt text at 200 dpi:
+            # words found 270 → 835 of 855 at 8 pt, 540 → 588 of 590 at 11 pt, 331 of 342 either way at 16 pt;
+            # tests/service/assets/test_fidelity.py reads the 8 pt page) and takes five times as long (detection
+            # 2.05 → 0.37 s a page of 11 pt text; bench/ocr.py). Its options cannot ask for this: with `limit_type: max` it picks the
+            # side from the image's size again, so the detector's preprocessing is replaced here.
+            detector = engine.text_det
+            detector.get_preprocess = lambda _longest: DetPreProcess(_DETECT_SIDE, "max", detector.mean, detector.std)
+            _engine.append(engine)
         return _engine[0]
 
     def read_page(self, page: Any, clip: Any = None) -> str:
