@@ -32,7 +32,9 @@ def goal(name: str, value: float, target: float, *, at_most: bool, unit: str = "
     met = value <= target if at_most else value >= target
     sign = "≤" if at_most else "≥"
     verdict = "met" if met else "MISSED"
-    print(f"GOAL {name:<52} {value:8.2f}{unit}   goal {sign} {target:g}{unit}   {verdict}")
+    # Three decimals where two would round a missed goal onto its target (0.999 shown as 1.00).
+    shown = f"{value:8.3f}" if not met and f"{value:.2f}" == f"{target:.2f}" else f"{value:8.2f}"
+    print(f"GOAL {name:<52} {shown}{unit}   goal {sign} {target:g}{unit}   {verdict}")
     return met
 
 
