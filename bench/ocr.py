@@ -92,7 +92,7 @@ def tesseract_page(image: Path, *, one_thread: bool) -> str:
 
 async def as_the_service_reads(data: bytes, *, split: bool, trials: int) -> tuple[list[float], str]:
     """Seconds for the whole file through the assets service's sandbox (median-ready list), and its text."""
-    settings = AssetsSettings(extract_split_pages=AssetsSettings().extract_split_pages if split else 0)
+    settings = AssetsSettings() if split else AssetsSettings(extract_split_pages=0)
     sandbox = create_sandbox(settings)
     slots = FairSlots(settings.extract_concurrency, per_scope=settings.extract_concurrency)
     texts: list[str] = []
@@ -155,7 +155,8 @@ def main() -> int:
                     timings[name].append(time.perf_counter() - started)
                     if trial == 0:
                         hits[name] += found(truth[n], text)
-    if args.dpi == AssetsSettings().ocr_dpi:
+    defaults = AssetsSettings()
+    if args.dpi == defaults.ocr_dpi:
         for name, split in (("service-1", False), ("service", True)):
             seconds, text = asyncio.run(as_the_service_reads(data, split=split, trials=args.trials))
             timings[name] = [s / args.pages for s in seconds]
@@ -165,7 +166,7 @@ def main() -> int:
     described = {
         "dossier": "engine, in process, one core",
         "service-1": "the file as the service reads it, one parser",
-        "service": f"the file as the service reads it, {AssetsSettings().extract_concurrency} parsers",
+        "service": f"the file as the service reads it, {defaults.extract_concurrency} parsers",
         "tesseract": "Tesseract, its default threads",
         "tesseract-1t": "Tesseract, one thread",
     }
@@ -188,7 +189,7 @@ def main() -> int:
     )
     print(f"  Dossier's engine on one core ÷ Tesseract's: {per_page['dossier'] / anchor:.2f}x")
     if "service" not in per_page:
-        print(f"  the service's own reading is measured at its own resolution only ({AssetsSettings().ocr_dpi} dpi)")
+        print(f"  the service's own reading is measured at its own resolution only ({defaults.ocr_dpi} dpi)")
         goal("OCR s/page (Dossier engine, one core) ÷ Tesseract's", per_page["dossier"] / anchor, 1.0, at_most=True)
         goal("OCR words found (Dossier) ÷ Tesseract's", hits["dossier"] / max(1, hits["tesseract"]), 1.0, at_most=False)
         return 0

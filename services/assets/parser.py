@@ -145,7 +145,7 @@ def _part(
         message = json.loads(line)
         if "block" in message:
             first, last = (int(n) for n in message["block"])
-            share = message.get("ocr") or [0, 0]
+            share = message["ocr"]
             try:
                 tally = part.block(first, last, passage, ocr=(int(share[0]), float(share[1])))
             except Exception as exc:

@@ -80,8 +80,6 @@ class Split:
         # The file's OCR budget as blocks spent it or hold a share of it (pages, seconds), and each held share.
         self.ocr_pages, self.ocr_seconds = 0, 0.0
         self.ocr_shares: dict[int, tuple[int, float]] = {}
-        self.deadline: asyncio.Timeout | None = None
-        self.ocr_started = False
         self.handed = 0  # blocks handed out
         self.merged = 0  # blocks merged
         self.done: dict[int, tuple[list[list[Any]], dict[str, Any]]] = {}
@@ -96,7 +94,7 @@ class Split:
         self.shares.append(main)
         try:
             async with asyncio.timeout(sandbox.wall_seconds) as deadline:
-                main.stream.deadline = self.deadline = deadline
+                main.stream.deadline = deadline
                 _send_job(main.stream.parser.jobs, self.path, "pdf", split=self.sandbox.split_pages)
                 first = await main.stream.next_record()
                 pages = first[1] if first is not None and first[0] == "pages" else None
@@ -113,7 +111,8 @@ class Split:
                     return main.stream.result()
                 return await self._shared(main, deadline)
         except TimeoutError as exc:
-            raise (self.resting or main).stream.timed_out() from exc
+            # The file's own stream holds the file's deadline and whether OCR moved it.
+            raise main.stream.timed_out() from exc
         finally:
             await self._end()
 
@@ -224,12 +223,9 @@ class Split:
         return share, seconds * share / pages
 
     def _note_ocr(self) -> None:
-        """OCR has its own time on top of the parse's: the file's deadline moves once, whichever parser starts it."""
-        if not self.ocr_started and self.deadline is not None and (when := self.deadline.when()) is not None:
-            self.deadline.reschedule(when + self.limits.ocr_seconds)
-        self.ocr_started = True
-        for share in self.shares:
-            share.stream.ocr_started = True  # so a timeout says the time the file was allowed
+        """OCR has its own time on top of the parse's: the file's deadline, which the file's own stream holds,
+        moves once, whichever parser starts it."""
+        self.shares[0].stream.note_ocr()
 
     def _send(self, share: _Share, message: dict[str, Any]) -> bool:
         try:

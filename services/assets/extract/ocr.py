@@ -91,7 +91,8 @@ class Ocr:
             # 2.05 → 0.37 s a page of 11 pt text; bench/ocr.py). Its options cannot ask for this: with `limit_type: max` it picks the
             # side from the image's size again, so the detector's preprocessing is replaced here.
             detector = engine.text_det
-            detector.get_preprocess = lambda _longest: DetPreProcess(_DETECT_SIDE, "max", detector.mean, detector.std)
+            preprocess = DetPreProcess(_DETECT_SIDE, "max", detector.mean, detector.std)
+            detector.get_preprocess = lambda _longest: preprocess
             _engine.append(engine)
         return _engine[0]
 

@@ -265,7 +265,7 @@ class Part:
         except Exception:
             return False  # the page loop says what is wrong with it
 
-    def block(self, first: int, last: int, emit: Emit, *, ocr: tuple[int, float] = (0, 0.0)) -> dict[str, Any]:
+    def block(self, first: int, last: int, emit: Emit, *, ocr: tuple[int, float]) -> dict[str, Any]:
         """Pages `first`..`last` with `ocr` (pages, seconds) of the file's OCR budget."""
         out = self.out
         out.passages = out.chars = out.cut = out.offered = 0
