@@ -221,13 +221,14 @@ class AssetsSettings(CommonSettings):
     parse_memory_bytes: int = 1_536 * 1024 * 1024
     parse_wall_seconds: float = 90.0
     # OCR of pages without a text layer (RapidOCR in the sandbox): pages and seconds per file, render
-    # resolution, and the address space the OCR path may use (measured peak 1.32 GB; see services.assets.extract.ocr).
+    # resolution, and the address space the OCR path may use (measured: 2.13 GB after twenty pages, 0.89 GB
+    # of it resident; OpenVINO reserves more than it touches; see services.assets.extract.ocr).
     # 200 dpi: at 150 the recognition model ran the words of 11 pt body text together and found 44% of them
     # (bench/ocr.py), at 200 it finds 89%, about as fast with one line per call.
     ocr_max_pages: int = 20
     ocr_seconds: float = 60.0
     ocr_dpi: int = 200
-    ocr_memory_bytes: int = 2_048 * 1024 * 1024
+    ocr_memory_bytes: int = 3_072 * 1024 * 1024
     max_zip_entries: int = 10_000
     max_zip_entry_bytes: int = 256 * 1024 * 1024
     max_zip_total_bytes: int = 512 * 1024 * 1024

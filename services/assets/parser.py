@@ -29,6 +29,10 @@ _OUT_BUFFER = 32 * 1024
 
 # A parser needs a handful of descriptors (stdio, the file, imports), writes no file and starts nothing.
 _MAX_OPEN_FILES = 64
+# Threads the OCR path may have started, counted (as the kernel counts RLIMIT_NPROC) over every process of the
+# parsers' user: OpenVINO starts two a model (services.assets.extract.ocr), and several parsers may run OCR at
+# once. Processes stay refused by the seccomp filter (services.assets.syscalls), whatever this allows.
+_OCR_THREADS = 64
 # One record of the child's output.
 Emit = Callable[[list[Any]], None]
 # What the confined child does with its job: `work(kind, input, limits, emit)` returns the final record.
@@ -64,9 +68,10 @@ def serve(config: dict[str, Any], work: Work) -> int:
         return 0
     resource.setrlimit(resource.RLIMIT_NOFILE, (_MAX_OPEN_FILES, _MAX_OPEN_FILES))
     resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
-    resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
-    # RLIMIT_NPROC counts threads, and binds every user but root: numerical libraries (numpy under
-    # openpyxl) that start a thread pool at import then abort it. One thread each starts none.
+    # No thread but on the OCR path, which lifts the soft limit to the hard one. RLIMIT_NPROC counts threads,
+    # and binds every user but root: numerical libraries (numpy under openpyxl) that start a thread pool at
+    # import then abort it. One thread each starts none.
+    resource.setrlimit(resource.RLIMIT_NPROC, (0, _OCR_THREADS))
     for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[name] = "1"
     # Warm up: import every parser before the job arrives (trusted code, already confined).
