@@ -29,10 +29,14 @@ _OUT_BUFFER = 32 * 1024
 
 # A parser needs a handful of descriptors (stdio, the file, imports), writes no file and starts nothing.
 _MAX_OPEN_FILES = 64
-# Threads the OCR path may have started, counted (as the kernel counts RLIMIT_NPROC) over every process of the
-# parsers' user: OpenVINO starts two a model (services.assets.extract.ocr), and several parsers may run OCR at
-# once. Processes stay refused by the seccomp filter (services.assets.syscalls), whatever this allows.
-_OCR_THREADS = 64
+# Threads the OCR path may start. The kernel counts RLIMIT_NPROC over every process and thread of the
+# parsers' user on the host (as root, `dossier_parser`, shared by every parser of every assets process): each
+# parser is two processes (services.assets.confinement) and OpenVINO starts two threads a model
+# (services.assets.extract.ocr), so this leaves room for some 80 parsers at once. What it allows a parser
+# taken over by its file is bounded all the same: processes stay refused by the seccomp filter
+# (services.assets.syscalls), every thread's stack counts against the address space limit, and the CPU
+# limit counts the CPU time of all the threads of the process.
+_OCR_THREADS = 512
 # One record of the child's output.
 Emit = Callable[[list[Any]], None]
 # What the confined child does with its job: `work(kind, input, limits, emit)` returns the final record.
