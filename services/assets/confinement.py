@@ -3,8 +3,11 @@
 A parser of hostile files is treated as compromised code. Before it reads its job, the parser process
 (`python -m services.assets.parser`) enters this confinement:
 
-- another uid than its service: as root, the system user `dossier_parser` (it owns nothing); otherwise a
-  new user namespace in which the service's uid is mapped to an unprivileged id;
+- another uid than its service: as root, a uid of its own that no other process has (`_OWN_UIDS` plus the
+  pid of the process the service started; no account has it, so it owns nothing) in the group of the system
+  user `dossier_parser`; otherwise a new user namespace in which the service's uid is mapped to an
+  unprivileged id. Either way what the kernel counts per user (the thread limit of the OCR path,
+  services.assets.parser) is the parser's own, not shared with other parsers;
 - new mount, PID, IPC, UTS and network namespaces (no network at all, not even a loopback that is up;
   its own /proc, in which no other process is visible);
 - a root file system on a read-only tmpfs holding only read-only bind mounts of the Python runtime, the
@@ -32,7 +35,7 @@ import platform
 import signal
 import stat
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +45,9 @@ from services.assets.syscalls import Unconfinable
 PARSER_USER = "dossier_parser"
 # The id the service's uid becomes inside the parser's user namespace (when the service is not root).
 INNER_ID = 1000
+# As root, a parser's uid is this plus the pid of the process the service started (pids stay below 2**22):
+# far above the ids accounts, systemd's dynamic users and the usual subordinate id ranges are given.
+_OWN_UIDS = 1 << 30
 ROOT = Path(__file__).resolve().parents[2]
 # The project's code the parsers import; nothing else of the checkout (it may hold a $DOSSIER_HOME).
 _CODE = ("services", "shared")
@@ -64,7 +70,10 @@ _CAP_VERSION_3 = 0x20080522
 
 @dataclass(frozen=True)
 class Plan:
-    """How the parser is confined: `uid`/`gid` to become as root, or a user namespace (`userns`)."""
+    """How the parser is confined: `uid`/`gid` to become as root, or a user namespace (`userns`).
+
+    As root, `uid` is the first of the parsers' own uids (`enter` adds its pid) and `gid` the group of the
+    system user `dossier_parser`."""
 
     userns: bool
     uid: int
@@ -88,8 +97,8 @@ def plan() -> Plan:
     syscalls.check_available()
     binds = runtime_paths()
     if os.geteuid() == 0:
-        uid, gid = parser_user()
-        return Plan(userns=False, uid=uid, gid=gid, binds=binds)
+        _, gid = parser_user()
+        return Plan(userns=False, uid=_OWN_UIDS, gid=gid, binds=binds)
     with contextlib.suppress(OSError, ValueError):
         if int(Path("/proc/sys/user/max_user_namespaces").read_text()) == 0:
             raise Unconfinable(
@@ -140,6 +149,8 @@ def enter(confinement: Plan) -> None:
     """
     libc = ctypes.CDLL(None, use_errno=True)
     machine = platform.machine()
+    if not confinement.userns:
+        confinement = replace(confinement, uid=confinement.uid + os.getpid())
     # The root's folders must be traversable by the parser's uid whatever umask the service runs with
     # (the local stack's is 077). Nothing is written outside that tmpfs.
     os.umask(0o022)

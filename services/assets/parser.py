@@ -27,16 +27,13 @@ from services.assets.extract.base import Limits
 
 _OUT_BUFFER = 32 * 1024
 
-# A parser needs a handful of descriptors (stdio, the file, imports), writes no file and starts nothing.
+# A parser needs a handful of descriptors (stdio, the file, imports), writes no file and starts no process.
 _MAX_OPEN_FILES = 64
-# Threads the OCR path may start. The kernel counts RLIMIT_NPROC over every process and thread of the
-# parsers' user on the host (as root, `dossier_parser`, shared by every parser of every assets process): each
-# parser is two processes (services.assets.confinement) and OpenVINO starts two threads a model
-# (services.assets.extract.ocr), so this leaves room for some 80 parsers at once. What it allows a parser
-# taken over by its file is bounded all the same: processes stay refused by the seccomp filter
-# (services.assets.syscalls), every thread's stack counts against the address space limit, and the CPU
-# limit counts the CPU time of all the threads of the process.
-_OCR_THREADS = 512
+# Threads the OCR path may start. The kernel counts RLIMIT_NPROC per user, and each parser has a user of its
+# own (services.assets.confinement): its three processes there, and OpenVINO's two threads a model
+# (services.assets.extract.ocr). A parser taken over by its file can hold no more than this, and no other
+# parser's threads count against it. Processes stay refused by the seccomp filter (services.assets.syscalls).
+_OCR_THREADS = 16
 # One record of the child's output.
 Emit = Callable[[list[Any]], None]
 # What the confined child does with its job: `work(kind, input, limits, emit)` returns the final record.
@@ -75,7 +72,10 @@ def serve(config: dict[str, Any], work: Work) -> int:
     # No thread but on the OCR path, which lifts the soft limit to the hard one. RLIMIT_NPROC counts threads,
     # and binds every user but root: numerical libraries (numpy under openpyxl) that start a thread pool at
     # import then abort it. One thread each starts none.
-    resource.setrlimit(resource.RLIMIT_NPROC, (0, _OCR_THREADS))
+    hard = resource.getrlimit(resource.RLIMIT_NPROC)[1]
+    resource.setrlimit(
+        resource.RLIMIT_NPROC, (0, _OCR_THREADS if hard == resource.RLIM_INFINITY else min(hard, _OCR_THREADS))
+    )
     for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[name] = "1"
     # Warm up: import every parser before the job arrives (trusted code, already confined).

@@ -4,7 +4,8 @@ The list is what the parsers were measured to call (strace over PDF with and wit
 HTML and text; see docs/security.md) plus the interpreter's and the C runtime's usual needs. Everything
 else fails with EPERM: no socket is created, no namespace is joined or made, no file system is mounted,
 no process is started or traced, no program is executed, no file mode or owner is changed. Threads are
-allowed (OpenVINO starts them for OCR, under the thread limit of services.assets.parser); new processes are not (`clone` without CLONE_THREAD).
+allowed (OpenVINO starts them for OCR, under the thread limit of services.assets.parser); new processes
+are not (`clone` without CLONE_THREAD).
 """
 
 from __future__ import annotations

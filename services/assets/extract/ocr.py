@@ -3,8 +3,8 @@
 RapidOCR (PP-OCRv4 detection and recognition, Chinese and Latin script) finds and reads the lines, with the
 models its wheel ships, so nothing is fetched at run time; OpenVINO runs the models (see `_Model`). It is
 loaded only when a file needs it: the engine and its runtime need more address space and threads than the
-other parsers, so the OCR path lifts the sandbox's soft memory, CPU and thread limits to the hard ones the
-parent set for it (`ocr_memory_bytes`, `parse_cpu_seconds + ocr_seconds`, services.assets.parser). One
+other parsers, so the OCR path lifts the sandbox's soft memory, CPU and thread limits to the hard ones set
+for it (`ocr_memory_bytes`, `parse_cpu_seconds + ocr_seconds`, a few threads; services.assets.parser). One
 thread computes: the machine's cores are shared by parallel extractions, and a scanned file's pages by
 several parsers (services.assets.splitting).
 
@@ -82,8 +82,8 @@ class _Model:
     """One of RapidOCR's models compiled by OpenVINO, called as RapidOCR calls its ONNX Runtime sessions.
 
     OpenVINO, not the ONNX Runtime that RapidOCR's wheel is built on: with one thread it computes the
-    recognition model in the precision the processor is fastest at, bfloat16 where it has AVX-512 BF16 or AMX
-    (float32 elsewhere, as ONNX Runtime). The engine on one core took 3.24 → 1.35–1.44 s a page of 11 pt text
+    recognition model in bfloat16 where the processor has it (AVX-512 BF16 or AMX; asked for explicitly, as
+    OpenVINO's own default elsewhere may be float16), in float32 elsewhere, as ONNX Runtime. The engine on one core took 3.24 → 1.35–1.44 s a page of 11 pt text
     here (recognition is most of it), with the same 1,730 of 1,732 words found (bench/ocr.py). Detection stays
     in float32, where bfloat16 lost a word.
     Compiling starts OpenVINO's own worker threads (two a model), hence the thread limit the OCR path lifts.
@@ -112,10 +112,19 @@ class _Model:
 
     def __call__(self, inputs: Any) -> list[Any]:
         if self._request is None:
-            config: dict[str, Any] = {"INFERENCE_NUM_THREADS": 1, "NUM_STREAMS": 1, "ENABLE_CPU_PINNING": False}
-            if self.precision:
-                config["INFERENCE_PRECISION_HINT"] = self.precision
-            self._request = _openvino().compile_model(self._read(), "CPU", config).create_infer_request()
+            core = _openvino()
+            precision = self.precision or (
+                "bf16" if "BF16" in core.get_property("CPU", "OPTIMIZATION_CAPABILITIES") else "f32"
+            )
+            config: dict[str, Any] = {
+                "INFERENCE_NUM_THREADS": 1,
+                "NUM_STREAMS": 1,
+                "ENABLE_CPU_PINNING": False,
+                "INFERENCE_PRECISION_HINT": precision,
+            }
+            self._request = core.compile_model(self._read(), "CPU", config).create_infer_request()
+            # The compiled model holds what it needs; the model read from the file is not kept beside it.
+            self._model = None
         if self.width_step and inputs.shape[-1] % self.width_step:
             inputs = _stretched(inputs, inputs.shape[-1] + self.width_step - inputs.shape[-1] % self.width_step)
         self._request.infer({0: inputs})
@@ -126,7 +135,8 @@ class _Model:
         return bool(self._read().has_rt_info(["framework", key]))
 
     def get_character_list(self, key: str = "character") -> list[str]:
-        return str(self._read().get_rt_info(["framework", key]).astype(str)).splitlines()
+        characters: str = self._read().get_rt_info(["framework", key]).astype(str)
+        return characters.splitlines()
 
 
 class Ocr:
@@ -174,6 +184,9 @@ class Ocr:
             finally:
                 for stage, session in zip(stages, sessions, strict=True):
                     stage.OrtInferSession = session
+            if not (isinstance(engine.text_det.infer, _Model) and isinstance(engine.text_rec.session, _Model)):
+                # A RapidOCR that builds its sessions otherwise would run ONNX Runtime on every core, unbounded.
+                raise RuntimeError("RapidOCR did not take OpenVINO's models (its stages changed)")
             # Lines are found on the page scaled to 1024 pixels at most, and read from the page as rendered.
             # RapidOCR's own choice for a page rendered at 200 dpi is its whole 2,000 pixels, where the
             # detection model splits lines and misses small print (scanned pages of 8 to 16 pt text at 200 dpi:

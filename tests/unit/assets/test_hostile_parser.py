@@ -21,6 +21,7 @@ import pytest
 from services.assets.acquisition import _new_temp
 from services.assets.confinement import INNER_ID, ROOT, Plan, runtime_paths
 from tests.support.hostile_parser import HostileSandbox
+from tests.support.probe import probe_until
 
 SECRET_FILES = ("admin-token", "pg-passwords.json", "nats/users.json", "s3-keys.json", "bus-secret")
 
@@ -88,7 +89,7 @@ try:
     report("thread", start_thread())
 except OSError as exc:
     report("thread", "refused: " + str(exc))
-# What the OCR path does (services.assets.extract.ocr): the thread limit lifted to the hard one the parent set.
+# What the OCR path does (services.assets.extract.ocr): the thread limit lifted to the hard one the parser set.
 import resource
 resource.setrlimit(resource.RLIMIT_NPROC, (resource.getrlimit(resource.RLIMIT_NPROC)[1],) * 2)
 try:
@@ -266,3 +267,86 @@ async def test_the_confinement_holds_under_a_private_umask(home: list[str], list
     finally:
         os.umask(old)
     assert_confined(got)
+
+
+# Lifts the thread limit as the OCR path does, starts threads until refused and holds them until its input
+# grows (or 30 s pass).
+HOLD_THREADS = r"""
+import os, resource, threading, time
+resource.setrlimit(resource.RLIMIT_NPROC, (resource.getrlimit(resource.RLIMIT_NPROC)[1],) * 2)
+release = threading.Event()
+held = 0
+while held < 1000:
+    try:
+        threading.Thread(target=release.wait, daemon=True).start()
+    except RuntimeError:
+        break
+    held += 1
+report("held", held)
+deadline = time.monotonic() + 30
+while os.stat(input_path).st_size < 2 and time.monotonic() < deadline:
+    time.sleep(0.05)
+release.set()
+"""
+
+ONE_THREAD = r"""
+import resource, threading
+resource.setrlimit(resource.RLIMIT_NPROC, (resource.getrlimit(resource.RLIMIT_NPROC)[1],) * 2)
+thread = threading.Thread(target=lambda: None)
+try:
+    thread.start()
+    thread.join()
+    report("thread", "started")
+except RuntimeError as exc:
+    report("thread", "refused: " + str(exc))
+"""
+
+
+def most_threads_below(ancestor: int) -> int:
+    """The most threads any process descended from `ancestor` has."""
+    parents: dict[int, int] = {}
+    threads: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                status = Path(f"/proc/{entry}/status").read_text()
+            except OSError:
+                continue
+            fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
+            parents[int(entry)], threads[int(entry)] = int(fields["PPid"]), int(fields["Threads"])
+
+    def descends(pid: int) -> bool:
+        while pid > 1:
+            pid = parents.get(pid, 0)
+            if pid == ancestor:
+                return True
+        return False
+
+    return max((count for pid, count in threads.items() if descends(pid)), default=0)
+
+
+async def test_a_parser_holding_every_thread_it_may_start_takes_none_from_another() -> None:
+    """The thread limit the OCR path lifts is counted per parser: one taken over by its file and holding all
+    the threads it may start leaves another parser's OCR its own (OpenVINO needs threads to run at all)."""
+    holder, other = HostileSandbox(HOLD_THREADS), HostileSandbox(ONE_THREAD)
+    held_input, other_input = staged("x"), staged("y")
+    try:
+        holding = asyncio.create_task(holder.attack(held_input, {}))
+
+        async def holds() -> bool:
+            return most_threads_below(os.getpid()) >= 8
+
+        await probe_until(holds, timeout=30)
+        got = await other.attack(other_input, {})
+        with held_input.open("a") as f:
+            f.write("released")
+        held = await holding
+    finally:
+        for sandbox in (holder, other):
+            await sandbox.close()
+        for path in (held_input, other_input):
+            path.unlink()
+            path.parent.rmdir()
+    assert got == {"thread": "started"}
+    # The parser's three processes and what it started make the limit (services.assets.parser).
+    assert 8 <= int(held["held"]) <= 16 - 3

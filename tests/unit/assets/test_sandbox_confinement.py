@@ -89,7 +89,7 @@ def test_a_parser_may_not_start_processes_write_files_or_hold_many_descriptors(p
     with open(f"/proc/{parser_pid}/limits") as f:
         limits = {line[:26].strip(): line[26:].split()[:2] for line in f.read().splitlines()[1:]}
     # No thread (and, by seccomp, no process); the hard limit is the headroom only the OCR path claims.
-    assert limits["Max processes"] == ["0", "512"]
+    assert limits["Max processes"] == ["0", "16"]
     assert limits["Max file size"] == ["0", "0"]
     assert limits["Max open files"] == ["64", "64"]
     assert limits["Max cpu time"][0] == "30"
