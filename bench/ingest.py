@@ -12,6 +12,10 @@
    cores. The stack's processor time per upload over raw's (process time of the in-process extraction) is
    the second goal (≤ 1.6×), printed beside its floor: raw's parse, the full-text vectors and the gateway's
    share, which no change in the service's own code removes.
+   Then many small files on the splitting stack: SMALL_FILES two-page PDFs, four in flight at a time, in
+   files per second and processor time per file by process. Each file takes a parser of its own, and a
+   spare is started for the next: here a parser's start is most of what a file costs (what the spare
+   imports before its job is the lever; services/assets/parser.py).
 2. Evidence search median and p99 through the gateway with 100k passages (`--passages N`; `make
    bench-growth` runs 1,000,000) in the assets database (the
    passages are inserted directly; extracting 100k pages would only measure item 1 again). Queries are
@@ -61,6 +65,8 @@ from tests.support.stack import RunningStack, start_stack, stop_stack
 PAGES = 500
 TRIALS = 5
 SETTLE_SECONDS = 2.0
+SMALL_FILES = 60
+SMALL_IN_FLIGHT = 4
 PASSAGES = 100_000
 PASSAGES_PER_VERSION = 500
 QUERIES = 300
@@ -175,6 +181,35 @@ def ingest_benchmark(stacks: dict[str, Ingesting], split_dsn: str) -> None:
     goal("ingest pages/s (split) ÷ raw PyMuPDF pages/s", split_pps / raw_pps, 1.2, at_most=False)
     goal("ingest pages/s (split) ÷ raw PyMuPDF pages/s, issue 42", split_pps / raw_pps, 1.1, at_most=False)
     goal("ingest processor time per page (split) ÷ raw's", ratio["split"], 1.6, at_most=True)
+
+
+async def upload_small(url: str, headers: dict[str, str], files: list[bytes]) -> float:
+    """Seconds to upload `files`, SMALL_IN_FLIGHT at a time, each until its version is active."""
+    slots = asyncio.Semaphore(SMALL_IN_FLIGHT)
+    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=600) as api:
+
+        async def one(n: int, data: bytes) -> None:
+            async with slots:
+                r = await api.post("/v1/assets", data={"source_id": f"small-{n}"}, files={"file": ("small.pdf", data)})
+                r.raise_for_status()
+                assert r.json()["status"] == "active", r.text
+
+        started = time.perf_counter()
+        await asyncio.gather(*(one(n, data) for n, data in enumerate(files)))
+        return time.perf_counter() - started
+
+
+def small_files_benchmark(url: str, headers: dict[str, str], meter: CpuMeter) -> None:
+    """Many two-page PDFs: files per second and processor time per file, by process."""
+    # Warm: the first files start the spares that later ones find ready.
+    asyncio.run(upload_small(url, headers, [big_pdf(2, seed=10_000 + n) for n in range(SMALL_IN_FLIGHT)]))
+    files = [big_pdf(2, seed=20_000 + n) for n in range(SMALL_FILES)]
+    time.sleep(SETTLE_SECONDS)
+    meter.start()
+    wall = asyncio.run(upload_small(url, headers, files))
+    spent = meter.stop()
+    print(f"small files: {SMALL_FILES} two-page PDFs, {SMALL_IN_FLIGHT} in flight: {SMALL_FILES / wall:.1f} files/s")
+    print_split(spent, per=SMALL_FILES, unit="file, ms", scale=1e3, wall=wall, exact=meter.exact)
 
 
 def vocabulary(rnd: random.Random, size: int = 5000) -> list[str]:
@@ -377,6 +412,7 @@ def main() -> int:
                         ):
                             stacks = {"single": Ingesting(one, single_meter), "split": Ingesting(split, split_meter)}
                             ingest_benchmark(stacks, stack.dsn("assets"))
+                            small_files_benchmark(stack.url, headers, split_meter)
                 finally:
                     stop_stack(single.proc)
             if args.corpus is not None:

@@ -11,7 +11,7 @@ descriptor over the stdin socket, so the parser never needs a path of the servic
 Where the confinement cannot be set up, nothing is parsed: every version fails saying why, and the
 service's health says so too (`problem`).
 
-One spare process is kept warm (started, confined, parsers imported, waiting for its single job), so
+One spare process is kept warm (started, confined, PyMuPDF imported, waiting for its single job), so
 neither the interpreter start nor the confinement is on the path of an upload. The child streams
 passages as JSON lines; the parent hands them on as they come, so storing them overlaps with parsing.
 """
