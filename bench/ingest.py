@@ -183,31 +183,17 @@ def ingest_benchmark(stacks: dict[str, Ingesting], split_dsn: str) -> None:
     goal("ingest processor time per page (split) ÷ raw's", ratio["split"], 1.6, at_most=True)
 
 
-async def upload_small(url: str, headers: dict[str, str], files: list[bytes]) -> float:
-    """Seconds to upload `files`, SMALL_IN_FLIGHT at a time, each until its version is active."""
-    slots = asyncio.Semaphore(SMALL_IN_FLIGHT)
-    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=600) as api:
-
-        async def one(n: int, data: bytes) -> None:
-            async with slots:
-                r = await api.post("/v1/assets", data={"source_id": f"small-{n}"}, files={"file": ("small.pdf", data)})
-                r.raise_for_status()
-                assert r.json()["status"] == "active", r.text
-
-        started = time.perf_counter()
-        await asyncio.gather(*(one(n, data) for n, data in enumerate(files)))
-        return time.perf_counter() - started
-
-
 def small_files_benchmark(url: str, headers: dict[str, str], meter: CpuMeter) -> None:
     """Many two-page PDFs: files per second and processor time per file, by process."""
     # Warm: the first files start the spares that later ones find ready.
-    asyncio.run(upload_small(url, headers, [big_pdf(2, seed=10_000 + n) for n in range(SMALL_IN_FLIGHT)]))
-    files = [big_pdf(2, seed=20_000 + n) for n in range(SMALL_FILES)]
+    warm = [("small.pdf", big_pdf(2, seed=10_000 + n)) for n in range(SMALL_IN_FLIGHT)]
+    asyncio.run(upload_all(url, headers, warm, prefix="warm", in_flight=SMALL_IN_FLIGHT))
+    files = [("small.pdf", big_pdf(2, seed=20_000 + n)) for n in range(SMALL_FILES)]
     time.sleep(SETTLE_SECONDS)
     meter.start()
-    wall = asyncio.run(upload_small(url, headers, files))
+    wall, outcomes = asyncio.run(upload_all(url, headers, files, prefix="small", in_flight=SMALL_IN_FLIGHT))
     spent = meter.stop()
+    assert outcomes == {"active": SMALL_FILES}, outcomes
     print(f"small files: {SMALL_FILES} two-page PDFs, {SMALL_IN_FLIGHT} in flight: {SMALL_FILES / wall:.1f} files/s")
     print_split(spent, per=SMALL_FILES, unit="file, ms", scale=1e3, wall=wall, exact=meter.exact)
 
@@ -354,14 +340,21 @@ def raw_corpus(pdfs: list[Path]) -> tuple[int, float]:
     return pages, seconds
 
 
-async def upload_all(url: str, headers: dict[str, str], files: list[tuple[str, bytes]]) -> tuple[float, dict[str, int]]:
-    """Every file in one request of its own, all at once; the wall time and a count of the outcomes."""
+async def upload_all(
+    url: str, headers: dict[str, str], files: list[tuple[str, bytes]], *, prefix: str = "corpus", in_flight: int = 0
+) -> tuple[float, dict[str, int]]:
+    """Every file in one request of its own (source `{prefix}-{n}`), all at once or `in_flight` at a time;
+    the wall time and a count of the outcomes."""
     outcomes: dict[str, int] = {}
-    limits = httpx.Limits(max_connections=len(files))
-    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=600, limits=limits) as api:
+    width = in_flight or len(files)
+    slots = asyncio.Semaphore(width)
+    async with httpx.AsyncClient(
+        base_url=url, headers=headers, timeout=600, limits=httpx.Limits(max_connections=width)
+    ) as api:
 
         async def one(n: int, name: str, data: bytes) -> None:
-            r = await api.post("/v1/assets", data={"source_id": f"corpus-{n}"}, files={"file": (name, data)})
+            async with slots:
+                r = await api.post("/v1/assets", data={"source_id": f"{prefix}-{n}"}, files={"file": (name, data)})
             key = r.json()["status"] if r.is_success else f"HTTP {r.status_code}"
             outcomes[key] = outcomes.get(key, 0) + 1
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import secrets
 import socket
@@ -37,6 +38,27 @@ class Gateway:
         )
         r.raise_for_status()
         return str(r.json()["token"])
+
+
+def workers_answering(url: str, log: Path, request_id: str, *, token: str | None = None) -> set[int]:
+    """Which workers of a port answered 20 requests, each on a connection of its own (their lines in `log`).
+
+    With `token`, each request is refused by the route itself (`limit=0`, 422): it takes one from the
+    token's rate bucket but needs no other service. Without, it is refused before any route (401) and takes
+    nothing from any token's bucket."""
+    headers = {"X-Request-ID": request_id, "Connection": "close"}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    for _ in range(20):
+        r = httpx.get(f"{url}/v1/workspaces?limit=0", headers=headers)
+        assert r.status_code == (401 if token is None else 422), r.text
+    return workers_in_log(log, request_id)
+
+
+def workers_in_log(log: Path, request_id: str) -> set[int]:
+    """The workers whose lines in the gateway's `log` carry `request_id`."""
+    lines = [json.loads(raw) for raw in log.read_text().splitlines() if raw.startswith("{")]
+    return {line["worker"] for line in lines if line.get("request_id") == request_id}
 
 
 @contextmanager

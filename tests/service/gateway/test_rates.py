@@ -3,14 +3,13 @@ Retry-After, for that token only, until the bucket has refilled."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import httpx
 
 from shared.settings import GatewaySettings
 from tests.support.api import probe
-from tests.support.gateway import running_gateway, sign_in
+from tests.support.gateway import running_gateway, sign_in, workers_answering, workers_in_log
 from tests.support.infra import Infra
 
 
@@ -65,25 +64,12 @@ def test_a_tokens_rate_holds_across_the_workers_of_a_port(infra: Infra, tmp_path
     with running_gateway(infra, tmp_path, **workers) as gateway:
         token = gateway.token()
         # The port opens with the first worker to listen: the token's requests wait until both serve it,
-        # found with requests that carry no token (401) and so take nothing from its bucket.
-        probe(lambda: served_by(tmp_path / "gateway.log", gateway.url, "req_rate_warm") == {1, 2}, timeout=60)
+        # found with requests that carry no token and so take nothing from its bucket.
+        probe(lambda: workers_answering(gateway.url, tmp_path / "gateway.log", "req_rate_warm") == {1, 2}, timeout=60)
         headers = {"Authorization": f"Bearer {token}", "X-Request-ID": "req_rate_workers", "Connection": "close"}
         replies = [httpx.get(f"{gateway.url}/v1/workspaces?limit=0", headers=headers) for _ in range(40)]
         assert [r.status_code for r in replies].count(422) == 10, [r.status_code for r in replies]
         assert {r.status_code for r in replies} == {422, 429}
-        assert workers_of(tmp_path / "gateway.log", "req_rate_workers") == {1, 2}, (
+        assert workers_in_log(tmp_path / "gateway.log", "req_rate_workers") == {1, 2}, (
             "both workers answered some of the token's requests"
         )
-
-
-def workers_of(log: Path, request_id: str) -> set[int]:
-    lines = [json.loads(raw) for raw in log.read_text().splitlines() if raw.startswith("{")]
-    return {line["worker"] for line in lines if line.get("request_id") == request_id}
-
-
-def served_by(log: Path, url: str, request_id: str) -> set[int]:
-    """Which workers answered ten requests without a token, each on a connection of its own."""
-    for _ in range(10):
-        r = httpx.get(f"{url}/v1/workspaces", headers={"X-Request-ID": request_id, "Connection": "close"})
-        assert r.status_code == 401, r.text
-    return workers_of(log, request_id)

@@ -3,15 +3,12 @@ one port, starts again one that dies while the others serve, and stops them all 
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 from pathlib import Path
 
-import httpx
-
 from tests.support.api import probe
-from tests.support.gateway import running_gateway
+from tests.support.gateway import running_gateway, workers_answering
 from tests.support.infra import Infra
 
 
@@ -28,23 +25,12 @@ def dead(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] == "Z"
 
 
-def workers_answering(url: str, token: str, log: Path, request_id: str) -> set[int]:
-    """Which workers answered 20 requests, each on a connection of its own."""
-    headers = {"Authorization": f"Bearer {token}", "X-Request-ID": request_id, "Connection": "close"}
-    for _ in range(20):
-        # limit=0 is refused by the route itself (422): a request that needs no other service.
-        r = httpx.get(f"{url}/v1/workspaces?limit=0", headers=headers)
-        assert r.status_code == 422, r.text
-    lines = [json.loads(raw) for raw in log.read_text().splitlines() if raw.startswith("{")]
-    return {line["worker"] for line in lines if line.get("request_id") == request_id}
-
-
 def test_the_parent_restarts_a_dead_worker_and_stops_them_all(infra: Infra, tmp_path: Path) -> None:
     log = tmp_path / "gateway.log"
     with running_gateway(infra, tmp_path, DOSSIER_GATEWAY_WORKERS="2") as gateway:
         token = gateway.token()
         assert probe(lambda: len(children(gateway.pid)) == 2)
-        assert probe(lambda: workers_answering(gateway.url, token, log, "req_before") == {1, 2})
+        assert probe(lambda: workers_answering(gateway.url, log, "req_before", token=token) == {1, 2})
         # A worker of now, both answering: one that died while they started was already started again.
         killed = min(children(gateway.pid))
         os.kill(killed, signal.SIGKILL)
@@ -52,9 +38,9 @@ def test_the_parent_restarts_a_dead_worker_and_stops_them_all(infra: Infra, tmp_
         # a connection the kernel queues there in that moment is reset when it closes.
         assert probe(lambda: dead(killed))
         # The other worker keeps the port while the parent starts a new one.
-        assert workers_answering(gateway.url, token, log, "req_meanwhile")
+        assert workers_answering(gateway.url, log, "req_meanwhile", token=token)
         probe(lambda: len(children(gateway.pid)) == 2 and killed not in children(gateway.pid))
-        assert probe(lambda: workers_answering(gateway.url, token, log, "req_after") == {1, 2}, timeout=60)
+        assert probe(lambda: workers_answering(gateway.url, log, "req_after", token=token) == {1, 2}, timeout=60)
         assert "exited" in log.read_text() and "restarting it" in log.read_text()
         survivors = children(gateway.pid)
     # running_gateway sent SIGTERM to the parent and waited for it: its workers went with it.
