@@ -332,7 +332,7 @@ class BusClient:
         request_id = request_id_var.get() or new_request_id()
         grant = how.get("grant")
         proof = (
-            self._signer.prove(subject, actor, request_id, data=payload, grant=grant)
+            await self._signer.prove_batched(subject, actor, request_id, data=payload, grant=grant)
             if self._signer is not None
             else None
         )

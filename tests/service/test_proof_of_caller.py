@@ -9,6 +9,7 @@ the proof's and nothing else's.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import json
@@ -31,7 +32,17 @@ from shared.contracts.common import Actor, BusReply, Ref
 from shared.errors import Unauthenticated, Unreachable
 from shared.grants import GrantClaims, sign_grant
 from shared.natsauth import workspace_durables
-from shared.proof import SIGNERS, TRUSTED, ProofSigner, b64, load_private_key, parse_public_keys, signer_for, unb64
+from shared.proof import (
+    SIGNERS,
+    TRUSTED,
+    ProofSigner,
+    b64,
+    load_private_key,
+    parse_public_keys,
+    request_digest,
+    signer_for,
+    unb64,
+)
 from shared.serving import subscriptions_live
 from shared.settings import AssetsSettings, CommonSettings, PublicationSettings, WorkspaceSettings
 from tests.service.workspace.conftest import serving
@@ -291,5 +302,65 @@ async def test_a_taken_request_cannot_be_changed_or_used_twice(
                 publication.READ, publication.ReadRequest(id=owners["other_publication_id"], version=1), actor=VICTIM
             )
             assert kept.status == "active" and kept.body == "her other report"
+    finally:
+        await nc.close()
+
+
+async def test_a_request_taken_from_a_batch_vouches_for_nothing_else(
+    owners: dict[str, Any], infra: Infra, bus: BusClient
+) -> None:
+    """The victim's reads asked for in one turn share one signature (shared/proof.py). A thief with the
+    publication password takes one of them off the bus: with its signature and the batch's digests it
+    cannot vouch for claims of its own (another publication), nor add their digest to the list, though the
+    owner has verified that signature already for the batch's other reads."""
+    victim = BusClient(bus._nc, signer=infra.signer())
+    nc = await infra.connect("publication")
+    taken: list[bytes] = []
+
+    async def steal(msg: nats.aio.msg.Msg) -> None:
+        taken.append(bytes(msg.data))
+
+    sub = await nc.subscribe(publication.READ, queue="publication", cb=steal)
+    await subscriptions_live(nc)
+    read = {"id": owners["publication_id"], "version": 1}
+    try:
+        for _ in range(20):
+            answers = await asyncio.gather(
+                *(victim.call_raw(publication.READ, read, actor=VICTIM, timeout=0.5) for _ in range(8)),
+                return_exceptions=True,
+            )
+            if taken:
+                break
+        else:
+            raise AssertionError("the queue group never handed a read of the batch to the thief")
+    finally:
+        await sub.unsubscribe()
+    # The rest of the batch was answered by the owner, which verified the batch's signature doing so.
+    assert any(isinstance(a, dict) for a in answers), answers
+    envelope = orjson.loads(taken[0])
+    _, signature, digests = envelope["proof"].split(".")
+    assert len(unb64(digests)) == 8 * 32
+    wanted = {"id": owners["other_publication_id"], "version": 1}
+    claims = orjson.dumps(
+        {
+            "iss": "gateway",
+            "scope": VICTIM.scope,
+            "principal": VICTIM.principal,
+            "sub": publication.READ,
+            "rid": "req-thief",
+            "dig": request_digest(wanted, None),
+            "jti": "thief",
+            "exp": time.time() + 30,
+        }
+    )
+    added = b64(unb64(digests) + hashlib.sha256(claims).digest())
+    try:
+        for tail, refusal in ((f"{signature}.{digests}", "does not cover"), (f"{signature}.{added}", "not verify")):
+            proof = f"{b64(claims)}.{tail}"
+            reply = await send(nc, publication.READ, wanted, actor=VICTIM, proof=proof, request_id="req-thief")
+            assert reply.error is not None and reply.error.code == "forbidden", reply
+            assert refusal in reply.error.message
+        # The stolen read itself, delivered unchanged, is answered once.
+        assert (await resend(nc, publication.READ, taken[0])).ok
     finally:
         await nc.close()

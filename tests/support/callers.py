@@ -21,7 +21,12 @@ class CallerSigner(ProofSigner):
         super().__init__("gateway", keys["gateway"])
         self._signers = {name: ProofSigner(name, keys[name]) for name in SIGNERS}
 
-    def prove(self, subject: str, actor: Actor, request_id: str, **how: Any) -> str:
+    def _signer(self, subject: str) -> ProofSigner:
         trusted = TRUSTED.get(subject, frozenset())
-        issuer = next((name for name in SIGNERS if name in trusted), "gateway")
-        return self._signers[issuer].prove(subject, actor, request_id, **how)
+        return self._signers[next((name for name in SIGNERS if name in trusted), "gateway")]
+
+    def prove(self, subject: str, actor: Actor, request_id: str, **how: Any) -> str:
+        return self._signer(subject).prove(subject, actor, request_id, **how)
+
+    async def prove_batched(self, subject: str, actor: Actor, request_id: str, **how: Any) -> str:
+        return await self._signer(subject).prove_batched(subject, actor, request_id, **how)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import time
 from typing import Any
 
@@ -13,13 +15,17 @@ from shared.contracts.common import Actor, BusRequest
 from shared.errors import Forbidden
 from shared.natsauth import CALLS
 from shared.proof import (
+    DIGEST_BYTES,
     GRANT_BOUND,
+    MAX_BATCH,
     RUN_COMMANDS,
     SIGNERS,
     TRUSTED,
+    VERIFIED_SIGNATURES,
     ProofSigner,
     ProofVerifier,
     SeenProofs,
+    b64,
     load_private_key,
     new_private_key,
     parse_public_keys,
@@ -27,6 +33,7 @@ from shared.proof import (
     public_keys_text,
     request_digest,
     signer_for,
+    unb64,
     verifier_for,
 )
 from shared.settings import CommonSettings
@@ -195,3 +202,108 @@ def test_seen_proofs_are_forgotten_once_expired() -> None:
     # At 11.5 a and c have expired (a proof past its expiry is refused before this is asked); b is kept.
     assert seen.take("d", 20.0, 11.5) and len(seen) == 2
     assert not seen.take("b", 12.0, 11.5)
+
+
+class CountingKey:
+    """A verify key that counts the Ed25519 verifications it does."""
+
+    def __init__(self, key: SigningKey) -> None:
+        self._key = key.verify_key
+        self.verified = 0
+
+    def verify(self, message: bytes, signature: bytes) -> bytes:
+        self.verified += 1
+        return self._key.verify(message, signature)
+
+
+def parts(proof: str) -> tuple[bytes, bytes, bytes]:
+    claims, signature, digests = proof.split(".")
+    return unb64(claims), unb64(signature), unb64(digests)
+
+
+async def batch(signer: ProofSigner, n: int, subject: str = workspace.GET) -> list[str]:
+    """`n` proofs asked for in one turn of the event loop, each for its own request id and payload."""
+    return list(
+        await asyncio.gather(
+            *(signer.prove_batched(subject, ALICE, f"req-{i}", data={"workspace_id": f"ws_{i}"}) for i in range(n))
+        )
+    )
+
+
+def batch_request(proof: str, i: int) -> BusRequest:
+    return envelope(proof, request_id=f"req-{i}", data={"workspace_id": f"ws_{i}"})
+
+
+async def test_one_turns_proofs_share_one_signature_and_the_owner_verifies_it_once() -> None:
+    key = CountingKey(KEYS["gateway"])
+    verifier = ProofVerifier({"gateway": key})  # type: ignore[dict-item]
+    proofs = await batch(ProofSigner("gateway", KEYS["gateway"]), 5)
+    assert len({parts(p)[1] for p in proofs}) == 1 and len({parts(p)[0] for p in proofs}) == 5
+    assert all(len(parts(p)[2]) == 5 * DIGEST_BYTES for p in proofs)
+    for i, proof in enumerate(proofs):
+        assert verifier.check(batch_request(proof, i), workspace.GET) == "gateway"
+    assert key.verified == 1
+    # Each request of the batch is still its own: used once, for its own payload and id only.
+    with pytest.raises(Forbidden, match="already used"):
+        verifier.check(batch_request(proofs[0], 0), workspace.GET)
+    more = await batch(ProofSigner("gateway", KEYS["gateway"]), 2)
+    with pytest.raises(Forbidden, match="another actor, subject or request"):
+        verifier.check(batch_request(more[0], 1), workspace.GET)
+    with pytest.raises(Forbidden, match="another payload"):
+        verifier.check(envelope(more[0], request_id="req-0", data={"workspace_id": "ws_1"}), workspace.GET)
+
+
+async def test_a_batch_is_at_most_max_batch_requests_and_each_signer_signs_its_own() -> None:
+    proofs = await batch(ProofSigner("gateway", KEYS["gateway"]), MAX_BATCH * 2 + 3)
+    assert len({parts(p)[1] for p in proofs}) == 3
+    assert max(len(parts(p)[2]) for p in proofs) == MAX_BATCH * DIGEST_BYTES
+    for i, proof in enumerate(proofs):
+        assert VERIFIER.check(batch_request(proof, i), workspace.GET) == "gateway"
+
+
+async def test_a_batchs_signature_vouches_for_its_own_claims_only() -> None:
+    """A thief holding one request of a batch (its claims, the signature, the digests of all) cannot make a
+    request of its own out of them: new claims are not among the digests, and digests added to the list
+    are not what was signed, though the owner already verified the genuine list."""
+    key = CountingKey(KEYS["gateway"])
+    verifier = ProofVerifier({"gateway": key})  # type: ignore[dict-item]
+    proofs = await batch(ProofSigner("gateway", KEYS["gateway"]), 3)
+    assert verifier.check(batch_request(proofs[0], 0), workspace.GET) == "gateway"
+    _, signature, digests = parts(proofs[1])
+    forged = parts(ProofSigner("gateway", SigningKey.generate()).prove(workspace.GET, ALICE, "req-1", data={}))[0]
+    with pytest.raises(Forbidden, match="does not cover its claims"):
+        verifier.check(envelope(f"{b64(forged)}.{b64(signature)}.{b64(digests)}"), workspace.GET)
+    added = digests + hashlib.sha256(forged).digest()
+    with pytest.raises(Forbidden, match="does not verify"):
+        verifier.check(envelope(f"{b64(forged)}.{b64(signature)}.{b64(added)}"), workspace.GET)
+    assert key.verified == 2
+    # The genuine requests of the batch are untouched by the attempts.
+    assert verifier.check(batch_request(proofs[1], 1), workspace.GET) == "gateway"
+    assert key.verified == 2
+
+
+@pytest.mark.parametrize(
+    ("what", "digests"),
+    [("none", b""), ("a torn digest", b"x" * 31), ("more than one batch", b"x" * DIGEST_BYTES * (MAX_BATCH + 1))],
+)
+def test_a_digest_list_not_of_whole_digests_is_malformed(what: str, digests: bytes) -> None:
+    claims, signature, _ = parts(prove("gateway", workspace.GET))
+    with pytest.raises(Forbidden, match="malformed"):
+        VERIFIER.check(envelope(f"{b64(claims)}.{b64(signature)}.{b64(digests)}"), workspace.GET)
+
+
+def test_a_proof_of_the_one_signature_per_request_form_is_malformed() -> None:
+    claims, _, _ = parts(prove("gateway", workspace.GET))
+    signature = KEYS["gateway"].sign(b"dossier-proof\n" + claims).signature
+    with pytest.raises(Forbidden, match="malformed"):
+        VERIFIER.check(envelope(f"{b64(claims)}.{b64(signature)}"), workspace.GET)
+
+
+def test_the_verifier_remembers_a_bounded_number_of_signatures() -> None:
+    key = CountingKey(KEYS["gateway"])
+    verifier = ProofVerifier({"gateway": key})  # type: ignore[dict-item]
+    signer = ProofSigner("gateway", KEYS["gateway"])
+    for i in range(VERIFIED_SIGNATURES + 10):
+        proof = signer.prove(workspace.GET, ALICE, f"req-{i}", data={})
+        verifier.check(envelope(proof, request_id=f"req-{i}"), workspace.GET)
+    assert len(verifier._verified) == VERIFIED_SIGNATURES
