@@ -200,12 +200,23 @@ class ScopedAssetsRepository:
         limit: int,
         max_snippet_words: int,
         candidates_per_term: int,
+        scans: list[int | None] | None = None,
     ) -> list[asyncpg.Record]:
         """Passages of active versions matching ANY term, those matching more terms first.
 
         Each term contributes at most `candidates_per_term` passages (a rare term all of its passages, a
         very common one an arbitrary sample), so a question with common words costs the same as one
-        without; the candidates are then ranked by how many terms they match, then by ts_rank. Snippets
+        without; the candidates are then ranked by how many terms they match, then by ts_rank.
+
+        A term's sample comes from the full-text index, which hands over every passage holding the term
+        before the first is read: for a term in a few percent of a million passages that is tens of
+        thousands of entries (10-18 ms), growing with the store. Where `scans[i]` is a number, sample i
+        (term i's; the last, with two terms or more, that of the passages matching every term) is first
+        looked for among that many of the scope's active passages, read in order until enough match (a
+        few thousand at most, whatever the store's size); only if they hold fewer than
+        `candidates_per_term` does the index answer for it. The caller sets it for samples its statistics
+        say are common (services/assets/evidence.py `sample_scans`); a wrong guess costs the scan, never a
+        passage. Snippets
         are computed only for the rows returned, and `<`/`>` in the text become `‹`/`›` so the `<<`/`>>`
         highlight markers cannot be forged by a document.
 
@@ -226,15 +237,32 @@ class ScopedAssetsRepository:
         )
         any_term = "(" + " || ".join(params) + ")"
         score = " + ".join(f"(e.tsv @@ {p})::int" for p in params) + f" + ts_rank(e.tsv, {any_term}, 32)"
+
         # One sample per term, and one of the passages matching every term (the best ones, which a
         # common word's sample could miss). Each scores its rows while it holds them.
+        def indexed(match: str, unless: str = "") -> str:
+            return (
+                f"(SELECT e.id, {score} AS score FROM evidence e"
+                f" WHERE e.scope = $1 AND e.tsv @@ {match} AND {active}{unless} LIMIT $6)"
+            )
+
         matches = params if len(params) == 1 else [*params, "(" + " && ".join(params) + ")"]
-        branches = " UNION ".join(
-            f"(SELECT e.id, {score} AS score FROM evidence e WHERE e.scope = $1 AND e.tsv @@ {m} AND {active} LIMIT $6)"
-            for m in matches
-        )
+        scanned: list[str] = []
+        branches: list[str] = []
+        for i, (match, scan) in enumerate(zip(matches, scans or [None] * len(matches), strict=True)):
+            if scan is None:
+                branches.append(indexed(match))
+                continue
+            scanned.append(
+                f"scan{i} AS MATERIALIZED (SELECT e.id, {score} AS score FROM (SELECT e.id, e.tsv FROM evidence e"
+                f" WHERE e.scope = $1 AND {active} LIMIT {int(scan)}) e WHERE e.tsv @@ {match} LIMIT $6)"
+            )
+            branches += [
+                f"(SELECT id, score FROM scan{i})",
+                indexed(match, f" AND (SELECT count(*) FROM scan{i}) < $6"),
+            ]
         sql = (
-            f"WITH cand AS ({branches}),"
+            f"WITH {''.join(c + ', ' for c in scanned)}cand AS ({' UNION '.join(branches)}),"
             " top AS (SELECT id, max(score) AS score FROM cand GROUP BY id ORDER BY score DESC, id LIMIT $4)"
             " SELECT e.id AS evidence_id, e.asset_id, s.source_id, a.version, e.locator, e.ocr, top.score,"
             "  ts_headline(e.lang::regconfig, dossier_search_text(translate(e.text, '<>', '‹›')),"
@@ -312,6 +340,22 @@ class ScopedAssetsRepository:
             evidence_id,
             self.scope,
         )
+
+
+async def index_statistics(conn: asyncpg.Connection) -> tuple[float, dict[str, float]]:
+    """The planner's statistics of the passages' full-text index, across scopes: about how many passages
+    there are, and for the lexemes most common among them the share of passages holding each. They choose
+    how a search samples a term (ScopedAssetsRepository.search); they are never answered to anyone."""
+    row = await conn.fetchrow(
+        "SELECT greatest(c.reltuples, 0)::float8 AS passages, s.most_common_elems::text::text[] AS lexemes,"
+        " s.most_common_elem_freqs AS shares FROM pg_class c LEFT JOIN pg_stats s"
+        " ON s.schemaname = current_schema() AND s.tablename = 'evidence' AND s.attname = 'tsv'"
+        " WHERE c.oid = 'evidence'::regclass"
+    )
+    if row is None or row["lexemes"] is None:
+        return (float(row["passages"]) if row is not None else 0.0), {}
+    # The shares list ends with three figures of its own (least and greatest share, nulls): zip stops before.
+    return float(row["passages"]), dict(zip(row["lexemes"], row["shares"], strict=False))
 
 
 class AssetsMaintenance:

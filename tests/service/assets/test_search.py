@@ -13,8 +13,8 @@ import asyncpg
 
 from services.assets import evidence as evidence_module
 from services.assets import language
-from services.assets.evidence import EvidenceService
-from services.assets.repository import AssetsRepository
+from services.assets.evidence import EvidenceService, sample_scans
+from services.assets.repository import AssetsRepository, index_statistics
 from shared.bus import RequestContext
 from shared.contracts import assets as c
 from shared.contracts.common import Actor
@@ -167,3 +167,82 @@ async def insert_old_passage(conn: asyncpg.Connection, text: str) -> None:
         " VALUES ('ev_old_1', 'ast_old', 'old', 1, 'page:1', $1, 'x')",
         text,
     )
+
+
+async def insert_version(
+    conn: asyncpg.Connection, scope: str, source_id: str, texts: list[str], status: str = "active"
+) -> None:
+    pk = await conn.fetchval(
+        "INSERT INTO sources (scope, source_id, latest_version) VALUES ($1, $2, 1) RETURNING pk", scope, source_id
+    )
+    asset_id = f"ast_{uuid.uuid4().hex}"
+    await conn.execute(
+        "INSERT INTO asset_versions (id, source_pk, version, identity_key, root, content_hash, size, kind,"
+        " blob_bucket, blob_key, status) VALUES ($1, $2, 1, $1, 'upload', 'h', 1, 'text', 'b', 'k', $3)",
+        asset_id,
+        pk,
+        status,
+    )
+    await conn.copy_records_to_table(
+        "evidence",
+        records=[
+            (f"ev_{asset_id[4:20]}_{n}", asset_id, scope, n, f"text:l={n}-{n}", text, "h", "english")
+            for n, text in enumerate(texts)
+        ],
+        columns=["id", "asset_id", "scope", "ord", "locator", "text", "text_hash", "lang"],
+    )
+
+
+async def test_a_common_words_sample_is_scanned_for_and_the_index_answers_what_the_scan_missed(
+    infra: Infra,
+) -> None:
+    """A word in nearly every passage of the store (another scope's) is looked for by scanning the scope's own
+    passages (services/assets/evidence.py `sample_scans`); where the scan finds fewer than a sample, the
+    index answers: the scope's three passages with the word, past the scan, are all found, and a superseded
+    version full of it, another source and another scope never are."""
+    dsn = infra.dsn(f"assets_{uuid.uuid4().hex[:10]}")
+    await ensure_database(dsn)
+    db = Database(dsn)
+    await db.connect()
+    try:
+        await migrate(db.pool, MIGRATIONS)
+        async with db.pool.acquire() as conn:
+            crowd = [f"zorblat ledger entry {n}" + (" quux" if n % 2 else "") for n in range(4000)]
+            await insert_version(conn, "crowd", "ledger", crowd)
+            mine = [f"minutes of meeting {n} about fees" for n in range(1000)]
+            for n in (990, 991, 992):
+                mine[n] = f"the zorblat was noted in meeting {n}" + (" with quux" if n == 991 else "")
+            await insert_version(conn, "me", "minutes", mine)
+            await insert_version(conn, "me", "superseded", [f"zorblat {n}" for n in range(300)], status="superseded")
+            await insert_version(conn, "me", "other", ["nothing of note"])
+            await conn.execute("ANALYZE evidence")
+            passages, shares = await index_statistics(conn)
+            [zorblat] = [
+                t["q"]
+                for t in await AssetsRepository()
+                .for_scope("me")
+                .search_terms(conn, stop_config="english", configs=["english"], kinds=["word"], texts=["zorblat"])
+            ]
+        # The statistics make the word common enough to be scanned for, in a few hundred passages.
+        [scan] = sample_scans([zorblat], passages, shares, evidence_module.CANDIDATES_PER_TERM)
+        assert scan is not None and scan < 990, (scan, passages)
+
+        service = EvidenceService(db, _NoGrants(), AssetsRepository())  # type: ignore[arg-type]
+
+        async def search(scope: str, q: str, **extra: Any) -> list[str]:
+            ctx = RequestContext(
+                actor=Actor(scope=scope, principal="p"), grant=None, subject=c.SEARCH, issuer="gateway"
+            )
+            reply = await service.search(ctx, c.SearchRequest(q=q, **extra))
+            return [h.locator for h in reply.items]
+
+        found = await search("me", "zorblat")
+        assert sorted(found) == ["text:l=990-990", "text:l=991-991", "text:l=992-992"]
+        assert (await search("me", "zorblat quux"))[0] == "text:l=991-991"
+        assert await search("me", "zorblat", source_id="other") == []
+        # In the scope where the word is everywhere the scan's sample is the answer, the same every time.
+        crowded = await search("crowd", "zorblat quux", limit=10)
+        assert len(crowded) == 10 and crowded == await search("crowd", "zorblat quux", limit=10)
+        assert all(int(loc.split("=")[1].split("-")[0]) % 2 for loc in crowded)
+    finally:
+        await db.close()
