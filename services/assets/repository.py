@@ -216,9 +216,10 @@ class ScopedAssetsRepository:
         few thousand at most, whatever the store's size); only if they hold fewer than
         `candidates_per_term` does the index answer for it. The caller sets it for samples its statistics
         say are common (services/assets/evidence.py `sample_scans`); a wrong guess costs the scan, never a
-        passage. Snippets
-        are computed only for the rows returned, and `<`/`>` in the text become `‹`/`›` so the `<<`/`>>`
-        highlight markers cannot be forged by a document.
+        passage.
+
+        Snippets are computed only for the rows returned, and `<`/`>` in the text become `‹`/`›` so the
+        `<<`/`>>` highlight markers cannot be forged by a document.
 
         Runs inside a transaction: a prepared statement soon gets a generic plan, which cannot see how
         selective each tsquery is, so each search is planned for its own terms. A random page is costed
