@@ -192,10 +192,11 @@ class ProofSigner:
     ) -> str:
         """The same proof as `prove`, signed together with the other requests that ask for one before the
         event loop's next turn (a gateway worker under load asks for several per turn)."""
-        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[str] = loop.create_future()
         self._pending.append((self._claims(subject, actor, request_id, data, grant, None), future))
         if len(self._pending) == 1:
-            asyncio.get_running_loop().call_soon(self._sign_pending)
+            loop.call_soon(self._sign_pending)
         elif len(self._pending) >= MAX_BATCH:
             self._sign_pending()
         return await future

@@ -353,10 +353,9 @@ async def index_statistics(conn: asyncpg.Connection) -> tuple[float, dict[str, f
         " ON s.schemaname = current_schema() AND s.tablename = 'evidence' AND s.attname = 'tsv'"
         " WHERE c.oid = 'evidence'::regclass"
     )
-    if row is None or row["lexemes"] is None:
-        return (float(row["passages"]) if row is not None else 0.0), {}
-    # The shares list ends with three figures of its own (least and greatest share, nulls): zip stops before.
-    return float(row["passages"]), dict(zip(row["lexemes"], row["shares"], strict=False))
+    # Not analyzed yet: no lexemes. The shares list ends with three figures of its own (least and greatest
+    # share, nulls): zip stops before them.
+    return float(row["passages"]), dict(zip(row["lexemes"] or [], row["shares"] or [], strict=False))
 
 
 class AssetsMaintenance:

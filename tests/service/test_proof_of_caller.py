@@ -39,7 +39,6 @@ from shared.proof import (
     b64,
     load_private_key,
     parse_public_keys,
-    request_digest,
     signer_for,
     unb64,
 )
@@ -341,22 +340,17 @@ async def test_a_request_taken_from_a_batch_vouches_for_nothing_else(
     _, signature, digests = envelope["proof"].split(".")
     assert len(unb64(digests)) == 8 * 32
     wanted = {"id": owners["other_publication_id"], "version": 1}
-    claims = orjson.dumps(
-        {
-            "iss": "gateway",
-            "scope": VICTIM.scope,
-            "principal": VICTIM.principal,
-            "sub": publication.READ,
-            "rid": "req-thief",
-            "dig": request_digest(wanted, None),
-            "jti": "thief",
-            "exp": time.time() + 30,
-        }
+    # Claims as the gateway words them, for the thief's own read, under a key of the thief's.
+    claims_text = (
+        ProofSigner("gateway", SigningKey.generate())
+        .prove(publication.READ, VICTIM, "req-thief", data=wanted)
+        .split(".")[0]
     )
+    claims = unb64(claims_text)
     added = b64(unb64(digests) + hashlib.sha256(claims).digest())
     try:
         for tail, refusal in ((f"{signature}.{digests}", "does not cover"), (f"{signature}.{added}", "not verify")):
-            proof = f"{b64(claims)}.{tail}"
+            proof = f"{claims_text}.{tail}"
             reply = await send(nc, publication.READ, wanted, actor=VICTIM, proof=proof, request_id="req-thief")
             assert reply.error is not None and reply.error.code == "forbidden", reply
             assert refusal in reply.error.message
