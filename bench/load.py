@@ -208,6 +208,10 @@ def combined(runs: list[Metered]) -> Metered:
     )
 
 
+def print_load(name: str, r: Load) -> None:
+    print(f"  {name:<18} {r.rps:7.0f} req/s   p50 {r.p50_ms:7.2f} ms   p99 {r.p99_ms:7.2f} ms   errors {r.errors}")
+
+
 def throughput(stack: RunningStack, token: str, pub_id: str) -> None:
     path = f"/v1/publications/{pub_id}/versions/1"
     document = httpx.get(f"{stack.url}{path}", headers={"Authorization": f"Bearer {token}"}).json()
@@ -241,14 +245,9 @@ def throughput(stack: RunningStack, token: str, pub_id: str) -> None:
         f" the gateway and the monolith in {ROUNDS} turns of {SECONDS} s each, then the floor for {SECONDS} s"
     )
     for i, (g, m) in enumerate(zip(gateway.loads, mono.loads, strict=True), start=1):
-        for name, r in ((f"gateway, turn {i}", g), (f"monolith, turn {i}", m)):
-            print(
-                f"  {name:<18} {r.rps:7.0f} req/s   p50 {r.p50_ms:7.2f} ms   p99 {r.p99_ms:7.2f} ms   errors {r.errors}"
-            )
-    r = floor_run.loads[0]
-    print(
-        f"  {'FastAPI floor':<18} {r.rps:7.0f} req/s   p50 {r.p50_ms:7.2f} ms   p99 {r.p99_ms:7.2f} ms   errors {r.errors}"
-    )
+        print_load(f"gateway, turn {i}", g)
+        print_load(f"monolith, turn {i}", m)
+    print_load("FastAPI floor", floor_run.loads[0])
     gateway.print_split("gateway, all turns")
     mono.print_split("monolith, all turns (its own PostgreSQL time beside it)")
     floor_run.print_split("FastAPI floor")
