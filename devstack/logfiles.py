@@ -14,7 +14,8 @@ and the file becomes `<name>.log.1`:
 - the servers' files (NATS, PostgreSQL, the object store, the consumer guard, and any other) are written
   by programs that keep their descriptor: they are copied to `.1` and then cut to nothing in place, which
   their O_APPEND writes survive; a line written in the instant between the last read and the cut is lost
-  (they write a few lines an hour).
+  (they write a few lines an hour), and a line the copy finds half written is waited for, so that the
+  backup ends with a whole line.
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ DEFAULT_BACKUPS = 5
 MIN_MAX_BYTES = 4096
 MAX_BACKUPS = 100
 CHECK_SECONDS = 1.0
+# How long a copy-and-cut waits, at most, for the end of a line it found half written (see _copy_and_cut).
+LINE_END_TRIES = 50
+LINE_END_WAIT = 0.002
 
 
 def log_limits(env: Mapping[str, str]) -> tuple[int, int]:
@@ -72,9 +76,18 @@ def _copy_and_cut(path: Path, target: Path) -> None:
     try:
         copy = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
-            # Read until nothing more comes, the writers' last lines included, then cut at once.
-            while chunk := os.read(source, 1 << 20):
-                os.write(copy, chunk)
+            # Read until nothing more comes, the writers' last lines included, then cut at once. A read can
+            # see the start of a write still in progress (the kernel grows the file a page at a time, and a
+            # read does not wait for the write): when the copy ends amid a line, its rest comes within a
+            # moment, so the copy waits for it (a little while at most) rather than keep half a line.
+            last = b"\n"
+            for _ in range(LINE_END_TRIES):
+                while chunk := os.read(source, 1 << 20):
+                    os.write(copy, chunk)
+                    last = chunk[-1:]
+                if last == b"\n":
+                    break
+                time.sleep(LINE_END_WAIT)
             os.ftruncate(source, 0)
         finally:
             os.close(copy)

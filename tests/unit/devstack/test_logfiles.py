@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from devstack.logfiles import CHECK_SECONDS, LogRotation, log_limits
+from devstack import logfiles
+from devstack.logfiles import CHECK_SECONDS, LINE_END_TRIES, LINE_END_WAIT, LogRotation, backup, log_limits, rotate
 
 
 def test_the_limits_have_defaults_and_refuse_what_is_not_a_size() -> None:
@@ -39,3 +40,35 @@ def test_a_full_file_becomes_the_first_backup_and_only_the_newest_backups_are_ke
     newest, older = ((tmp_path / f"{name}.{n}").read_text() for n in (1, 2))
     assert newest.startswith("4\n") and older.startswith("3\n")
     assert path.read_text() == "" and small.read_text() == "short\n"
+
+
+def test_a_copy_that_finds_a_line_half_written_waits_for_its_end_before_the_cut(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "nats.log"
+    path.write_bytes(b"[1] whole\n[2] half")
+    waits: list[float] = []
+
+    def wait(seconds: float) -> None:
+        # Meanwhile the server's write ends (a read may see a write in progress: its first page only).
+        waits.append(seconds)
+        if len(waits) == 2:
+            with path.open("ab") as out:
+                out.write(b" written\n")
+
+    monkeypatch.setattr(logfiles.time, "sleep", wait)
+    rotate(path, 2, renamed=False)
+    assert backup(path, 1).read_bytes() == b"[1] whole\n[2] half written\n"
+    assert path.read_bytes() == b""
+    assert waits == [LINE_END_WAIT, LINE_END_WAIT]
+
+
+def test_a_line_that_never_ends_is_cut_after_a_bounded_wait(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "nats.log"
+    path.write_bytes(b"[1] whole\n[2] no end")
+    waits: list[float] = []
+    monkeypatch.setattr(logfiles.time, "sleep", waits.append)
+    rotate(path, 2, renamed=False)
+    assert backup(path, 1).read_bytes() == b"[1] whole\n[2] no end"
+    assert path.read_bytes() == b""
+    assert waits == [LINE_END_WAIT] * LINE_END_TRIES
