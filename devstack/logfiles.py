@@ -81,11 +81,12 @@ def _copy_and_cut(path: Path, target: Path) -> None:
             # read does not wait for the write): when the copy ends amid a line, its rest comes within a
             # moment, so the copy waits for it (a little while at most) rather than keep half a line.
             last = b"\n"
-            for _ in range(LINE_END_TRIES):
+            for waited in range(LINE_END_TRIES + 1):
                 while chunk := os.read(source, 1 << 20):
                     os.write(copy, chunk)
                     last = chunk[-1:]
-                if last == b"\n":
+                # Read once more after each wait, the last one too: what came during it is copied, not cut.
+                if last == b"\n" or waited == LINE_END_TRIES:
                     break
                 time.sleep(LINE_END_WAIT)
             os.ftruncate(source, 0)

@@ -42,21 +42,27 @@ def test_a_full_file_becomes_the_first_backup_and_only_the_newest_backups_are_ke
     assert path.read_text() == "" and small.read_text() == "short\n"
 
 
+def waits_writing(monkeypatch: pytest.MonkeyPatch, path: Path, at: int, data: bytes) -> list[float]:
+    """The copy's waits, recorded; during wait number `at` the server's write of `data` ends."""
+    waits: list[float] = []
+
+    def wait(seconds: float) -> None:
+        waits.append(seconds)
+        if len(waits) == at:
+            with path.open("ab") as out:
+                out.write(data)
+
+    monkeypatch.setattr(logfiles.time, "sleep", wait)
+    return waits
+
+
 def test_a_copy_that_finds_a_line_half_written_waits_for_its_end_before_the_cut(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "nats.log"
     path.write_bytes(b"[1] whole\n[2] half")
-    waits: list[float] = []
-
-    def wait(seconds: float) -> None:
-        # Meanwhile the server's write ends (a read may see a write in progress: its first page only).
-        waits.append(seconds)
-        if len(waits) == 2:
-            with path.open("ab") as out:
-                out.write(b" written\n")
-
-    monkeypatch.setattr(logfiles.time, "sleep", wait)
+    # A read may see a write in progress (its first page only): the rest ends during the second wait.
+    waits = waits_writing(monkeypatch, path, 2, b" written\n")
     rotate(path, 2, renamed=False)
     assert backup(path, 1).read_bytes() == b"[1] whole\n[2] half written\n"
     assert path.read_bytes() == b""
@@ -72,3 +78,12 @@ def test_a_line_that_never_ends_is_cut_after_a_bounded_wait(tmp_path: Path, monk
     assert backup(path, 1).read_bytes() == b"[1] whole\n[2] no end"
     assert path.read_bytes() == b""
     assert waits == [LINE_END_WAIT] * LINE_END_TRIES
+
+
+def test_what_comes_during_the_last_wait_is_copied_not_cut(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "nats.log"
+    path.write_bytes(b"[1] whole\n[2] slow")
+    waits_writing(monkeypatch, path, LINE_END_TRIES, b" and slower")
+    rotate(path, 2, renamed=False)
+    assert backup(path, 1).read_bytes() == b"[1] whole\n[2] slow and slower"
+    assert path.read_bytes() == b""
