@@ -17,16 +17,21 @@ $(STAMP): pyproject.toml
 up: setup
 	$(PY) -m devstack.stack
 
-# The tests marked `waits` (pyproject.toml) spend most of their time waiting: the NATS outage's three
-# minutes, a model's minute of 503s, leases running out. They run beside the rest of the suite, in a pytest
-# session and temporary root of their own (their own stacks); `make test` fails if either session fails.
+# Two pytest sessions at a time, as the two cores stay about half idle under one: the e2e suite, and beside
+# it the unit and service tests followed by the e2e tests marked `waits` (pyproject.toml: the NATS outage's
+# three minutes, a model's minute of 503s, leases running out), each session with a temporary root and
+# stacks of its own. `make test` fails if any session fails.
 test: setup
 	@tmp=$$(mktemp -d); \
-	$(PY) -m pytest -p no:cacheprovider --basetemp=$$tmp/base --durations=10 -m waits tests/e2e >$$tmp/waits.log 2>&1 & waits=$$!; \
-	$(PY) -m pytest --durations=30 -m "not waits"; rest=$$?; \
-	wait $$waits; beside=$$?; \
-	echo "== the tests marked waits, run beside the suite:"; cat $$tmp/waits.log; rm -rf $$tmp; \
-	test $$rest -eq 0 && test $$beside -eq 0
+	echo "== the unit and service tests, then the e2e tests marked waits, run beside the e2e suite: their output follows it"; \
+	( $(PY) -m pytest -p no:cacheprovider --basetemp=$$tmp/rest --durations=20 -m "not waits" tests/unit tests/service >$$tmp/rest.log 2>&1; rest=$$?; \
+	  $(PY) -m pytest -p no:cacheprovider --basetemp=$$tmp/waits --durations=10 -m waits tests/e2e >$$tmp/waits.log 2>&1; waits=$$?; \
+	  test $$rest -eq 0 && test $$waits -eq 0 ) & beside=$$!; \
+	$(PY) -m pytest --durations=30 -m "not waits" tests/e2e; e2e=$$?; \
+	wait $$beside; others=$$?; \
+	echo "== the unit and service tests, run beside the e2e suite:"; cat $$tmp/rest.log; \
+	echo "== the tests marked waits, run beside the e2e suite after them:"; cat $$tmp/waits.log; rm -rf $$tmp; \
+	test $$e2e -eq 0 && test $$others -eq 0
 
 # The real-world document corpus (docs/contributing.md says what it holds): a folder outside the repository,
 # so `make test` never needs it, and this target fails when it is not given or not there.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
@@ -11,6 +12,8 @@ from tests.support.stack import ROOT
 
 # Cold, the extras download a few dozen wheels from the package index; pip caches them for the next time.
 INSTALL_SECONDS = 900
+# In the folder setuptools builds in, which git ignores (.gitignore: build/).
+BUILD_LOCK = ROOT / "clients" / "python" / "build" / "install.lock"
 
 
 def fresh_venv(where: Path, *requirements: str) -> Path:
@@ -19,14 +22,19 @@ def fresh_venv(where: Path, *requirements: str) -> Path:
     subprocess.run([sys.executable, "-m", "venv", str(where)], check=True, timeout=120)
     python = where / "bin" / "python"
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    done = subprocess.run(
-        [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *requirements],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=INSTALL_SECONDS,
-    )
+    # pip builds a local folder in place (setuptools writes build/ and the egg-info beside the sources), and
+    # make test's sessions run side by side: one install at a time from this tree.
+    BUILD_LOCK.parent.mkdir(exist_ok=True)
+    with open(BUILD_LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = subprocess.run(
+            [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *requirements],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=INSTALL_SECONDS,
+        )
     assert done.returncode == 0, f"pip install {' '.join(requirements)}:\n{done.stdout[-2000:]}{done.stderr[-4000:]}"
     return python
 
