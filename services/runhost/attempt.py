@@ -21,7 +21,7 @@ from services.runhost.catalog import RunCatalog
 from services.runhost.finishing import Finisher
 from services.runhost.journal import ModelJournal
 from services.runhost.ledger import RunLedger
-from services.runhost.memory import RunFiles
+from services.runhost.memory import ContentCache, RunFiles
 from services.runhost.owners import Owners
 from services.runhost.repository import WorkerRuns
 from services.runhost.tools import POLICY_READING, ToolBox, agent_reading
@@ -70,10 +70,11 @@ class RunAttempt:
 class RunAttempts:
     def __init__(self, *, db: Database, repo: WorkerRuns, blobs: Blobs, owners: Owners, settings: RunhostSettings):
         self.db, self.repo, self.blobs, self.owners, self.settings = db, repo, blobs, owners, settings
+        self.contents = ContentCache()
 
     def files(self, run_id: str, epoch: int | None = None) -> RunFiles:
         """A run's working files; writes fenced by `epoch`, or by none (a person's edit of the plan)."""
-        return RunFiles(self.blobs, self.db, self.repo, run_id, epoch)
+        return RunFiles(self.blobs, self.db, self.repo, run_id, epoch, self.contents)
 
     def attempt(self, run: AdmittedRun) -> RunAttempt:
         """The attempt of the run's current lease epoch. An outside agent's toolbox tells it to read through

@@ -28,7 +28,7 @@ from services.runhost.finishing import Finisher
 from services.runhost.leases import StaleLease, new_token, token_hash
 from services.runhost.ledger import Inclusion
 from services.runhost.limits import AgentLimits
-from services.runhost.memory import validate_path
+from services.runhost.memory import provenance_of, validate_path
 from services.runhost.owners import Owners
 from services.runhost.policies.vocabulary import ToolCall, ToolResult
 from services.runhost.repository import WorkerRuns
@@ -187,9 +187,9 @@ class ExternalRuns:
                 # The tool's words say how this run reaches an item it may not read yet (its own search).
                 raise NotFound(result.text.removeprefix("not found: "), {"ref": ref.model_dump()})
             raise Unavailable(f"{ref.kind} {ref.id} cannot be read now", {"reason": reason})
-        text = await attempt.files.read(read.path)
+        text, row = await attempt.files.read_indexed(read.path)
         await self.limits.charge(attempt.run, attempt.epoch, chars=len(text), source_chars=read.fresh_chars or 0)
-        prov = await attempt.files.provenance(read.path) or {}
+        prov = provenance_of(row) or {}
         return c.ExternalRead(
             ref=read.ref or ref,
             locator=prov.get("locator"),

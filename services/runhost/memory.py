@@ -13,6 +13,10 @@ which version is the file. `file_contents` counts the index rows naming each con
 is let go after a grace period (services/runhost/retention.py), and a writer that finds its content let
 go between its put and its index row stores it again. Files indexed before the content store keep their
 per-run keys (`runs/<run_id>/<path>@<sha256>`).
+
+Since a content's key names its bytes for good, the run host keeps the texts it wrote or read last in memory
+by their hash (`ContentCache`, bounded in bytes): a read still asks the index which content the file is, and
+only a content not kept is fetched from object storage.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from __future__ import annotations
 import hashlib
 import re
 import zlib
+from collections import OrderedDict
+from collections.abc import Mapping
 from typing import Any
 
 import asyncpg
@@ -41,6 +47,11 @@ CONTENT_PREFIX = "runs/sha256"
 # A content let go between a writer's put and its index row, or a deadlock between two writers that
 # swap contents (A→B beside B→A): the write is tried again, this many times in all.
 WRITE_ATTEMPTS = 5
+# Texts of run files kept in the run host's memory, by content: this many bytes in all, none larger than
+# CACHED_FILE_BYTES. A step reads plan.md and a source file it has just written; each would be a round trip
+# to object storage.
+CACHE_BYTES = 32 * 1024 * 1024
+CACHED_FILE_BYTES = 1024 * 1024
 
 
 def source_name(kind: str, id: str, version: int | None) -> str:
@@ -61,10 +72,46 @@ def pointer(path: str, text: str, preview_chars: int = 160) -> str:
     return f"[{path}] ({len(text):,} chars) begins: {head}…"
 
 
+class ContentCache:
+    """Run file texts by the hash of their content, the most recently used kept up to a number of bytes. A
+    content's hash names its bytes for good, so a hit is always the text the index row names: the row is
+    still read each time (it says which content is the file now), only the bytes are spared."""
+
+    def __init__(self, limit: int = CACHE_BYTES, largest: int = CACHED_FILE_BYTES):
+        self.limit, self.largest = limit, largest
+        self._texts: OrderedDict[str, tuple[str, int]] = OrderedDict()
+        self.size = 0
+
+    def get(self, sha256: str) -> str | None:
+        kept = self._texts.get(sha256)
+        if kept is None:
+            return None
+        self._texts.move_to_end(sha256)
+        return kept[0]
+
+    def put(self, sha256: str, text: str, size: int) -> None:
+        if size > self.largest or sha256 in self._texts:
+            return
+        self._texts[sha256] = (text, size)
+        self.size += size
+        while self.size > self.limit:
+            _, (_, dropped) = self._texts.popitem(last=False)
+            self.size -= dropped
+
+
 class RunFiles:
-    def __init__(self, blobs: Blobs, db: Database, repo: WorkerRuns, run_id: str, epoch: int | None):
+    def __init__(
+        self,
+        blobs: Blobs,
+        db: Database,
+        repo: WorkerRuns,
+        run_id: str,
+        epoch: int | None,
+        cache: ContentCache | None = None,
+    ):
         self._blobs, self._db, self._repo = blobs, db, repo
         self._contents = StorageRepository()
+        self._cache = cache or ContentCache(limit=0)
         self.run_id, self.epoch = run_id, epoch
 
     def key(self, path: str, sha256: str, *, by_content: bool = True) -> str:
@@ -96,6 +143,7 @@ class RunFiles:
                 continue
             if not recorded:
                 continue  # let go since it was touched: stored again
+            self._cache.put(digest, text, len(data))
             return len(text)
         raise RuntimeError(f"{path} of run {self.run_id}: its content was let go {WRITE_ATTEMPTS} times while written")
 
@@ -137,12 +185,26 @@ class RunFiles:
                 raise StaleLease(self.run_id)
         return True
 
-    async def read(self, path: str) -> str:
+    async def entry(self, path: str) -> Mapping[str, Any] | None:
+        """The file's index row (which content it is, and what it is a copy of), or None."""
         validate_path(path)
         async with self._db.pool.acquire() as conn:
-            row = await self._repo.get_file(conn, run_id=self.run_id, path=path)
+            return await self._repo.get_file(conn, run_id=self.run_id, path=path)
+
+    async def read(self, path: str) -> str:
+        return (await self.read_indexed(path))[0]
+
+    async def read_indexed(self, path: str) -> tuple[str, Mapping[str, Any]]:
+        """The file's text and its index row, read once."""
+        row = await self.entry(path)
         if row is None:
             raise NotFound("no such file in this run", {"path": path})
+        return await self.text(path, row), row
+
+    async def text(self, path: str, row: Mapping[str, Any]) -> str:
+        """The text of the content `row` (from `entry`) names."""
+        if row["by_content"] and (kept := self._cache.get(row["sha256"])) is not None:
+            return kept
         try:
             data = await self._blobs.get_bytes(self.key(path, row["sha256"], by_content=row["by_content"]))
         except S3Error as exc:
@@ -150,20 +212,26 @@ class RunFiles:
                 raise
             # A run's own (pre-content-store) file deleted by its release a moment before its row goes.
             raise NotFound("the file's bytes were let go", {"path": path}) from exc
-        if row["by_content"]:
-            data = zlib.decompress(data)
-            if hashlib.sha256(data).hexdigest() != row["sha256"]:
-                raise RuntimeError(f"the stored content of {path} (run {self.run_id}) does not match its hash")
-        return data.decode("utf-8")
+        if not row["by_content"]:
+            return data.decode("utf-8")
+        data = zlib.decompress(data)
+        if hashlib.sha256(data).hexdigest() != row["sha256"]:
+            raise RuntimeError(f"the stored content of {path} (run {self.run_id}) does not match its hash")
+        text = data.decode("utf-8")
+        self._cache.put(row["sha256"], text, len(data))
+        return text
 
     async def provenance(self, path: str) -> dict[str, Any] | None:
-        async with self._db.pool.acquire() as conn:
-            row = await self._repo.get_file(conn, run_id=self.run_id, path=path)
-        if row is None or row["ref"] is None:
-            return None
-        return {"ref": row["ref"], "content_hash": row["content_hash"], "locator": row["locator"]}
+        return provenance_of(await self.entry(path))
 
     async def listing(self) -> dict[str, int]:
         async with self._db.pool.acquire() as conn:
             rows = await self._repo.list_files(conn, run_id=self.run_id)
         return {r["path"]: r["size"] for r in rows}
+
+
+def provenance_of(row: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """What a file's index row says it is a copy of: None for the run's own writing."""
+    if row is None or row["ref"] is None:
+        return None
+    return {"ref": row["ref"], "content_hash": row["content_hash"], "locator": row["locator"]}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -13,7 +13,7 @@ from services.runhost.availability import unusable
 from services.runhost.catalog import RunCatalog
 from services.runhost.leases import StaleLease
 from services.runhost.ledger import Inclusion, RunLedger
-from services.runhost.memory import RunFiles, pointer, source_name
+from services.runhost.memory import RunFiles, pointer, provenance_of, source_name
 from services.runhost.owners import Owners
 from services.runhost.policies.vocabulary import MALFORMED, ToolCall, ToolResult
 from services.runhost.search import Asked, Found, search_for_run, search_text
@@ -197,8 +197,9 @@ class ToolBox:
         id, version = args.id, args.version
         ref = Ref(kind="publication", id=id, version=version)
         path = f"sources/{source_name('publication', id, ref.version)}.txt"
-        if path in await self.files.listing():
-            return await self._refused(call, path) or await self._pointer_result(call, path)
+        row = await self.files.entry(path)
+        if row is not None:
+            return await self._refused(call, path, row) or await self._pointer_result(call, path, row)
         # A publication a later page of the catalog holds is read under a grant that names it too.
         grant = self.grant if self.pages is None else await self.pages.grant_for(ref, self.grant)
         try:
@@ -211,7 +212,7 @@ class ToolBox:
         await self.files.write(
             path, text, provenance=prov, with_record=self.ledger.read_row(ref, body.content_hash, None)
         )
-        return await self._fresh_pointer(call, path, text)
+        return self._fresh_pointer(call, path, text, prov)
 
     async def search(self, asked: Asked) -> Found[assets.SearchHit, pub.PublicationHit]:
         """A page of the evidence passages and earlier publications of the run's workspace that match
@@ -236,8 +237,9 @@ class ToolBox:
     async def _read_evidence(self, call: ToolCall, args: ReadEvidenceArgs) -> Outcome:
         evidence_id = args.evidence_id
         path = f"sources/{source_name('evidence', 'E-' + evidence_id, None)}.txt"
-        if path in await self.files.listing():
-            return await self._refused(call, path) or await self._pointer_result(call, path)
+        row = await self.files.entry(path)
+        if row is not None:
+            return await self._refused(call, path, row) or await self._pointer_result(call, path, row)
         try:
             passage = await self.owners.read_evidence_for_run(self.actor, self.grant, evidence_id=evidence_id)
         except (Unavailable, NotFound) as exc:
@@ -251,7 +253,7 @@ class ToolBox:
         await self.files.write(
             path, text, provenance=prov, with_record=self.ledger.read_row(ref, content_hash, passage.locator)
         )
-        return await self._fresh_pointer(call, path, text)
+        return self._fresh_pointer(call, path, text, prov)
 
     async def _not_read(self, call: ToolCall, exc: Unavailable | NotFound, ref: Ref, named: str, path: str) -> Outcome:
         """A read its owner refused. Material that exists but may not be used now (withdrawn, retired) is an
@@ -265,10 +267,11 @@ class ToolBox:
         text = f"unavailable: {named} ({reason})"
         return _source_read(call, text, SourceRead(reason=reason, path=path), ok=False), []
 
-    async def _refused(self, call: ToolCall, path: str) -> Outcome | None:
-        """A read from the run's own copy of a material asks its owner again (services/runhost/availability.py):
-        a version withdrawn or retired since the run read it is refused, with an `unavailable` row."""
-        prov = await self.files.provenance(path)
+    async def _refused(self, call: ToolCall, path: str, row: Mapping[str, Any]) -> Outcome | None:
+        """A read from the run's own copy of a material (`row`, its index row) asks its owner again
+        (services/runhost/availability.py): a version withdrawn or retired since the run read it is refused,
+        with an `unavailable` row."""
+        prov = provenance_of(row)
         if prov is None:
             return None
         ref = Ref.model_validate(prov["ref"])
@@ -279,40 +282,29 @@ class ToolBox:
         text = f"unavailable: {ref.id}@v{ref.version} ({reason}); the run's copy may not be used"
         return _source_read(call, text, SourceRead(reason=reason, path=path), ok=False), []
 
-    async def _fresh_pointer(self, call: ToolCall, path: str, text: str) -> Outcome:
-        """A source read for the first time: its characters count once in the run's `source_chars_read`."""
-        return await self._pointer_result(call, path, fresh_chars=len(text))
+    def _fresh_pointer(self, call: ToolCall, path: str, text: str, prov: dict[str, Any]) -> Outcome:
+        """A source read for the first time (`text` just written with `prov`): its characters count once in
+        the run's `source_chars_read`."""
+        return _pointer(call, path, text, prov, fresh_chars=len(text))
 
-    async def _pointer_result(self, call: ToolCall, path: str, fresh_chars: int | None = None) -> Outcome:
-        """The model gets a pointer; the preview in it is part of the body, so it is included."""
-        text = await self.files.read(path)
-        shown = pointer(path, text)
-        prov = await self.files.provenance(path)
-        ref = Ref.model_validate(prov["ref"]) if prov is not None else None
-        inclusions = []
-        if prov is not None and ref is not None:
-            preview = min(len(text), 160)
-            locator = prov["locator"] or f"chars:0-{preview}"
-            inclusions.append(Inclusion(ref, prov["content_hash"], locator))
-        read = SourceRead(path=path, chars=len(text), ref=ref)
-        if fresh_chars is not None:
-            read.fresh_chars = fresh_chars  # set, so in the JSON: a first read only
-        return _source_read(call, shown, read), inclusions
+    async def _pointer_result(self, call: ToolCall, path: str, row: Mapping[str, Any]) -> Outcome:
+        """The run's copy of a material read again: a pointer to it, as at its first read."""
+        return _pointer(call, path, await self.files.text(path, row), provenance_of(row))
 
     async def _read_file(self, call: ToolCall, args: ReadFileArgs) -> Outcome:
         path = args.path
         offset, limit = max(0, args.offset), max(1, min(args.limit, READ_LIMIT_MAX))
+        text, row = await self.files.read_indexed(path)
         if path.startswith("sources/"):
-            refused = await self._refused(call, path)
+            refused = await self._refused(call, path, row)
             if refused is not None:
                 return refused
-        text = await self.files.read(path)
         part = text[offset : offset + limit]
         end = offset + len(part)
         rest = f"; the rest from offset {end}" if end < len(text) else ""
         header = f"[{path} chars {offset}-{end} of {len(text)}{rest}]"
         inclusions = []
-        prov = await self.files.provenance(path) if path.startswith("sources/") else None
+        prov = provenance_of(row) if path.startswith("sources/") else None
         if prov is not None and part:
             locator = prov["locator"] or f"chars:{offset}-{end}"
             inclusions.append(Inclusion(Ref.model_validate(prov["ref"]), prov["content_hash"], locator))
@@ -367,3 +359,19 @@ TABLE: dict[str, Tool[Any]] = {
     "write_draft": Tool(WriteDraftArgs, ToolBox._write_draft),
     "update_plan": Tool(UpdatePlanArgs, ToolBox._update_plan),
 }
+
+
+def _pointer(
+    call: ToolCall, path: str, text: str, prov: dict[str, Any] | None, fresh_chars: int | None = None
+) -> Outcome:
+    """The model gets a pointer to a source's copy; the preview in it is part of the body, so it is included."""
+    ref = Ref.model_validate(prov["ref"]) if prov is not None else None
+    inclusions = []
+    if prov is not None and ref is not None:
+        preview = min(len(text), 160)
+        locator = prov["locator"] or f"chars:0-{preview}"
+        inclusions.append(Inclusion(ref, prov["content_hash"], locator))
+    read = SourceRead(path=path, chars=len(text), ref=ref)
+    if fresh_chars is not None:
+        read.fresh_chars = fresh_chars  # set, so in the JSON: a first read only
+    return _source_read(call, pointer(path, text), read), inclusions

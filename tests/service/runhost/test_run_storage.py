@@ -15,7 +15,7 @@ import pytest
 from services.runhost.actor_runs import ActorRuns
 from services.runhost.journal import trimmed_entry
 from services.runhost.journal_repository import JournalRepository
-from services.runhost.memory import CONTENT_PREFIX, RunFiles
+from services.runhost.memory import CONTENT_PREFIX, ContentCache, RunFiles
 from services.runhost.repository import WorkerRuns
 from services.runhost.retention import StorageSweeper
 from shared.blobs import Blobs, content_key
@@ -119,6 +119,36 @@ async def test_a_rewritten_file_lets_go_of_its_old_content_only(db: Database, st
     # The same text written again after its content was let go is stored again.
     await files.write("draft.md", "# plan v1")
     assert await files.read("draft.md") == "# plan v1" and await look.exists(key_of("# plan v1"))
+
+
+async def test_a_text_written_or_read_once_is_read_again_from_memory_and_the_index_still_says_which(
+    db: Database, stores: tuple[Blobs, Blobs], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blobs, _ = stores
+    gets: list[str] = []
+    get_bytes = blobs.get_bytes
+
+    async def counted(key: str, **kw: Any) -> bytes:
+        gets.append(key)
+        return await get_bytes(key, **kw)
+
+    monkeypatch.setattr(blobs, "get_bytes", counted)
+    repo = WorkerRuns()
+    run_id = await running_run(db, repo)
+    files = RunFiles(blobs, db, repo, run_id, 1, ContentCache())
+    await files.write("plan.md", "# plan v1")
+    assert await files.read("plan.md") == "# plan v1" and gets == []
+    # A person's edit, written by a process that keeps nothing: the index row names the new content, so the
+    # next read is of it, from the store once and from memory after.
+    await RunFiles(blobs, db, repo, run_id, None).write("plan.md", "# plan, edited")
+    assert await files.read("plan.md") == "# plan, edited" and gets == [key_of("# plan, edited")]
+    assert await files.read("plan.md") == "# plan, edited" and len(gets) == 1
+    # A text over the size kept is read from the store each time.
+    small = RunFiles(blobs, db, repo, run_id, 1, ContentCache(largest=8))
+    await small.write("draft.md", "# a draft over eight bytes")
+    for _ in range(2):
+        assert await small.read("draft.md") == "# a draft over eight bytes"
+    assert gets[1:] == [key_of("# a draft over eight bytes")] * 2
 
 
 async def test_a_content_let_go_between_the_put_and_the_index_is_stored_again(

@@ -32,11 +32,20 @@ class Files:
         if with_record is not None:
             await with_record(None)
 
-    async def read(self, path: str) -> str:
+    async def entry(self, path: str) -> dict[str, Any] | None:
+        """The index row as services/runhost/memory.py reads it: the provenance a copy was written with."""
+        if path not in self.texts:
+            return None
+        return {"path": path, "ref": None, "content_hash": None, "locator": None} | self.provs.get(path, {})
+
+    async def text(self, path: str, row: dict[str, Any]) -> str:
         return self.texts[path]
 
-    async def provenance(self, path: str) -> dict[str, Any] | None:
-        return self.provs.get(path)
+    async def read_indexed(self, path: str) -> tuple[str, dict[str, Any]]:
+        row = await self.entry(path)
+        if row is None:
+            raise NotFound("no such file in this run")
+        return self.texts[path], row
 
 
 class Ledger:
