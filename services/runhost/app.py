@@ -25,7 +25,7 @@ NAME = "runhost"
 
 
 def create_app(settings: RunhostSettings, *, workers: bool = True) -> ServiceRuntime:
-    runtime = ServiceRuntime(NAME, settings, MIGRATIONS)
+    runtime = ServiceRuntime(NAME, settings, MIGRATIONS, session_state=False)
     from_zero(MODEL_REPLIES_ANSWERED_BACK, MESSAGES)
     repo = WorkerRuns()
     blobs = Blobs(settings)
