@@ -44,6 +44,8 @@ def seed(api: Api, sources: int) -> str:
         api.publish(
             f"Fund X liquidity report {i:03d}", f"Report {i}: Fund X redemption liquidity finding {i}. " * 20, ws["id"]
         )
+    # A run's catalog is frozen at admission: one started before the last publication joined would read fewer.
+    api.wait_catalog(ws["id"], sources)
     return str(ws["id"])
 
 
