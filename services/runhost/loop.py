@@ -65,6 +65,22 @@ class Counters:
 NO_WORK = WorkDone()
 
 
+class WithinSteps:
+    """A policy whose answers carry no more calls than the run's steps left (`RunView.steps_left`): a reply of
+    more parallel calls would pass `max_steps` within one answer. The journal keeps an answer as cut, so a
+    resumed run replays it so; the calls cut are never run, as the run stops at its limit next."""
+
+    def __init__(self, policy: Policy):
+        self.policy = policy
+
+    async def next_step(self, model_input: ModelInput) -> ToolCall:
+        reply = await self.policy.next_step(model_input)
+        left = model_input.view.steps_left
+        if left is not None and len(reply.siblings) >= left:
+            reply.siblings = reply.siblings[: max(left - 1, 0)]
+        return reply
+
+
 class RunLoop:
     def __init__(
         self,
@@ -79,7 +95,7 @@ class RunLoop:
         step_delay: float = 0.0,
     ):
         run = attempt.run
-        self.run, self.epoch, self.policy, self.toolbox = run, attempt.epoch, policy, attempt.toolbox
+        self.run, self.epoch, self.policy, self.toolbox = run, attempt.epoch, WithinSteps(policy), attempt.toolbox
         self.files, self.ledger, self.db, self.repo = attempt.files, attempt.ledger, db, repo
         self.limits, self.checkpoint_revision, self.step_delay = run.limits, checkpoint_revision, step_delay
         # The same failing step this many times in a row fails the run.
@@ -294,6 +310,7 @@ class RunLoop:
             plan=plan,
             checkpoint_revision=self.checkpoint_revision,
             results=self.transcript[-400:],
+            steps_left=self.limits.max_steps - self.counters.steps,
         )
         request_id = f"{self.run.id}:r{self.counters.requests + 1}"
         return ModelInput(request_id=request_id, messages=build_messages(view, self.transcript), tools=TOOLS, view=view)

@@ -258,6 +258,16 @@ def stopped_at_a_limit(
     return run, requests_of(url, question)
 
 
+def test_parallel_calls_past_the_step_limit_are_cut_to_the_steps_left(
+    model_stack: RunningStack, model_server: str
+) -> None:
+    """A reply of three calls with two steps left runs two: the limit holds within one answer."""
+    api = Api(model_stack)
+    run, sent = stopped_at_a_limit(api, model_server, "parallel", {"max_steps": 2}, "max_steps", 2)
+    assert len(sent) == 1 == run["stats"]["model_requests"] and run["stats"]["steps"] == 2
+    assert "catalog.md" in api.files(run["id"]) and "notes/parallel.md" not in api.files(run["id"])
+
+
 def test_a_model_that_never_finishes_fails_at_its_model_request_limit(
     model_stack: RunningStack, model_server: str
 ) -> None:

@@ -165,7 +165,8 @@ def test_a_run_reports_its_context_economy(api: Api, tmp_path: Path) -> None:
     assert run["status"] == "completed", run["error"]
 
     stats = run["stats"]
-    assert stats["steps"] >= 3 and stats["model_requests"] == stats["steps"]
+    # The extractive policy answers with several calls at once where it can (a source's reads, its notes).
+    assert stats["steps"] > stats["model_requests"] >= 3
     assert stats["source_chars_read"] >= len(a1["body"])
     assert 0 < stats["model_input_chars_max"] <= stats["model_input_chars_total"]
     assert stats["tokens_in"] is None and stats["tokens_out"] is None  # the extractive policy reports no usage

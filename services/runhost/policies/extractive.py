@@ -1,7 +1,9 @@
 """The default policy: deterministic, offline, extractive.
 
 It decides each step from the model input alone (plan.md, the working files, this attempt's tool
-results), so a resumed run continues where its files say it is: sources with notes are done.
+results), so a resumed run continues where its files say it is: sources with notes are done. Where calls do
+not depend on each other it answers with several at once, as a model's parallel tool calls: the next call of
+each of the first few sources still to do, then the notes read back a few at a time.
 
 Its cost is bounded by the question, not by the workspace's age: of the earlier runs' answers it reads the
 few most relevant (the newest answer to each question), however many runs came before. Its answer cites only
@@ -13,6 +15,7 @@ from __future__ import annotations
 import html
 import re
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any
 
 from services.runhost.memory import source_name
@@ -30,6 +33,9 @@ EARLIER_RUNS = 3
 FALLBACK = 3
 # A read is bounded by the tool (READ_LIMIT_MAX); a longer file is read in parts, in order.
 READ_CHARS = 1_000
+# Calls in one reply at most (as a model's parallel calls): sources are read, their files read on, their notes
+# written and read back this many at a time (the loop cuts a reply to the steps the run has left).
+BATCH = 8
 NOTHING_FOUND = "- (nothing relevant was found)"
 # An entry may end with what a person knows it by (` — “title”`); plans written before that have none.
 _ENTRY = re.compile(r"^- (?P<name>\S+) :: (?P<kind>publication|evidence) (?P<target>\S+)(?: — “(?P<title>.*)”)?$")
@@ -270,32 +276,50 @@ class ExtractivePolicy:
             return _call(
                 "update_plan", text=plan_with_sources(view.plan, choose_sources(view, search.data.get("hits", [])))
             )
-        last = view.results[-1] if view.results else None
-        for entry in entries:
-            if f"notes/{entry.name}.md" in view.files:
-                continue
-            path = f"sources/{entry.name}.txt"
-            if last is not None and not last.ok and last.data.get("path") == path:
-                return _call("write_note", source=entry.name, text=unavailable_note(entry, last))
-            if path not in view.files:
-                if entry.kind == "publication":
-                    pub_id, _, version = entry.target.rpartition("@")
-                    return _call("read_publication", id=pub_id, version=int(version))
-                return _call("read_evidence", evidence_id=entry.target)
-            body, end, total = read_so_far(view, path)
-            if end == total:
-                return _call(
-                    "write_note", source=entry.name, text=compose_note(entry, body, end, total, query_of(view))
-                )
-            return _call("read_file", path=path, offset=end, limit=READ_CHARS)
-        notes = {}
+        latest = {r.data["path"]: r for r in view.results if isinstance(r.data.get("path"), str)}
+        batch = list(islice(filter(None, (_source_step(view, e, latest) for e in entries)), BATCH))
+        if batch:
+            return _parallel(batch)
+        notes, reads = {}, []
         for entry in entries:
             path = f"notes/{entry.name}.md"
             body, end, total = read_so_far(view, path)
             if end != total:
-                return _call("read_file", path=path, offset=end, limit=READ_CHARS)
+                reads.append(_call("read_file", path=path, offset=end, limit=READ_CHARS))
             notes[entry.name] = body
+        if reads:
+            return _parallel(reads[:BATCH])
         answer, proposal = compose_answer(view, entries, notes)
+        last = view.results[-1] if view.results else None
         if last is None or last.tool != "write_draft":
             return _call("write_draft", text=answer)
         return _call("finish", answer=answer, checkpoint_proposal=proposal)
+
+
+def _source_step(view: RunView, entry: Entry, latest: dict[str, ToolResult]) -> ToolCall | None:
+    """A source's next call: read it, read its file on from where the last part ended, or write its note
+    (None once the note is written)."""
+    if f"notes/{entry.name}.md" in view.files:
+        return None
+    path = f"sources/{entry.name}.txt"
+    outcome = latest.get(path)
+    if outcome is not None and not outcome.ok:
+        return _call("write_note", source=entry.name, text=unavailable_note(entry, outcome))
+    if path not in view.files:
+        if entry.kind == "publication":
+            pub_id, _, version = entry.target.rpartition("@")
+            return _call("read_publication", id=pub_id, version=int(version))
+        return _call("read_evidence", evidence_id=entry.target)
+    body, end, total = read_so_far(view, path)
+    if end == total:
+        return _call("write_note", source=entry.name, text=compose_note(entry, body, end, total, query_of(view)))
+    return _call("read_file", path=path, offset=end, limit=READ_CHARS)
+
+
+def _parallel(calls: list[ToolCall]) -> ToolCall:
+    """One reply of several calls (as a model's parallel calls), each with its own id."""
+    for n, call in enumerate(calls):
+        call.call_id = f"{call.call_id}-{n}"
+    first, *rest = calls
+    first.siblings = rest
+    return first

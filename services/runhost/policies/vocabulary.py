@@ -110,6 +110,8 @@ class RunView:
     plan: str
     checkpoint_revision: int
     results: list[ToolResult]
+    # The calls the run may still make before its max_steps limit stops it (None: not told).
+    steps_left: int | None = None
 
 
 @dataclass

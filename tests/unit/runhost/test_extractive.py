@@ -1,10 +1,14 @@
-"""The extractive policy's pure parts: plans, source choice, answers, BM25, the HTML report."""
+"""The extractive policy's pure parts: plans, source choice, answers, BM25, the HTML report, and the calls of
+one reply."""
 
 from __future__ import annotations
 
 from services.runhost.claims import cited
 from services.runhost.policies.extractive import (
+    BATCH,
     EARLIER_RUNS,
+    Entry,
+    ExtractivePolicy,
     choose_sources,
     compose_answer,
     compose_note,
@@ -14,7 +18,7 @@ from services.runhost.policies.extractive import (
 )
 from services.runhost.policies.questions import findings, unanswered_parts
 from services.runhost.policies.text import bm25_scores, clip, key_sentences
-from services.runhost.policies.vocabulary import RunView
+from services.runhost.policies.vocabulary import ModelInput, RunView, ToolCall, ToolResult
 from services.runhost.report import render_report
 from tests.support.citation_forms import CITED, written
 
@@ -199,3 +203,42 @@ def test_an_earlier_answer_is_summarised_by_its_own_findings_not_those_it_quoted
     kept = findings(earlier)
     assert "lifted its redemption gate" in kept
     assert "Report A said gates hold" not in kept and "#" not in kept and "nothing" not in kept
+
+
+def sources(n: int) -> str:
+    return plan_with_sources(PLAN, [Entry(f"pub_{i}@v1", "publication", f"pub_{i}@1") for i in range(n)])
+
+
+async def reply_to(v: RunView) -> list[ToolCall]:
+    return (await ExtractivePolicy().next_step(ModelInput("run_1:r9", [], [], v))).calls()
+
+
+async def test_sources_are_read_several_at_a_time_each_call_its_own_id() -> None:
+    calls = await reply_to(view(plan=sources(12)))
+    assert [(c.name, c.arguments["id"]) for c in calls] == [("read_publication", f"pub_{i}") for i in range(BATCH)]
+    assert len({c.call_id for c in calls}) == BATCH
+
+
+async def test_each_source_of_a_reply_goes_on_from_its_own_last_result() -> None:
+    failed = ToolResult(
+        "read_publication", {"id": "pub_1"}, "unavailable", ok=False, data={"path": "sources/pub_1@v1.txt"}
+    )
+    read = ToolResult(
+        "read_file",
+        {},
+        "",
+        data={"path": "sources/pub_2@v1.txt", "offset": 0, "end": 5, "total": 9, "body": "# Rep"},
+    )
+    v = view(
+        plan=sources(4),
+        files={"sources/pub_0@v1.txt": 9, "sources/pub_2@v1.txt": 9, "notes/pub_3@v1.md": 40},
+        results=[failed, read],
+    )
+    calls = await reply_to(v)
+    assert [(c.name, c.arguments.get("path") or c.arguments.get("source")) for c in calls] == [
+        ("read_file", "sources/pub_0@v1.txt"),
+        ("write_note", "pub_1@v1"),
+        ("read_file", "sources/pub_2@v1.txt"),
+    ]
+    assert (calls[0].arguments["offset"], calls[2].arguments["offset"]) == (0, 5)
+    assert "status: unavailable" in calls[1].arguments["text"]
