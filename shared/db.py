@@ -103,13 +103,28 @@ async def migrate(pool: asyncpg.Pool, *directories: Path) -> list[str]:
 class Database:
     """A lazily connected pool. Rules get this object; the runtime connects and closes it."""
 
-    def __init__(self, dsn: str, *, min_size: int = 1, max_size: int = 10, session_state: bool = True):
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 10,
+        session_state: bool = True,
+        idle_transaction_seconds: float | None = None,
+    ):
         """`session_state=False` promises the code never leaves session state on a connection (no session
         advisory locks, LISTEN, cursors or SET outside a transaction), so a released connection skips the
-        reset query: one round trip less per acquire (asyncpg still rolls back an open transaction)."""
+        reset query: one round trip less per acquire (asyncpg still rolls back an open transaction).
+        `idle_transaction_seconds`: PostgreSQL ends a session of this pool that waits this long inside a
+        transaction, so a frozen process (stopped, paused) never keeps its row locks from the others."""
         self.dsn = dsn
         self._min, self._max = min_size, max_size
         self._reset = None if session_state else _keep_session
+        self._server_settings = (
+            {}
+            if idle_transaction_seconds is None
+            else {"idle_in_transaction_session_timeout": str(int(idle_transaction_seconds * 1000))}
+        )
         self._pool: asyncpg.Pool | None = None
 
     @property
@@ -121,7 +136,12 @@ class Database:
     async def connect(self, *migration_dirs: Path) -> None:
         await ensure_database(self.dsn)
         self._pool = await asyncpg.create_pool(
-            self.dsn, min_size=self._min, max_size=self._max, init=_init_connection, reset=self._reset
+            self.dsn,
+            min_size=self._min,
+            max_size=self._max,
+            init=_init_connection,
+            reset=self._reset,
+            server_settings=self._server_settings,
         )
         await migrate(self._pool, *migration_dirs)
 

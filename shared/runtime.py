@@ -56,6 +56,7 @@ class ServiceRuntime:
         migrations: Path,
         *,
         session_state: bool = True,
+        idle_transaction_seconds: float | None = None,
         consumer_prefix: str | None = None,
     ):
         """`consumer_prefix`: what the names of its durable consumers start with (the service's name unless a
@@ -79,7 +80,12 @@ class ServiceRuntime:
             ping_interval=settings.nats_ping_interval,
             **broker_options(settings),
         )
-        self.db = Database(settings.database_url, max_size=settings.db_pool_size, session_state=session_state)
+        self.db = Database(
+            settings.database_url,
+            max_size=settings.db_pool_size,
+            session_state=session_state,
+            idle_transaction_seconds=idle_transaction_seconds,
+        )
         self._background: list[BackgroundTask] = []
         self._on_start: list[BackgroundTask] = []
         self._tasks: list[asyncio.Task[None]] = []

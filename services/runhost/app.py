@@ -22,10 +22,14 @@ from shared.settings import RunhostSettings
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 NAME = "runhost"
+# Seconds: far above the time any of the run host's own transactions takes.
+IDLE_TRANSACTION = 30.0
 
 
 def create_app(settings: RunhostSettings, *, workers: bool = True) -> ServiceRuntime:
-    runtime = ServiceRuntime(NAME, settings, MIGRATIONS, session_state=False)
+    # A worker frozen amid a transaction (stopped, its machine paused) would hold its run's row past its lease
+    # and keep the next worker from taking the run over; PostgreSQL ends such a session after this long.
+    runtime = ServiceRuntime(NAME, settings, MIGRATIONS, session_state=False, idle_transaction_seconds=IDLE_TRANSACTION)
     from_zero(MODEL_REPLIES_ANSWERED_BACK, MESSAGES)
     repo = WorkerRuns()
     blobs = Blobs(settings)
