@@ -36,7 +36,8 @@ from shared.contracts.common import (
     Subject,
     health_subject,
 )
-from shared.errors import DomainError, Invalid, Unreachable, from_envelope, plain_problem
+from shared.db import session_lost
+from shared.errors import LOST_SESSION, DomainError, Invalid, Timeout, Unreachable, from_envelope, plain_problem
 from shared.metrics import BUS_CALLS, BUS_REQUESTS, BUS_SECONDS
 from shared.observe import HandledLog, bound, new_request_id, request_id_var
 from shared.proof import ProofSigner, ProofVerifier
@@ -161,7 +162,11 @@ async def _answer(
     except DomainError as err:
         log.info("%s answered %s: %s", subject, err.code, err.message)
         return _reply_error(err), err.code
-    except Exception:
+    except Exception as exc:
+        if session_lost(exc):
+            # The database restarting, or an operator ending sessions: what the request did is not known.
+            log.warning("handler for %s lost its database session: %r", subject, exc)
+            return _reply_error(Timeout(LOST_SESSION)), Timeout.code
         log.exception("handler for %s failed", subject)
         return _reply_error(DomainError("the service failed to handle the request", code="internal")), "internal"
 

@@ -23,6 +23,46 @@ _MIGRATION_LOCK = 7_351_002
 
 M = TypeVar("M", bound=BaseModel)
 
+# What a statement raises when its session is gone: the server was restarted or shut down, an operator ended
+# the session, it waited too long inside a transaction (`Database(idle_transaction_seconds=…)`), or the
+# server could not be reached.
+_LOST: tuple[type[Exception], ...] = (
+    asyncpg.PostgresConnectionError,
+    asyncpg.AdminShutdownError,
+    asyncpg.CrashShutdownError,
+    asyncpg.CannotConnectNowError,
+    asyncpg.IdleInTransactionSessionTimeoutError,
+    ConnectionError,
+)
+# asyncpg's words when the session closed under a connection still in use: the pool took the connection
+# back as it closed, or the statement came after the close.
+_LOST_WORDS = ("connection has been released back to the pool", "connection is closed")
+
+
+class SessionLost(ConnectionError):
+    """A transaction's session was found closed after asyncpg failed on it in another way."""
+
+
+async def _closing(conn: asyncpg.Connection) -> bool:
+    """Whether the connection is closed or closes within a few turns of the loop (a close already read from
+    the socket is handled in a later turn than the data before it)."""
+    for _ in range(5):
+        try:
+            if conn.is_closed():
+                return True
+        except asyncpg.InterfaceError:  # the pool took it back as it closed
+            return True
+        await asyncio.sleep(0.01)
+    return False
+
+
+def session_lost(exc: BaseException) -> bool:
+    """Whether `exc` says the session of the statement is gone. The work it was part of did not happen, or
+    not all of it: it can be redone, as after a crash of the process."""
+    if isinstance(exc, _LOST):
+        return True
+    return isinstance(exc, asyncpg.InterfaceError) and any(words in str(exc) for words in _LOST_WORDS)
+
 
 async def _init_connection(conn: asyncpg.Connection) -> None:
     for typename in ("json", "jsonb"):
@@ -159,5 +199,13 @@ class Database:
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[asyncpg.Connection]:
         """One transaction per message: the change and its outbox row commit together, or neither."""
-        async with self.pool.acquire() as conn, conn.transaction():
-            yield conn
+        async with self.pool.acquire() as conn:
+            try:
+                async with conn.transaction():
+                    yield conn
+            except (asyncpg.InterfaceError, asyncpg.exceptions.InternalClientError) as exc:
+                # A process that resumes after the server ended its session can read the server's goodbye
+                # amid its next statement and see its protocol in a state that says only "in progress".
+                if not session_lost(exc) and await _closing(conn):
+                    raise SessionLost(f"the session ended under the transaction ({exc!r})") from exc
+                raise

@@ -97,6 +97,11 @@ class Timeout(DomainError):
     code = "timeout"
 
 
+# The answer to a request whose service lost its database session under it (`shared.db.session_lost`): as
+# with no answer in time, what the request did is not known.
+LOST_SESSION = "the service lost its database session under the request (restarting?); its outcome is not known"
+
+
 class Unreachable(Timeout):
     """The owner service did not answer on the bus (no responder, or no reply in time)."""
 

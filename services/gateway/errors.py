@@ -12,7 +12,8 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
-from shared.errors import HTTP_STATUS, DomainError, plain_problem
+from shared.db import session_lost
+from shared.errors import HTTP_STATUS, LOST_SESSION, DomainError, Timeout, plain_problem
 
 log = logging.getLogger("dossier.gateway")
 
@@ -91,5 +92,8 @@ def install_error_handlers(app: FastAPI, *, api_prefixes: tuple[str, ...], stray
 
     @app.exception_handler(Exception)
     async def on_unexpected(_: Request, exc: Exception) -> JSONResponse:
+        if session_lost(exc):
+            log.warning("the gateway lost its database session: %r", exc)
+            return envelope(Timeout.code, LOST_SESSION)
         log.exception("unhandled error in the gateway")
         return envelope("internal", "the server failed to handle the request")

@@ -76,6 +76,15 @@ class WorkerRuns:
             "UPDATE runs SET lease_expires_at = now() WHERE lease_owner = $1 AND status = 'running'", owner
         )
 
+    async def release_lease(self, conn: asyncpg.Connection, *, run_id: str, epoch: int) -> None:
+        """The run free to be taken up again at once, unless a newer attempt holds it already."""
+        await conn.execute(
+            "UPDATE runs SET lease_expires_at = now()"
+            " WHERE id = $1 AND lease_epoch = $2 AND status = 'running' AND lease_expires_at > now()",
+            run_id,
+            epoch,
+        )
+
     async def heartbeat(self, conn: asyncpg.Connection, *, run_id: str, epoch: int, lease_seconds: float) -> bool:
         row = await conn.fetchval(
             "UPDATE runs SET lease_expires_at = now() + make_interval(secs => $3)"

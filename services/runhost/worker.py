@@ -28,7 +28,7 @@ from services.runhost.repository import WAKE_CHANNEL, WorkerRuns
 from shared import tracing
 from shared.aio import wait_event
 from shared.contracts import runhost as c
-from shared.db import Database
+from shared.db import Database, session_lost
 from shared.errors import DomainError
 from shared.metrics import LEASE_TAKEOVERS
 from shared.observe import bound
@@ -70,7 +70,12 @@ class Worker:
     async def _claim_forever(self) -> None:
         while True:
             await self._slots.acquire()
-            run = await self._claim()
+            try:
+                run = await self._claim()
+            except (OSError, asyncpg.PostgresError) as exc:
+                # The runs in flight go on; claiming is tried again at the next poll.
+                log.warning("runhost worker: no claim this time (%r)", exc)
+                run = None
             if run is None:
                 self._slots.release()
                 self._wake.clear()
@@ -168,8 +173,21 @@ class Worker:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
+            if session_lost(exc):
+                # As a crash of this process would: the run resumes from what its attempts kept.
+                log.warning(
+                    "run %s: this attempt lost its database session (%r); the run is taken up again", run.id, exc
+                )
+                await self._let_go(run)
+                return
             log.exception("run %s failed unexpectedly", run.id)
             await self._fail(finisher, f"internal error ({type(exc).__name__})")
+
+    async def _let_go(self, run: AdmittedRun) -> None:
+        """The run's lease ended now rather than at its expiry, when the database answers again at once."""
+        with contextlib.suppress(OSError, asyncpg.PostgresError):
+            async with self.db.transaction() as conn:
+                await self.repo.release_lease(conn, run_id=run.id, epoch=run.lease_epoch)
 
     async def _fail(self, finisher: Finisher, error: str) -> None:
         log.warning("run %s: failed: %s", finisher.run.id, error)

@@ -303,8 +303,40 @@ def lease_epoch(stack: RunningStack, run_id: str) -> int:
 
 
 def stood_down(stack: RunningStack, run_id: str) -> bool:
+    """The first worker's attempt ended: its heartbeat found the lease gone, a fenced write was refused, or
+    (when it was stopped inside a transaction, which PostgreSQL then ended) its session was gone."""
     text = (stack.home / "logs" / "runhost.log").read_text()
-    return f"run {run_id}: lease epoch 1 lost" in text or f"run {run_id}: a newer worker owns the run" in text
+    said = ("lease epoch 1 lost", "a newer worker owns the run", "this attempt lost its database session")
+    return any(f"run {run_id}: {words}" in text for words in said)
+
+
+@contextlib.contextmanager
+def second_runhost(stack: RunningStack) -> Iterator[subprocess.Popen[bytes]]:
+    """Another run host beside the stack's own, stopped at the end."""
+    with open(stack.home / "logs" / "runhost-second.log", "ab") as log:
+        second = subprocess.Popen(
+            [sys.executable, "-m", "services.runhost"],
+            cwd=ROOT,
+            env=stack.service_env("runhost"),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            yield second
+        finally:
+            second.terminate()
+            second.wait(30)
+
+
+def fenced_run_completed(api: Api, ws: dict[str, Any], run: dict[str, Any]) -> None:
+    """The stale-draft run ended as one worker would have ended it."""
+    done = api.wait_run(run["id"], timeout=120)
+    assert done["status"] == "completed", done["error"]
+    assert api.ok("GET", f"/v1/runs/{run['id']}/files/draft.md") == "draft 29"
+    assert api.ok("GET", f"/v1/runs/{run['id']}/files/plan.md").startswith(f"# Plan of run {run['id']}")
+    assert api.read(done["publication"])["body"] == "# fenced answer"
+    published_once(api, ws["id"], done)
+    assert done["checkpoint_proposal"]["status"] == "applied"
 
 
 @pytest.mark.local_stack
@@ -314,35 +346,123 @@ def test_a_stale_worker_cannot_overwrite_files_or_break_the_publish(slow_stack: 
     ws, run = drafting(api, "Fence me", "scripted:stale-draft")
     victim = slow_stack.pid("runhost")
     os.kill(victim, signal.SIGSTOP)
-    log = open(slow_stack.home / "logs" / "runhost-second.log", "ab")
-    second = subprocess.Popen(
-        [sys.executable, "-m", "services.runhost"],
-        cwd=ROOT,
-        env=slow_stack.service_env("runhost"),
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
     try:
-        probe(lambda: lease_epoch(slow_stack, run["id"]) >= 2, timeout=60)
-        os.kill(victim, signal.SIGCONT)
-        done = api.wait_run(run["id"], timeout=120)
-        assert done["status"] == "completed", done["error"]
-        assert api.ok("GET", f"/v1/runs/{run['id']}/files/draft.md") == "draft 29"
-        assert api.ok("GET", f"/v1/runs/{run['id']}/files/plan.md").startswith(f"# Plan of run {run['id']}")
-        assert api.read(done["publication"])["body"] == "# fenced answer"
-        summary = api.ok("GET", f"/v1/publications/{done['publication']['id']}")
-        assert summary["latest_version"] == 1
-        catalog = api.ok("GET", f"/v1/workspaces/{ws['id']}/catalog?limit=200")
-        assert [i["run_id"] for i in catalog["items"] if i["kind"] == "publication"] == [run["id"]]
-        assert done["checkpoint_proposal"]["status"] == "applied"
-        # The stale worker woke, found its lease gone and stood down without dying.
-        probe(lambda: stood_down(slow_stack, run["id"]))
-        assert slow_stack.pid("runhost") == victim and alive(victim)
+        with second_runhost(slow_stack):
+            probe(lambda: lease_epoch(slow_stack, run["id"]) >= 2, timeout=60)
+            os.kill(victim, signal.SIGCONT)
+            fenced_run_completed(api, ws, run)
+            # The stale worker woke, found its lease gone and stood down without dying.
+            probe(lambda: stood_down(slow_stack, run["id"]))
+            assert slow_stack.pid("runhost") == victim and alive(victim)
     finally:
         os.kill(victim, signal.SIGCONT)
-        second.terminate()
-        second.wait(30)
-        log.close()
+
+
+def no_unexpected_failure(stack: RunningStack, run_id: str) -> None:
+    """No attempt of the run took a lost database session for a fault of its own."""
+    log = (stack.home / "logs" / "runhost.log").read_text().splitlines()
+    unexpected = [line for line in log if f"run {run_id} failed unexpectedly" in line]
+    assert not unexpected, unexpected[0]
+
+
+def stop_holding_the_run(stack: RunningStack, pid: int, run_id: str) -> int:
+    """SIGSTOP `pid` at a moment when one of its sessions holds the run's row inside a transaction (stop,
+    look, go on, again until so); returns that session's backend pid."""
+
+    async def catch() -> int:
+        conn = await asyncpg.connect(stack.admin_dsn("runhost"))
+        try:
+            for attempt in range(3000):
+                os.kill(pid, signal.SIGSTOP)
+                await asyncio.sleep(0.02)  # a statement the server was running ends meanwhile
+                backend = await conn.fetchval(
+                    "SELECT a.pid FROM pg_stat_activity a JOIN runs r ON r.xmax = a.backend_xid"
+                    " WHERE r.id = $1 AND a.state = 'idle in transaction'",
+                    run_id,
+                )
+                if backend is not None:
+                    return int(backend)
+                os.kill(pid, signal.SIGCONT)
+                await asyncio.sleep(0.001 * (attempt % 7))
+            raise AssertionError("the worker was never caught inside a transaction holding its run")
+        finally:
+            await conn.close()
+
+    return asyncio.run(catch())
+
+
+def session_alive(stack: RunningStack, backend: int) -> bool:
+    async def look() -> bool:
+        conn = await asyncpg.connect(stack.admin_dsn())
+        try:
+            return bool(await conn.fetchval("SELECT count(*) FROM pg_stat_activity WHERE pid = $1", backend))
+        finally:
+            await conn.close()
+
+    return asyncio.run(look())
+
+
+@pytest.mark.local_stack
+@pytest.mark.waits
+def test_a_worker_frozen_inside_a_transaction_holding_its_run_lets_the_next_take_it_over(
+    slow_stack: RunningStack,
+) -> None:
+    """The row a frozen worker locked is let go when PostgreSQL ends its session (30 s idle inside a
+    transaction): the takeover does not wait for the frozen process to die."""
+    api = Api(slow_stack)
+    ws, run = drafting(api, "Freeze me", "scripted:stale-draft")
+    victim = slow_stack.pid("runhost")
+    backend = stop_holding_the_run(slow_stack, victim, run["id"])
+    try:
+        with second_runhost(slow_stack):
+            probe(lambda: lease_epoch(slow_stack, run["id"]) >= 2, timeout=50)
+            assert not session_alive(slow_stack, backend)
+            os.kill(victim, signal.SIGCONT)
+            fenced_run_completed(api, ws, run)
+            probe(lambda: stood_down(slow_stack, run["id"]))
+            no_unexpected_failure(slow_stack, run["id"])
+            assert slow_stack.pid("runhost") == victim and alive(victim)
+    finally:
+        os.kill(victim, signal.SIGCONT)
+
+
+def cut_sessions_in_use(stack: RunningStack, run_id: str, times: int) -> int:
+    """End (pg_terminate_backend, as an operator or a restarting server would) run host sessions caught
+    amid a statement or a transaction, `times` of them one after another, while the run goes on; returns
+    how many were cut before the run ended."""
+
+    async def cut() -> int:
+        conn = await asyncpg.connect(stack.admin_dsn("runhost"))
+        try:
+            done = 0
+            while done < times:
+                if await conn.fetchval("SELECT status FROM runs WHERE id = $1", run_id) != "running":
+                    break
+                done += await conn.fetchval(
+                    "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity"
+                    " WHERE datname = 'runhost' AND pid <> pg_backend_pid()"
+                    "   AND state IN ('active', 'idle in transaction')"
+                )
+            return done
+        finally:
+            await conn.close()
+
+    return asyncio.run(cut())
+
+
+@pytest.mark.local_stack
+@pytest.mark.parametrize("fault", ["sessions cut", "postgresql killed"])
+def test_a_run_whose_database_sessions_are_lost_resumes_and_completes(slow_stack: RunningStack, fault: str) -> None:
+    """A session lost under the worker (an operator ends three in use; PostgreSQL is killed, and restarted by
+    the supervisor) ends its attempt as a crash would, not the run: the run is taken up again."""
+    api = Api(slow_stack)
+    ws, run = drafting(api, f"Outlive {fault}", "scripted:stale-draft")
+    if fault == "sessions cut":
+        assert cut_sessions_in_use(slow_stack, run["id"], times=3) == 3
+    else:
+        slow_stack.kill("postgres")
+    fenced_run_completed(api, ws, run)
+    no_unexpected_failure(slow_stack, run["id"])
 
 
 @pytest.mark.local_stack

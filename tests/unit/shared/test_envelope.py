@@ -6,12 +6,13 @@ import json
 import re
 from decimal import Decimal
 
+import asyncpg
 import pytest
 from pydantic import Field
 
 from shared.bus import BusClient, RequestContext, _encode_envelope, dispatch
 from shared.contracts.common import Actor, BusReply, BusRequest, ErrorBody, Model, Subject
-from shared.errors import HTTP_STATUS, Conflict, DomainError, Invalid, Unavailable, from_envelope
+from shared.errors import HTTP_STATUS, LOST_SESSION, Conflict, DomainError, Invalid, Unavailable, from_envelope
 from tests.support.stack import ROOT
 from tests.unit.shared.proofs import SIGNER, VERIFIER
 
@@ -25,6 +26,8 @@ async def echo(ctx: RequestContext, req: Echo) -> dict[str, str]:
         raise Conflict("taken", {"current_version": 3})
     if req.text == "boom":
         raise RuntimeError("/secret/path/of/the/server")
+    if req.text == "lost":
+        raise asyncpg.AdminShutdownError("terminating connection due to administrator command")
     return {"text": req.text, "scope": ctx.actor.scope}
 
 
@@ -70,6 +73,13 @@ async def test_unexpected_fault_is_internal_without_leaking() -> None:
     reply = await call(request({"text": "boom"}))
     assert reply.error is not None and reply.error.code == "internal"
     assert "/secret" not in json.dumps(reply.model_dump())
+
+
+async def test_a_handler_that_lost_its_database_session_answers_timeout() -> None:
+    """Its outcome is not known, as when no answer came in time: not `internal`, and not a retry-safe 503."""
+    reply = await call(request({"text": "lost"}))
+    assert reply.error is not None
+    assert (reply.error.code, reply.error.message) == ("timeout", LOST_SESSION)
 
 
 def test_error_codes_map_to_contract_statuses() -> None:
