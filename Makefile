@@ -17,21 +17,24 @@ $(STAMP): pyproject.toml
 up: setup
 	$(PY) -m devstack.stack
 
-# Two pytest sessions at a time, as the two cores stay about half idle under one: the e2e suite, and beside
-# it the unit and service tests followed by the e2e tests marked `waits` (pyproject.toml: the NATS outage's
-# three minutes, a model's minute of 503s, leases running out), each session with a temporary root and
-# stacks of its own. `make test` fails if any session fails.
+# Three pytest sessions at a time, as the two cores stay about half idle under one, each with a temporary
+# root and stacks of its own: most of the e2e suite (its output shown as it goes); beside it the unit and
+# service tests with the e2e modules in E2E_BESIDE (the browser's, the backup's, the fuzzer's: about as long
+# as the rest of that suite leaves); and the e2e tests marked `waits` (pyproject.toml: the NATS outage's
+# three minutes, a model's minute of 503s, leases running out), which mostly wait on clocks. The output of
+# the two sessions beside follows the first. `make test` fails if any session fails.
+E2E_BESIDE := tests/e2e/web tests/e2e/test_backup.py tests/e2e/test_schemathesis.py
+
 test: setup
 	@tmp=$$(mktemp -d); \
-	echo "== the unit and service tests, then the e2e tests marked waits, run beside the e2e suite: their output follows it"; \
-	( $(PY) -m pytest -p no:cacheprovider --basetemp=$$tmp/rest --durations=20 -m "not waits" tests/unit tests/service >$$tmp/rest.log 2>&1; rest=$$?; \
-	  $(PY) -m pytest -p no:cacheprovider --basetemp=$$tmp/waits --durations=10 -m waits tests/e2e >$$tmp/waits.log 2>&1; waits=$$?; \
-	  test $$rest -eq 0 && test $$waits -eq 0 ) & beside=$$!; \
-	$(PY) -m pytest --durations=30 -m "not waits" tests/e2e; e2e=$$?; \
-	wait $$beside; others=$$?; \
-	echo "== the unit and service tests, run beside the e2e suite:"; cat $$tmp/rest.log; \
-	echo "== the tests marked waits, run beside the e2e suite after them:"; cat $$tmp/waits.log; rm -rf $$tmp; \
-	test $$e2e -eq 0 && test $$others -eq 0
+	echo "== the unit and service tests with $(E2E_BESIDE), and the e2e tests marked waits, run beside the e2e suite: their output follows it"; \
+	$(PY) -m pytest -p no:cacheprovider --basetemp=$$tmp/rest --durations=20 -m "not waits" tests/unit tests/service $(E2E_BESIDE) >$$tmp/rest.log 2>&1 & rest=$$!; \
+	$(PY) -m pytest -p no:cacheprovider --basetemp=$$tmp/waits --durations=10 -m waits tests/e2e >$$tmp/waits.log 2>&1 & waits=$$!; \
+	$(PY) -m pytest --durations=30 -m "not waits" tests/e2e $(foreach path,$(E2E_BESIDE),--ignore=$(path)); e2e=$$?; \
+	wait $$rest; rest=$$?; wait $$waits; waits=$$?; \
+	echo "== the unit and service tests with $(E2E_BESIDE), run beside the e2e suite:"; cat $$tmp/rest.log; \
+	echo "== the tests marked waits, run beside the e2e suite:"; cat $$tmp/waits.log; rm -rf $$tmp; \
+	test $$e2e -eq 0 && test $$rest -eq 0 && test $$waits -eq 0
 
 # The real-world document corpus (docs/contributing.md says what it holds): a folder outside the repository,
 # so `make test` never needs it, and this target fails when it is not given or not there.
