@@ -40,7 +40,7 @@ _LOST_WORDS = ("connection has been released back to the pool", "connection is c
 
 
 class SessionLost(ConnectionError):
-    """A transaction's session was found closed after asyncpg failed on it in another way."""
+    """A transaction's session closed under it, where asyncpg said so with a client error."""
 
 
 async def _closing(conn: asyncpg.Connection) -> bool:
@@ -204,8 +204,9 @@ class Database:
                 async with conn.transaction():
                     yield conn
             except (asyncpg.InterfaceError, asyncpg.exceptions.InternalClientError) as exc:
-                # A process that resumes after the server ended its session can read the server's goodbye
-                # amid its next statement and see its protocol in a state that says only "in progress".
-                if not session_lost(exc) and await _closing(conn):
+                # Said as a `ConnectionError`, which every caller that rides out a database blip catches. A
+                # process that resumes after the server ended its session can read the server's goodbye amid
+                # its next statement and see its protocol in a state that says only "in progress".
+                if session_lost(exc) or await _closing(conn):
                     raise SessionLost(f"the session ended under the transaction ({exc!r})") from exc
                 raise

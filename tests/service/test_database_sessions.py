@@ -4,9 +4,11 @@ locks after `idle_transaction_seconds`, and what a lost session raises is known 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 import uuid
+from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
@@ -18,17 +20,22 @@ from tests.support.eventbus import in_memory
 from tests.support.infra import Infra
 
 
-async def databases(infra: Infra, idle: float | None = None) -> tuple[Database, Database]:
+@contextlib.asynccontextmanager
+async def databases(infra: Infra, idle: float | None = None) -> AsyncIterator[tuple[Database, Database]]:
     """Two pools on one new database holding one row: the first ending sessions idle `idle` seconds inside
-    a transaction, the second never."""
+    a transaction, the second never. Both are closed at the end."""
     dsn = infra.dsn(f"sessions_{uuid.uuid4().hex[:10]}")
     first, second = Database(dsn, idle_transaction_seconds=idle), Database(dsn)
-    await first.connect()
-    await second.connect()
-    async with second.transaction() as conn:
-        await conn.execute("CREATE TABLE held (id int PRIMARY KEY, n int NOT NULL)")
-        await conn.execute("INSERT INTO held VALUES (1, 0)")
-    return first, second
+    try:
+        await first.connect()
+        await second.connect()
+        async with second.transaction() as conn:
+            await conn.execute("CREATE TABLE held (id int PRIMARY KEY, n int NOT NULL)")
+            await conn.execute("INSERT INTO held VALUES (1, 0)")
+        yield first, second
+    finally:
+        await first.close()
+        await second.close()
 
 
 async def lock_row(db: Database, wait: str) -> int:
@@ -39,33 +46,31 @@ async def lock_row(db: Database, wait: str) -> int:
 
 
 async def test_a_session_frozen_inside_a_transaction_lets_go_of_its_row(infra: Infra) -> None:
-    frozen_db, other = await databases(infra, idle=1.0)
     locked, woken = asyncio.Event(), asyncio.Event()
 
-    async def frozen() -> None:
-        async with frozen_db.transaction() as conn:
+    async def frozen(db: Database) -> None:
+        async with db.transaction() as conn:
             await conn.execute("UPDATE held SET n = 100 WHERE id = 1")
             locked.set()
             await woken.wait()  # sends nothing meanwhile, as a stopped process would
             await conn.fetchval("SELECT n FROM held WHERE id = 1")
 
-    holder = asyncio.create_task(frozen())
-    try:
-        await locked.wait()
-        # Another takes the row once the server ends the frozen session, well within a lock wait that would
-        # otherwise run out.
-        assert await lock_row(other, "60s") == 1
-        woken.set()
-        with pytest.raises(Exception) as raised:
-            await holder
-        assert session_lost(raised.value), repr(raised.value)
-        # The pool replaces what the server closed: the next transaction has a session of its own.
-        assert await lock_row(frozen_db, "5s") == 2
-    finally:
-        holder.cancel()
-        await asyncio.gather(holder, return_exceptions=True)
-        await frozen_db.close()
-        await other.close()
+    async with databases(infra, idle=1.0) as (frozen_db, other):
+        holder = asyncio.create_task(frozen(frozen_db))
+        try:
+            await locked.wait()
+            # Another takes the row once the server ends the frozen session, well within a lock wait that
+            # would otherwise run out.
+            assert await lock_row(other, "60s") == 1
+            woken.set()
+            with pytest.raises(Exception) as raised:
+                await holder
+            assert session_lost(raised.value), repr(raised.value)
+            # The pool replaces what the server closed: the next transaction has a session of its own.
+            assert await lock_row(frozen_db, "5s") == 2
+        finally:
+            holder.cancel()
+            await asyncio.gather(holder, return_exceptions=True)
 
 
 @pytest.mark.parametrize("then", ["commit", "statement"])
@@ -74,8 +79,7 @@ async def test_a_process_frozen_inside_a_transaction_finds_its_session_lost_when
 ) -> None:
     """The whole process stops (here: its loop blocked, as SIGSTOP would), so it reads the server's goodbye
     only amid what it sends next; whatever asyncpg then raises, it is known as a lost session."""
-    db, other = await databases(infra, idle=0.5)
-    try:
+    async with databases(infra, idle=0.5) as (db, _):
         with pytest.raises(Exception) as raised:
             async with db.transaction() as conn:
                 await conn.execute("UPDATE held SET n = 100 WHERE id = 1")
@@ -85,9 +89,6 @@ async def test_a_process_frozen_inside_a_transaction_finds_its_session_lost_when
         assert session_lost(raised.value), repr(raised.value)
         # Nothing of the frozen transaction was kept, and the pool serves on.
         assert await lock_row(db, "5s") == 1
-    finally:
-        await db.close()
-        await other.close()
 
 
 async def terminate(dsn: str, pid: int) -> None:
@@ -106,11 +107,10 @@ async def test_a_client_error_in_a_transaction_is_a_lost_session_only_when_the_s
     comes out as a lost session; one raised on a live session comes out as it was raised. (The error a
     stopped run host met as it woke, its COMMIT reading the goodbye, comes from a race inside asyncpg that
     only tests/e2e/test_runs_faults.py's frozen worker reproduces.)"""
-    db, admin = await databases(infra)
     raised_in = asyncpg.exceptions.InternalClientError(
         "cannot switch to state 15; another operation (2) is in progress"
     )
-    try:
+    async with databases(infra) as (db, admin):
         with pytest.raises(Exception) as raised:
             async with db.transaction() as conn:
                 if closed:
@@ -123,40 +123,28 @@ async def test_a_client_error_in_a_transaction_is_a_lost_session_only_when_the_s
         assert session_lost(raised.value) is closed, repr(raised.value)
         if not closed:
             assert raised.value is raised_in
-    finally:
-        await db.close()
-        await admin.close()
 
 
 async def test_without_the_setting_a_frozen_transaction_keeps_its_row(infra: Infra) -> None:
-    holder, other = await databases(infra)
-    try:
+    async with databases(infra) as (holder, other):
         async with holder.transaction() as conn:
             await conn.execute("UPDATE held SET n = 100 WHERE id = 1")
             await asyncio.sleep(1.5)
             with pytest.raises(asyncpg.LockNotAvailableError):
                 await lock_row(other, "1s")
         assert await lock_row(other, "5s") == 101
-    finally:
-        await holder.close()
-        await other.close()
 
 
 async def test_a_session_ended_by_an_operator_is_named_lost(infra: Infra) -> None:
-    db, admin = await databases(infra)
-    try:
-        async with db.pool.acquire() as conn:
-            pid = await conn.fetchval("SELECT pg_backend_pid()")
-            query = asyncio.create_task(conn.fetchval("SELECT pg_sleep(30)"))
-            await asyncio.sleep(0.3)
-            async with admin.pool.acquire() as other:
-                assert await other.fetchval("SELECT pg_terminate_backend($1)", pid)
-            with pytest.raises(Exception) as raised:
-                await query
-            assert session_lost(raised.value), repr(raised.value)
-    finally:
-        await db.close()
-        await admin.close()
+    async with databases(infra) as (db, admin), db.pool.acquire() as conn:
+        pid = await conn.fetchval("SELECT pg_backend_pid()")
+        query = asyncio.create_task(conn.fetchval("SELECT pg_sleep(30)"))
+        await asyncio.sleep(0.3)
+        async with admin.pool.acquire() as other:
+            assert await other.fetchval("SELECT pg_terminate_backend($1)", pid)
+        with pytest.raises(Exception) as raised:
+            await query
+        assert session_lost(raised.value), repr(raised.value)
 
 
 async def test_the_run_hosts_sessions_end_when_frozen_inside_a_transaction(infra: Infra) -> None:
