@@ -35,6 +35,7 @@ from shared.contracts import publication as pub
 from shared.contracts.common import Actor, Ref
 from shared.contracts.runhost import SourceRead
 from shared.contracts.workspace import Catalog
+from shared.db import session_lost
 from shared.errors import DomainError, Invalid, NotFound, Unavailable, too_long
 
 log = logging.getLogger("dossier.runhost.tools")
@@ -131,6 +132,8 @@ class ToolBox:
         except DomainError as exc:
             return self._error(call, f"{exc.code}: {exc.message}"), []
         except Exception as exc:
+            if session_lost(exc):  # asyncpg says some of these with a client error
+                raise
             # A tool that trips over what the model asked for is answered back; the run goes on.
             log.warning("run tool %s failed on its arguments: %r", call.name, exc)
             return self._error(call, f"the tool {call.name} failed ({type(exc).__name__})"), []

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import asyncpg
 import pytest
 from pydantic import BaseModel, Field, ValidationError
 
@@ -93,3 +94,18 @@ def test_a_contract_length_over_its_bound_is_worded_with_the_length_sent(
         Bounded.model_validate(given)
     assert plain_problem(caught.value.errors()[0]) == problem
     assert validation_details(caught.value) == {"field": field, "problem": problem}
+
+
+class LostFiles:
+    """Run files whose database session closed under the call, as asyncpg says it outside a transaction."""
+
+    async def write(self, path: str, text: str) -> None:
+        raise asyncpg.InterfaceError("cannot call Connection.fetchrow(): connection has been released back to the pool")
+
+
+async def test_a_lost_database_session_is_the_workers_business_not_the_models() -> None:
+    nothing: Any = None
+    files: Any = LostFiles()
+    box = ToolBox(actor=nothing, grant="", catalog=nothing, files=files, ledger=nothing, owners=nothing)
+    with pytest.raises(asyncpg.InterfaceError):
+        await box.execute(ToolCall("write_draft", {"text": "draft"}, call_id="c1"))
