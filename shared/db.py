@@ -6,8 +6,8 @@ import asyncio
 import json
 import logging
 import re
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
@@ -195,6 +195,63 @@ class Database:
             except TimeoutError:
                 log.warning("database pool did not close within %.0fs; terminating it", timeout)
                 pool.terminate()
+
+    @asynccontextmanager
+    async def listening(
+        self, channel: str, wake: Callable[[], None], retry_seconds: float = 1.0
+    ) -> AsyncIterator[None]:
+        """Calls `wake()` at every NOTIFY on `channel` while the block runs, on a session of the pool held for
+        it. When that session ends (the server restarted, an operator ended it), a new one listens after
+        `retry_seconds`, and `wake()` is called once it does: what was notified in between is not missed."""
+        task = asyncio.create_task(self._listen(channel, wake, retry_seconds))
+        try:
+            yield
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    async def _listen(self, channel: str, wake: Callable[[], None], retry_seconds: float) -> None:
+        again = told = False
+        while True:
+            try:
+                await self._listen_once(channel, wake, again)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # no session to listen on yet (the server is down or restarting)
+                if not told:
+                    log.warning("cannot listen on %s (%r); trying again every %g s", channel, exc, retry_seconds)
+                told = True
+            else:
+                log.warning("the listener on %s lost its session; listening again", channel)
+                told = False
+            again = True
+            await asyncio.sleep(retry_seconds)
+
+    async def _listen_once(self, channel: str, wake: Callable[[], None], again: bool) -> None:
+        """Listens on one session of the pool until it ends (or the task is cancelled); raises when it cannot
+        start to."""
+        lost = asyncio.Event()
+
+        def on_notify(*_: object) -> None:
+            wake()
+
+        def on_lost(_conn: object) -> None:
+            lost.set()
+
+        async with self.pool.acquire() as conn:
+            conn.add_termination_listener(on_lost)
+            await conn.add_listener(channel, on_notify)
+            try:
+                if again:
+                    log.info("listening on %s again", channel)
+                    wake()
+                await lost.wait()
+            finally:
+                if not lost.is_set():
+                    # Stopped (a lost session takes its listeners with it): the pool gets the session back clean.
+                    with suppress(Exception):
+                        conn.remove_termination_listener(on_lost)
+                        await conn.remove_listener(channel, on_notify)
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[asyncpg.Connection]:

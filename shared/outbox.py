@@ -234,17 +234,9 @@ class OutboxRelay:
         OUTBOX_LAG.set(float(row["lag"]))
 
     async def run(self) -> None:
-        def on_notify(*_: object) -> None:
-            self._wake.set()
-
-        # The context manager gives the connection back however the loop ends (cancellation included).
-        async with self._db.pool.acquire() as listener:
-            await listener.add_listener(NOTIFY_CHANNEL, on_notify)
-            try:
-                await self._relay_forever()
-            finally:
-                with contextlib.suppress(Exception):
-                    await listener.remove_listener(NOTIFY_CHANNEL, on_notify)
+        # A committed event wakes the relay at once, also after PostgreSQL restarted; `idle_seconds` is the backstop.
+        async with self._db.listening(NOTIFY_CHANNEL, self._wake.set):
+            await self._relay_forever()
 
     async def _relay_forever(self) -> None:
         while True:

@@ -48,17 +48,10 @@ class Worker:
         self._running: set[asyncio.Task[None]] = set()
 
     async def run_forever(self) -> None:
-        def on_wake(*_: object) -> None:
-            self._wake.set()
-
         try:
-            async with self.db.pool.acquire() as listener:
-                await listener.add_listener(WAKE_CHANNEL, on_wake)
-                try:
-                    await self._claim_forever()
-                finally:
-                    with contextlib.suppress(Exception):
-                        await listener.remove_listener(WAKE_CHANNEL, on_wake)
+            # An admitted run wakes the claim loop at once, also after PostgreSQL restarted; the poll is the backstop.
+            async with self.db.listening(WAKE_CHANNEL, self._wake.set):
+                await self._claim_forever()
         finally:
             for task in self._running:
                 task.cancel()

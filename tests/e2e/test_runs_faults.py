@@ -466,6 +466,30 @@ def test_a_run_whose_database_sessions_are_lost_resumes_and_completes(slow_stack
 
 
 @pytest.mark.local_stack
+def test_after_postgresql_restarts_an_admitted_run_is_claimed_at_once_not_at_the_next_poll(
+    dossier_homes: Callable[[str], Path],
+) -> None:
+    """The claim loop is woken by the admission's NOTIFY; its poll (here two minutes) is only the backstop.
+    PostgreSQL killed and restarted by the supervisor took the run host's LISTEN session with it, and runs
+    then waited for the poll until the run host restarted."""
+    with stack_running(dossier_homes("poll-home"), extra_env={"DOSSIER_RUN_POLL_SECONDS": "120"}) as stack:
+        api = Api(stack)
+        ws = api.workspace()
+        assert api.wait_run(api.start_run(ws["id"], "Before the restart")["id"], timeout=30)["status"] == "completed"
+        stack.kill("postgres")
+
+        def admitted() -> dict[str, Any] | None:
+            answer = api.http.post(
+                f"/v1/workspaces/{ws['id']}/runs",
+                json={"question": "After the restart", "request_id": "after-the-restart"},
+            )
+            return answer.json() if answer.status_code in (200, 202) else None
+
+        run = probe(admitted, timeout=60, interval=0.5)
+        assert api.wait_run(run["id"], timeout=30)["status"] == "completed"
+
+
+@pytest.mark.local_stack
 def test_tool_calls_with_wrong_argument_types_are_answered_back(slow_stack: RunningStack) -> None:
     api = Api(slow_stack)
     ws = api.workspace()

@@ -1,5 +1,6 @@
 """Sessions of `shared.db.Database` on a real PostgreSQL: one frozen inside a transaction lets go of its row
-locks after `idle_transaction_seconds`, and what a lost session raises is known by `session_lost`."""
+locks after `idle_transaction_seconds`, what a lost session raises is known by `session_lost`, and a
+listener whose session ends listens again."""
 
 from __future__ import annotations
 
@@ -14,10 +15,12 @@ import asyncpg
 import pytest
 
 from services.runhost.app import IDLE_TRANSACTION, create_app
-from shared.db import Database, session_lost
+from shared.db import Database, database_name, session_lost
 from shared.settings import RunhostSettings
+from tests.support.databases import listener_session
 from tests.support.eventbus import in_memory
 from tests.support.infra import Infra
+from tests.support.probe import probe_until
 
 
 @contextlib.asynccontextmanager
@@ -152,3 +155,70 @@ async def test_the_run_hosts_sessions_end_when_frozen_inside_a_transaction(infra
         async with served.runtime.db.pool.acquire() as conn:
             shown = await conn.fetchval("SHOW idle_in_transaction_session_timeout")
     assert shown == f"{int(IDLE_TRANSACTION)}s"
+
+
+async def test_a_listener_whose_session_ends_listens_again_and_says_so(infra: Infra) -> None:
+    """What the run host's claim loop and every outbox relay stand on: after a restart of PostgreSQL they were
+    woken by their polls alone. The owner is woken once the new session listens, for what it missed."""
+    wakes: list[float] = []
+    woken = asyncio.Event()
+
+    def wake() -> None:
+        wakes.append(time.monotonic())
+        woken.set()
+
+    async def notified(sender: Database) -> None:
+        woken.clear()
+        async with sender.pool.acquire() as conn:
+            await conn.execute("NOTIFY tests_wake")
+        async with asyncio.timeout(10):
+            await woken.wait()
+
+    async with databases(infra) as (db, admin):
+        async with db.listening("tests_wake", wake, retry_seconds=0.1):
+            first = await probe_until(lambda: listener_session(admin), timeout=10)
+            await notified(admin)
+            assert len(wakes) == 1
+            woken.clear()
+            await terminate(admin.dsn, first)
+            async with asyncio.timeout(10):
+                await woken.wait()  # listening again, and said so
+            assert len(wakes) == 2
+            again = await listener_session(admin)
+            assert again is not None and again != first
+            await notified(admin)
+            assert len(wakes) == 3
+        # Stopped: the session went back to the pool without its LISTEN, and nothing wakes the owner any more.
+        assert await listener_session(admin) is None
+        async with admin.pool.acquire() as conn:
+            await conn.execute("NOTIFY tests_wake")
+        await asyncio.sleep(0.3)
+        assert len(wakes) == 3
+
+
+async def test_a_listener_that_cannot_have_a_session_tries_again_until_it_has_one(
+    infra: Infra, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Its session ended while the database takes no new ones (as while a server restarts): the listener
+    tries again, says so once, and listens and wakes its owner when it can."""
+    woken = asyncio.Event()
+    async with databases(infra) as (db, admin):
+        name = database_name(db.dsn)
+        async with db.listening("tests_wake", woken.set, retry_seconds=0.1):
+            first = await probe_until(lambda: listener_session(admin), timeout=10)
+            server = await asyncpg.connect(infra.dsn("postgres"))
+            try:
+                await server.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
+                try:
+                    assert await server.fetchval("SELECT pg_terminate_backend($1, 5000)", first)
+                    await asyncio.sleep(1.0)  # ten tries refused
+                    assert not woken.is_set()
+                finally:
+                    await server.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
+            finally:
+                await server.close()
+            async with asyncio.timeout(10):
+                await woken.wait()
+            assert await listener_session(admin) not in (None, first)
+    refused = [r for r in caplog.records if r.getMessage().startswith("cannot listen on tests_wake")]
+    assert len(refused) == 1, [r.getMessage() for r in caplog.records]

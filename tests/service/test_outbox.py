@@ -16,6 +16,7 @@ from shared.contracts import publication as c
 from shared.contracts.common import STREAM_NAME, Actor, Event, EventType, Model, event_subject
 from shared.db import Database
 from shared.outbox import OutboxRelay, consume
+from tests.support.databases import listener_session
 from tests.support.infra import Infra
 from tests.support.probe import probe_until
 from tests.support.service import service_process
@@ -256,5 +257,44 @@ async def test_published_rows_are_deleted_after_the_keep_period_and_others_stay(
         assert kept == set(ids[2:])
         assert await relay.prune() == 0
     finally:
+        await nc.close()
+        await db.close()
+
+
+async def test_a_relay_whose_listening_session_ends_is_woken_by_the_next_commit(infra: Infra) -> None:
+    """After its session for NOTIFY ends (PostgreSQL restarted, an operator's terminate), a relay still
+    relays a commit at once, not at its next idle poll (here a minute away)."""
+    db = Database(infra.dsn(f"relisten_{uuid.uuid4().hex[:8]}"))
+    await db.connect()
+    nc = await infra.connect()
+    relay: asyncio.Task[None] | None = None
+    try:
+        from shared.outbox import enqueue
+        from shared.streams import ensure_stream
+
+        await ensure_stream(nc)
+        kind = EventType(f"test.relisten_{uuid.uuid4().hex[:8]}", Counted, "a test's")
+
+        async def committed_and_relayed(n: int) -> None:
+            async with db.transaction() as conn:
+                event = await enqueue(conn, kind, Counted(n=n), scope="s")
+
+            async def published() -> bool:
+                async with db.pool.acquire() as conn:
+                    return bool(await conn.fetchval("SELECT published_at FROM outbox WHERE id = $1", event.id))
+
+            await probe_until(published, timeout=10)
+
+        relay = asyncio.create_task(OutboxRelay(db, nc, idle_seconds=60).run())
+        first = await probe_until(lambda: listener_session(db), timeout=10)
+        await committed_and_relayed(1)
+        async with db.pool.acquire() as conn:
+            assert await conn.fetchval("SELECT pg_terminate_backend($1, 5000)", first)
+        await probe_until(lambda: listener_session(db), timeout=10)
+        await committed_and_relayed(2)
+    finally:
+        if relay is not None:
+            relay.cancel()
+            await asyncio.gather(relay, return_exceptions=True)
         await nc.close()
         await db.close()

@@ -26,3 +26,12 @@ def migrated_database(service: str, migrations: Path) -> Callable[..., Any]:
             yield database
 
     return db
+
+
+async def listener_session(db: Database) -> int | None:
+    """The session of `db`'s database whose last statement was a LISTEN (`Database.listening`), if any."""
+    async with db.pool.acquire() as conn:
+        pid = await conn.fetchval(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN %'"
+        )
+    return int(pid) if pid is not None else None
