@@ -56,6 +56,20 @@ async def _closing(conn: asyncpg.Connection) -> bool:
     return False
 
 
+@asynccontextmanager
+async def _lost_said(conn: asyncpg.Connection, what: str) -> AsyncIterator[None]:
+    """asyncpg's client errors on a session that closed under the block, said as `SessionLost` (a
+    `ConnectionError`, which every caller that rides out a database blip catches). A process that resumes
+    after the server ended its session can read the server's goodbye amid its next statement and see its
+    protocol in a state that says only "in progress"."""
+    try:
+        yield
+    except (asyncpg.InterfaceError, asyncpg.exceptions.InternalClientError) as exc:
+        if session_lost(exc) or await _closing(conn):
+            raise SessionLost(f"the session ended under the {what} ({exc!r})") from exc
+        raise
+
+
 def session_lost(exc: BaseException) -> bool:
     """Whether `exc` says the session of the statement is gone. The work it was part of did not happen, or
     not all of it: it can be redone, as after a crash of the process."""
@@ -256,14 +270,12 @@ class Database:
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[asyncpg.Connection]:
         """One transaction per message: the change and its outbox row commit together, or neither."""
-        async with self.pool.acquire() as conn:
-            try:
-                async with conn.transaction():
-                    yield conn
-            except (asyncpg.InterfaceError, asyncpg.exceptions.InternalClientError) as exc:
-                # Said as a `ConnectionError`, which every caller that rides out a database blip catches. A
-                # process that resumes after the server ended its session can read the server's goodbye amid
-                # its next statement and see its protocol in a state that says only "in progress".
-                if session_lost(exc) or await _closing(conn):
-                    raise SessionLost(f"the session ended under the transaction ({exc!r})") from exc
-                raise
+        async with self.pool.acquire() as conn, _lost_said(conn, "transaction"), conn.transaction():
+            yield conn
+
+    @asynccontextmanager
+    async def statement(self) -> AsyncIterator[asyncpg.Connection]:
+        """A session for one statement, which PostgreSQL runs atomically on its own: no BEGIN and COMMIT
+        round trips beside it. A lost session is said as `transaction()` says it."""
+        async with self.pool.acquire() as conn, _lost_said(conn, "statement"):
+            yield conn

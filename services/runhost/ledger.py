@@ -61,7 +61,7 @@ class RunLedger:
         return record
 
     async def _append(self, stage: str, ref: Ref, **fields: str | None) -> None:
-        async with self._db.transaction() as conn:
+        async with self._db.statement() as conn:
             ok = await self.append_in(conn, stage, ref, **fields)
         if not ok:
             raise StaleLease(self.run_id)
@@ -77,7 +77,7 @@ class RunLedger:
             del fresh[key]
         if not fresh:
             return
-        async with self._db.transaction() as conn:
+        async with self._db.statement() as conn:
             held = await self._repo.append_listed(
                 conn,
                 run_id=self.run_id,
@@ -93,7 +93,17 @@ class RunLedger:
         await self._append("unavailable", ref, reason=reason, locator=locator)
 
     async def included(self, inclusions: list[Inclusion], *, model_request: str) -> None:
+        """What entered one model input, in one statement. A material at the same locator twice is one row,
+        the first, as a statement per row would have kept it."""
+        first: dict[tuple[str, str | None], Inclusion] = {}
         for item in inclusions:
-            await self._append(
-                "included", item.ref, content_hash=item.content_hash, locator=item.locator, model_request=model_request
+            first.setdefault((item.ref.key(), item.locator), item)
+        if not first:
+            return
+        rows = [(item.ref.model_dump(), item.content_hash, item.locator) for item in first.values()]
+        async with self._db.statement() as conn:
+            held = await self._repo.append_included(
+                conn, run_id=self.run_id, epoch=self.epoch, rows=rows, model_request=model_request
             )
+        if not held:
+            raise StaleLease(self.run_id)

@@ -112,11 +112,12 @@ class RunLoop:
         )
         self.transcript: list[ToolResult] = []
         self.pending: list[Inclusion] = []
+        self.cancel_seen = False
         self.journal = attempt.journal
 
     async def _bump(self, work: WorkDone = NO_WORK) -> bool:
         """Count work under the fence; returns whether a cancel was requested."""
-        async with self.db.transaction() as conn:
+        async with self.db.statement() as conn:
             row = await self.repo.add_counters(conn, run_id=self.run.id, epoch=self.epoch, work=work)
         if row is None:
             raise StaleLease(self.run.id)
@@ -125,7 +126,8 @@ class RunLoop:
             row["chars_read"],
             row["model_requests"],
         )
-        return bool(row["cancel_requested"])
+        self.cancel_seen = bool(row["cancel_requested"])
+        return self.cancel_seen
 
     def _limit_reached(self) -> Stopped | None:
         limits, counters = self.limits, self.counters
@@ -153,8 +155,10 @@ class RunLoop:
                 ended = await self._run_calls(rest)
                 if ended is not None:
                     return ended
+        # Whether the counters and the cancel flag were just read back under the fence, by the last call's count.
+        counted = False
         while True:
-            if await self._bump():
+            if self.cancel_seen if counted else await self._bump():
                 return CANCELLED
             limit = self._limit_reached()
             if limit is not None:
@@ -186,6 +190,7 @@ class RunLoop:
             ended = await self._run_calls(calls)
             if ended is not None:
                 return ended
+            counted = bool(calls)
             check_repetition(self.transcript, self.same_failures)
 
     async def _run_calls(self, calls: list[ToolCall]) -> Finished | Stopped | None:

@@ -149,7 +149,7 @@ class RunFiles:
 
     async def _store(self, digest: str, data: bytes) -> int:
         """The content's generation, its bytes put unless a writer already stored them."""
-        async with self._db.transaction() as conn:
+        async with self._db.statement() as conn:
             generation, stored = await self._contents.touch_content(conn, sha256=digest, size=len(data))
         if not stored:
             key = content_key(digest, CONTENT_PREFIX)

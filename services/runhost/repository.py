@@ -27,6 +27,14 @@ _FENCE = "EXISTS (SELECT 1 FROM runs WHERE id = $1 AND lease_epoch = $2 AND stat
 LEDGER_COLUMNS = "id, stage, ref, content_hash, locator, reason, model_request, at"
 FILE_COLUMNS = "path, size, sha256, ref, content_hash, locator, by_content"
 
+_FILE_FIELDS = FILE_COLUMNS.split(", ")
+# One row: the live file's columns, or (when it has no live row) the run's sealed file index, if any.
+_FILE_OR_SEALED = (
+    f"SELECT {', '.join(f'f.{name}' for name in _FILE_FIELDS)},"
+    " CASE WHEN f.path IS NULL THEN (SELECT files FROM run_files_sealed WHERE run_id = $1) END AS sealed"
+    " FROM (SELECT 1) AS one LEFT JOIN run_files AS f ON f.run_id = $1 AND f.path = $2"
+)
+
 
 @dataclass(frozen=True)
 class WorkDone:
@@ -209,6 +217,37 @@ class WorkerRuns:
         )
         return held
 
+    async def append_included(
+        self,
+        conn: asyncpg.Connection,
+        *,
+        run_id: str,
+        epoch: int,
+        rows: list[tuple[dict[str, Any], str | None, str | None]],
+        model_request: str,
+    ) -> bool:
+        """`included` rows (ref, content hash, locator) for one model request, in their order, under the fence
+        (false when the lease is not this epoch's), each as `append_ledger` keeps it. The rows must differ in
+        ref or locator: one statement cannot update a row twice."""
+        held: bool = await conn.fetchval(
+            "WITH held AS (SELECT 1 FROM runs WHERE id = $1 AND lease_epoch = $2 AND status = 'running'),"
+            " added AS (INSERT INTO ledger (run_id, epoch, stage, ref, content_hash, locator, model_request)"
+            "   SELECT $1, $2, 'included', i.ref, i.content_hash, i.locator, $6"
+            "   FROM held, unnest($3::jsonb[], $4::text[], $5::text[]) WITH ORDINALITY AS i(ref, content_hash, locator, n)"
+            "   ORDER BY i.n"
+            "   ON CONFLICT (run_id, ledger_key(stage, ref, locator)) WHERE ref IS NOT NULL DO UPDATE"
+            "   SET model_request = EXCLUDED.model_request"
+            "   WHERE ledger.model_request IS NULL AND EXCLUDED.model_request IS NOT NULL)"
+            " SELECT EXISTS (SELECT 1 FROM held)",
+            run_id,
+            epoch,
+            [ref for ref, _, _ in rows],
+            [content_hash for _, content_hash, _ in rows],
+            [locator for _, _, locator in rows],
+            model_request,
+        )
+        return held
+
     async def append_listed(
         self,
         conn: asyncpg.Connection,
@@ -289,11 +328,14 @@ class WorkerRuns:
         return await file_rows(conn, run_id, None)
 
     async def get_file(self, conn: asyncpg.Connection, *, run_id: str, path: str) -> Mapping[str, Any] | None:
-        """A live row first (one written after the seal is the file), then the sealed entry."""
-        row = await conn.fetchrow(f"SELECT {FILE_COLUMNS} FROM run_files WHERE run_id = $1 AND path = $2", run_id, path)
-        if row is not None:
-            return dict(row)
-        return (await sealed_files(conn, run_id, None)).get(path)
+        """A live row first (one written after the seal is the file), then the sealed entry: one statement,
+        so one snapshot, and one round trip for a file not written yet (most of a running run's misses)."""
+        row = await conn.fetchrow(_FILE_OR_SEALED, run_id, path)
+        if row["path"] is not None:
+            return {name: row[name] for name in _FILE_FIELDS}
+        if row["sealed"] is None:
+            return None
+        return {entry["path"]: entry for entry in unpack(row["sealed"])}.get(path)
 
 
 # -- a run's child rows, read for whoever holds its lease or sweeps it (`scope` None) or for an actor ----------
@@ -321,14 +363,28 @@ async def sealed_ledger(conn: asyncpg.Connection, run_id: str, scope: str | None
     return [] if data is None else unpack(data)
 
 
+# A run's live file rows beside its sealed file index, in one statement (so one snapshot): a row for each
+# live file, or one row without a file when it has none, each with the sealed document (NULL until sealed).
+_FILES_AND_SEALED = (
+    f"SELECT s.files AS sealed, {', '.join(f'f.{name}' for name in _FILE_FIELDS)} FROM (SELECT 1) AS one"
+    " LEFT JOIN run_files_sealed AS s ON s.run_id = $1 LEFT JOIN run_files AS f ON f.run_id = $1"
+    f" WHERE {OWNED}"
+)
+
+
 async def file_rows(
     conn: asyncpg.Connection, run_id: str, scope: str | None, sealed: dict[str, dict[str, Any]] | None = None
 ) -> list[dict[str, Any]]:
-    """The run's files by path: the sealed entries (`seal_files`), and the live rows over them. Live rows
-    read before a seal committed are the sealed entries again; read after it, those written since."""
-    live = await conn.fetch(f"SELECT {FILE_COLUMNS} FROM run_files WHERE run_id = $1 AND {OWNED}", run_id, scope)
+    """The run's files by path: the sealed entries (`seal_files`), and the live rows over them (a file written
+    after the seal). Both are read in one statement, so in one snapshot, unless the caller passes the sealed
+    entries it read already: a run is sealed once, so the live rows read after them are those written since."""
     if sealed is None:
-        sealed = await sealed_files(conn, run_id, scope)
+        rows = await conn.fetch(_FILES_AND_SEALED, run_id, scope)
+        document = rows[0]["sealed"] if rows else None
+        sealed = {} if document is None else {entry["path"]: entry for entry in unpack(document)}
+        live = [{name: r[name] for name in _FILE_FIELDS} for r in rows if r["path"] is not None]
+    else:
+        live = await conn.fetch(f"SELECT {FILE_COLUMNS} FROM run_files WHERE run_id = $1 AND {OWNED}", run_id, scope)
     files = sealed | {r["path"]: dict(r) for r in live}
     return [files[path] for path in sorted(files)]
 

@@ -34,6 +34,18 @@ SCRIPTS = {
     # Thirty paced draft writes, then an answer: long enough to pause a worker in the middle.
     "stale-draft": [{"name": "write_draft", "arguments": {"text": f"draft {i}"}} for i in range(30)]
     + [{"name": "finish", "arguments": {"answer": "# fenced answer\n", "checkpoint_proposal": {"summary": "f"}}}],
+    # The same, each draft after a note of a new name: a file indexed for the first time takes a lock on its
+    # run's row (the index's key to the run) inside the transaction that indexes it, which the frozen-worker
+    # test needs to catch. (A count or a draft written again holds none: its statement is its transaction.)
+    "frozen-notes": [
+        step
+        for i in range(30)
+        for step in (
+            {"name": "write_note", "arguments": {"source": f"s{i}", "text": f"note {i}"}},
+            {"name": "write_draft", "arguments": {"text": f"draft {i}"}},
+        )
+    ]
+    + [{"name": "finish", "arguments": {"answer": "# fenced answer\n", "checkpoint_proposal": {"summary": "f"}}}],
     # Arguments of the wrong type, as models send them; each is answered back and the run goes on.
     "wrong-types": [
         {"name": "read_publication", "arguments": {"id": "pub_x", "version": "x"}},
@@ -329,7 +341,7 @@ def second_runhost(stack: RunningStack) -> Iterator[subprocess.Popen[bytes]]:
 
 
 def fenced_run_completed(api: Api, ws: dict[str, Any], run: dict[str, Any]) -> None:
-    """The stale-draft run ended as one worker would have ended it."""
+    """The stale-draft (or frozen-notes) run ended as one worker would have ended it."""
     done = api.wait_run(run["id"], timeout=120)
     assert done["status"] == "completed", done["error"]
     assert api.ok("GET", f"/v1/runs/{run['id']}/files/draft.md") == "draft 29"
@@ -410,7 +422,7 @@ def test_a_worker_frozen_inside_a_transaction_holding_its_run_lets_the_next_take
     """The row a frozen worker locked is let go when PostgreSQL ends its session (30 s idle inside a
     transaction): the takeover does not wait for the frozen process to die."""
     api = Api(slow_stack)
-    ws, run = drafting(api, "Freeze me", "scripted:stale-draft")
+    ws, run = drafting(api, "Freeze me", "scripted:frozen-notes")
     victim = slow_stack.pid("runhost")
     backend = stop_holding_the_run(slow_stack, victim, run["id"])
     try:

@@ -103,11 +103,12 @@ async def terminate(dsn: str, pid: int) -> None:
 
 
 @pytest.mark.parametrize("closed", [True, False])
-async def test_a_client_error_in_a_transaction_is_a_lost_session_only_when_the_session_closes(
-    infra: Infra, closed: bool
+@pytest.mark.parametrize("block", ["transaction", "statement"])
+async def test_a_client_error_in_a_transaction_or_statement_is_a_lost_session_only_when_the_session_closes(
+    infra: Infra, closed: bool, block: str
 ) -> None:
-    """A client error raised in a transaction whose session is ended meanwhile (the goodbye not yet read)
-    comes out as a lost session; one raised on a live session comes out as it was raised. (The error a
+    """A client error raised in a transaction (or a `statement()` block) whose session is ended meanwhile (the
+    goodbye not yet read) comes out as a lost session; one raised on a live session comes out as it was raised. (The error a
     stopped run host met as it woke, its COMMIT reading the goodbye, comes from a race inside asyncpg that
     only tests/e2e/test_runs_faults.py's frozen worker reproduces.)"""
     raised_in = asyncpg.exceptions.InternalClientError(
@@ -115,7 +116,7 @@ async def test_a_client_error_in_a_transaction_is_a_lost_session_only_when_the_s
     )
     async with databases(infra) as (db, admin):
         with pytest.raises(Exception) as raised:
-            async with db.transaction() as conn:
+            async with db.transaction() if block == "transaction" else db.statement() as conn:
                 if closed:
                     # Ended from another thread while this loop waits, blocked: the goodbye is not read yet.
                     pid = await conn.fetchval("SELECT pg_backend_pid()")

@@ -7,8 +7,13 @@ import shutil
 import uuid
 from pathlib import Path
 
+import pytest
+
 from services.runhost.app import MIGRATIONS
+from services.runhost.leases import StaleLease
+from services.runhost.ledger import Inclusion, RunLedger
 from services.runhost.repository import WorkerRuns
+from shared.contracts.common import Ref
 from shared.db import Database
 from tests.service.runhost.test_leases import admitted_run
 from tests.support.infra import Infra
@@ -122,3 +127,37 @@ async def test_the_digest_tells_rows_apart_as_the_columns_did(db: Database) -> N
             "SELECT count(*) FROM pg_indexes WHERE tablename = 'ledger' AND indexdef LIKE '%ledger_key%'"
         )
         assert indexes == 1
+
+
+async def test_what_one_model_input_included_is_one_statement_in_its_order_under_the_fence(db: Database) -> None:
+    """The inclusions of one model request: in the order given, a material at one locator once (the first),
+    a row an earlier request wrote kept with its request, and nothing at all under a stale lease."""
+    repo = WorkerRuns()
+    run_id = await admitted_run(db)
+    async with db.transaction() as conn:
+        await conn.execute("UPDATE runs SET status = 'running', lease_epoch = 2 WHERE id = $1", run_id)
+
+    def inclusion(ref: dict[str, object], locator: str | None, content_hash: str) -> Inclusion:
+        return Inclusion(Ref.model_validate(ref), content_hash, locator)
+
+    with pytest.raises(StaleLease):
+        await RunLedger(db, repo, run_id, 1).included([inclusion(A, None, "h0")], model_request="r0")
+    ledger = RunLedger(db, repo, run_id, 2)
+    await ledger.included([inclusion(A, None, "h1")], model_request="r1")
+    await ledger.included(
+        [
+            inclusion(PAGE, "page:2", "h2"),
+            inclusion(A, None, "h1"),
+            inclusion(PAGE, "page:1", "h3"),
+            inclusion(PAGE, "page:2", "h4"),
+        ],
+        model_request="r2",
+    )
+    await ledger.included([], model_request="r3")
+    async with db.pool.acquire() as conn:
+        rows = await repo.list_ledger(conn, run_id=run_id)
+    assert [(r["stage"], r["ref"]["id"], r["locator"], r["content_hash"], r["model_request"]) for r in rows] == [
+        ("included", "pub_a", None, "h1", "r1"),
+        ("included", "announcement", "page:2", "h2", "r2"),
+        ("included", "announcement", "page:1", "h3", "r2"),
+    ]

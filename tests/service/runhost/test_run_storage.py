@@ -344,6 +344,7 @@ async def test_an_ended_runs_file_index_is_sealed_keeps_its_contents_and_gives_t
 
     live = await views(run_id)
     assert [r["path"] for r in live[0]] == ["draft.md", "plan.md", "sources/fundx@v1-page_1.txt"]
+    assert await files.entry("notes/fundx.md") is None
     assert live[3] == provenance
     assert (await refs(db, PASSAGE), await refs(db, "# plan")) == (2, 2)
 
@@ -354,6 +355,7 @@ async def test_an_ended_runs_file_index_is_sealed_keeps_its_contents_and_gives_t
         assert await conn.fetchval("SELECT count(*) FROM run_files_sealed WHERE run_id = $1", run_id) == 1
     # Sealed, it reads the same, and its contents keep their references: nothing is let go.
     assert await views(run_id) == live
+    assert await RunFiles(blobs, db, repo, run_id, None).entry("notes/fundx.md") is None
     assert (await refs(db, PASSAGE), await refs(db, "# plan")) == (2, 2)
     assert (await sweeper(db, blobs).sweep_once()).contents == 0 and await look.exists(key_of("# plan"))
 
