@@ -35,6 +35,15 @@ _FILE_OR_SEALED = (
     " FROM (SELECT 1) AS one LEFT JOIN run_files AS f ON f.run_id = $1 AND f.path = $2"
 )
 
+# The end of a fenced ledger insert (after a CTE `held`, the fence): a row the run has already is kept as
+# it was, but for the model request that carried it, filled in if it had none; says whether the fence held.
+_ONCE_WITH_ITS_REQUEST = (
+    "   ON CONFLICT (run_id, ledger_key(stage, ref, locator)) WHERE ref IS NOT NULL DO UPDATE"
+    "   SET model_request = EXCLUDED.model_request"
+    "   WHERE ledger.model_request IS NULL AND EXCLUDED.model_request IS NOT NULL)"
+    " SELECT EXISTS (SELECT 1 FROM held)"
+)
+
 
 @dataclass(frozen=True)
 class WorkDone:
@@ -201,11 +210,7 @@ class WorkerRuns:
         held: bool = await conn.fetchval(
             "WITH held AS (SELECT 1 FROM runs WHERE id = $1 AND lease_epoch = $2 AND status = 'running'),"
             " added AS (INSERT INTO ledger (run_id, epoch, stage, ref, content_hash, locator, reason, model_request)"
-            "   SELECT $1, $2, $3, $4, $5, $6, $7, $8 FROM held"
-            "   ON CONFLICT (run_id, ledger_key(stage, ref, locator)) WHERE ref IS NOT NULL DO UPDATE"
-            "   SET model_request = EXCLUDED.model_request"
-            "   WHERE ledger.model_request IS NULL AND EXCLUDED.model_request IS NOT NULL)"
-            " SELECT EXISTS (SELECT 1 FROM held)",
+            "   SELECT $1, $2, $3, $4, $5, $6, $7, $8 FROM held" + _ONCE_WITH_ITS_REQUEST,
             run_id,
             epoch,
             stage,
@@ -234,11 +239,7 @@ class WorkerRuns:
             " added AS (INSERT INTO ledger (run_id, epoch, stage, ref, content_hash, locator, model_request)"
             "   SELECT $1, $2, 'included', i.ref, i.content_hash, i.locator, $6"
             "   FROM held, unnest($3::jsonb[], $4::text[], $5::text[]) WITH ORDINALITY AS i(ref, content_hash, locator, n)"
-            "   ORDER BY i.n"
-            "   ON CONFLICT (run_id, ledger_key(stage, ref, locator)) WHERE ref IS NOT NULL DO UPDATE"
-            "   SET model_request = EXCLUDED.model_request"
-            "   WHERE ledger.model_request IS NULL AND EXCLUDED.model_request IS NOT NULL)"
-            " SELECT EXISTS (SELECT 1 FROM held)",
+            "   ORDER BY i.n" + _ONCE_WITH_ITS_REQUEST,
             run_id,
             epoch,
             [ref for ref, _, _ in rows],
