@@ -15,7 +15,9 @@ gets `workspace.citation_changed`, so that its claims are checked again (service
 from __future__ import annotations
 
 import logging
+import operator
 from collections.abc import Callable, Mapping
+from functools import partial
 
 import asyncpg
 
@@ -66,6 +68,11 @@ def question_text(ref: Ref, cited_by: list[Ref], new_version: int | None, reason
     return f"{named(ref, titles)}, cited by {by}, {change}: does what was concluded from it still hold?"
 
 
+def cited(version: VersionEvent) -> list[Ref]:
+    """The exact versions a publication version cites (a ref without a version drifts never)."""
+    return [r for r in version.sources if r.version is not None]
+
+
 class DriftWatch:
     def __init__(self, db: Database, checkpoints: Checkpoints, repo: WorkspaceRepository | None = None):
         self._db = db
@@ -78,35 +85,36 @@ class DriftWatch:
     @consumes(EVT_COMMITTED)
     async def on_publication_committed(self, ctx: EventContext, version: VersionEvent) -> None:
         """What the new version cites, for later drift (after `Associations` recorded the version)."""
-        await self._remember_citations(ctx.conn, ctx.scope, version)
+        drifts = self._drifts.for_scope(ctx.scope)
+        await drifts.lock_refs(ctx.conn, [(r.kind, r.id) for r in cited(version)])
+        await self._remember_citations(ctx.conn, drifts, version)
 
     @consumes(EVT_REVISED)
     async def on_publication_revised(self, ctx: EventContext, version: VersionEvent) -> None:
-        await self._remember_citations(ctx.conn, ctx.scope, version)
-        await self._detect(
-            ctx.conn, ctx.scope, "publication", version.id, lambda v: v < version.version, version.version,
-            "new_version", title=version.title,
-        )  # fmt: skip
+        drifts = self._drifts.for_scope(ctx.scope)
+        await drifts.lock_refs(ctx.conn, [("publication", version.id), *((r.kind, r.id) for r in cited(version))])
+        await self._remember_citations(ctx.conn, drifts, version)
+        await self._changed(ctx.conn, drifts, "publication", version.id, "new_version", version.version, version.title)
 
     @consumes(EVT_WITHDRAWN)
     async def on_publication_withdrawn(self, ctx: EventContext, version: VersionEvent) -> None:
-        await self._detect(
-            ctx.conn, ctx.scope, "publication", version.id, lambda v: v == version.version, None, "withdrawn",
-            title=version.title,
-        )  # fmt: skip
+        drifts = self._drifts.for_scope(ctx.scope)
+        await drifts.lock_refs(ctx.conn, [("publication", version.id)])
+        await self._changed(ctx.conn, drifts, "publication", version.id, "withdrawn", version.version, version.title)
 
     @consumes(EVT_VERSION_ACTIVATED)
     async def on_version_activated(self, ctx: EventContext, activated: VersionActivated) -> None:
         if activated.superseded is None:
             return  # a first version supersedes nothing, so nothing cited can be older
-        await self._detect(
-            ctx.conn, ctx.scope, "source", activated.source_id, lambda v: v < activated.version, activated.version,
-            "new_version",
-        )  # fmt: skip
+        drifts = self._drifts.for_scope(ctx.scope)
+        await drifts.lock_refs(ctx.conn, [("source", activated.source_id)])
+        await self._changed(ctx.conn, drifts, "source", activated.source_id, "new_version", activated.version)
 
     @consumes(EVT_SOURCE_RETIRED)
     async def on_source_retired(self, ctx: EventContext, retired: SourceRetired) -> None:
-        await self._detect(ctx.conn, ctx.scope, "source", retired.source_id, lambda v: True, None, "retired")
+        drifts = self._drifts.for_scope(ctx.scope)
+        await drifts.lock_refs(ctx.conn, [("source", retired.source_id)])
+        await self._changed(ctx.conn, drifts, "source", retired.source_id, "retired", 0)
 
     # -- request -------------------------------------------------------------------------------------
 
@@ -121,12 +129,49 @@ class DriftWatch:
 
     # -- rules ---------------------------------------------------------------------------------------
 
-    async def _remember_citations(self, conn: asyncpg.Connection, scope: str, version: VersionEvent) -> None:
-        refs = [r.model_dump() for r in version.sources if r.version is not None]
-        if refs:
-            await self._drifts.for_scope(scope).insert_citations(
-                conn, pub_id=version.id, pub_version=version.version, pub_title=version.title, refs=refs
-            )
+    async def _remember_citations(
+        self, conn: asyncpg.Connection, drifts: ScopedDriftRepository, version: VersionEvent
+    ) -> None:
+        """Record what `version` cites (its refs held by the caller), and apply to it at once each change of a
+        cited ref that was handled before this event: the owners' events come in no order between one another."""
+        refs = cited(version)
+        if not refs:
+            return
+        await drifts.insert_citations(
+            conn,
+            pub_id=version.id,
+            pub_version=version.version,
+            pub_title=version.title,
+            refs=[r.model_dump() for r in refs],
+        )
+        citing = Ref(kind="publication", id=version.id, version=version.version)
+        for ref in refs:
+            assert ref.version is not None
+            for reason, new_version in await drifts.changes_since(
+                conn, kind=ref.kind, ref_id=ref.id, version=ref.version
+            ):
+                at = partial(operator.eq, ref.version)
+                await self._detect(conn, drifts, ref.kind, ref.id, at, new_version, reason, only=citing)
+
+    async def _changed(
+        self,
+        conn: asyncpg.Connection,
+        drifts: ScopedDriftRepository,
+        kind: str,
+        ref_id: str,
+        reason: c.DriftReason,
+        version: int,
+        title: str | None = None,
+    ) -> None:
+        """A change of a ref (held by the caller): kept for citations recorded later, and applied to those
+        recorded already. `version`: the new version, the one withdrawn, or 0 for a retirement."""
+        await drifts.record_change(conn, kind=kind, ref_id=ref_id, reason=reason, version=version)
+        if reason == "new_version":
+            await self._detect(conn, drifts, kind, ref_id, lambda v: v < version, version, reason, title=title)
+        elif reason == "withdrawn":
+            await self._detect(conn, drifts, kind, ref_id, partial(operator.eq, version), None, reason, title=title)
+        else:
+            await self._detect(conn, drifts, kind, ref_id, lambda v: True, None, reason, title=title)
 
     async def _citations(
         self, conn: asyncpg.Connection, drifts: ScopedDriftRepository, kind: str, ref_id: str
@@ -152,7 +197,7 @@ class DriftWatch:
     async def _detect(
         self,
         conn: asyncpg.Connection,
-        scope: str,
+        drifts: ScopedDriftRepository,
         kind: str,
         ref_id: str,
         affected: Callable[[int], bool],
@@ -160,12 +205,16 @@ class DriftWatch:
         reason: c.DriftReason,
         *,
         title: str | None = None,
+        only: Ref | None = None,
     ) -> None:
-        """`title`: the changed ref's title as its owner announced it, for a workspace that knows none."""
+        """`title`: the changed ref's title as its owner announced it, for a workspace that knows none. `only`:
+        the one citing publication version whose claims are re-checked (one just recorded); else every one."""
         # Every citing publication version of the scope, whatever its workspace: its claims are re-checked.
         now = Ref(kind=kind, id=ref_id, version=new_version) if new_version is not None else None  # type: ignore[arg-type]
-        drifts = self._drifts.for_scope(scope)
+        scope = drifts.scope
         for row in await drifts.citing_publications(conn, kind=kind, ref_id=ref_id):
+            if only is not None and (row["pub_id"], row["pub_version"]) != (only.id, only.version):
+                continue
             if affected(row["ref_version"]):
                 changed = c.CitationChanged(
                     publication=Ref(kind="publication", id=row["pub_id"], version=row["pub_version"]),

@@ -8,16 +8,19 @@ Drift is detected on events, each of which carries its scope, so nothing here cr
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import asyncpg
 
 from services.workspace.repository import workspace_of_scope
 from shared.contracts.common import PageRequest, Ref
+from shared.contracts.workspace import DriftReason
 from shared.paging import Int64, Keyset
 
 # Oldest first, as they were detected.
 DRIFTS = Keyset(("d.seq",), (Int64,))
+# The first key of the advisory locks that order a ref's change with the recording of citations of it.
+_REF_LOCKS = 7_351_101
 
 
 class DriftRepository:
@@ -47,6 +50,47 @@ class ScopedDriftRepository:
             " VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING",
             [(self.scope, pub_id, pub_version, r["kind"], r["id"], r["version"], pub_title) for r in refs],
         )
+
+    async def lock_refs(self, conn: asyncpg.Connection, refs: list[tuple[str, str]]) -> None:
+        """Hold these (kind, id) refs until the transaction ends, in one order (no two handlers wait on each
+        other): a change of a ref and the recording of a citation of it never run side by side, so the one
+        that comes second always sees the other."""
+        for kind, ref_id in sorted(set(refs)):
+            await conn.execute(
+                "SELECT pg_advisory_xact_lock($1, hashtext($2))", _REF_LOCKS, f"{self.scope}\x01{kind}\x01{ref_id}"
+            )
+
+    async def record_change(
+        self, conn: asyncpg.Connection, *, kind: str, ref_id: str, reason: str, version: int
+    ) -> None:
+        await conn.execute(
+            "INSERT INTO ref_changes (scope, ref_kind, ref_id, reason, version) VALUES ($1, $2, $3, $4, $5)"
+            " ON CONFLICT DO NOTHING",
+            self.scope,
+            kind,
+            ref_id,
+            reason,
+            version,
+        )
+
+    async def changes_since(
+        self, conn: asyncpg.Connection, *, kind: str, ref_id: str, version: int
+    ) -> list[tuple[DriftReason, int | None]]:
+        """The recorded changes that concern `version` of the ref, as (reason, new version): the newest later
+        version, its withdrawal, the ref's retirement."""
+        rows = await conn.fetch(
+            "SELECT reason, max(version) AS version FROM ref_changes"
+            " WHERE scope = $1 AND ref_kind = $2 AND ref_id = $3"
+            "  AND ((reason = 'new_version' AND version > $4) OR (reason = 'withdrawn' AND version = $4)"
+            "   OR reason = 'retired')"
+            " GROUP BY reason ORDER BY reason",
+            self.scope,
+            kind,
+            ref_id,
+            version,
+        )
+        # The reasons are those `record_change` was given, each a DriftReason.
+        return [(cast(DriftReason, r["reason"]), r["version"] if r["reason"] == "new_version" else None) for r in rows]
 
     async def cited_by_publications(self, conn: asyncpg.Connection, *, kind: str, ref_id: str) -> list[asyncpg.Record]:
         """Active workspaces whose associated publications cite some version of the ref."""

@@ -6,9 +6,11 @@ own PostgreSQL database, each event's effect committed with its inbox row as the
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
@@ -16,7 +18,7 @@ from services.workspace.app import create_app
 from shared.contracts import assets as s
 from shared.contracts import publication as p
 from shared.contracts import workspace as w
-from shared.contracts.common import Actor, Ref
+from shared.contracts.common import Actor, EventType, Ref
 from shared.settings import WorkspaceSettings
 from tests.support.eventbus import InMemoryEvents, in_memory
 from tests.support.infra import Infra
@@ -125,3 +127,68 @@ async def test_a_withdrawn_citation_drifts_and_a_malformed_payload_is_skipped_on
     bad = malformed.model_copy(update={"id": f"evt_{uuid.uuid4().hex}", "data": {"id": cited.id}})
     assert await events.deliver(bad) == "handled"  # logged and skipped, its inbox row kept
     assert await events.deliver(bad) == "duplicate"
+
+
+def change_first(kind: str, cited: p.VersionEvent) -> tuple[EventType[Any], Any, Ref, str, int | None]:
+    """A change of what a report cites, as its owner announces it: (event type, payload, the cited ref, the
+    drift's reason, its new version)."""
+    if kind == "source new version":
+        return (
+            s.EVT_VERSION_ACTIVATED,
+            activated("announcement", 2),
+            Ref(kind="source", id="announcement", version=1),
+            "new_version",
+            2,
+        )
+    if kind == "source retired":
+        retired = s.SourceRetired(source_id="announcement", versions=[1])
+        return s.EVT_SOURCE_RETIRED, retired, Ref(kind="source", id="announcement", version=1), "retired", None
+    ref = Ref(kind="publication", id=cited.id, version=1)
+    if kind == "publication revised":
+        return p.EVT_REVISED, cited.model_copy(update={"version": 2}), ref, "new_version", 2
+    return p.EVT_WITHDRAWN, cited.model_copy(update={"reason": "wrong figures"}), ref, "withdrawn", None
+
+
+@pytest.mark.parametrize(
+    "kind", ["source new version", "source retired", "publication revised", "publication withdrawn"]
+)
+async def test_a_change_handled_before_the_citing_version_is_committed_still_drifts_and_rechecks_it(
+    events: InMemoryEvents, who: Actor, kind: str
+) -> None:
+    """The owners' events come in no order between one another: a source's version 2 can be handled before
+    the event of a run's answer that cites version 1 (seen under load). The change is applied when the
+    citations are recorded."""
+    ws = await workspace_of(events, who)
+    report_a = committed(ws, [], title="Report A")
+    event_type, payload, ref, reason, new_version = change_first(kind, report_a)
+    await events.publish(event_type, payload, scope=who.scope)
+    await events.relay(follow=())
+    citing = committed(ws, [ref], title="Report B")
+    await events.publish(p.EVT_COMMITTED, citing, scope=who.scope)
+    announced = await events.relay(follow=())
+    [drift] = (await events.call(w.DRIFT, w.DriftRequest(workspace_id=ws), actor=who)).items
+    citing_ref = Ref(kind="publication", id=citing.id, version=1)
+    assert (drift.ref, drift.cited_by, drift.new_version, drift.reason) == (ref, [citing_ref], new_version, reason)
+    [changed] = [w.CitationChanged.model_validate(e.data) for e in announced if e.type == w.EVT_CITATION_CHANGED]
+    assert (changed.publication, changed.ref, changed.reason) == (citing_ref, ref, reason)
+    # A version cited after the change that does not concern it drifts nothing.
+    unaffected = ref.model_copy(update={"version": 2}) if kind != "source retired" else None
+    if unaffected is not None:
+        await events.publish(p.EVT_COMMITTED, committed(ws, [unaffected], title="Report C"), scope=who.scope)
+        assert [e.type for e in await events.relay(follow=())] == []
+
+
+async def test_changes_and_citations_delivered_side_by_side_always_meet(events: InMemoryEvents, who: Actor) -> None:
+    """A change and a citation of the same ref handled at the same moment, in two transactions: whichever
+    commits second sees the other, so every citation is rechecked once."""
+    ws = await workspace_of(events, who)
+    reports = [committed(ws, [Ref(kind="source", id=f"memo{i}", version=1)]) for i in range(12)]
+    deliveries = []
+    for i, report in enumerate(reports):
+        deliveries.append(events.publish(s.EVT_VERSION_ACTIVATED, activated(f"memo{i}", 2), scope=who.scope))
+        deliveries.append(events.publish(p.EVT_COMMITTED, report, scope=who.scope))
+    await asyncio.gather(*deliveries)
+    announced = await events.relay(follow=())
+    changed = [w.CitationChanged.model_validate(e.data) for e in announced if e.type == w.EVT_CITATION_CHANGED]
+    assert sorted(c.publication.id for c in changed) == sorted(r.id for r in reports)
+    assert len((await events.call(w.DRIFT, w.DriftRequest(workspace_id=ws, limit=100), actor=who)).items) == 12

@@ -53,6 +53,7 @@ async def test_earlier_rows_get_their_part_supersessions_counters_and_flags(infr
         assert await migrate(db.pool, MIGRATIONS) == [
             "workspace/0004_catalog_life.sql",
             "workspace/0005_drift_questions.sql",
+            "workspace/0006_ref_changes.sql",
         ]
         async with db.pool.acquire() as conn:
             found = {
