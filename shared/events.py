@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, TypeVar
 
 import asyncpg
@@ -45,6 +46,7 @@ class EventContext:
     type: str
     scope: str
     request_id: str | None
+    occurred_at: datetime
 
 
 EventRule = Callable[[S, EventContext, P], Awaitable[None]]
@@ -98,7 +100,14 @@ def handler_for(event_type: EventType[Any], rules: list[BoundRule]) -> EventHand
         except ValidationError:
             log.error("ignoring a malformed %s event %s", event.type, event.id)
             return
-        ctx = EventContext(conn=conn, id=event.id, type=event.type, scope=event.scope, request_id=event.request_id)
+        ctx = EventContext(
+            conn=conn,
+            id=event.id,
+            type=event.type,
+            scope=event.scope,
+            request_id=event.request_id,
+            occurred_at=event.occurred_at,
+        )
         for rule in rules:
             await rule(ctx, payload)
 

@@ -94,13 +94,13 @@ class DriftWatch:
         drifts = self._drifts.for_scope(ctx.scope)
         await drifts.lock_refs(ctx.conn, [("publication", version.id), *((r.kind, r.id) for r in cited(version))])
         await self._remember_citations(ctx.conn, drifts, version)
-        await self._changed(ctx.conn, drifts, "publication", version.id, "new_version", version.version, version.title)
+        await self._changed(ctx, drifts, "publication", version.id, "new_version", version.version, version.title)
 
     @consumes(EVT_WITHDRAWN)
     async def on_publication_withdrawn(self, ctx: EventContext, version: VersionEvent) -> None:
         drifts = self._drifts.for_scope(ctx.scope)
         await drifts.lock_refs(ctx.conn, [("publication", version.id)])
-        await self._changed(ctx.conn, drifts, "publication", version.id, "withdrawn", version.version, version.title)
+        await self._changed(ctx, drifts, "publication", version.id, "withdrawn", version.version, version.title)
 
     @consumes(EVT_VERSION_ACTIVATED)
     async def on_version_activated(self, ctx: EventContext, activated: VersionActivated) -> None:
@@ -108,13 +108,13 @@ class DriftWatch:
             return  # a first version supersedes nothing, so nothing cited can be older
         drifts = self._drifts.for_scope(ctx.scope)
         await drifts.lock_refs(ctx.conn, [("source", activated.source_id)])
-        await self._changed(ctx.conn, drifts, "source", activated.source_id, "new_version", activated.version)
+        await self._changed(ctx, drifts, "source", activated.source_id, "new_version", activated.version)
 
     @consumes(EVT_SOURCE_RETIRED)
     async def on_source_retired(self, ctx: EventContext, retired: SourceRetired) -> None:
         drifts = self._drifts.for_scope(ctx.scope)
         await drifts.lock_refs(ctx.conn, [("source", retired.source_id)])
-        await self._changed(ctx.conn, drifts, "source", retired.source_id, "retired", 0)
+        await self._changed(ctx, drifts, "source", retired.source_id, "retired", 0)
 
     # -- request -------------------------------------------------------------------------------------
 
@@ -133,7 +133,8 @@ class DriftWatch:
         self, conn: asyncpg.Connection, drifts: ScopedDriftRepository, version: VersionEvent
     ) -> None:
         """Record what `version` cites (its refs held by the caller), and apply to it at once each change of a
-        cited ref that was handled before this event: the owners' events come in no order between one another."""
+        cited ref made after it but handled before this event: the owners' events come in no order between one
+        another."""
         refs = cited(version)
         if not refs:
             return
@@ -147,15 +148,16 @@ class DriftWatch:
         citing = Ref(kind="publication", id=version.id, version=version.version)
         for ref in refs:
             assert ref.version is not None
-            for reason, new_version in await drifts.changes_since(
-                conn, kind=ref.kind, ref_id=ref.id, version=ref.version
-            ):
+            changes = await drifts.changes_since(
+                conn, kind=ref.kind, ref_id=ref.id, version=ref.version, cited_at=version.created_at
+            )
+            for reason, new_version in changes:
                 at = partial(operator.eq, ref.version)
                 await self._detect(conn, drifts, ref.kind, ref.id, at, new_version, reason, only=citing)
 
     async def _changed(
         self,
-        conn: asyncpg.Connection,
+        ctx: EventContext,
         drifts: ScopedDriftRepository,
         kind: str,
         ref_id: str,
@@ -163,9 +165,11 @@ class DriftWatch:
         version: int,
         title: str | None = None,
     ) -> None:
-        """A change of a ref (held by the caller): kept for citations recorded later, and applied to those
-        recorded already. `version`: the new version, the one withdrawn, or 0 for a retirement."""
-        await drifts.record_change(conn, kind=kind, ref_id=ref_id, reason=reason, version=version)
+        """A change of a ref (held by the caller), made when its event says: kept for citations recorded later,
+        and applied to those recorded already. `version`: the new version, the one withdrawn, or 0 for a
+        retirement."""
+        conn = ctx.conn
+        await drifts.record_change(conn, kind=kind, ref_id=ref_id, reason=reason, version=version, at=ctx.occurred_at)
         if reason == "new_version":
             await self._detect(conn, drifts, kind, ref_id, lambda v: v < version, version, reason, title=title)
         elif reason == "withdrawn":

@@ -8,6 +8,7 @@ Drift is detected on events, each of which carries its scope, so nothing here cr
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, cast
 
 import asyncpg
@@ -61,26 +62,28 @@ class ScopedDriftRepository:
             )
 
     async def record_change(
-        self, conn: asyncpg.Connection, *, kind: str, ref_id: str, reason: str, version: int
+        self, conn: asyncpg.Connection, *, kind: str, ref_id: str, reason: DriftReason, version: int, at: datetime
     ) -> None:
         await conn.execute(
-            "INSERT INTO ref_changes (scope, ref_kind, ref_id, reason, version) VALUES ($1, $2, $3, $4, $5)"
+            "INSERT INTO ref_changes (scope, ref_kind, ref_id, reason, version, at) VALUES ($1, $2, $3, $4, $5, $6)"
             " ON CONFLICT DO NOTHING",
             self.scope,
             kind,
             ref_id,
             reason,
             version,
+            at,
         )
 
     async def changes_since(
-        self, conn: asyncpg.Connection, *, kind: str, ref_id: str, version: int
+        self, conn: asyncpg.Connection, *, kind: str, ref_id: str, version: int, cited_at: datetime
     ) -> list[tuple[DriftReason, int | None]]:
-        """The recorded changes that concern `version` of the ref, as (reason, new version): the newest later
-        version, its withdrawal, the ref's retirement."""
+        """The changes made after `cited_at` that concern `version` of the ref, as (reason, new version): the
+        newest later version, its withdrawal, the ref's retirement. One made before was there to be seen when
+        it was cited: citing an earlier version then was a choice (a run told to read it), not a drift."""
         rows = await conn.fetch(
             "SELECT reason, max(version) AS version FROM ref_changes"
-            " WHERE scope = $1 AND ref_kind = $2 AND ref_id = $3"
+            " WHERE scope = $1 AND ref_kind = $2 AND ref_id = $3 AND at > $5"
             "  AND ((reason = 'new_version' AND version > $4) OR (reason = 'withdrawn' AND version = $4)"
             "   OR reason = 'retired')"
             " GROUP BY reason ORDER BY reason",
@@ -88,6 +91,7 @@ class ScopedDriftRepository:
             kind,
             ref_id,
             version,
+            cited_at,
         )
         # The reasons are those `record_change` was given, each a DriftReason.
         return [(cast(DriftReason, r["reason"]), r["version"] if r["reason"] == "new_version" else None) for r in rows]

@@ -155,15 +155,15 @@ def change_first(kind: str, cited: p.VersionEvent) -> tuple[EventType[Any], Any,
 async def test_a_change_handled_before_the_citing_version_is_committed_still_drifts_and_rechecks_it(
     events: InMemoryEvents, who: Actor, kind: str
 ) -> None:
-    """The owners' events come in no order between one another: a source's version 2 can be handled before
-    the event of a run's answer that cites version 1 (seen under load). The change is applied when the
-    citations are recorded."""
+    """The owners' events come in no order between one another: a source's version 2, made after a run's
+    answer that cites version 1, can be handled before that answer's event (seen under load). The change is
+    applied when the citations are recorded."""
     ws = await workspace_of(events, who)
     report_a = committed(ws, [], title="Report A")
     event_type, payload, ref, reason, new_version = change_first(kind, report_a)
+    citing = committed(ws, [ref], title="Report B")  # made before the change
     await events.publish(event_type, payload, scope=who.scope)
     await events.relay(follow=())
-    citing = committed(ws, [ref], title="Report B")
     await events.publish(p.EVT_COMMITTED, citing, scope=who.scope)
     announced = await events.relay(follow=())
     [drift] = (await events.call(w.DRIFT, w.DriftRequest(workspace_id=ws), actor=who)).items
@@ -171,11 +171,13 @@ async def test_a_change_handled_before_the_citing_version_is_committed_still_dri
     assert (drift.ref, drift.cited_by, drift.new_version, drift.reason) == (ref, [citing_ref], new_version, reason)
     [changed] = [w.CitationChanged.model_validate(e.data) for e in announced if e.type == w.EVT_CITATION_CHANGED]
     assert (changed.publication, changed.ref, changed.reason) == (citing_ref, ref, reason)
-    # A version cited after the change that does not concern it drifts nothing.
-    unaffected = ref.model_copy(update={"version": 2}) if kind != "source retired" else None
-    if unaffected is not None:
-        await events.publish(p.EVT_COMMITTED, committed(ws, [unaffected], title="Report C"), scope=who.scope)
+    # Made after the change, a version that cites what changed chose to (a run told to read version 1), and
+    # one that cites what the change does not concern has nothing to drift from: neither drifts.
+    later = [ref] + ([ref.model_copy(update={"version": 2})] if kind != "source retired" else [])
+    for cites in later:
+        await events.publish(p.EVT_COMMITTED, committed(ws, [cites], title="Report C"), scope=who.scope)
         assert [e.type for e in await events.relay(follow=())] == []
+    assert len((await events.call(w.DRIFT, w.DriftRequest(workspace_id=ws), actor=who)).items) == 1
 
 
 async def test_changes_and_citations_delivered_side_by_side_always_meet(events: InMemoryEvents, who: Actor) -> None:
