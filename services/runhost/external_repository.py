@@ -9,6 +9,7 @@ from typing import Any
 import asyncpg
 
 from services.runhost.admitted import AdmittedRun
+from services.runhost.repository import HELD
 
 # When the run's time limit runs out (`AdmittedRun.deadline`): no lease reaches past it.
 _DEADLINE = "started_at + make_interval(secs => (limits->>'max_seconds')::float8)"
@@ -42,7 +43,7 @@ class ExternalRepository:
         """A later expiry, but never past the run's time limit."""
         return await conn.fetchrow(
             f"UPDATE runs SET lease_expires_at = {_LEASE_END}"
-            " WHERE id = $1 AND lease_epoch = $2 AND status = 'running' AND lease_expires_at > now()"
+            f" WHERE {HELD} AND lease_expires_at > now()"
             " RETURNING lease_epoch, lease_expires_at",
             run_id,
             epoch,
@@ -60,7 +61,7 @@ class ExternalRepository:
         """The run fails at a limit, under the fence, unless a finish has won it."""
         row = await conn.fetchrow(
             "UPDATE runs SET status = 'failed', error = $3, error_details = $4, finished_at = now()"
-            " WHERE id = $1 AND lease_epoch = $2 AND status = 'running' AND final_answer IS NULL RETURNING *",
+            f" WHERE {HELD} AND final_answer IS NULL RETURNING *",
             run_id,
             epoch,
             error,

@@ -6,7 +6,7 @@ from typing import Any
 
 import asyncpg
 
-_FENCE = "EXISTS (SELECT 1 FROM runs WHERE id = $1 AND lease_epoch = $2 AND status = 'running')"
+from services.runhost.repository import FENCE
 
 
 class JournalRepository:
@@ -22,7 +22,7 @@ class JournalRepository:
     ) -> int | None:
         seq = await conn.fetchval(
             "INSERT INTO model_journal (run_id, epoch, request_id, input_hash, response)"
-            f" SELECT $1, $2, $3, $4, $5 WHERE {_FENCE} RETURNING seq",
+            f" SELECT $1, $2, $3, $4, $5 WHERE {FENCE} RETURNING seq",
             run_id,
             epoch,
             request_id,
@@ -35,7 +35,7 @@ class JournalRepository:
         self, conn: asyncpg.Connection, *, run_id: str, epoch: int, seq: int, result: dict[str, Any]
     ) -> bool:
         done = await conn.fetchval(
-            f"UPDATE model_journal SET result = $4 WHERE run_id = $1 AND seq = $3 AND {_FENCE} RETURNING 1",
+            f"UPDATE model_journal SET result = $4 WHERE run_id = $1 AND seq = $3 AND {FENCE} RETURNING 1",
             run_id,
             epoch,
             seq,
@@ -73,7 +73,7 @@ class JournalRepository:
     ) -> bool:
         done = await conn.fetchval(
             "INSERT INTO ledger (run_id, epoch, stage, ref, content_hash, model_request)"
-            f" SELECT $1, $2, 'replayed', NULL, $3, $4 WHERE {_FENCE} RETURNING 1",
+            f" SELECT $1, $2, 'replayed', NULL, $3, $4 WHERE {FENCE} RETURNING 1",
             run_id,
             epoch,
             input_hash,

@@ -22,7 +22,10 @@ CONVERSATION_RUNS = Keyset(("created_at", "id"), (datetime, str))
 FILES = Keyset(("path",), (str,))
 # PostgreSQL notifies idle workers on this channel when a run is admitted (they also poll).
 WAKE_CHANNEL = "dossier_runs"
-_FENCE = "EXISTS (SELECT 1 FROM runs WHERE id = $1 AND lease_epoch = $2 AND status = 'running')"
+# The lease held: the run ($1) is running under this epoch ($2). Every worker write is fenced by it.
+HELD = "id = $1 AND lease_epoch = $2 AND status = 'running'"
+LEASED = f"SELECT 1 FROM runs WHERE {HELD}"
+FENCE = f"EXISTS ({LEASED})"
 # The columns of a ledger row and of a file-index row, live or sealed (services/runhost/sealed.py).
 LEDGER_COLUMNS = "id, stage, ref, content_hash, locator, reason, model_request, at"
 FILE_COLUMNS = "path, size, sha256, ref, content_hash, locator, by_content"
@@ -96,8 +99,7 @@ class WorkerRuns:
     async def release_lease(self, conn: asyncpg.Connection, *, run_id: str, epoch: int) -> None:
         """The run free to be taken up again at once, unless a newer attempt holds it already."""
         await conn.execute(
-            "UPDATE runs SET lease_expires_at = now()"
-            " WHERE id = $1 AND lease_epoch = $2 AND status = 'running' AND lease_expires_at > now()",
+            f"UPDATE runs SET lease_expires_at = now() WHERE {HELD} AND lease_expires_at > now()",
             run_id,
             epoch,
         )
@@ -105,7 +107,7 @@ class WorkerRuns:
     async def heartbeat(self, conn: asyncpg.Connection, *, run_id: str, epoch: int, lease_seconds: float) -> bool:
         row = await conn.fetchval(
             "UPDATE runs SET lease_expires_at = now() + make_interval(secs => $3)"
-            " WHERE id = $1 AND lease_epoch = $2 AND status = 'running' RETURNING cancel_requested",
+            f" WHERE {HELD} RETURNING cancel_requested",
             run_id,
             epoch,
             lease_seconds,
@@ -117,7 +119,7 @@ class WorkerRuns:
     ) -> bool:
         sets = ", ".join(f"{column} = ${i}" for i, column in enumerate(values, start=3))
         done = await conn.fetchval(
-            f"UPDATE runs SET {sets} WHERE id = $1 AND lease_epoch = $2 AND status = 'running'{also} RETURNING 1",
+            f"UPDATE runs SET {sets} WHERE {HELD}{also} RETURNING 1",
             run_id,
             epoch,
             *values.values(),
@@ -132,16 +134,12 @@ class WorkerRuns:
         return await self.fenced_update(conn, run_id=run_id, epoch=epoch, values=values, also=also)
 
     async def holds_lease(self, conn: asyncpg.Connection, *, run_id: str, epoch: int) -> bool:
-        return bool(
-            await conn.fetchval(
-                "SELECT 1 FROM runs WHERE id = $1 AND lease_epoch = $2 AND status = 'running'", run_id, epoch
-            )
-        )
+        return bool(await conn.fetchval(LEASED, run_id, epoch))
 
     async def cancel_state(self, conn: asyncpg.Connection, *, run_id: str, epoch: int) -> bool | None:
         """Whether a cancel was asked for; None once the lease is no longer this epoch's (a read, no write)."""
         value = await conn.fetchval(
-            "SELECT cancel_requested FROM runs WHERE id = $1 AND lease_epoch = $2 AND status = 'running'",
+            f"SELECT cancel_requested FROM runs WHERE {HELD}",
             run_id,
             epoch,
         )
@@ -157,7 +155,7 @@ class WorkerRuns:
             " source_chars_read = source_chars_read + $7,"
             " tokens_in = CASE WHEN $8::bigint IS NULL THEN tokens_in ELSE coalesce(tokens_in, 0) + $8 END,"
             " tokens_out = CASE WHEN $9::bigint IS NULL THEN tokens_out ELSE coalesce(tokens_out, 0) + $9 END"
-            " WHERE id = $1 AND lease_epoch = $2 AND status = 'running'"
+            f" WHERE {HELD}"
             " RETURNING steps, chars_read, model_requests, cancel_requested",
             run_id,
             epoch,
@@ -208,7 +206,7 @@ class WorkerRuns:
         model request that carried it, filled in if it had none (an answer citing a version whose read was
         refused before is that refusal's row, now tied to the answer)."""
         held: bool = await conn.fetchval(
-            "WITH held AS (SELECT 1 FROM runs WHERE id = $1 AND lease_epoch = $2 AND status = 'running'),"
+            f"WITH held AS ({LEASED}),"
             " added AS (INSERT INTO ledger (run_id, epoch, stage, ref, content_hash, locator, reason, model_request)"
             "   SELECT $1, $2, $3, $4, $5, $6, $7, $8 FROM held" + _ONCE_WITH_ITS_REQUEST,
             run_id,
@@ -235,7 +233,7 @@ class WorkerRuns:
         (false when the lease is not this epoch's), each as `append_ledger` keeps it. The rows must differ in
         ref or locator: one statement cannot update a row twice."""
         held: bool = await conn.fetchval(
-            "WITH held AS (SELECT 1 FROM runs WHERE id = $1 AND lease_epoch = $2 AND status = 'running'),"
+            f"WITH held AS ({LEASED}),"
             " added AS (INSERT INTO ledger (run_id, epoch, stage, ref, content_hash, locator, model_request)"
             "   SELECT $1, $2, 'included', i.ref, i.content_hash, i.locator, $6"
             "   FROM held, unnest($3::jsonb[], $4::text[], $5::text[]) WITH ORDINALITY AS i(ref, content_hash, locator, n)"
@@ -261,7 +259,7 @@ class WorkerRuns:
         """`listed` rows for what one listing showed, in its order, under the fence (false when the lease is
         not this epoch's); a row the run already has is kept as it was."""
         held: bool = await conn.fetchval(
-            "WITH held AS (SELECT 1 FROM runs WHERE id = $1 AND lease_epoch = $2 AND status = 'running'),"
+            f"WITH held AS ({LEASED}),"
             " added AS (INSERT INTO ledger (run_id, epoch, stage, ref, locator)"
             "   SELECT $1, $2, 'listed', l.ref, l.locator"
             "   FROM held, unnest($3::jsonb[], $4::text[]) WITH ORDINALITY AS l(ref, locator, n) ORDER BY l.n"
@@ -306,7 +304,7 @@ class WorkerRuns:
     ) -> bool:
         """Record a working file (its bytes are at its content key). With an epoch the write is fenced; a
         person's plan edit has none."""
-        fence = f" WHERE {_FENCE}" if epoch is not None else " WHERE $2::int IS NULL"
+        fence = f" WHERE {FENCE}" if epoch is not None else " WHERE $2::int IS NULL"
         prov = provenance or {}
         done = await conn.fetchval(
             "INSERT INTO run_files (run_id, path, size, sha256, ref, content_hash, locator, by_content)"
@@ -336,7 +334,7 @@ class WorkerRuns:
             return {name: row[name] for name in _FILE_FIELDS}
         if row["sealed"] is None:
             return None
-        return {entry["path"]: entry for entry in unpack(row["sealed"])}.get(path)
+        return _by_path(row["sealed"]).get(path)
 
 
 # -- a run's child rows, read for whoever holds its lease or sweeps it (`scope` None) or for an actor ----------
@@ -382,7 +380,7 @@ async def file_rows(
     if sealed is None:
         rows = await conn.fetch(_FILES_AND_SEALED, run_id, scope)
         document = rows[0]["sealed"] if rows else None
-        sealed = {} if document is None else {entry["path"]: entry for entry in unpack(document)}
+        sealed = _by_path(document)
         live = [{name: r[name] for name in _FILE_FIELDS} for r in rows if r["path"] is not None]
     else:
         live = await conn.fetch(f"SELECT {FILE_COLUMNS} FROM run_files WHERE run_id = $1 AND {OWNED}", run_id, scope)
@@ -392,4 +390,9 @@ async def file_rows(
 
 async def sealed_files(conn: asyncpg.Connection, run_id: str, scope: str | None) -> dict[str, dict[str, Any]]:
     data = await conn.fetchval(f"SELECT files FROM run_files_sealed WHERE run_id = $1 AND {OWNED}", run_id, scope)
-    return {} if data is None else {entry["path"]: entry for entry in unpack(data)}
+    return _by_path(data)
+
+
+def _by_path(document: bytes | None) -> dict[str, dict[str, Any]]:
+    """A sealed file index (`seal_files`) by path; none (NULL) is empty."""
+    return {} if document is None else {entry["path"]: entry for entry in unpack(document)}
