@@ -146,14 +146,10 @@ class DriftWatch:
             refs=[r.model_dump() for r in refs],
         )
         citing = Ref(kind="publication", id=version.id, version=version.version)
-        for ref in refs:
-            assert ref.version is not None
-            changes = await drifts.changes_since(
-                conn, kind=ref.kind, ref_id=ref.id, version=ref.version, cited_at=version.created_at
-            )
-            for reason, new_version in changes:
-                at = partial(operator.eq, ref.version)
-                await self._detect(conn, drifts, ref.kind, ref.id, at, new_version, reason, only=citing)
+        changes = await drifts.changes_since(conn, refs=refs, cited_at=version.created_at)
+        for ref, reason, new_version in changes:
+            at = partial(operator.eq, ref.version)
+            await self._detect(conn, drifts, ref.kind, ref.id, at, new_version, reason, only=citing)
 
     async def _changed(
         self,

@@ -56,10 +56,11 @@ class ScopedDriftRepository:
         """Hold these (kind, id) refs until the transaction ends, in one order (no two handlers wait on each
         other): a change of a ref and the recording of a citation of it never run side by side, so the one
         that comes second always sees the other."""
-        for kind, ref_id in sorted(set(refs)):
-            await conn.execute(
-                "SELECT pg_advisory_xact_lock($1, hashtext($2))", _REF_LOCKS, f"{self.scope}\x01{kind}\x01{ref_id}"
-            )
+        keys = sorted({f"{self.scope}\x01{kind}\x01{ref_id}" for kind, ref_id in refs})
+        # One statement; unnest gives the keys in the array's order, and each lock is taken as its row is.
+        await conn.execute(
+            "SELECT pg_advisory_xact_lock($1, hashtext(k)) FROM unnest($2::text[]) AS k", _REF_LOCKS, keys
+        )
 
     async def record_change(
         self, conn: asyncpg.Connection, *, kind: str, ref_id: str, reason: DriftReason, version: int, at: datetime
@@ -76,25 +77,30 @@ class ScopedDriftRepository:
         )
 
     async def changes_since(
-        self, conn: asyncpg.Connection, *, kind: str, ref_id: str, version: int, cited_at: datetime
-    ) -> list[tuple[DriftReason, int | None]]:
-        """The changes made after `cited_at` that concern `version` of the ref, as (reason, new version): the
-        newest later version, its withdrawal, the ref's retirement. One made before was there to be seen when
-        it was cited: citing an earlier version then was a choice (a run told to read it), not a drift."""
+        self, conn: asyncpg.Connection, *, refs: list[Ref], cited_at: datetime
+    ) -> list[tuple[Ref, DriftReason, int | None]]:
+        """For each cited ref (with its version), in their order, the changes made after `cited_at` that concern
+        that version, as (ref, reason, new version): the newest later version, its withdrawal, the ref's
+        retirement. One statement for all of them. A change made before was there to be seen when the version
+        was cited: citing an earlier version then was a choice (a run told to read it), not a drift."""
         rows = await conn.fetch(
-            "SELECT reason, max(version) AS version FROM ref_changes"
-            " WHERE scope = $1 AND ref_kind = $2 AND ref_id = $3 AND at > $5"
-            "  AND ((reason = 'new_version' AND version > $4) OR (reason = 'withdrawn' AND version = $4)"
-            "   OR reason = 'retired')"
-            " GROUP BY reason ORDER BY reason",
+            "SELECT r.n, c.reason, max(c.version) AS version"
+            " FROM unnest($2::text[], $3::text[], $4::int[]) WITH ORDINALITY AS r(kind, id, version, n)"
+            " JOIN ref_changes c ON c.scope = $1 AND c.ref_kind = r.kind AND c.ref_id = r.id AND c.at > $5"
+            "  AND ((c.reason = 'new_version' AND c.version > r.version)"
+            "   OR (c.reason = 'withdrawn' AND c.version = r.version) OR c.reason = 'retired')"
+            " GROUP BY r.n, c.reason ORDER BY r.n, c.reason",
             self.scope,
-            kind,
-            ref_id,
-            version,
+            [r.kind for r in refs],
+            [r.id for r in refs],
+            [r.version for r in refs],
             cited_at,
         )
         # The reasons are those `record_change` was given, each a DriftReason.
-        return [(cast(DriftReason, r["reason"]), r["version"] if r["reason"] == "new_version" else None) for r in rows]
+        return [
+            (refs[r["n"] - 1], cast(DriftReason, r["reason"]), r["version"] if r["reason"] == "new_version" else None)
+            for r in rows
+        ]
 
     async def cited_by_publications(self, conn: asyncpg.Connection, *, kind: str, ref_id: str) -> list[asyncpg.Record]:
         """Active workspaces whose associated publications cite some version of the ref."""
