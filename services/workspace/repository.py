@@ -96,11 +96,15 @@ class ScopedWorkspaceRepository:
         """The row in any status, tombstones included, locked until the transaction ends.
 
         Archive and delete take it exclusively; admissions and associations take it too, so each of them
-        happens entirely before or entirely after a change of status.
+        happens entirely before or entirely after a change of status. Exclusively is FOR NO KEY UPDATE: no
+        one changes a workspace's id, so a row that only refers to it (a drift, a checkpoint revision, whose
+        foreign key holds the workspace's key) neither waits for the lock nor makes it wait. A rule that
+        inserts such a row and then locks the workspace (a drift asking its question) thus cannot deadlock
+        with another doing the same.
         """
         return await conn.fetchrow(
             "SELECT id, status, goal_version, checkpoint_revision, archived_at FROM workspaces"
-            " WHERE id = $1 AND scope = $2 " + ("FOR SHARE" if share else "FOR UPDATE"),
+            " WHERE id = $1 AND scope = $2 " + ("FOR SHARE" if share else "FOR NO KEY UPDATE"),
             id,
             self.scope,
         )
