@@ -33,7 +33,7 @@ from minio.error import S3Error
 
 from services.runhost.leases import StaleLease
 from services.runhost.ledger import RowWriter
-from services.runhost.repository import WorkerRuns
+from services.runhost.repository import FileIndexed, WorkerRuns
 from services.runhost.storage_repository import StorageRepository
 from shared.blobs import Blobs, content_key
 from shared.contracts.runhost import RUN_FILE_PATTERN
@@ -70,6 +70,14 @@ def pointer(path: str, text: str, preview_chars: int = 160) -> str:
     """What the model sees instead of a body: `[sources/S17.txt] (13,624 chars) begins: …`."""
     head = " ".join(text[:preview_chars].split())
     return f"[{path}] ({len(text):,} chars) begins: {head}…"
+
+
+class _NotIndexed(Exception):
+    """A file not indexed in the transaction of its record, which then rolls back."""
+
+    def __init__(self, indexed: FileIndexed):
+        super().__init__(indexed)
+        self.indexed = indexed
 
 
 class ContentCache:
@@ -166,24 +174,44 @@ class RunFiles:
         with_record: RowWriter | None,
     ) -> bool:
         """Index the file under the lease fence (StaleLease when fenced out, nothing kept); false when the
-        content was let go since it was touched."""
-        async with self._db.transaction() as conn:
-            if not await self._contents.hold_content(conn, sha256=digest, generation=generation):
-                return False
-            if with_record is not None and not await with_record(conn):
-                raise StaleLease(self.run_id)
-            recorded = await self._repo.upsert_file(
-                conn,
-                run_id=self.run_id,
-                path=path,
-                size=size,
-                sha256=digest,
-                epoch=self.epoch,
-                provenance=provenance,
-            )
-            if not recorded:
-                raise StaleLease(self.run_id)
-        return True
+        content was let go since it was touched (nothing kept either). Without a record that is one statement;
+        with one, the record and the index commit in one transaction."""
+        if with_record is None:
+            async with self._db.statement() as conn:
+                indexed = await self._index_in(conn, path, digest, size, generation, provenance)
+        else:
+            try:
+                async with self._db.transaction() as conn:
+                    if not await with_record(conn):
+                        raise StaleLease(self.run_id)
+                    indexed = await self._index_in(conn, path, digest, size, generation, provenance)
+                    if indexed != "indexed":
+                        raise _NotIndexed(indexed)  # the record is rolled back: never kept without its file
+            except _NotIndexed as exc:
+                indexed = exc.indexed
+        if indexed == "fenced":
+            raise StaleLease(self.run_id)
+        return indexed == "indexed"
+
+    async def _index_in(
+        self,
+        conn: asyncpg.Connection,
+        path: str,
+        digest: str,
+        size: int,
+        generation: int,
+        provenance: dict[str, Any] | None,
+    ) -> FileIndexed:
+        return await self._repo.index_file(
+            conn,
+            run_id=self.run_id,
+            path=path,
+            size=size,
+            sha256=digest,
+            generation=generation,
+            epoch=self.epoch,
+            provenance=provenance,
+        )
 
     async def entry(self, path: str) -> Mapping[str, Any] | None:
         """The file's index row (which content it is, and what it is a copy of), or None."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 import asyncpg
 
@@ -46,6 +46,10 @@ _ONCE_WITH_ITS_REQUEST = (
     "   WHERE ledger.model_request IS NULL AND EXCLUDED.model_request IS NOT NULL)"
     " SELECT EXISTS (SELECT 1 FROM held)"
 )
+
+
+# What indexing a run's file came to (`WorkerRuns.index_file`).
+FileIndexed = Literal["indexed", "let go", "fenced"]
 
 
 @dataclass(frozen=True)
@@ -291,7 +295,7 @@ class WorkerRuns:
         return included
 
     # -- files --------------------------------------------------------------------------------------
-    async def upsert_file(
+    async def index_file(
         self,
         conn: asyncpg.Connection,
         *,
@@ -299,19 +303,26 @@ class WorkerRuns:
         path: str,
         size: int,
         sha256: str,
+        generation: int,
         epoch: int | None,
         provenance: dict[str, Any] | None = None,
-    ) -> bool:
-        """Record a working file (its bytes are at its content key). With an epoch the write is fenced; a
-        person's plan edit has none."""
-        fence = f" WHERE {FENCE}" if epoch is not None else " WHERE $2::int IS NULL"
+    ) -> FileIndexed:
+        """Record a working file on its content (bytes stored at its content key), in one statement: the
+        content's row is held (locked, marked stored and touched) only if it is still at the `generation`
+        the writer touched, and the file's row is written only then. With an epoch the write is fenced; a
+        person's plan edit has none. "let go": the content was let go since it was touched (nothing is
+        written); "fenced": the lease is not this epoch's."""
+        fence = f" AND {FENCE}" if epoch is not None else " AND $2::int IS NULL"
         prov = provenance or {}
-        done = await conn.fetchval(
-            "INSERT INTO run_files (run_id, path, size, sha256, ref, content_hash, locator, by_content)"
-            " SELECT $1, $3, $4, $5, $6, $7, $8, true" + fence + " ON CONFLICT (run_id, path)"
-            " DO UPDATE SET size = EXCLUDED.size, sha256 = EXCLUDED.sha256, ref = EXCLUDED.ref,"
-            " content_hash = EXCLUDED.content_hash, locator = EXCLUDED.locator, by_content = true,"
-            " updated_at = now() RETURNING 1",
+        row = await conn.fetchrow(
+            "WITH held AS (UPDATE file_contents SET stored = true, touched_at = now()"
+            "   WHERE sha256 = $5 AND generation = $9 RETURNING 1),"
+            " put AS (INSERT INTO run_files (run_id, path, size, sha256, ref, content_hash, locator, by_content)"
+            "   SELECT $1, $3, $4, $5, $6, $7, $8, true WHERE EXISTS (SELECT 1 FROM held)" + fence + ""
+            "   ON CONFLICT (run_id, path) DO UPDATE SET size = EXCLUDED.size, sha256 = EXCLUDED.sha256,"
+            "   ref = EXCLUDED.ref, content_hash = EXCLUDED.content_hash, locator = EXCLUDED.locator,"
+            "   by_content = true, updated_at = now() RETURNING 1)"
+            " SELECT EXISTS (SELECT 1 FROM held) AS held, EXISTS (SELECT 1 FROM put) AS put",
             run_id,
             epoch,
             path,
@@ -320,8 +331,9 @@ class WorkerRuns:
             prov.get("ref"),
             prov.get("content_hash"),
             prov.get("locator"),
+            generation,
         )
-        return done is not None
+        return "indexed" if row["put"] else "fenced" if row["held"] else "let go"
 
     async def list_files(self, conn: asyncpg.Connection, *, run_id: str) -> list[dict[str, Any]]:
         return await file_rows(conn, run_id, None)

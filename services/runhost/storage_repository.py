@@ -30,17 +30,6 @@ class StorageRepository:
         )
         return int(row["generation"]), bool(row["stored"])
 
-    async def hold_content(self, conn: asyncpg.Connection, *, sha256: str, generation: int) -> bool:
-        """Lock the content's row for the transaction that indexes a file on it (the sweeper cannot let it go
-        meanwhile); false when the content was let go since the writer touched it."""
-        held = await conn.fetchval(
-            "UPDATE file_contents SET stored = true, touched_at = now()"
-            " WHERE sha256 = $1 AND generation = $2 RETURNING 1",
-            sha256,
-            generation,
-        )
-        return held is not None
-
     async def lock_unreferenced(self, conn: asyncpg.Connection, *, grace_seconds: float, limit: int) -> list[str]:
         """Contents no file names, untouched for the grace period, locked until the transaction ends: a writer
         that wants one waits, and finds it gone."""

@@ -7,6 +7,7 @@ from services.runhost.actor_runs import ActorRuns
 from services.runhost.external_repository import ExternalRepository
 from services.runhost.journal_repository import JournalRepository
 from services.runhost.repository import WorkerRuns
+from services.runhost.storage_repository import StorageRepository
 from shared.contracts.common import Actor, PageRequest
 from shared.db import Database
 from tests.service.runhost.test_leases import OWNER, REF, admitted_run
@@ -22,7 +23,11 @@ async def test_a_runs_rows_are_read_only_in_its_scope(db: Database) -> None:
             conn, run_id=run_id, token_hash=f"h-{run_id}", lease_seconds=60, holder="p"
         )
         assert await repo.append_ledger(conn, run_id=run_id, epoch=1, stage="read", ref=REF)
-        assert await repo.upsert_file(conn, run_id=run_id, path="plan.md", size=1, sha256="x", epoch=1)
+        generation, _ = await StorageRepository().touch_content(conn, sha256="x", size=1)
+        indexed = await repo.index_file(
+            conn, run_id=run_id, path="plan.md", size=1, sha256="x", generation=generation, epoch=1
+        )
+        assert indexed == "indexed"
         assert await journal.insert_request(
             conn, run_id=run_id, epoch=1, request_id="r1", input_hash="h" * 64, response={}
         )

@@ -14,6 +14,7 @@ from services.runhost.leases import StaleLease
 from services.runhost.ledger import RunLedger
 from services.runhost.memory import RunFiles
 from services.runhost.repository import WorkDone, WorkerRuns
+from services.runhost.storage_repository import StorageRepository
 from shared.blobs import Blobs
 from shared.contracts.common import Actor, Ref
 from shared.db import Database
@@ -75,7 +76,11 @@ async def test_expired_lease_is_taken_over_and_the_stale_worker_is_fenced(db: Da
         assert not await repo.append_ledger(conn, run_id=run_id, epoch=1, stage="read", ref=REF)
         assert not await repo.heartbeat(conn, run_id=run_id, epoch=1, lease_seconds=30)
         assert not await repo.fenced_update(conn, run_id=run_id, epoch=1, values={"status": "completed"})
-        assert not await repo.upsert_file(conn, run_id=run_id, path="draft.md", size=1, sha256="x", epoch=1)
+        generation, _ = await StorageRepository().touch_content(conn, sha256="x", size=1)
+        indexed = await repo.index_file(
+            conn, run_id=run_id, path="draft.md", size=1, sha256="x", generation=generation, epoch=1
+        )
+        assert indexed == "fenced"
         assert await repo.add_counters(conn, run_id=run_id, epoch=1, work=WorkDone(steps=1, requests=1)) is None
         assert await repo.append_ledger(conn, run_id=run_id, epoch=2, stage="read", ref=REF | {"id": "pub_b"})
         # The same row again (a concurrent call under the same lease) is held, and recorded once.

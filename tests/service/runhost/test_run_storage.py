@@ -10,11 +10,13 @@ import hashlib
 import zlib
 from typing import Any
 
+import asyncpg
 import pytest
 
 from services.runhost.actor_runs import ActorRuns
 from services.runhost.journal import trimmed_entry
 from services.runhost.journal_repository import JournalRepository
+from services.runhost.leases import StaleLease
 from services.runhost.memory import CONTENT_PREFIX, ContentCache, RunFiles
 from services.runhost.repository import WorkerRuns
 from services.runhost.retention import StorageSweeper
@@ -24,7 +26,7 @@ from shared.db import Database
 from shared.errors import NotFound
 from shared.paging import Keyset
 from shared.settings import CommonSettings, RunhostSettings
-from tests.service.runhost.test_leases import OWNER, admitted_run
+from tests.service.runhost.test_leases import OWNER, REF, admitted_run
 from tests.support.infra import Infra
 from tests.support.service import settings_from
 
@@ -151,9 +153,12 @@ async def test_a_text_written_or_read_once_is_read_again_from_memory_and_the_ind
     assert gets[1:] == [key_of("# a draft over eight bytes")] * 2
 
 
+@pytest.mark.parametrize("with_read", [False, True], ids=["a note", "a source read"])
 async def test_a_content_let_go_between_the_put_and_the_index_is_stored_again(
-    db: Database, stores: tuple[Blobs, Blobs], monkeypatch: pytest.MonkeyPatch
+    db: Database, stores: tuple[Blobs, Blobs], monkeypatch: pytest.MonkeyPatch, with_read: bool
 ) -> None:
+    """A source's file is indexed in its read's transaction: the try that finds its content let go keeps
+    neither, and the next keeps both, once."""
     blobs, look = stores
     repo = WorkerRuns()
     run_id = await running_run(db, repo)
@@ -166,11 +171,41 @@ async def test_a_content_let_go_between_the_put_and_the_index_is_stored_again(
             swept.append(await sweeper(db, blobs).let_go_of_contents())
         return generation
 
+    async def read_row(conn: asyncpg.Connection) -> bool:
+        return await repo.append_ledger(conn, run_id=run_id, epoch=1, stage="read", ref=REF)
+
     monkeypatch.setattr(files, "_store", store_then_sweep)
-    await files.write("notes/fundx.md", "Fund X meets redemptions.")
+    await files.write("notes/fundx.md", "Fund X meets redemptions.", with_record=read_row if with_read else None)
     assert swept == [1], "the sweeper did not let go of the content in between: the test proves nothing"
     assert await files.read("notes/fundx.md") == "Fund X meets redemptions."
     assert await look.exists(key_of("Fund X meets redemptions.")) and await refs(db, "Fund X meets redemptions.") == 1
+    async with db.pool.acquire() as conn:
+        attempts = await conn.fetchval("SELECT count(*) FROM ledger WHERE run_id = $1", run_id)
+    assert attempts == (1 if with_read else 0)
+
+
+async def test_a_lease_taken_over_between_a_read_and_its_file_keeps_neither(
+    db: Database, stores: tuple[Blobs, Blobs]
+) -> None:
+    """The read's row is written under the lease; the lease passes to another attempt before the file's
+    index row is: the file is fenced out, and the read rolls back with it."""
+    blobs, _ = stores
+    repo = WorkerRuns()
+    run_id = await running_run(db, repo)
+    files = RunFiles(blobs, db, repo, run_id, 1)
+
+    async def read_then_taken_over(conn: asyncpg.Connection) -> bool:
+        held = await repo.append_ledger(conn, run_id=run_id, epoch=1, stage="read", ref=REF)
+        async with db.transaction() as other:
+            await other.execute("UPDATE runs SET lease_epoch = 2 WHERE id = $1", run_id)
+        return held
+
+    with pytest.raises(StaleLease):
+        await files.write("notes/report-a.md", "Report A.", with_record=read_then_taken_over)
+    async with db.pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM ledger WHERE run_id = $1", run_id) == 0
+        assert await repo.get_file(conn, run_id=run_id, path="notes/report-a.md") is None
+    assert await refs(db, "Report A.") == 0
 
 
 async def test_files_stored_per_run_still_read_back_and_go_with_their_release(
