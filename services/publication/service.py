@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import uuid
+from datetime import datetime
 
 import asyncpg
 
@@ -36,7 +37,12 @@ def _version(row: asyncpg.Record) -> c.PublicationVersion:
     return from_row(c.PublicationVersion, row)
 
 
-def _event(v: c.PublicationVersion, workspace_id: str | None, reason: str | None = None) -> c.VersionEvent:
+def _event(
+    v: c.PublicationVersion,
+    workspace_id: str | None,
+    reason: str | None = None,
+    evidence_since: datetime | None = None,
+) -> c.VersionEvent:
     return c.VersionEvent(
         id=v.id,
         version=v.version,
@@ -47,6 +53,7 @@ def _event(v: c.PublicationVersion, workspace_id: str | None, reason: str | None
         sources=v.sources,
         created_at=v.created_at,
         reason=reason,
+        evidence_since=evidence_since,
     )
 
 
@@ -111,7 +118,8 @@ class PublicationService:
             row = await publications.get_version(conn, id=pub_id, version=1)
             assert row is not None
             version = _version(row)
-            await enqueue(conn, c.EVT_COMMITTED, _event(version, req.workspace_id), scope=ctx.actor.scope)
+            event = _event(version, req.workspace_id, evidence_since=req.evidence_since)
+            await enqueue(conn, c.EVT_COMMITTED, event, scope=ctx.actor.scope)
         return version
 
     async def _replay_commit(

@@ -149,6 +149,7 @@ class Finisher:
             body=answer,
             workspace_id=self.run.workspace_id,
             run_id=self.run.id,
+            evidence_since=self.run.started_at,
             sources=sources,
             request_key=f"run:{self.run.id}",
         )

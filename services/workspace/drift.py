@@ -133,8 +133,10 @@ class DriftWatch:
         self, conn: asyncpg.Connection, drifts: ScopedDriftRepository, version: VersionEvent
     ) -> None:
         """Record what `version` cites (its refs held by the caller), and apply to it at once each change of a
-        cited ref made after it but handled before this event: the owners' events come in no order between one
-        another."""
+        cited ref made after its evidence was read but handled before this event: the owners' events come in no
+        order between one another. Its evidence was read from its run's start (`evidence_since`), or, for a
+        version a person wrote, from its own time. A change made before then was there to be seen: citing the
+        older version was a choice (a run told to read it), not a drift."""
         refs = cited(version)
         if not refs:
             return
@@ -146,7 +148,8 @@ class DriftWatch:
             refs=[r.model_dump() for r in refs],
         )
         citing = Ref(kind="publication", id=version.id, version=version.version)
-        changes = await drifts.changes_since(conn, refs=refs, cited_at=version.created_at)
+        read_from = version.evidence_since or version.created_at
+        changes = await drifts.changes_since(conn, refs=refs, cited_at=read_from)
         for ref, reason, new_version in changes:
             at = partial(operator.eq, ref.version)
             await self._detect(conn, drifts, ref.kind, ref.id, at, new_version, reason, only=citing)

@@ -81,8 +81,7 @@ class ScopedDriftRepository:
     ) -> list[tuple[Ref, DriftReason, int | None]]:
         """For each cited ref (with its version), in their order, the changes made after `cited_at` that concern
         that version, as (ref, reason, new version): the newest later version, its withdrawal, the ref's
-        retirement. One statement for all of them. A change made before was there to be seen when the version
-        was cited: citing an earlier version then was a choice (a run told to read it), not a drift."""
+        retirement. One statement for all of them."""
         rows = await conn.fetch(
             "SELECT r.n, c.reason, max(c.version) AS version"
             " FROM unnest($2::text[], $3::text[], $4::int[]) WITH ORDINALITY AS r(kind, id, version, n)"

@@ -65,6 +65,9 @@ class Claim(Model):
 
 class CommitRequest(NewPublication):
     run_id: str | None = Field(default=None, max_length=200)
+    # When the evidence that the sources name began to be read: a run's start. A change of a cited version
+    # made after it is a drift even when it came before the commit (services/workspace/drift.py).
+    evidence_since: datetime | None = None
     sources: list[Ref] = Field(default_factory=list, max_length=1000)
     # Makes a retried commit (a run's retried finish) return the first publication instead of a second.
     request_key: str | None = Field(default=None, min_length=1, max_length=200)
@@ -207,6 +210,8 @@ class VersionEvent(Model):
     sources: list[Ref]
     created_at: datetime
     reason: str | None = None
+    # The commit's `evidence_since` (a run's answer): its sources were read from then on.
+    evidence_since: datetime | None = None
 
 
 class DiffRequest(Model):

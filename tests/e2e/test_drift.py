@@ -9,6 +9,7 @@ import uuid
 import nats
 import pytest
 
+from tests.support.agent import Agent
 from tests.support.api import Api, probe
 from tests.support.cli import dossier
 from tests.support.documents import ANNOUNCEMENT, QUESTION, pdf
@@ -120,6 +121,35 @@ def test_a_new_announcement_version_drifts_once_with_one_checkpoint_question(api
     assert api.ok("GET", f"/v1/workspaces/{archived['id']}/drift")["items"] == []
     api.ok("DELETE", f"/v1/workspaces/{ws['id']}")
     assert api.http.get(drift_path).status_code == 404
+
+
+def test_a_version_that_comes_out_while_a_run_reads_the_one_before_drifts_its_answer(api: Api) -> None:
+    """An outside agent reads version 1; version 2 comes out (and is handled) before the agent finishes: the
+    answer, committed after the new version, still cites what changed under it, so it drifts."""
+    ws = api.workspace()
+    api.upload(pdf(ANNOUNCEMENT), "gates-notice", "gates-notice.pdf", ws["id"])
+    api.wait_catalog(ws["id"], 1)
+    run = api.start_run(ws["id"], "What did the board announce?", driver="external")
+    agent = Agent(api, run["id"], run["lease"]["token"])
+    [hit, *_] = agent.ok("GET", "/search", params={"q": "redemption gates"})["items"]
+    assert hit["ref"] == {"kind": "source", "id": "gates-notice", "version": 1}
+    agent.ok("POST", "/read", json={"ref": {"kind": "evidence", "id": hit["evidence_id"]}})
+
+    v2 = api.upload(pdf(NEW_ANNOUNCEMENT), "gates-notice", "gates-notice-v2.pdf")
+    assert (v2["version"], v2["status"]) == (2, "active")
+    drift_path = f"/v1/workspaces/{ws['id']}/drift"
+    assert api.ok("GET", drift_path)["items"] == []
+    answer = f"- The board introduces redemption gates of 10 percent per quarter (gates-notice@v1 {hit['locator']}).\n"
+    done = agent.ok("POST", "/finish", json={"answer": answer, "title": "The board's gates"})
+    assert done["status"] == "completed" and done["publication"] is not None
+
+    [drift] = probe(lambda: api.ok("GET", drift_path)["items"], timeout=60)
+    assert (drift["ref"], drift["new_version"], drift["reason"]) == (
+        {"kind": "source", "id": "gates-notice", "version": 1},
+        2,
+        "new_version",
+    )
+    assert drift["cited_by"] == [{"kind": "publication", "id": done["publication"]["id"], "version": 1}]
 
 
 TWO_PART = "Are redemptions suspended since the announcement, and what did the regulator say about swing pricing?"

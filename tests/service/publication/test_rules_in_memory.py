@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 
 import pytest
 
@@ -48,12 +49,16 @@ def announced(published: list[Event]) -> list[tuple[str, c.VersionEvent]]:
 
 async def test_a_commit_is_announced_once_with_what_it_cites(events: InMemoryEvents) -> None:
     who = actor()
-    v1 = await commit(events, who, workspace_id="ws_a", run_id="run_1", sources=[SOURCE], request_key="run_1:finish")
+    started = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)  # the run's start, when its reading began
+    v1 = await commit(
+        events, who, workspace_id="ws_a", run_id="run_1", sources=[SOURCE], request_key="run_1:finish",
+        evidence_since=started,
+    )  # fmt: skip
     published = await events.relay()
     [(kind, event)] = announced(published)
     assert kind == c.EVT_COMMITTED and published[0].scope == who.scope
-    assert (event.id, event.version, event.workspace_id, event.run_id, event.sources) == (
-        v1.id, 1, "ws_a", "run_1", [SOURCE])  # fmt: skip
+    assert (event.id, event.version, event.workspace_id, event.run_id, event.sources, event.evidence_since) == (
+        v1.id, 1, "ws_a", "run_1", [SOURCE], started)  # fmt: skip
     assert event.content_hash == sha256_text("Fund X is liquid.") == v1.content_hash and event.reason is None
 
     # The same request_key again is the same publication, and nothing new is announced.

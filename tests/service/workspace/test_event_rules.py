@@ -183,6 +183,36 @@ async def test_a_change_handled_before_the_citing_version_is_committed_still_dri
     assert len((await events.call(w.DRIFT, w.DriftRequest(workspace_id=ws), actor=who)).items) == 1
 
 
+@pytest.mark.parametrize(
+    "kind", ["source new version", "source retired", "publication revised", "publication withdrawn"]
+)
+async def test_a_change_made_while_a_run_read_drifts_its_answer_though_the_answer_came_after_it(
+    events: InMemoryEvents, who: Actor, kind: str
+) -> None:
+    """A run reads version 1, version 2 comes out, then the run commits its answer citing version 1: the
+    answer is newer than the change, but its evidence (`evidence_since`, the run's start) is older, so it
+    drifts. A run that started after the change was told to read version 1, and does not."""
+    ws = await workspace_of(events, who)
+    report_a = committed(ws, [], title="Report A")
+    event_type, payload, ref, reason, new_version = change_first(kind, report_a)
+    run_started = datetime.now(UTC)
+    await events.publish(event_type, payload, scope=who.scope)
+    await events.relay(follow=())
+    started_later = committed(ws, [ref], title="Report C", evidence_since=datetime.now(UTC))
+    await events.publish(p.EVT_COMMITTED, started_later, scope=who.scope)
+    assert [e.type for e in await events.relay(follow=())] == []
+    answer = committed(ws, [ref], title="Report B", evidence_since=run_started)
+    assert answer.created_at > run_started
+    await events.publish(p.EVT_COMMITTED, answer, scope=who.scope)
+    announced = await events.relay(follow=())
+    [drift] = (await events.call(w.DRIFT, w.DriftRequest(workspace_id=ws), actor=who)).items
+    answer_ref = Ref(kind="publication", id=answer.id, version=1)
+    assert (drift.ref, drift.new_version, drift.reason) == (ref, new_version, reason)
+    assert answer_ref in drift.cited_by  # beside Report C, which cites the same version too
+    [changed] = [w.CitationChanged.model_validate(e.data) for e in announced if e.type == w.EVT_CITATION_CHANGED]
+    assert (changed.publication, changed.ref, changed.reason) == (answer_ref, ref, reason)
+
+
 async def test_changes_and_citations_delivered_side_by_side_always_meet(events: InMemoryEvents, who: Actor) -> None:
     """A change and a citation of the same ref handled at the same moment, in two transactions: whichever
     commits second sees the other, so every citation is rechecked once. Twenty-four such transactions on
