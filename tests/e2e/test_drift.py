@@ -125,7 +125,8 @@ def test_a_new_announcement_version_drifts_once_with_one_checkpoint_question(api
 
 def test_a_version_that_comes_out_while_a_run_reads_the_one_before_drifts_its_answer(api: Api) -> None:
     """An outside agent reads version 1; version 2 comes out (and is handled) before the agent finishes: the
-    answer, committed after the new version, still cites what changed under it, so it drifts."""
+    answer, committed after the new version, still cites what changed under it, so it drifts and its claim
+    goes stale."""
     ws = api.workspace()
     api.upload(pdf(ANNOUNCEMENT), "gates-notice", "gates-notice.pdf", ws["id"])
     api.wait_catalog(ws["id"], 1)
@@ -150,6 +151,10 @@ def test_a_version_that_comes_out_while_a_run_reads_the_one_before_drifts_its_an
         "new_version",
     )
     assert drift["cited_by"] == [{"kind": "publication", "id": done["publication"]["id"], "version": 1}]
+    # And its claim goes stale, naming the version that came out.
+    claims = f"/v1/publications/{done['publication']['id']}/versions/1/claims"
+    [stale] = probe(lambda: [c["stale"] for c in api.ok("GET", claims)["items"] if c["stale"]], timeout=60)
+    assert (stale["reason"], stale["now"]) == ("new_version", {"kind": "source", "id": "gates-notice", "version": 2})
 
 
 TWO_PART = "Are redemptions suspended since the announcement, and what did the regulator say about swing pricing?"
