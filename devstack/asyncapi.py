@@ -21,6 +21,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, create_model
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
+from shared.batching import BATCH_HEADER, BATCH_MAX
 from shared.contracts.common import (
     STREAM_NAME,
     Actor,
@@ -71,6 +72,35 @@ HEALTH_REPLY_HEADERS: dict[str, Any] = {
     "required": ["correlation_id", "content-type"],
     "additionalProperties": False,
 }
+# A batch of requests on a batched subject (shared/batching.py), and its reply.
+BATCH_HEADERS: dict[str, Any] = {
+    "type": "object",
+    "description": "How many request envelopes the batch holds.",
+    "properties": {
+        BATCH_HEADER: {"type": "string", "pattern": "^[0-9]{1,3}$", "description": f"1 to {BATCH_MAX}."},
+    },
+    "required": [BATCH_HEADER],
+    "additionalProperties": False,
+}
+FRAMES = (
+    "{n} frames, each a 4-byte big-endian length and then one {what} exactly as it goes alone (JSON), in the "
+    "order of the requests."
+)
+
+
+def _batch_message(name: str, summary: str, payload: str, headers: dict[str, Any] | None) -> dict[str, Any]:
+    message: dict[str, Any] = {
+        "name": name,
+        "title": name,
+        "summary": summary,
+        "contentType": "application/octet-stream",
+        "payload": {"type": "string", "format": "binary", "description": payload},
+    }
+    if headers is not None:
+        message["headers"] = headers
+    return message
+
+
 EVENT_HEADERS: dict[str, Any] = {
     "type": "object",
     "description": "Set by the outbox relay (shared/outbox.py): the event's id, so the stream drops a second "
@@ -171,11 +201,30 @@ def build() -> dict[str, Any]:
             headers = HEALTH_REPLY_HEADERS if subject == health_subject(service) else None
             messages[answered] = _message(answered, reply, f"The reply to `{subject}`.", headers)
             inbox[answered] = {"$ref": f"#/components/messages/{answered}"}
+            requests = {"request": {"$ref": f"#/components/messages/{asked}"}}
+            replies = [{"$ref": f"#/channels/{INBOX}/messages/{answered}"}]
+            if subject.batched:
+                batch, batch_reply = f"{subject}.Batch", f"{subject}.BatchReply"
+                messages[batch] = _batch_message(
+                    batch,
+                    f"`{subject}` requests asked for together (shared/batching.py).",
+                    FRAMES.format(n=f"`{BATCH_HEADER}`", what=f"`{asked}`"),
+                    BATCH_HEADERS,
+                )
+                messages[batch_reply] = _batch_message(
+                    batch_reply,
+                    f"The replies to a `{batch}`; a batch that is not well framed gets one `{answered}` instead.",
+                    FRAMES.format(n="As many", what=f"`{answered}`"),
+                    None,
+                )
+                requests["batch"] = {"$ref": f"#/components/messages/{batch}"}
+                inbox[batch_reply] = {"$ref": f"#/components/messages/{batch_reply}"}
+                replies.append({"$ref": f"#/channels/{INBOX}/messages/{batch_reply}"})
             channels[subject.name] = {
                 "address": subject.name,
                 "title": subject.name,
                 "description": subject.description,
-                "messages": {"request": {"$ref": f"#/components/messages/{asked}"}},
+                "messages": requests,
                 "servers": [SERVER],
             }
             operations[subject.name] = {
@@ -184,11 +233,8 @@ def build() -> dict[str, Any]:
                 "summary": subject.description,
                 "description": f"The {service} service answers in its queue group `{service}`.",
                 "channel": {"$ref": f"#/channels/{subject}"},
-                "messages": [{"$ref": f"#/channels/{subject}/messages/request"}],
-                "reply": {
-                    "channel": {"$ref": f"#/channels/{INBOX}"},
-                    "messages": [{"$ref": f"#/channels/{INBOX}/messages/{answered}"}],
-                },
+                "messages": [{"$ref": f"#/channels/{subject}/messages/{name}"} for name in requests],
+                "reply": {"channel": {"$ref": f"#/channels/{INBOX}"}, "messages": replies},
                 "bindings": {"nats": {"queue": service, "bindingVersion": NATS_BINDING}},
             }
     channels[INBOX] = {

@@ -8,6 +8,7 @@ anything unexpected answers `internal` without a trace. Events are not served he
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -24,6 +25,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticSerializationError, to_json
 
 from shared import tracing
+from shared.batching import BATCH_HEADER, BadBatch, Batcher, batch_count, frames, unframe
 from shared.contracts.common import (
     Actor,
     BusReply,
@@ -141,6 +143,21 @@ async def dispatch(raw: bytes, subject: Subject[Any, Any], handler: Handler, ver
     fields = {"subject": subject, "outcome": code, "duration_ms": ms, "request_id": request_id, "scope": scope}
     HANDLED.write(subject, fields, "%s %s in %.2f ms", subject, code, ms, routine=code == "ok")
     return reply
+
+
+async def dispatch_batch(
+    raw: bytes, header: str, subject: Subject[Any, Any], handler: Handler, verifier: ProofVerifier
+) -> bytes:
+    """Each envelope of a batch (shared/batching.py) answered as `dispatch` answers one, the replies framed in
+    order; a batch that is not well framed is answered with one `invalid` reply, not framed."""
+    try:
+        count = batch_count(header)
+        parts = unframe(raw, count or 0)
+    except BadBatch as exc:
+        BUS_REQUESTS.labels(subject, "invalid").inc()
+        log.info("%s answered invalid: %s", subject, exc)
+        return _reply_error(Invalid("the batch is malformed", {"field": BATCH_HEADER, "problem": str(exc)}))
+    return frames(list(await asyncio.gather(*(dispatch(part, subject, handler, verifier) for part in parts))))
 
 
 async def _answer(
@@ -299,6 +316,8 @@ class BusClient:
         self._nc = nc
         self._timeout = timeout
         self._signer = signer
+        # Per batched subject and timeout, the requests waiting to go out together (shared/batching.py).
+        self._batchers: dict[tuple[str, float], Batcher] = {}
 
     async def call(self, subject: Subject[Q, R], data: Q, **how: Unpack[CallOptions]) -> R:
         """Ask the owner of `subject`; its reply's data as the subject's reply model. A refusal raises the
@@ -361,6 +380,20 @@ class BusClient:
         return await self._send(subject, service, body, timeout, None)
 
     async def _send(
+        self, subject: str, service: str, body: bytes, timeout: float | None, headers: dict[str, str] | None
+    ) -> bytes:
+        # A request with headers (the trace context) goes alone: a batch has one set of headers for all.
+        if headers is None and getattr(subject, "batched", False):
+            wait = timeout or self._timeout
+            batcher = self._batchers.get((subject, wait))
+            if batcher is None:
+                batcher = self._batchers[(subject, wait)] = Batcher(
+                    lambda data, how: self._send_one(subject, service, data, wait, how)
+                )
+            return await batcher.request(body)
+        return await self._send_one(subject, service, body, timeout, headers)
+
+    async def _send_one(
         self, subject: str, service: str, body: bytes, timeout: float | None, headers: dict[str, str] | None
     ) -> bytes:
         try:

@@ -21,7 +21,8 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
 from shared import tracing
-from shared.bus import EndpointSpec, dispatch
+from shared.batching import BATCH_HEADER, BadBatch, batch_count
+from shared.bus import EndpointSpec, dispatch, dispatch_batch
 from shared.proof import ProofVerifier
 
 log = logging.getLogger("dossier.serving")
@@ -46,6 +47,9 @@ class EndpointServer:
     Every request's proof of caller is checked by `verifier` before its handler runs (shared/proof.py).
     """
 
+    # The connection it serves on, from `start`.
+    _nc: NATS
+
     def __init__(self, specs: list[EndpointSpec], verifier: ProofVerifier):
         self._specs = specs
         self._verifier = verifier
@@ -53,6 +57,7 @@ class EndpointServer:
         self._in_flight: set[asyncio.Task[None]] = set()
 
     async def start(self, nc: NATS) -> None:
+        self._nc = nc
         for spec in self._specs:
             self._subscriptions.append(await nc.subscribe(spec.subject, queue=spec.queue, cb=self._receiver(spec)))
         # Live before the service says it serves: the request subjects and the health subscribers that
@@ -64,31 +69,45 @@ class EndpointServer:
 
         async def receive(msg: Msg) -> None:
             # nats-py awaits this callback before it hands over the subscription's next message: waiting
-            # for a slot here is the back-pressure, and the answer runs as its own task.
-            await slots.acquire()
-            task = asyncio.create_task(self._answer(spec, msg))
+            # for a slot here is the back-pressure, and the answer runs as its own task. A batch takes a
+            # slot for each of its requests, up to all of them.
+            batch = _batch_header(spec, msg)
+            taken = 1 if batch is None else max(1, min(_claimed(batch), spec.concurrency))
+            for _ in range(taken):
+                await slots.acquire()
+            task = asyncio.create_task(self._answer(spec, msg, batch))
             self._in_flight.add(task)
-            task.add_done_callback(finished)
+            task.add_done_callback(lambda done: finished(done, taken))
 
-        def finished(task: asyncio.Task[None]) -> None:
+        def finished(task: asyncio.Task[None], taken: int) -> None:
             self._in_flight.discard(task)
-            slots.release()
+            for _ in range(taken):
+                slots.release()
 
         return receive
 
-    async def _answer(self, spec: EndpointSpec, msg: Msg) -> None:
+    async def _answer(self, spec: EndpointSpec, msg: Msg, batch: str | None) -> None:
         if tracing.enabled():
             with tracing.consumer_span(spec.subject, msg.headers):
-                reply = await dispatch(msg.data, spec.subject, spec.handler, self._verifier)
+                reply = await self._reply(spec, msg.data, batch)
         else:
-            reply = await dispatch(msg.data, spec.subject, spec.handler, self._verifier)
+            reply = await self._reply(spec, msg.data, batch)
         if not msg.reply:
             return
         try:
-            await msg.respond(reply)
+            if batch is None:
+                await msg.respond(reply)
+            else:
+                # Not `respond`, which sends the request's headers back: a batch's reply carries none.
+                await self._nc.publish(msg.reply, reply)
         except Exception as exc:
             # The caller is gone or the connection is closing; its request times out as if never answered.
             log.warning("could not answer %s: %s", spec.subject, exc)
+
+    async def _reply(self, spec: EndpointSpec, data: bytes, batch: str | None) -> bytes:
+        if batch is None:
+            return await dispatch(data, spec.subject, spec.handler, self._verifier)
+        return await dispatch_batch(data, batch, spec.subject, spec.handler, self._verifier)
 
     async def stop(self, *, timeout: float) -> None:
         """Stop taking requests, answer the ones already received, never wait longer than `timeout`."""
@@ -104,3 +123,18 @@ class EndpointServer:
         except TimeoutError:
             log.warning("%d requests still in flight after %.0f s; leaving them", len(self._in_flight), timeout)
         self._subscriptions.clear()
+
+
+def _batch_header(spec: EndpointSpec, msg: Msg) -> str | None:
+    """The batch header of a request on a batched subject (shared/batching.py); None for one request alone."""
+    if not spec.subject.batched or not msg.headers:
+        return None
+    return msg.headers.get(BATCH_HEADER)
+
+
+def _claimed(header: str) -> int:
+    """The count a batch header claims, for its slots; a header that is no count is answered at once."""
+    try:
+        return batch_count(header) or 1
+    except BadBatch:
+        return 1

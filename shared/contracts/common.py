@@ -220,13 +220,22 @@ class Subject(str, Generic[Q, R]):
     # of caller for it (shared/natsauth.py, shared/proof.py). A health subject names none: every process
     # may ask its own, and the gateway asks every service's.
     callers: tuple[str, ...]
+    # Requests that wait at the same moment go out in one message (shared/batching.py).
+    batched: bool
 
     def __new__(
-        cls, name: str, request: type[Q], reply: type[R], description: str = "", *, callers: tuple[str, ...] = ()
+        cls,
+        name: str,
+        request: type[Q],
+        reply: type[R],
+        description: str = "",
+        *,
+        callers: tuple[str, ...] = (),
+        batched: bool = False,
     ) -> Subject[Q, R]:
         subject = super().__new__(cls, name)
         subject.request, subject.reply, subject.description = request, reply, description
-        subject.callers = callers
+        subject.callers, subject.batched = callers, batched
         return subject
 
     @property

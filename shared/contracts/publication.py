@@ -293,6 +293,7 @@ READ = Subject(
     PublicationVersion,
     "One exact version; with a run grant, only one the run was admitted with or found by its own search.",
     callers=("gateway", "runhost"),
+    batched=True,
 )
 RUN_SEARCH = Subject(
     "dossier.publication.run_search",

@@ -13,6 +13,7 @@ import jsonschema
 import nats
 from nats.errors import NoRespondersError
 
+from shared.batching import BATCH_HEADER, frames, unframe
 from shared.contracts.common import SERVICES
 from tests.support.api import Api
 from tests.support.asyncapi import COMMITTED, message
@@ -80,6 +81,12 @@ async def test_every_declared_subject_is_answered_with_a_reply_of_its_schema(sta
                 described = message(COMMITTED["operations"][subject]["reply"]["messages"][0]["$ref"])
                 check(json.loads(reply.data), described["payload"])
                 check_headers(reply.headers, described.get("headers"), f"the reply to {subject}")
+                if "batch" in COMMITTED["channels"][subject]["messages"]:
+                    # A batch of two such bodies: two replies of the same schema, framed.
+                    batch = await nc.request(subject, frames([b"{}", b"{}"]), headers={BATCH_HEADER: "2"}, timeout=30)
+                    for part in unframe(batch.data, 2):
+                        check(json.loads(part), described["payload"])
+                    check_headers(batch.headers, None, f"the reply to a batch of {subject}")
         finally:
             await nc.close()
     assert unanswered == []

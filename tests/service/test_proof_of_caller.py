@@ -26,6 +26,7 @@ from nacl.signing import SigningKey, VerifyKey
 from services.assets.app import create_app as create_assets
 from services.publication.app import create_app as create_publication
 from services.workspace.app import create_app as create_workspace
+from shared.batching import BATCH_HEADER, frames, unframe
 from shared.bus import BusClient
 from shared.contracts import assets, publication, workspace
 from shared.contracts.common import Actor, BusReply, Ref
@@ -305,6 +306,57 @@ async def test_a_taken_request_cannot_be_changed_or_used_twice(
         await nc.close()
 
 
+async def test_a_batch_taken_off_the_bus_vouches_for_nothing_else(
+    owners: dict[str, Any], infra: Infra, bus: BusClient
+) -> None:
+    """The victim's reads asked for together go in one message (shared/batching.py). A thief with the
+    publication password takes that message off the bus: each envelope in it still vouches for its own read
+    alone, once. Sent back with one payload swapped, that one is refused and the rest answered; sent back
+    again, each is refused as used, but for the one refused before."""
+    victim = BusClient(bus._nc, signer=infra.signer())
+    nc = await infra.connect("publication")
+    taken: list[nats.aio.msg.Msg] = []
+
+    async def steal(msg: nats.aio.msg.Msg) -> None:
+        taken.append(msg)
+
+    sub = await nc.subscribe(publication.READ, queue="publication", cb=steal)
+    await subscriptions_live(nc)
+    read = publication.ReadRequest(id=owners["publication_id"], version=1)
+    try:
+        for _ in range(20):
+            await asyncio.gather(
+                *(victim.call(publication.READ, read, actor=VICTIM, timeout=0.5) for _ in range(4)),
+                return_exceptions=True,
+            )
+            if taken:
+                break
+        else:
+            raise AssertionError("the queue group never handed the victim's batch to the thief")
+    finally:
+        await sub.unsubscribe()
+    stolen = taken[0]
+    assert stolen.headers == {BATCH_HEADER: "4"}
+    envelopes = [orjson.loads(part) for part in unframe(stolen.data, 4)]
+    swapped = [{**envelopes[0], "data": {"id": owners["other_publication_id"], "version": 1}}, *envelopes[1:]]
+
+    async def send_batch(items: list[dict[str, Any]]) -> list[BusReply]:
+        body = frames([orjson.dumps(item) for item in items])
+        raw = (await nc.request(publication.READ, body, headers={BATCH_HEADER: str(len(items))}, timeout=5)).data
+        return [BusReply.model_validate_json(part) for part in unframe(raw, len(items))]
+
+    try:
+        first = await send_batch(swapped)
+        assert first[0].error is not None and first[0].error.code == "forbidden", first[0]
+        assert "another payload" in first[0].error.message
+        assert all(r.ok and r.data["body"] == "the victim's report" for r in first[1:]), first
+        again = await send_batch(envelopes)
+        assert again[0].ok and again[0].data["body"] == "the victim's report", again[0]
+        assert all(r.error is not None and "already used" in r.error.message for r in again[1:]), again
+    finally:
+        await nc.close()
+
+
 async def test_a_request_taken_from_a_batch_vouches_for_nothing_else(
     owners: dict[str, Any], infra: Infra, bus: BusClient
 ) -> None:
@@ -324,8 +376,10 @@ async def test_a_request_taken_from_a_batch_vouches_for_nothing_else(
     read = {"id": owners["publication_id"], "version": 1}
     try:
         for _ in range(20):
+            # By the subject's plain name, each read goes in a message of its own (a batch of messages is
+            # test_a_batch_taken_off_the_bus_vouches_for_nothing_else's), so the queue group shares them out.
             answers = await asyncio.gather(
-                *(victim.call_raw(publication.READ, read, actor=VICTIM, timeout=0.5) for _ in range(8)),
+                *(victim.call_raw(publication.READ.name, read, actor=VICTIM, timeout=0.5) for _ in range(8)),
                 return_exceptions=True,
             )
             if taken:

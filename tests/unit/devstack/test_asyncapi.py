@@ -17,6 +17,7 @@ from pydantic import BaseModel
 
 from devstack import asyncapi
 from shared import tracing
+from shared.batching import BATCH_HEADER
 from shared.bus import described_endpoints
 from shared.contracts import artifact, common, gateway, mcp, registry
 from shared.contracts.common import SERVICES, EventType, Subject, health_subject
@@ -109,6 +110,10 @@ def test_the_headers_are_the_ones_the_code_sends() -> None:
     for name, message in COMMITTED["components"]["messages"].items():
         if name.endswith(".Request"):
             assert message["headers"] == asyncapi.REQUEST_HEADERS, name
+        elif name.endswith(".Batch"):
+            assert message["headers"] == asyncapi.BATCH_HEADERS, name
+        elif name.endswith(".BatchReply"):
+            assert "headers" not in message, name
         elif name in health:
             assert message["headers"] == asyncapi.HEALTH_REPLY_HEADERS, name
         elif name.endswith(".Reply"):
@@ -116,6 +121,19 @@ def test_the_headers_are_the_ones_the_code_sends() -> None:
         else:
             assert message["headers"] == asyncapi.EVENT_HEADERS, name
     assert set(asyncapi.REQUEST_HEADERS["properties"]) == {"traceparent", "tracestate", "baggage"}
+    assert asyncapi.BATCH_HEADERS["required"] == [BATCH_HEADER]
+
+
+def test_a_batched_subject_and_only_one_describes_its_batch() -> None:
+    batched = {s.name for subjects in registry.contract_subjects().values() for s in subjects if s.batched}
+    assert "dossier.publication.read" in batched
+    for name, channel in COMMITTED["channels"].items():
+        if name in batched:
+            assert set(channel["messages"]) == {"request", "batch"}, name
+            replies = [m["$ref"].rsplit("/", 1)[1] for m in COMMITTED["operations"][name]["reply"]["messages"]]
+            assert replies == [f"{name}.Reply", f"{name}.BatchReply"]
+        elif name != asyncapi.INBOX and "request" in channel["messages"]:
+            assert set(channel["messages"]) == {"request"}, name
     assert asyncapi.EVENT_HEADERS["required"] == ["Nats-Msg-Id"]
 
 
