@@ -25,7 +25,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticSerializationError, to_json
 
 from shared import tracing
-from shared.batching import BATCH_HEADER, BadBatch, Batcher, batch_count, frames, unframe
+from shared.batching import BATCH_HEADER, BadBatch, Batcher, batch_count, fitted, frames, unframe
 from shared.contracts.common import (
     Actor,
     BusReply,
@@ -146,10 +146,11 @@ async def dispatch(raw: bytes, subject: Subject[Any, Any], handler: Handler, ver
 
 
 async def dispatch_batch(
-    raw: bytes, header: str, subject: Subject[Any, Any], handler: Handler, verifier: ProofVerifier
+    raw: bytes, header: str, subject: Subject[Any, Any], handler: Handler, verifier: ProofVerifier, *, limit: int
 ) -> bytes:
     """Each envelope of a batch (shared/batching.py) answered as `dispatch` answers one, the replies framed in
-    order; a batch that is not well framed is answered with one `invalid` reply, not framed."""
+    order within `limit` bytes (those left out empty); a batch that is not well framed is answered with one
+    `invalid` reply, not framed."""
     try:
         count = batch_count(header)
         parts = unframe(raw, count or 0)
@@ -157,7 +158,8 @@ async def dispatch_batch(
         BUS_REQUESTS.labels(subject, "invalid").inc()
         log.info("%s answered invalid: %s", subject, exc)
         return _reply_error(Invalid("the batch is malformed", {"field": BATCH_HEADER, "problem": str(exc)}))
-    return frames(list(await asyncio.gather(*(dispatch(part, subject, handler, verifier) for part in parts))))
+    replies = await asyncio.gather(*(dispatch(part, subject, handler, verifier) for part in parts))
+    return frames(fitted(list(replies), limit))
 
 
 async def _answer(
@@ -355,45 +357,48 @@ class BusClient:
         actor, timeout = how["actor"], how.get("timeout")
         request_id = request_id_var.get() or new_request_id()
         grant = how.get("grant")
-        proof = (
-            await self._signer.prove_batched(subject, actor, request_id, data=payload, grant=grant)
-            if self._signer is not None
-            else None
-        )
-        envelope = {
-            "actor": actor.model_dump(),
-            "proof": proof,
-            "grant": grant,
-            "request_id": request_id,
-            "data": payload,
-        }
-        try:
-            # The receiver validates the envelope; building a model here only to encode it cost a read a tenth
-            # of its client-side time.
-            body = orjson.dumps(envelope)
-        except TypeError:
-            body = _encode_envelope(envelope)
+
+        async def envelope() -> bytes:
+            """The envelope, with a proof of its own (single use: a request asked again needs another)."""
+            proof = (
+                await self._signer.prove_batched(subject, actor, request_id, data=payload, grant=grant)
+                if self._signer is not None
+                else None
+            )
+            fields = {
+                "actor": actor.model_dump(),
+                "proof": proof,
+                "grant": grant,
+                "request_id": request_id,
+                "data": payload,
+            }
+            try:
+                # The receiver validates the envelope; building a model here only to encode it cost a read a
+                # tenth of its client-side time.
+                return orjson.dumps(fields)
+            except TypeError:
+                return _encode_envelope(fields)
+
+        body = await envelope()
         service = subject.split(".")[1] if subject.count(".") >= 2 else subject
         if tracing.enabled():
             with tracing.client_span(subject):
                 return await self._send(subject, service, body, timeout, tracing.inject_headers())
+        # A request of a batched subject (its requests have no effect) goes with those made at the same moment.
+        if getattr(subject, "batched", False):
+            return await self._batched(subject, service, timeout).request(body, envelope)
         return await self._send(subject, service, body, timeout, None)
 
-    async def _send(
-        self, subject: str, service: str, body: bytes, timeout: float | None, headers: dict[str, str] | None
-    ) -> bytes:
-        # A request with headers (the trace context) goes alone: a batch has one set of headers for all.
-        if headers is None and getattr(subject, "batched", False):
-            wait = timeout or self._timeout
-            batcher = self._batchers.get((subject, wait))
-            if batcher is None:
-                batcher = self._batchers[(subject, wait)] = Batcher(
-                    lambda data, how: self._send_one(subject, service, data, wait, how)
-                )
-            return await batcher.request(body)
-        return await self._send_one(subject, service, body, timeout, headers)
+    def _batched(self, subject: str, service: str, timeout: float | None) -> Batcher:
+        wait = timeout or self._timeout
+        batcher = self._batchers.get((subject, wait))
+        if batcher is None:
+            batcher = self._batchers[(subject, wait)] = Batcher(
+                lambda data, headers: self._send(subject, service, data, wait, headers)
+            )
+        return batcher
 
-    async def _send_one(
+    async def _send(
         self, subject: str, service: str, body: bytes, timeout: float | None, headers: dict[str, str] | None
     ) -> bytes:
         try:

@@ -107,7 +107,7 @@ class EndpointServer:
     async def _reply(self, spec: EndpointSpec, data: bytes, batch: str | None) -> bytes:
         if batch is None:
             return await dispatch(data, spec.subject, spec.handler, self._verifier)
-        return await dispatch_batch(data, batch, spec.subject, spec.handler, self._verifier)
+        return await dispatch_batch(data, batch, spec.subject, spec.handler, self._verifier, limit=self._nc.max_payload)
 
     async def stop(self, *, timeout: float) -> None:
         """Stop taking requests, answer the ones already received, never wait longer than `timeout`."""

@@ -220,7 +220,8 @@ class Subject(str, Generic[Q, R]):
     # of caller for it (shared/natsauth.py, shared/proof.py). A health subject names none: every process
     # may ask its own, and the gateway asks every service's.
     callers: tuple[str, ...]
-    # Requests that wait at the same moment go out in one message (shared/batching.py).
+    # Requests that wait at the same moment go out in one message (shared/batching.py). Only for requests that
+    # change nothing: one whose reply does not fit its batch's message is asked for again.
     batched: bool
 
     def __new__(

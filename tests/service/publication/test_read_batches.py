@@ -108,6 +108,24 @@ async def test_more_reads_than_a_batch_holds_go_in_several(
     assert sorted(int((m.headers or {}).get(BATCH_HEADER, 1)) for m in spy) == [3, BATCH_MAX]
 
 
+async def test_replies_too_large_for_one_message_are_sent_in_part_and_the_rest_asked_for_alone(
+    publication: PublicationSettings, bus: BusClient, spy: list[nats.aio.msg.Msg]
+) -> None:
+    """Twelve reads of a body near the size limit do not fit one message of the server's max_payload: the
+    owner answers what fits and leaves the rest out, and those are asked for again, one message each."""
+    who = someone()
+    body = "x" * (publication.max_body_bytes - 100)
+    pub = await commit(bus, who, body)
+    assert 12 * len(body) > bus._nc.max_payload
+    spy.clear()
+    answers = await asyncio.gather(*(bus.call(c.READ, read(pub), actor=who) for _ in range(12)))
+    assert all(x.body == body for x in answers)
+    await asyncio.sleep(0.2)
+    assert spy[0].headers == {BATCH_HEADER: "12"}
+    alone = [m for m in spy[1:] if not m.headers]
+    assert len(alone) == len(spy) - 1 and 0 < len(alone) < 12, [m.headers for m in spy]
+
+
 def forged_batches(envelope: bytes) -> dict[str, tuple[dict[str, str], bytes]]:
     return {
         "a count that is no number": ({BATCH_HEADER: "two"}, frames([envelope, envelope])),
