@@ -95,11 +95,9 @@ class EndpointServer:
         if not msg.reply:
             return
         try:
-            if batch is None:
-                await msg.respond(reply)
-            else:
-                # Not `respond`, which sends the request's headers back: a batch's reply carries none.
-                await self._nc.publish(msg.reply, reply)
+            # Not `msg.respond`, which sends the request's headers back (a batch's count, a trace's context):
+            # a reply carries none (docs/asyncapi.json).
+            await self._nc.publish(msg.reply, reply)
         except Exception as exc:
             # The caller is gone or the connection is closing; its request times out as if never answered.
             log.warning("could not answer %s: %s", spec.subject, exc)
