@@ -240,6 +240,9 @@ class OutboxRelay:
 
     async def _relay_forever(self) -> None:
         while True:
+            # Cleared before the flush looks: a commit notified during this round (after the flush, while the lag
+            # is measured) keeps the event set, and the next round starts at once instead of after the idle poll.
+            self._wake.clear()
             try:
                 published = await self.flush()
             except asyncio.CancelledError:
@@ -253,7 +256,6 @@ class OutboxRelay:
             with contextlib.suppress(asyncpg.PostgresError, OSError):
                 await self.measure_lag()
             await self._prune_when_due()
-            self._wake.clear()
             await wait_event(self._wake, self._idle)
 
 

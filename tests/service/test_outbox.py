@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import asyncpg
@@ -15,7 +17,8 @@ from shared.bus import BusClient
 from shared.contracts import publication as c
 from shared.contracts.common import STREAM_NAME, Actor, Event, EventType, Model, event_subject
 from shared.db import Database
-from shared.outbox import OutboxRelay, consume
+from shared.outbox import OutboxRelay, consume, enqueue
+from shared.streams import ensure_stream
 from tests.support.databases import listener_session
 from tests.support.infra import Infra
 from tests.support.probe import probe_until
@@ -135,9 +138,6 @@ async def test_relay_publishing_twice_is_deduplicated_by_message_id(infra: Infra
     await db.connect()
     nc = await infra.connect()
     try:
-        from shared.outbox import enqueue
-        from shared.streams import ensure_stream
-
         await ensure_stream(nc)
         scope = f"s{uuid.uuid4().hex[:8]}"
         async with db.transaction() as conn:
@@ -172,8 +172,6 @@ async def test_enqueue_rolls_back_with_the_change(infra: Infra, n: int) -> None:
     db = Database(infra.dsn(f"rollback_{uuid.uuid4().hex[:8]}"))
     await db.connect()
     try:
-        from shared.outbox import enqueue
-
         with pytest.raises(RuntimeError):
             async with db.transaction() as conn:
                 for i in range(n):
@@ -192,9 +190,6 @@ async def test_two_relays_publish_each_event_once_in_commit_order(infra: Infra) 
     nc = await infra.connect()
     relays: list[asyncio.Task[None]] = []
     try:
-        from shared.outbox import enqueue
-        from shared.streams import ensure_stream
-
         await ensure_stream(nc)
         kind = EventType(f"test.relayed_{uuid.uuid4().hex[:8]}", Counted, "a test's")
         committed: list[str] = []
@@ -231,9 +226,6 @@ async def test_published_rows_are_deleted_after_the_keep_period_and_others_stay(
     await db.connect()
     nc = await infra.connect()
     try:
-        from shared.outbox import enqueue
-        from shared.streams import ensure_stream
-
         await ensure_stream(nc)
         kind = EventType(f"test.pruned_{uuid.uuid4().hex[:8]}", Counted, "a test's")
         ids = []
@@ -261,40 +253,90 @@ async def test_published_rows_are_deleted_after_the_keep_period_and_others_stay(
         await db.close()
 
 
+@contextlib.asynccontextmanager
+async def relay_setting(infra: Infra, name: str) -> AsyncIterator[tuple[Database, nats.NATS, EventType[Counted]]]:
+    """A database of its own for a relay, a NATS connection with the event stream, and an event kind."""
+    db = Database(infra.dsn(f"{name}_{uuid.uuid4().hex[:8]}"))
+    await db.connect()
+    nc = await infra.connect()
+    try:
+        await ensure_stream(nc)
+        yield db, nc, EventType(f"test.{name}_{uuid.uuid4().hex[:8]}", Counted, "a test's")
+    finally:
+        await nc.close()
+        await db.close()
+
+
+async def published(db: Database, event_id: str) -> None:
+    """Waits (10 s at most) until the relay has published the outbox's event `event_id`."""
+
+    async def done() -> bool:
+        async with db.pool.acquire() as conn:
+            return bool(await conn.fetchval("SELECT published_at FROM outbox WHERE id = $1", event_id))
+
+    await probe_until(done, timeout=10)
+
+
+async def stopped(task: asyncio.Task[None] | None) -> None:
+    if task is not None:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
 async def test_a_relay_whose_listening_session_ends_is_woken_by_the_next_commit(infra: Infra) -> None:
     """After its session for NOTIFY ends (PostgreSQL restarted, an operator's terminate), a relay still
     relays a commit at once, not at its next idle poll (here a minute away)."""
-    db = Database(infra.dsn(f"relisten_{uuid.uuid4().hex[:8]}"))
-    await db.connect()
-    nc = await infra.connect()
     relay: asyncio.Task[None] | None = None
-    try:
-        from shared.outbox import enqueue
-        from shared.streams import ensure_stream
+    async with relay_setting(infra, "relisten") as (db, nc, kind):
+        try:
 
-        await ensure_stream(nc)
-        kind = EventType(f"test.relisten_{uuid.uuid4().hex[:8]}", Counted, "a test's")
+            async def committed_and_relayed(n: int) -> None:
+                async with db.transaction() as conn:
+                    event = await enqueue(conn, kind, Counted(n=n), scope="s")
+                await published(db, event.id)
 
-        async def committed_and_relayed(n: int) -> None:
+            relay = asyncio.create_task(OutboxRelay(db, nc, idle_seconds=60).run())
+            first = await probe_until(lambda: listener_session(db), timeout=30)
+            await committed_and_relayed(1)
+            async with db.pool.acquire() as conn:
+                assert await conn.fetchval("SELECT pg_terminate_backend($1, 5000)", first)
+            await probe_until(lambda: listener_session(db), timeout=30)
+            await committed_and_relayed(2)
+        finally:
+            await stopped(relay)
+
+
+class HeldLag(OutboxRelay):
+    """A relay whose lag measure (the step after a flush that found nothing) waits for the test's word."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.measuring, self.go_on = asyncio.Event(), asyncio.Event()
+
+    async def measure_lag(self) -> None:
+        self.measuring.set()
+        await self.go_on.wait()
+        await super().measure_lag()
+
+    async def woken(self) -> bool:
+        return self._wake.is_set()
+
+
+async def test_a_commit_notified_while_the_relay_finishes_a_round_is_relayed_at_once(infra: Infra) -> None:
+    """A commit whose notification arrives after the relay's flush looked, while the round goes on, starts
+    the next round at once: it does not wait out the idle poll (here a minute)."""
+    relay_task: asyncio.Task[None] | None = None
+    async with relay_setting(infra, "midround") as (db, nc, kind):
+        try:
+            relay = HeldLag(db, nc, idle_seconds=60)
+            relay_task = asyncio.create_task(relay.run())
+            await probe_until(lambda: listener_session(db), timeout=30)
+            async with asyncio.timeout(10):
+                await relay.measuring.wait()  # the first round's flush found nothing
             async with db.transaction() as conn:
-                event = await enqueue(conn, kind, Counted(n=n), scope="s")
-
-            async def published() -> bool:
-                async with db.pool.acquire() as conn:
-                    return bool(await conn.fetchval("SELECT published_at FROM outbox WHERE id = $1", event.id))
-
-            await probe_until(published, timeout=10)
-
-        relay = asyncio.create_task(OutboxRelay(db, nc, idle_seconds=60).run())
-        first = await probe_until(lambda: listener_session(db), timeout=10)
-        await committed_and_relayed(1)
-        async with db.pool.acquire() as conn:
-            assert await conn.fetchval("SELECT pg_terminate_backend($1, 5000)", first)
-        await probe_until(lambda: listener_session(db), timeout=10)
-        await committed_and_relayed(2)
-    finally:
-        if relay is not None:
-            relay.cancel()
-            await asyncio.gather(relay, return_exceptions=True)
-        await nc.close()
-        await db.close()
+                event = await enqueue(conn, kind, Counted(n=1), scope="s")
+            await probe_until(relay.woken, timeout=10)
+            relay.go_on.set()
+            await published(db, event.id)
+        finally:
+            await stopped(relay_task)

@@ -29,9 +29,12 @@ def migrated_database(service: str, migrations: Path) -> Callable[..., Any]:
 
 
 async def listener_session(db: Database) -> int | None:
-    """The session of `db`'s database whose last statement was a LISTEN (`Database.listening`), if any."""
+    """The session of `db`'s database that listens (`Database.listening`): its last statement was a LISTEN,
+    and it is done. PostgreSQL shows a statement from its start, so a session still running its LISTEN would
+    not yet hear a NOTIFY sent now."""
     async with db.pool.acquire() as conn:
         pid = await conn.fetchval(
-            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN %'"
+            "SELECT pid FROM pg_stat_activity"
+            " WHERE datname = current_database() AND query LIKE 'LISTEN %' AND state = 'idle'"
         )
     return int(pid) if pid is not None else None
