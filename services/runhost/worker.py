@@ -63,6 +63,8 @@ class Worker:
     async def _claim_forever(self) -> None:
         while True:
             await self._slots.acquire()
+            # Cleared before the claim looks: a run admitted while it looks keeps the event set for the next claim.
+            self._wake.clear()
             try:
                 run = await self._claim()
             except (OSError, asyncpg.PostgresError) as exc:
@@ -71,7 +73,6 @@ class Worker:
                 run = None
             if run is None:
                 self._slots.release()
-                self._wake.clear()
                 await wait_event(self._wake, self.settings.run_poll_seconds)
                 continue
             task = asyncio.create_task(self._execute_in_slot(run))
