@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from devstack.procs import can_listen, free_port
+from devstack.procs import can_listen, free_port, reserve
 
 PORTS_FILE = Path("nats") / "ports.json"
 
@@ -25,6 +25,7 @@ def nats_client_ports(home: Path, env: dict[str, str], nodes: int) -> list[int]:
     ports = list(kept[:nodes])
     if wanted:
         ports[:1] = [int(wanted)]
+    reserve(ports)
     while len(ports) < nodes:
         port = free_port()
         if port not in ports:

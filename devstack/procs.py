@@ -3,10 +3,12 @@ scripts beside this interpreter. Supervision itself is shared/children.py."""
 
 from __future__ import annotations
 
+import collections
+import errno
 import random
 import socket
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 
@@ -46,6 +48,29 @@ def _bindable(port: int) -> bool:
 # port offered twice (both draws still bindable) would go to two servers, and the second one never starts.
 _offered: set[int] = set()
 
+# The same holds between processes (`make test` runs three sessions at once, each starting stacks): an offered
+# port is also claimed by binding an abstract UNIX socket named after it, which no other process can bind
+# while this one holds it, and which the kernel lets go when this process ends (a crash leaves nothing
+# behind). A process holds its latest claims only: a server binds its port seconds after the offer.
+CLAIM_NAME = "\0dossier-port-{}"
+CLAIMS_HELD = 64
+_claims: collections.deque[socket.socket] = collections.deque()
+
+
+def _claim(port: int) -> bool:
+    """Claims `port` for this process; false when another process holds its claim. Where a claim cannot be
+    made at all (no abstract sockets), nothing is claimed and the port counts as free."""
+    claim = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        claim.bind(CLAIM_NAME.format(port))
+    except OSError as exc:
+        claim.close()
+        return exc.errno != errno.EADDRINUSE
+    _claims.append(claim)
+    while len(_claims) > CLAIMS_HELD:
+        _claims.popleft().close()
+    return True
+
 
 def _draws() -> Iterator[int]:
     """Candidate ports: below the ephemeral range where it leaves room, then whatever the kernel gives."""
@@ -61,10 +86,20 @@ def _draws() -> Iterator[int]:
 
 
 def free_port() -> int:
-    """A port nothing listens on and this process has not offered before, for a server to bind soon."""
-    port = next(port for port in _draws() if port not in _offered and _bindable(port))
+    """A port nothing listens on, that this process has not offered before and that no other process offered
+    lately, for a server to bind soon."""
+    port = next(port for port in _draws() if port not in _offered and _bindable(port) and _claim(port))
     _offered.add(port)
     return port
+
+
+def reserve(ports: Iterable[int]) -> None:
+    """Ports set for a stack's servers (in its settings, or kept in its home): never drawn for another of them,
+    and claimed against other processes where none claimed them first."""
+    for port in ports:
+        if port not in _offered:
+            _claim(port)
+            _offered.add(port)
 
 
 def can_listen(port: int) -> bool:

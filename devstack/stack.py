@@ -39,7 +39,7 @@ from devstack.infra import (
 )
 from devstack.logfiles import LogRotation
 from devstack.natsports import nats_client_ports
-from devstack.procs import can_listen, free_port, port_open
+from devstack.procs import can_listen, free_port, port_open, reserve
 from devstack.scale import STREAM_DECLARER, count_setting, process_name
 from devstack.scrape import metrics_urls, write_targets
 from shared.children import Child, service_of, wait_until, worker_name, write_pid
@@ -227,12 +227,15 @@ class Stack:
     def choose_ports(self) -> None:
         """Every server's port, before any process starts: the services are started with them."""
         self._check_http_ports()
-        self.metrics_ports = {proc: free_port() for service, proc in self.processes if service != "gateway"}
+        # The ports set for this stack first, so that no other server of it is given one of them.
+        reserve(self.gateway_ports.values())
+        reserve(int(self.env[name]) for name in ("DOSSIER_PG_PORT", "DOSSIER_S3_PORT") if self.env.get(name))
         # Kept in the home across restarts, so outside subscribers' nats/events.json stays valid.
         client_ports = nats_client_ports(self.home, self.env, self.nats_nodes)
         self.nats_port = client_ports[0]
         self.pg_port = _port(self.env, "DOSSIER_PG_PORT")
         self.s3_port = _port(self.env, "DOSSIER_S3_PORT")
+        self.metrics_ports = {proc: free_port() for service, proc in self.processes if service != "gateway"}
         # A cluster's nodes: (client port, route port) each, the first node on DOSSIER_NATS_PORT.
         self.nats_node_ports = [(self.nats_port, 0)]
         if self.nats_nodes > 1:
