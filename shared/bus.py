@@ -25,7 +25,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticSerializationError, to_json
 
 from shared import tracing
-from shared.batching import BATCH_HEADER, BadBatch, Batcher, batch_count, fitted, frames, unframe
+from shared.batching import BATCH_HEADER, BadBatch, Batcher, fitted, frames, unframe
 from shared.contracts.common import (
     Actor,
     BusReply,
@@ -146,14 +146,21 @@ async def dispatch(raw: bytes, subject: Subject[Any, Any], handler: Handler, ver
 
 
 async def dispatch_batch(
-    raw: bytes, header: str, subject: Subject[Any, Any], handler: Handler, verifier: ProofVerifier, *, limit: int
+    raw: bytes,
+    count: int | BadBatch,
+    subject: Subject[Any, Any],
+    handler: Handler,
+    verifier: ProofVerifier,
+    *,
+    limit: int,
 ) -> bytes:
     """Each envelope of a batch (shared/batching.py) answered as `dispatch` answers one, the replies framed in
-    order within `limit` bytes (those left out empty); a batch that is not well framed is answered with one
-    `invalid` reply, not framed."""
+    order within `limit` bytes (those left out empty); a batch that is not well framed, or whose header
+    (`count`, read on arrival) is no count, is answered with one `invalid` reply, not framed."""
     try:
-        count = batch_count(header)
-        parts = unframe(raw, count or 0)
+        if isinstance(count, BadBatch):
+            raise count
+        parts = unframe(raw, count)
     except BadBatch as exc:
         BUS_REQUESTS.labels(subject, "invalid").inc()
         log.info("%s answered invalid: %s", subject, exc)

@@ -71,8 +71,9 @@ class EndpointServer:
             # nats-py awaits this callback before it hands over the subscription's next message: waiting
             # for a slot here is the back-pressure, and the answer runs as its own task. A batch takes a
             # slot for each of its requests, up to all of them.
-            batch = _batch_header(spec, msg)
-            taken = 1 if batch is None else max(1, min(_claimed(batch), spec.concurrency))
+            batch = _batch_count(spec, msg)
+            taken = batch if isinstance(batch, int) else 1
+            taken = max(1, min(taken, spec.concurrency))
             for _ in range(taken):
                 await slots.acquire()
             task = asyncio.create_task(self._answer(spec, msg, batch))
@@ -86,7 +87,7 @@ class EndpointServer:
 
         return receive
 
-    async def _answer(self, spec: EndpointSpec, msg: Msg, batch: str | None) -> None:
+    async def _answer(self, spec: EndpointSpec, msg: Msg, batch: int | BadBatch | None) -> None:
         if tracing.enabled():
             with tracing.consumer_span(spec.subject, msg.headers):
                 reply = await self._reply(spec, msg.data, batch)
@@ -102,7 +103,7 @@ class EndpointServer:
             # The caller is gone or the connection is closing; its request times out as if never answered.
             log.warning("could not answer %s: %s", spec.subject, exc)
 
-    async def _reply(self, spec: EndpointSpec, data: bytes, batch: str | None) -> bytes:
+    async def _reply(self, spec: EndpointSpec, data: bytes, batch: int | BadBatch | None) -> bytes:
         if batch is None:
             return await dispatch(data, spec.subject, spec.handler, self._verifier)
         return await dispatch_batch(data, batch, spec.subject, spec.handler, self._verifier, limit=self._nc.max_payload)
@@ -123,16 +124,13 @@ class EndpointServer:
         self._subscriptions.clear()
 
 
-def _batch_header(spec: EndpointSpec, msg: Msg) -> str | None:
-    """The batch header of a request on a batched subject (shared/batching.py); None for one request alone."""
+def _batch_count(spec: EndpointSpec, msg: Msg) -> int | BadBatch | None:
+    """The count of a request's batch header on a batched subject (shared/batching.py), read once: for the
+    batch's slots and its answer. None for one request alone; the BadBatch of a header that is no count, which
+    takes one slot and is answered `invalid` at once."""
     if not spec.subject.batched or not msg.headers:
         return None
-    return msg.headers.get(BATCH_HEADER)
-
-
-def _claimed(header: str) -> int:
-    """The count a batch header claims, for its slots; a header that is no count is answered at once."""
     try:
-        return batch_count(header) or 1
-    except BadBatch:
-        return 1
+        return batch_count(msg.headers.get(BATCH_HEADER))
+    except BadBatch as exc:
+        return exc
