@@ -361,7 +361,7 @@ class BusClient:
         # Only the fields the caller set: the owner fills in the same defaults, and can tell an omitted field
         # from one set to its default (an omitted checkpoint summary keeps the current one, a null clears it).
         payload = data.model_dump(mode="json", exclude_unset=True) if isinstance(data, BaseModel) else (data or {})
-        actor, timeout = how["actor"], how.get("timeout")
+        actor, timeout = how["actor"], how.get("timeout") or self._timeout
         request_id = request_id_var.get() or new_request_id()
         grant = how.get("grant")
 
@@ -396,20 +396,19 @@ class BusClient:
             return await self._batched(subject, service, timeout).request(body, envelope)
         return await self._send(subject, service, body, timeout, None)
 
-    def _batched(self, subject: str, service: str, timeout: float | None) -> Batcher:
-        wait = timeout or self._timeout
-        batcher = self._batchers.get((subject, wait))
+    def _batched(self, subject: str, service: str, timeout: float) -> Batcher:
+        batcher = self._batchers.get((subject, timeout))
         if batcher is None:
-            batcher = self._batchers[(subject, wait)] = Batcher(
-                lambda data, headers: self._send(subject, service, data, wait, headers)
+            batcher = self._batchers[(subject, timeout)] = Batcher(
+                lambda data, headers: self._send(subject, service, data, timeout, headers)
             )
         return batcher
 
     async def _send(
-        self, subject: str, service: str, body: bytes, timeout: float | None, headers: dict[str, str] | None
+        self, subject: str, service: str, body: bytes, timeout: float, headers: dict[str, str] | None
     ) -> bytes:
         try:
-            msg = await self._nc.request(subject, body, timeout=timeout or self._timeout, headers=headers)
+            msg = await self._nc.request(subject, body, timeout=timeout, headers=headers)
         except NoRespondersError as exc:
             BUS_CALLS.labels(subject, "unreachable").inc()
             raise Unreachable(f"the {service} service is not answering", {"service": service}) from exc
