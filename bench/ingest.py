@@ -152,7 +152,7 @@ def ingest_benchmark(stacks: dict[str, Ingesting], split_dsn: str) -> None:
     # A warm-up upload on each, so that the first measured one does not pay for connection set-up.
     for stack in stacks.values():
         stack.upload(big_pdf(PAGES, seed=0), "warm-up")
-        time.sleep(SETTLE_SECONDS)
+        stack.settle()
         stack.clear()
     raw: list[float] = []
     timed: dict[str, list[float]] = {"single": [], "split": []}
@@ -230,7 +230,7 @@ async def _parser_starts(starts: int) -> float:
         async with asyncio.timeout(30):
             ended = await parser.proc.wait()
         if ended != 0:
-            raise SystemExit(f"a parser ended with {parser.proc.returncode} at the end of its job socket")
+            raise SystemExit(f"a parser ended with {ended} at the end of its job socket")
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     await sandbox.close()
     return (after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime) / starts

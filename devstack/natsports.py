@@ -27,9 +27,7 @@ def nats_client_ports(home: Path, env: dict[str, str], nodes: int) -> list[int]:
         ports[:1] = [int(wanted)]
     reserve(ports)
     while len(ports) < nodes:
-        port = free_port()
-        if port not in ports:
-            ports.append(port)
+        ports.append(free_port())  # never one of `ports`: they are reserved
     taken = [f"node {i} {port}" for i, port in enumerate(ports, start=1) if not can_listen(port)]
     if taken:
         raise SystemExit(

@@ -105,11 +105,6 @@ def workers_setting(env: dict[str, str]) -> int:
     return int(raw)
 
 
-def _port(env: dict[str, str], name: str) -> int:
-    value = env.get(name)
-    return int(value) if value else free_port()
-
-
 class Stack:
     def __init__(self, env: dict[str, str] | None = None):
         self.env = dict(os.environ if env is None else env)
@@ -228,13 +223,14 @@ class Stack:
         """Every server's port, before any process starts: the services are started with them."""
         self._check_http_ports()
         # The ports set for this stack first, so that no other server of it is given one of them.
-        reserve(self.gateway_ports.values())
-        reserve(int(self.env[name]) for name in ("DOSSIER_PG_PORT", "DOSSIER_S3_PORT") if self.env.get(name))
+        set_ports = {name: int(self.env[name]) for name in ("DOSSIER_PG_PORT", "DOSSIER_S3_PORT") if self.env.get(name)}
+        reserve([*self.gateway_ports.values(), *set_ports.values()])
         # Kept in the home across restarts, so outside subscribers' nats/events.json stays valid.
         client_ports = nats_client_ports(self.home, self.env, self.nats_nodes)
         self.nats_port = client_ports[0]
-        self.pg_port = _port(self.env, "DOSSIER_PG_PORT")
-        self.s3_port = _port(self.env, "DOSSIER_S3_PORT")
+        self.pg_port, self.s3_port = (
+            set_ports[name] if name in set_ports else free_port() for name in ("DOSSIER_PG_PORT", "DOSSIER_S3_PORT")
+        )
         self.metrics_ports = {proc: free_port() for service, proc in self.processes if service != "gateway"}
         # A cluster's nodes: (client port, route port) each, the first node on DOSSIER_NATS_PORT.
         self.nats_node_ports = [(self.nats_port, 0)]

@@ -72,8 +72,7 @@ class EndpointServer:
             # for a slot here is the back-pressure, and the answer runs as its own task. A batch takes a
             # slot for each of its requests, up to all of them.
             batch = _batch_count(spec, msg)
-            taken = batch if isinstance(batch, int) else 1
-            taken = max(1, min(taken, spec.concurrency))
+            taken = max(1, min(batch, spec.concurrency)) if isinstance(batch, int) else 1
             for _ in range(taken):
                 await slots.acquire()
             task = asyncio.create_task(self._answer(spec, msg, batch))

@@ -27,26 +27,30 @@ def test_a_free_port_is_below_the_ephemeral_range_and_bindable() -> None:
             s.bind(("127.0.0.1", port))
 
 
+def draws_first(monkeypatch: pytest.MonkeyPatch, ports: list[int]) -> list[int]:
+    """Makes the next draws below the ephemeral range hit `ports` in order; returns what is left of them."""
+    left = list(reversed(ports))
+    real = procs.random.randrange
+    monkeypatch.setattr(procs.random, "randrange", lambda a, b: left.pop() if left else real(a, b))
+    return left
+
+
 def test_a_listening_port_is_never_chosen(monkeypatch: pytest.MonkeyPatch) -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener:
         listener.bind(("127.0.0.1", free_port()))
         listener.listen()
         taken = listener.getsockname()[1]
-        offered = [taken, taken]  # the first two draws hit the listening port, later ones are random
-        real = procs.random.randrange
-        monkeypatch.setattr(procs.random, "randrange", lambda a, b: offered.pop() if offered else real(a, b))
+        left = draws_first(monkeypatch, [taken, taken])  # then random draws
         assert free_port() != taken
-        assert not offered
+        assert not left
 
 
 def test_a_port_is_never_offered_twice_by_one_process(monkeypatch: pytest.MonkeyPatch) -> None:
     """A stack draws all its ports before its servers bind them: the same draw twice must not be handed out."""
     first = free_port()
-    offered = [first, first]  # the next two draws repeat a port already handed out, and still bindable
-    real = procs.random.randrange
-    monkeypatch.setattr(procs.random, "randrange", lambda a, b: offered.pop() if offered else real(a, b))
+    left = draws_first(monkeypatch, [first, first])  # a port already handed out, and still bindable
     assert free_port() != first
-    assert not offered
+    assert not left
     assert len({free_port() for _ in range(200)}) == 200
 
 
@@ -68,14 +72,6 @@ def unoffered_port() -> int:
         port = random.randrange(procs._LOWEST_PORT, start)
         if port not in procs._offered and procs._bindable(port):
             return port
-
-
-def draws_first(monkeypatch: pytest.MonkeyPatch, ports: list[int]) -> list[int]:
-    """Makes the next draws below the ephemeral range hit `ports` in order; returns what is left of them."""
-    left = list(reversed(ports))
-    real = procs.random.randrange
-    monkeypatch.setattr(procs.random, "randrange", lambda a, b: left.pop() if left else real(a, b))
-    return left
 
 
 def test_a_stacks_set_and_kept_ports_are_never_drawn_for_its_other_servers(
