@@ -38,7 +38,7 @@ from shared.outside import (
     OUTSIDE_ADMIN,
     declare_outside_stream,
 )
-from shared.serving import subscriptions_live
+from shared.subscriptions import subscriptions_live
 
 log = logging.getLogger("dossier.consumerguard")
 

@@ -43,8 +43,8 @@ from shared.proof import (
     signer_for,
     unb64,
 )
-from shared.serving import subscriptions_live
 from shared.settings import AssetsSettings, CommonSettings, PublicationSettings, WorkspaceSettings
+from shared.subscriptions import subscriptions_live
 from tests.service.workspace.conftest import serving
 from tests.support.infra import Infra
 from tests.support.owners import create_durables_from_now, delete_durables

@@ -15,7 +15,7 @@ import nats
 import pytest
 from nats.aio.msg import Msg
 
-from shared.serving import subscriptions_live
+from shared.subscriptions import subscriptions_live
 from tests.support.infra import Infra
 
 
