@@ -1,6 +1,11 @@
-from services.artifact.app import create_app
-from shared.runtime import run_service
-from shared.settings import ArtifactSettings
+from shared.gcfreeze import collector_paused
 
 if __name__ == "__main__":
-    run_service(create_app(ArtifactSettings()))
+    # Imported and built without the cyclic collector (shared/gcfreeze.py); it runs again before the start waits.
+    with collector_paused():
+        from services.artifact.app import create_app
+        from shared.runtime import run_service
+        from shared.settings import ArtifactSettings
+
+        runtime = create_app(ArtifactSettings())
+    run_service(runtime)
