@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup up test test-corpus test-containers images lint check-asyncapi bench bench-growth generated
+.PHONY: setup bytecode up test test-corpus test-containers images lint check-asyncapi bench bench-growth generated
 
 setup: $(STAMP)
 
@@ -14,7 +14,13 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,local]'
 	touch $(STAMP)
 
-up: setup
+# The project's own modules as bytecode: the editable install leaves them uncompiled, a parser (run with -B)
+# never writes its own, and where PYTHONDONTWRITEBYTECODE is set no process writes any, so every process of a
+# stack would compile them again at each start. Only what changed since the last time is compiled again.
+bytecode: setup
+	$(PY) -m compileall -q services shared devstack dossier_cli
+
+up: bytecode
 	$(PY) -m devstack.stack
 
 # Three pytest sessions at a time, as the two cores stay about half idle under one, each with a temporary
@@ -25,7 +31,7 @@ up: setup
 # the two sessions beside follows the first. `make test` fails if any session fails.
 E2E_BESIDE := tests/e2e/web tests/e2e/test_backup.py tests/e2e/test_schemathesis.py
 
-test: setup
+test: bytecode
 	@tmp=$$(mktemp -d); \
 	echo "== the unit and service tests with $(E2E_BESIDE), and the e2e tests marked waits, run beside the e2e suite: their output follows it"; \
 	$(PY) -m pytest -p no:cacheprovider --basetemp=$$tmp/rest --durations=20 -m "not waits" tests/unit tests/service $(E2E_BESIDE) >$$tmp/rest.log 2>&1 & rest=$$!; \
@@ -38,7 +44,7 @@ test: setup
 
 # The real-world document corpus (docs/contributing.md says what it holds): a folder outside the repository,
 # so `make test` never needs it, and this target fails when it is not given or not there.
-test-corpus: setup
+test-corpus: bytecode
 	@test -n "$(DOSSIER_CORPUS)" || { echo "make test-corpus needs DOSSIER_CORPUS=DIR, a folder with MANIFEST.tsv" >&2; exit 2; }
 	$(PY) -m pytest --corpus="$(DOSSIER_CORPUS)" tests/service/assets/test_corpus.py
 
@@ -62,13 +68,13 @@ lint: setup
 check-asyncapi:
 	ASYNCAPI_METRICS=false asyncapi validate docs/asyncapi.json --fail-severity=info
 
-bench: setup
+bench: bytecode
 	for b in bench/[a-z]*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 # The growth goals at full size (several minutes): evidence search at 1,000,000 passages and the catalog
 # of a workspace with 1,000,000 associations against one with 100; each prints its GOAL line.
 GROWTH := 1000000
-bench-growth: setup
+bench-growth: bytecode
 	$(PY) bench/ingest.py --search-only --passages $(GROWTH)
 	$(PY) bench/catalog.py --large $(GROWTH)
 
