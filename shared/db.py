@@ -275,7 +275,8 @@ class Database:
 
     @asynccontextmanager
     async def statement(self) -> AsyncIterator[asyncpg.Connection]:
-        """A session for one statement, which PostgreSQL runs atomically on its own: no BEGIN and COMMIT
-        round trips beside it. A lost session is said as `transaction()` says it."""
+        """A session for statements that PostgreSQL runs atomically each on its own: no BEGIN and COMMIT
+        round trips beside them. A lost session is said as `transaction()` says it, so whoever rides out a
+        database blip (a run's worker lets its run be taken up again) knows it."""
         async with self.pool.acquire() as conn, _lost_said(conn, "statement"):
             yield conn

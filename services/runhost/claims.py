@@ -157,7 +157,7 @@ def ledger_key(row: Mapping[str, Any]) -> Key:
 
 async def check_answer(db: Database, repo: WorkerRuns, files: RunFiles, answer: str) -> list[Claim]:
     """The claims of a run's answer, against its ledger and its own copies of what it read."""
-    async with db.pool.acquire() as conn:
+    async with db.statement() as conn:
         ledger = await repo.list_ledger(conn, run_id=files.run_id)
         listing = await repo.list_files(conn, run_id=files.run_id)
     # A version recorded `unavailable` (withdrawn or retired while the run held it) supports nothing.

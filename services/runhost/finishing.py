@@ -77,12 +77,12 @@ class Finisher:
                 await emit(conn, event, self.run, publication=publication, error=error)
 
     async def _check_fence(self) -> None:
-        async with self.db.pool.acquire() as conn:
+        async with self.db.statement() as conn:
             if not await self.repo.holds_lease(conn, run_id=self.run.id, epoch=self.epoch):
                 raise StaleLease(self.run.id)
 
     async def consumed_sources(self) -> list[Ref]:
-        async with self.db.pool.acquire() as conn:
+        async with self.db.statement() as conn:
             rows = await self.repo.included_refs(conn, run_id=self.run.id)
         return [Ref.model_validate(r["ref"]) for r in rows]
 
@@ -124,7 +124,7 @@ class Finisher:
             # is kept, so it is neither an `included` row nor among the publication's sources.
             await withhold_unusable(self.owners, self.ledger, self.actor, await self.consumed_sources())
             if not await self.win({"final_answer": answer, "final_proposal": proposal}):
-                async with self.db.pool.acquire() as conn:
+                async with self.db.statement() as conn:
                     cancel = await self.repo.cancel_state(conn, run_id=self.run.id, epoch=self.epoch)
                 if cancel:
                     # Asked for before the answer was kept: the cancel won, and nothing is published.

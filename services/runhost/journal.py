@@ -77,7 +77,7 @@ class ModelJournal:
 
     async def transcript(self) -> list[ToolResult]:
         """The results of every journaled step, in order: the context the crashed attempt had."""
-        async with self._db.pool.acquire() as conn:
+        async with self._db.statement() as conn:
             rows = await self._repo.results(conn, run_id=self.run_id)
         results: list[ToolResult] = []
         for row in rows:
@@ -88,7 +88,7 @@ class ModelJournal:
 
     async def ask(self, policy: Policy, model_input: ModelInput) -> ToolCall:
         digest = input_hash(model_input)
-        async with self._db.pool.acquire() as conn:
+        async with self._db.statement() as conn:
             earlier = await self._repo.find_earlier(conn, run_id=self.run_id, epoch=self.epoch, input_hash=digest)
         if earlier is not None:
             async with self._db.transaction() as conn:
@@ -118,7 +118,7 @@ class ModelJournal:
     async def unfinished(self) -> list[ToolCall]:
         """The calls an earlier attempt left unrun of its last answer, when it ran some of them; the answer
         is recorded as replayed, and their results join that answer's journal row."""
-        async with self._db.pool.acquire() as conn:
+        async with self._db.statement() as conn:
             last = await self._repo.last_entry(conn, run_id=self.run_id)
         if last is None or last["result"] is None or last["epoch"] >= self.epoch:
             return []

@@ -38,7 +38,7 @@ class RunLedger:
 
     async def load(self) -> None:
         """What earlier attempts already listed, so a resumed run does not list it again."""
-        async with self._db.pool.acquire() as conn:
+        async with self._db.statement() as conn:
             rows = await self._repo.list_ledger(conn, run_id=self.run_id)
         self._listed = {(Ref.model_validate(r["ref"]).key(), r["locator"]) for r in rows if r["stage"] == "listed"}
 

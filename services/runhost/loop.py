@@ -254,7 +254,7 @@ class RunLoop:
         while True:
             await asyncio.sleep(CANCEL_POLL_SECONDS)
             try:
-                async with self.db.pool.acquire() as conn:
+                async with self.db.statement() as conn:
                     cancelled = await self.repo.cancel_state(conn, run_id=self.run.id, epoch=self.epoch)
             except (OSError, asyncpg.PostgresError):
                 continue  # a database blip is no reason to drop the model's answer; the next look decides
@@ -297,7 +297,7 @@ class RunLoop:
         return ToolResult("finish", call.arguments, f"error: {problem}", ok=False, data=data, call_id=call.call_id)
 
     async def _check_citations(self, answer: str) -> None:
-        async with self.db.pool.acquire() as conn:
+        async with self.db.statement() as conn:
             rows = await self.repo.list_ledger(conn, run_id=self.run.id)
         # A long answer takes a while to parse: off the loop, as the claim check does.
         await asyncio.to_thread(check_reads, answer, rows)

@@ -216,7 +216,7 @@ class RunFiles:
     async def entry(self, path: str) -> Mapping[str, Any] | None:
         """The file's index row (which content it is, and what it is a copy of), or None."""
         validate_path(path)
-        async with self._db.pool.acquire() as conn:
+        async with self._db.statement() as conn:
             return await self._repo.get_file(conn, run_id=self.run_id, path=path)
 
     async def read(self, path: str) -> str:
@@ -253,7 +253,7 @@ class RunFiles:
         return provenance_of(await self.entry(path))
 
     async def listing(self) -> dict[str, int]:
-        async with self._db.pool.acquire() as conn:
+        async with self._db.statement() as conn:
             rows = await self._repo.list_files(conn, run_id=self.run_id)
         return {r["path"]: r["size"] for r in rows}
 
