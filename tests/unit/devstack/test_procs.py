@@ -105,6 +105,9 @@ def test_a_stacks_set_and_kept_ports_are_never_drawn_for_its_other_servers(
 def test_a_port_another_process_offered_is_never_drawn_while_that_process_lives(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # What this test process offered before (the stacks of its session) is passed over for that alone: here
+    # only the other process's claim may keep its port from being drawn.
+    monkeypatch.setattr(procs, "_offered", set())
     other = subprocess.Popen(
         [
             sys.executable,
