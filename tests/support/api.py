@@ -80,7 +80,12 @@ class Api:
 
     def wait_run(self, run_id: str, timeout: float = 90) -> dict[str, Any]:
         def finished() -> dict[str, Any] | None:
-            r = self.http.get(f"/v1/runs/{run_id}")
+            try:
+                r = self.http.get(f"/v1/runs/{run_id}")
+            except httpx.RemoteProtocolError:
+                # A kept-alive connection the gateway closed as the request went out: idle past its deadline, or
+                # shed to make room (services/gateway/transport/connections.py). The poll asks again.
+                return None
             if r.status_code == 504:  # runhost is restarting (crash tests); keep polling
                 return None
             assert r.status_code == 200, r.text
