@@ -394,10 +394,11 @@ class Stack:
             "metrics_token_file": str(self.home / "metrics-token"),
             "supervisor_pid": os.getpid(),
         }
+        # The targets first: a reader that finds a port in stack.json finds Prometheus's file agreeing.
+        write_targets(self.home, metrics)
         tmp = self.home / ".stack.json.tmp"
         tmp.write_text(json.dumps(state, indent=2) + "\n")
         os.replace(tmp, self.home / "stack.json")
-        write_targets(self.home, metrics)
 
     def healthy(self) -> bool:
         """Every gateway port answers its health, and every further replica and worker reports itself
