@@ -277,6 +277,8 @@ class Database:
     async def statement(self) -> AsyncIterator[asyncpg.Connection]:
         """A session for statements that PostgreSQL runs atomically each on its own: no BEGIN and COMMIT
         round trips beside them. A lost session is said as `transaction()` says it, so whoever rides out a
-        database blip (a run's worker lets its run be taken up again) knows it."""
+        database blip (a run's worker lets its run be taken up again, a request is answered as one whose
+        outcome is not known) knows it. The services take every session here or in `transaction()`, never
+        from the pool itself (tests/unit/test_layers.py)."""
         async with self.pool.acquire() as conn, _lost_said(conn, "statement"):
             yield conn

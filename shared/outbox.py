@@ -204,7 +204,7 @@ class OutboxRelay:
         """Delete the rows published longer ago than the keep period; returns how many."""
         deleted = 0
         while True:
-            async with self._db.pool.acquire() as conn:
+            async with self._db.statement() as conn:
                 status = await conn.execute(
                     "DELETE FROM outbox WHERE seq IN (SELECT seq FROM outbox WHERE published_at IS NOT NULL"
                     " AND published_at < now() - make_interval(secs => $1) ORDER BY seq LIMIT $2)",
@@ -225,7 +225,7 @@ class OutboxRelay:
 
     async def measure_lag(self) -> None:
         """Outbox lag for the metrics: how many committed events wait, and since when."""
-        async with self._db.pool.acquire() as conn:
+        async with self._db.statement() as conn:
             row = await conn.fetchrow(
                 "SELECT count(*) AS pending, coalesce(extract(epoch FROM now() - min(created_at)), 0) AS lag"
                 " FROM outbox WHERE published_at IS NULL AND parked_at IS NULL"

@@ -96,7 +96,7 @@ class ArtifactService:
 
     async def _found(self, actor: Actor, artifact_id: str) -> asyncpg.Record:
         """The artifact's row in the actor's scope, expired or not; NotFound otherwise."""
-        async with self._db.pool.acquire() as conn:
+        async with self._db.statement() as conn:
             row = await self._repo.for_scope(actor.scope).get_artifact(conn, id=artifact_id)
         if row is None:
             raise NotFound("artifact not found", {"id": artifact_id})
@@ -121,7 +121,7 @@ class ArtifactService:
     @answers(c.CHECK)
     async def check(self, ctx: RequestContext, req: CheckRequest) -> CheckReply:
         """Eligibility of many refs in one query. An artifact has one version, 1."""
-        async with self._db.pool.acquire() as conn:
+        async with self._db.statement() as conn:
             rows = await self._repo.for_scope(ctx.actor.scope).check_artifacts(conn, ids=[r.id for r in req.refs])
         found = {row["ord"] - 1: row for row in rows}
         items: list[Eligibility] = []

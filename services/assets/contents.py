@@ -38,7 +38,7 @@ class SourceContents:
 
     @answers(c.PASSAGES)
     async def passages(self, ctx: RequestContext, req: c.PassagesRequest) -> c.PassageList:
-        async with self._db.pool.acquire() as conn:
+        async with self._db.statement() as conn:
             row = await self._version(conn, ctx.actor, req)
             if row["status"] != "active":
                 where = {"source_id": req.source_id, "version": req.version}
@@ -54,7 +54,7 @@ class SourceContents:
 
     @answers(c.ORIGINAL)
     async def original(self, ctx: RequestContext, req: c.VersionRequest) -> c.Original:
-        async with self._db.pool.acquire() as conn:
+        async with self._db.statement() as conn:
             row = await self._version(conn, ctx.actor, req)
         if row["status"] in ("registered", "extracting"):
             raise NotFound("the version is not settled yet", {"source_id": req.source_id, "version": req.version})

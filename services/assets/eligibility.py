@@ -25,7 +25,7 @@ class SourceChecks:
     async def check(self, ctx: RequestContext, req: CheckRequest) -> CheckReply:
         """One item per ref, in the order asked, from ONE query; refs of other kinds are not_found here."""
         wanted = [(i, r) for i, r in enumerate(req.refs) if r.kind == "source"]
-        async with self._db.pool.acquire() as conn:
+        async with self._db.statement() as conn:
             rows = await self._repo.for_scope(ctx.actor.scope).check_sources(
                 conn, ids=[r.id for _, r in wanted], versions=[r.version for _, r in wanted]
             )

@@ -137,7 +137,7 @@ class EvidenceService:
 
     async def _read(self, actor: Actor, claims: GrantClaims | None, req: c.EvidenceReadRequest) -> c.Evidence:
         sources = self._repo.for_scope(actor.scope)
-        async with self._db.pool.acquire() as conn:
+        async with self._db.statement() as conn:
             row = await sources.get_evidence(conn, evidence_id=req.evidence_id)
             own_attachment = claims is not None and row is not None and row["namespace"] == run_namespace(claims.run_id)
             if row is None or (row["namespace"] != "" and not own_attachment):
@@ -161,7 +161,7 @@ class EvidenceService:
     @answers(c.LOCATE)
     async def locate(self, ctx: RequestContext, req: c.LocateRequest) -> c.Evidence:
         """A person's read of the passage a ledger row names (source, version, locator): the same rules as `read`."""
-        async with self._db.pool.acquire() as conn:
+        async with self._db.statement() as conn:
             evidence_id = await self._repo.for_scope(ctx.actor.scope).find_evidence_id(
                 conn, source_id=req.source_id, version=req.version, locator=req.locator
             )

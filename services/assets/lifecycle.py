@@ -121,7 +121,7 @@ class Lifecycle:
         The caller has the version's claim on the holder; it moves to the ingesting connection here.
         """
         async with self.slots.slot(scope):
-            async with self._db.pool.acquire() as conn:
+            async with self._db.statement() as conn:
                 await self.claims.let_go(asset_id)
                 if await self._repo.try_claim(conn, asset_id=asset_id):
                     try:
@@ -221,7 +221,7 @@ class Lifecycle:
         """For a reused version another request is still ingesting: its reply waits for the outcome."""
         deadline = asyncio.get_running_loop().time() + self._settings.parse_wall_seconds * 2 + 30
         while True:
-            async with self._db.pool.acquire() as conn:
+            async with self._db.statement() as conn:
                 row = await self._repo.get_version(conn, asset_id=asset_id)
             assert row is not None
             if row["status"] in SETTLED or asyncio.get_running_loop().time() > deadline:
@@ -232,12 +232,12 @@ class Lifecycle:
 
     async def recover(self, stage: Any) -> int:
         """Finish or fail every unfinished version nobody holds a claim on. Returns how many it settled."""
-        async with self._db.pool.acquire() as conn:
+        async with self._db.statement() as conn:
             candidates = await self._repo.unfinished(conn, limit=100)
         settled = 0
         for asset_id in candidates:
             # The sweep waits its turn like any scope, and holds no connection while it waits.
-            async with self.slots.slot(RECOVERY_QUEUE), self._db.pool.acquire() as conn:
+            async with self.slots.slot(RECOVERY_QUEUE), self._db.statement() as conn:
                 if not await self._repo.try_claim(conn, asset_id=asset_id):
                     continue  # a live ingestion, or a version waiting for its slot, holds it
                 try:

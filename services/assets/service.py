@@ -273,7 +273,7 @@ class AssetsService:
     @answers(c.GET_ASSET)
     async def get_asset(self, ctx: RequestContext, req: c.GetAssetRequest) -> c.AssetVersion:
         claims = self.claims(ctx.actor, ctx.grant)
-        async with self._db.pool.acquire() as conn:
+        async with self._db.statement() as conn:
             row = await self._repo.for_scope(ctx.actor.scope).get_version(conn, asset_id=req.asset_id)
         if row is None or not self._visible(row, claims):
             raise NotFound("asset not found", {"asset_id": req.asset_id})
@@ -283,7 +283,7 @@ class AssetsService:
     async def get_source(self, ctx: RequestContext, req: c.GetSourceRequest) -> c.Source:
         claims = self.claims(ctx.actor, ctx.grant, required=req.run_local)
         namespace = run_namespace(claims.run_id) if req.run_local and claims else ""
-        async with self._db.pool.acquire() as conn:
+        async with self._db.statement() as conn:
             return await self._source_view(conn, ctx.actor, namespace, req.source_id, req)
 
     async def _source_view(

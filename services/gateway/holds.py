@@ -68,7 +68,7 @@ async def follow_holds(db: Database, hold: WriteHold) -> None:
     """Apply every hold NOTIFYed on the gateway's database to this process, and say so; for ever."""
     while True:
         try:
-            async with db.pool.acquire() as conn:
+            async with db.statement() as conn:
                 await _listen(conn, hold)
         except asyncio.CancelledError:
             raise
@@ -114,7 +114,7 @@ async def announce(db: Database, seconds: float) -> int:
     def on_ack(_conn: object, _pid: int, _channel: str, payload: str) -> None:
         answered.put_nowait(payload)
 
-    async with db.pool.acquire() as conn:
+    async with db.statement() as conn:
         await conn.add_listener(ACK_CHANNEL, on_ack)
         try:
             listening = await SQL.count_listeners(conn, name=LISTENER_NAME)

@@ -70,7 +70,7 @@ class SessionService:
         if cached is not None and cached[1] > now:
             token_hash = cached[0]
         else:
-            async with self._db.pool.acquire() as conn:
+            async with self._db.statement() as conn:
                 row = await self._repo.find_session(conn, session_hash=digest)
             if row is None:
                 self._cache.pop(digest, None)

@@ -79,7 +79,7 @@ class TokenService:
         return IssuedToken(token=token, **_info(row).model_dump(exclude={"created_at"}))
 
     async def list_page(self, *, scope: str | None, limit: int, cursor: str | None) -> TokenPage:
-        async with self._db.pool.acquire() as conn:
+        async with self._db.statement() as conn:
             rows, next_cursor = await self._repo.list_tokens(
                 conn, scope=scope, page=PageRequest(limit=limit, cursor=cursor)
             )
@@ -118,7 +118,7 @@ class TokenService:
         return resolved.actor
 
     async def _lookup(self, digest: str, *, fresh_until: float) -> _Resolved:
-        async with self._db.pool.acquire() as conn:
+        async with self._db.statement() as conn:
             row = await self._repo.find_token(conn, token_hash=digest)
         if row is None:
             self._cache.pop(digest, None)

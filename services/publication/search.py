@@ -57,7 +57,7 @@ class RunSearch:
         if claims.allows(ref):
             return
         assert ref.version is not None
-        async with self._db.pool.acquire() as conn:
+        async with self._db.statement() as conn:
             found = await self._repo.for_scope(actor.scope).was_found_by(
                 conn, run_id=claims.run_id, id=ref.id, version=ref.version
             )

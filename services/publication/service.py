@@ -68,7 +68,7 @@ class PublicationService:
         self._reads: Coalescer[tuple[str, str, int], asyncpg.Record | None] = Coalescer(c.READ, self._read_rows)
 
     async def _read_rows(self, keys: list[tuple[str, str, int]]) -> list[asyncpg.Record | None]:
-        async with self._db.pool.acquire() as conn:
+        async with self._db.statement() as conn:
             return await self._repo.read_versions(conn, keys)
 
     def _check_text(self, *, title: str | None, body: str) -> None:
@@ -148,7 +148,7 @@ class PublicationService:
     @answers(c.GET)
     async def get(self, ctx: RequestContext, req: c.GetRequest) -> c.Publication:
         publications = self._repo.for_scope(ctx.actor.scope)
-        async with self._db.pool.acquire() as conn:
+        async with self._db.statement() as conn:
             pub = await publications.get_publication(conn, id=req.id)
             if pub is None:
                 raise NotFound("publication not found", {"id": req.id})
@@ -201,7 +201,7 @@ class PublicationService:
         # The claims are one immutable list of the version: a page is a slice after the previous page's last.
         (start,) = decode_cursor(req.cursor, Int32) if req.cursor else (0,)
         publications = self._repo.for_scope(ctx.actor.scope)
-        async with self._db.pool.acquire() as conn:
+        async with self._db.statement() as conn:
             row = await publications.get_version(conn, id=version.id, version=version.version)
             assert row is not None  # it was just read
             page = row["claims"][start : start + req.limit]
@@ -280,7 +280,7 @@ class PublicationService:
     async def check(self, ctx: RequestContext, req: CheckRequest) -> CheckReply:
         """Eligibility of many refs in one query: identity, exact version, hash and state."""
         wanted = [r for r in req.refs if r.kind == "publication"]
-        async with self._db.pool.acquire() as conn:
+        async with self._db.statement() as conn:
             rows = await self._repo.for_scope(ctx.actor.scope).check_versions(
                 conn, ids=[r.id for r in wanted], versions=[r.version for r in wanted]
             )

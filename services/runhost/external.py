@@ -227,7 +227,7 @@ class ExternalRuns:
     async def take(self, ctx: RequestContext, req: c.TakeRequest) -> c.TakeReply:
         token, digest = new_token()
         runs = ActorRuns(ctx.actor)
-        async with self.db.pool.acquire() as conn:
+        async with self.db.statement() as conn:
             seen = await runs.peek_run(conn, id=req.run_id)
         if seen is None:
             raise NotFound("run not found", {"id": req.run_id})
@@ -252,7 +252,7 @@ class ExternalRuns:
             raise refusal
         files = self.attempts.files(req.run_id, lease["lease_epoch"])
         listing = await files.listing()
-        async with self.db.pool.acquire() as conn:
+        async with self.db.statement() as conn:
             rows = await self.repo.list_files(conn, run_id=req.run_id)
         reads = [
             c.ResumeRead(ref=Ref.model_validate(r["ref"]), locator=r["locator"], path=r["path"])
@@ -310,7 +310,7 @@ class ExternalRuns:
             finished = await self._won_by(run, epoch)
             if finished.status != "completed" or finished.final_answer != answer:
                 raise await self._superseded(run) from None
-        async with self.db.pool.acquire() as conn:
+        async with self.db.statement() as conn:
             done = await ActorRuns(ctx.actor).get_run(conn, id=run.id)
         if done is None:
             raise NotFound("run not found", {"id": run.id})
@@ -336,7 +336,7 @@ class ExternalRuns:
     async def _won_by(self, run: AdmittedRun, epoch: int) -> AdmittedRun:
         """The run as it is now, if this epoch still holds it (a finish of this session won it, or completed
         it); a cancel or a take-over that won answers 409."""
-        async with self.db.pool.acquire() as conn:
+        async with self.db.statement() as conn:
             now = await self.repo.get_run(conn, id=run.id)
         if now is None or now.lease_epoch != epoch or now.status not in ("running", "completed"):
             raise await self._superseded(run)
@@ -375,7 +375,7 @@ class ExternalRuns:
     async def finish_interrupted(self) -> None:
         """Runs whose finish won but did not complete (the run host died on the way) and whose agent has not
         repeated it within its lease: finished from the kept answer, as the agent's repeat would."""
-        async with self.db.pool.acquire() as conn:
+        async with self.db.statement() as conn:
             runs = await self.leases.interrupted_finishes(conn)
         for run in runs:
             finisher = self.attempts.attempt(run).finisher
@@ -414,7 +414,7 @@ class ExternalRuns:
 
     async def _superseded(self, run: AdmittedRun) -> Conflict:
         """A write refused by the fence: another session holds a newer epoch (or the run has ended)."""
-        async with self.db.pool.acquire() as conn:
+        async with self.db.statement() as conn:
             now = await self.repo.get_run(conn, id=run.id)
         if now is not None and now.status != "running":
             return leases.not_running(now.status, now.error, now.error_details)

@@ -18,7 +18,7 @@ STATUSES: tuple[RunStatus, ...] = ("admitted", "running", "completed", "failed",
 async def count_runs_forever(db: Database, repo: WorkerRuns, *, interval: float = 5.0) -> None:
     while True:
         with contextlib.suppress(asyncpg.PostgresError, OSError):
-            async with db.pool.acquire() as conn:
+            async with db.statement() as conn:
                 counts = await repo.count_by_status(conn)
             for status in STATUSES:
                 RUNS.labels(status).set(counts.get(status, 0))

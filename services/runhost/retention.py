@@ -56,7 +56,7 @@ class StorageSweeper:
         return swept
 
     async def trim_journals(self) -> int:
-        async with self.db.pool.acquire() as conn:
+        async with self.db.statement() as conn:
             run_ids = await self.repo.untrimmed_runs(conn, limit=self.batch)
         trimmed = 0
         for run_id in run_ids:
@@ -77,13 +77,13 @@ class StorageSweeper:
         return trimmed
 
     async def release_expired(self, days: float) -> int:
-        async with self.db.pool.acquire() as conn:
+        async with self.db.statement() as conn:
             run_ids = await self.repo.runs_past_retention(conn, days=days, limit=self.batch)
         released = 0
         for run_id in run_ids:
             # Objects first, then the rows that name them: a crash between leaves the rows, and the next sweep
             # deletes the (already gone) objects again; never an object no row names.
-            async with self.db.pool.acquire() as conn:
+            async with self.db.statement() as conn:
                 own = await self.repo.per_run_files(conn, run_id=run_id)
             for row in own:
                 await self._delete(f"runs/{run_id}/{row['path']}@{row['sha256']}")

@@ -159,14 +159,14 @@ class RunService:
 
     @answers(c.GET_RUN)
     async def get(self, ctx: RequestContext, req: c.RunIdRequest) -> c.Run:
-        async with self._db.pool.acquire() as conn:
+        async with self._db.statement() as conn:
             return (await self._scoped_run(conn, ActorRuns(ctx.actor), req.run_id)).to_contract()
 
     @answers(c.LIST_RUNS)
     async def list_runs(self, ctx: RequestContext, req: c.ListRunsRequest) -> c.RunList:
         # A workspace route: a deleted workspace answers 404 here too, although its runs live on.
         await self._owners.ensure_workspace_exists(ctx.actor, workspace_id=req.workspace_id)
-        async with self._db.pool.acquire() as conn:
+        async with self._db.statement() as conn:
             page, next_cursor = await ActorRuns(ctx.actor).list_runs(conn, workspace_id=req.workspace_id, page=req)
         return c.RunList(items=[r.to_contract() for r in page], next_cursor=next_cursor)
 
@@ -192,7 +192,7 @@ class RunService:
     async def catalog(self, ctx: RequestContext, req: c.RunCatalogRequest) -> Catalog:
         """A run's catalog as admitted, for a person: the run's own reads are not recorded by it. An outside
         agent's run is read by its agent, with its lease (each page is a step of that run)."""
-        async with self._db.pool.acquire() as conn:
+        async with self._db.statement() as conn:
             run = await self._scoped_run(conn, ActorRuns(ctx.actor), req.run_id)
         if run.driver == "external":
             raise Forbidden(
@@ -203,7 +203,7 @@ class RunService:
     @answers(c.GET_CONVERSATION)
     async def conversation(self, ctx: RequestContext, req: c.ConversationRequest) -> c.Conversation:
         runs = ActorRuns(ctx.actor)
-        async with self._db.pool.acquire() as conn:
+        async with self._db.statement() as conn:
             conv = await runs.get_conversation(conn, id=req.conversation_id)
             if conv is None:
                 raise NotFound("conversation not found", {"id": req.conversation_id})
@@ -219,7 +219,7 @@ class RunService:
     async def ledger(self, ctx: RequestContext, req: c.RunPageRequest) -> c.Ledger:
         after_id, after_seq = decode_cursor(req.cursor, Int64, Int64) if req.cursor else (0, 0)
         runs = ActorRuns(ctx.actor)
-        async with self._db.pool.acquire() as conn:
+        async with self._db.statement() as conn:
             await self._scoped_run(conn, runs, req.run_id)
             rows = await runs.page_ledger(
                 conn, run_id=req.run_id, limit=req.limit + 1, after_id=after_id, after_seq=after_seq
@@ -234,7 +234,7 @@ class RunService:
         """The journal rows of one model request (none for a run no model drove, or a request it never made)."""
         request_id = req.request_id if ":" in req.request_id else f"{req.run_id}:{req.request_id}"
         runs = ActorRuns(ctx.actor)
-        async with self._db.pool.acquire() as conn:
+        async with self._db.statement() as conn:
             await self._scoped_run(conn, runs, req.run_id)
             rows = await runs.journal_rows(conn, run_id=req.run_id, request_id=request_id)
         return c.ModelSteps(
@@ -253,7 +253,7 @@ class RunService:
     @answers(c.PROV)
     async def prov(self, ctx: RequestContext, req: c.RunIdRequest) -> c.ProvDocument:
         runs = ActorRuns(ctx.actor)
-        async with self._db.pool.acquire() as conn:
+        async with self._db.statement() as conn:
             run = await self._scoped_run(conn, runs, req.run_id)
             rows = await runs.list_ledger(conn, run_id=req.run_id)
             epochs = await runs.lease_epochs(conn, run_id=req.run_id) if run.driver == "external" else []
@@ -262,7 +262,7 @@ class RunService:
     @answers(c.LIST_FILES)
     async def list_files(self, ctx: RequestContext, req: c.RunPageRequest) -> c.FileList:
         runs = ActorRuns(ctx.actor)
-        async with self._db.pool.acquire() as conn:
+        async with self._db.statement() as conn:
             run = await self._scoped_run(conn, runs, req.run_id)
             page, next_cursor = await runs.page_files(conn, run_id=req.run_id, page=req)
         items = [c.FileEntry(path=r["path"], size=r["size"]) for r in page]
@@ -271,7 +271,7 @@ class RunService:
     @answers(c.READ_FILE)
     async def read_file(self, ctx: RequestContext, req: c.ReadFileRequest) -> c.FileText:
         validate_path(req.path)
-        async with self._db.pool.acquire() as conn:
+        async with self._db.statement() as conn:
             run = await self._scoped_run(conn, ActorRuns(ctx.actor), req.run_id)
         if run.files_released_at is not None:
             released = run.files_released_at.isoformat().replace("+00:00", "Z")
@@ -285,7 +285,7 @@ class RunService:
         if size > self._settings.max_plan_bytes:
             limit = self._settings.max_plan_bytes
             raise TooLarge(too_long("the plan", size, limit, "bytes (UTF-8)"), {"limit": limit, "size": size})
-        async with self._db.pool.acquire() as conn:
+        async with self._db.statement() as conn:
             run = await self._scoped_run(conn, ActorRuns(ctx.actor), req.run_id)
         if run.status not in ("admitted", "running"):
             raise Conflict("the run is finished; its plan can no longer change", {"status": run.status})

@@ -22,7 +22,7 @@ class AssociationSweeper:
         self.interval, self.batch = interval, batch
 
     async def sweep_once(self) -> int:
-        async with self.db.pool.acquire() as conn:
+        async with self.db.statement() as conn:
             runs = await self.repo.pending_associations(conn, limit=self.batch)
         settled = 0
         for run in runs:

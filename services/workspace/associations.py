@@ -107,7 +107,7 @@ class Associations:
         await workspaces.supersede(conn, workspace_id=link.workspace_id, by_seq=seq, title=title, cited=list(cites))
 
     async def _live_status(self, actor: Actor, workspace_id: str) -> str:
-        async with self._db.pool.acquire() as conn:
+        async with self._db.statement() as conn:
             row = await self._repo.for_scope(actor.scope).find_workspace(conn, id=workspace_id)
         if row is None:
             raise not_found(workspace_id)

@@ -48,7 +48,7 @@ class Backfill:
         """One pass over every flagged row; how many stay flagged (their owner did not answer)."""
         after, left = 0, 0
         while True:
-            async with self._db.pool.acquire() as conn:
+            async with self._db.statement() as conn:
                 rows = await self._maintenance.pending_backfill(conn, after=after, limit=BATCH)
             if not rows:
                 return left

@@ -128,7 +128,7 @@ class Checkpoints:
     @answers(c.CHECKPOINT_GET)
     async def get(self, ctx: RequestContext, req: c.WorkspaceIdRequest) -> c.Checkpoint:
         workspaces = self._repo.for_scope(ctx.actor.scope)
-        async with self._db.pool.acquire() as conn:
+        async with self._db.statement() as conn:
             await self._require_live(conn, workspaces, req.workspace_id)
             row = await workspaces.latest_checkpoint(conn, workspace_id=req.workspace_id)
         if row is None:
@@ -139,7 +139,7 @@ class Checkpoints:
     @answers(c.CHECKPOINT_REVISIONS)
     async def revisions(self, ctx: RequestContext, req: c.WorkspacePageRequest) -> c.CheckpointRevisions:
         workspaces = self._repo.for_scope(ctx.actor.scope)
-        async with self._db.pool.acquire() as conn:
+        async with self._db.statement() as conn:
             await self._require_live(conn, workspaces, req.workspace_id)
             page, next_cursor = await workspaces.list_checkpoints(conn, workspace_id=req.workspace_id, page=req)
         return c.CheckpointRevisions(items=await self._present(ctx.actor, page), next_cursor=next_cursor)
@@ -236,7 +236,7 @@ class Checkpoints:
             details = validation_details(exc)
             return c.ProposeReply(result="invalid", revision=None, reason=f"{details['field']}: {details['problem']}")
 
-        async with self._db.pool.acquire() as conn:
+        async with self._db.statement() as conn:
             drift_refs = await self._drifts.for_scope(ctx.actor.scope).drift_questions(
                 conn, workspace_id=req.workspace_id
             )

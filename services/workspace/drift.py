@@ -120,7 +120,7 @@ class DriftWatch:
 
     @answers(c.DRIFT)
     async def list_drifts(self, ctx: RequestContext, req: c.DriftRequest) -> c.DriftList:
-        async with self._db.pool.acquire() as conn:
+        async with self._db.statement() as conn:
             if await self._repo.for_scope(ctx.actor.scope).find_workspace(conn, id=req.workspace_id) is None:
                 raise not_found(req.workspace_id)
             drifts = self._drifts.for_scope(ctx.actor.scope)

@@ -96,13 +96,13 @@ class WorkspaceService:
 
     @answers(c.LIST)
     async def list_workspaces(self, ctx: RequestContext, req: c.ListRequest) -> c.WorkspaceList:
-        async with self._db.pool.acquire() as conn:
+        async with self._db.statement() as conn:
             page, next_cursor = await self._repo.for_scope(ctx.actor.scope).list_workspaces(conn, page=req)
         return c.WorkspaceList(items=[workspace_view(r) for r in page], next_cursor=next_cursor)
 
     @answers(c.GET)
     async def get(self, ctx: RequestContext, req: c.WorkspaceIdRequest) -> c.Workspace:
-        async with self._db.pool.acquire() as conn:
+        async with self._db.statement() as conn:
             return workspace_view(await self._live(conn, self._repo.for_scope(ctx.actor.scope), req.workspace_id))
 
     @answers(c.REVISE_GOAL)
@@ -126,7 +126,7 @@ class WorkspaceService:
     @answers(c.GOAL_VERSIONS)
     async def goal_versions(self, ctx: RequestContext, req: c.WorkspacePageRequest) -> c.GoalVersions:
         workspaces = self._repo.for_scope(ctx.actor.scope)
-        async with self._db.pool.acquire() as conn:
+        async with self._db.statement() as conn:
             await self._live(conn, workspaces, req.workspace_id)
             page, next_cursor = await workspaces.list_goal_versions(conn, id=req.workspace_id, page=req)
         return c.GoalVersions(items=[c.Goal.model_validate(dict(r)) for r in page], next_cursor=next_cursor)
@@ -174,7 +174,7 @@ class WorkspaceService:
     async def browse_catalog(self, ctx: RequestContext, req: c.CatalogBrowseRequest) -> c.CatalogPage:
         (before,) = decode_cursor(req.cursor, Int64) if req.cursor else (2**63 - 1,)
         kinds: list[str] = [req.kind] if req.kind else ["publication", "source", "artifact"]
-        async with self._db.pool.acquire() as conn:
+        async with self._db.statement() as conn:
             rows = await self._repo.for_scope(ctx.actor.scope).catalog_browse(
                 conn,
                 workspace_id=req.workspace_id,
@@ -195,7 +195,7 @@ class WorkspaceService:
         """A person's catalog: the first page as of now, or the page a cursor names (as of its first page)."""
         limit = self._catalog.bound(req.limit)
         workspaces = self._repo.for_scope(ctx.actor.scope)
-        async with self._db.pool.acquire() as conn:
+        async with self._db.statement() as conn:
             state = await workspaces.catalog_state(conn, workspace_id=req.workspace_id)
             if state is None:
                 raise not_found(req.workspace_id)
@@ -213,7 +213,7 @@ class WorkspaceService:
         if not at.for_run or at.as_of != req.as_of:
             raise bad_cursor()
         workspaces = self._repo.for_scope(ctx.actor.scope)
-        async with self._db.pool.acquire() as conn:
+        async with self._db.statement() as conn:
             if await workspaces.catalog_state(conn, workspace_id=req.workspace_id) is None:
                 raise not_found(req.workspace_id)
             page = await self._catalog.read(conn, workspaces, req.workspace_id, at, limit)
@@ -221,7 +221,7 @@ class WorkspaceService:
 
     @answers(c.CATALOG_HOLDS)
     async def catalog_holds(self, ctx: RequestContext, req: c.CatalogHoldsRequest) -> c.CatalogHolds:
-        async with self._db.pool.acquire() as conn:
+        async with self._db.statement() as conn:
             held = await self._repo.for_scope(ctx.actor.scope).catalog_holds(
                 conn,
                 workspace_id=req.workspace_id,

@@ -89,3 +89,33 @@ def test_every_import_points_down() -> None:
 
 def test_the_cycle_finder_finds_one() -> None:
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def _pool_acquires(source: str) -> list[int]:
+    """Lines where the code takes a session straight from a pool (`<anything>.pool.acquire()`)."""
+    return [
+        node.lineno
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "acquire"
+        and isinstance(node.func.value, ast.Attribute)
+        and node.func.value.attr == "pool"
+    ]
+
+
+def test_a_service_takes_its_sessions_only_through_database() -> None:
+    """`Database.statement()` and `.transaction()` say a session that closed under its block as lost
+    (asyncpg can say it only as "another operation is in progress"): the request is answered as one whose
+    outcome is not known, and a run is taken up again, never failed as an internal error."""
+    raw = [
+        f"{path.relative_to(ROOT)}:{line}"
+        for name, path in _modules().items()
+        if name.split(".")[0] in ("services", "shared") and name != "shared.db"
+        for line in _pool_acquires(path.read_text())
+    ]
+    assert raw == []
+
+
+def test_the_pool_acquire_finder_finds_one() -> None:
+    assert _pool_acquires("async def f(db):\n    async with db.pool.acquire() as c:\n        pass\n") == [2]

@@ -77,7 +77,7 @@ class RunBindings:
 
     async def lease_of(self, session: McpSession, run_id: str | None) -> tuple[str, str] | None:
         """The run (`run_id`, or the one the session bound last) and its lease, if the session holds it."""
-        async with self._db.pool.acquire() as conn:
+        async with self._db.statement() as conn:
             row = await self._repo.find(conn, session_hash=session.lookup, token_hash=session.token_hash, run_id=run_id)
         if row is None:
             return None
