@@ -257,6 +257,11 @@ class Checkpoints:
         try:
             row = await self._write(ctx.actor, req.workspace_id, req.expected_revision, build, author="model")
         except Conflict as exc:
+            made = await self._made_by_run(ctx.actor, req)
+            if made is not None:
+                # The run's finishing steps, repeated by a worker that took the run over: the first attempt's
+                # proposal made this revision (a revision is never changed, so it still says so).
+                return c.ProposeReply(result="applied", revision=made)
             current = exc.details.get("current_revision")
             return c.ProposeReply(result="stale", revision=None, reason=f"the current revision is {current}")
         except NotFound:
@@ -264,6 +269,15 @@ class Checkpoints:
         except BadProposal as exc:
             return c.ProposeReply(result="invalid", revision=None, reason=f"{exc.field}: {exc.reason}")
         return c.ProposeReply(result="applied", revision=row["revision"])
+
+    async def _made_by_run(self, actor: Actor, req: c.ProposeRequest) -> int | None:
+        run_id = req.derived_from.run_id
+        if run_id is None:
+            return None
+        async with self._db.statement() as conn:
+            return await self._repo.for_scope(actor.scope).run_revision(
+                conn, workspace_id=req.workspace_id, run_id=run_id
+            )
 
     async def _write(
         self,

@@ -460,6 +460,18 @@ class ScopedWorkspaceRepository:
             of=page,
         )
 
+    async def run_revision(self, conn: asyncpg.Connection, *, workspace_id: str, run_id: str) -> int | None:
+        """The checkpoint revision the run's proposal made in the workspace, if it made one."""
+        revision = await conn.fetchval(
+            "SELECT c.revision FROM checkpoint_revisions c"
+            " JOIN workspaces w ON w.id = c.workspace_id AND w.scope = $2 AND w.status <> 'deleted'"
+            " WHERE c.workspace_id = $1 AND c.author = 'model' AND c.derived_from->>'run_id' = $3",
+            workspace_id,
+            self.scope,
+            run_id,
+        )
+        return None if revision is None else int(revision)
+
     async def insert_checkpoint(
         self,
         conn: asyncpg.Connection,

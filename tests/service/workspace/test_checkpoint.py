@@ -34,6 +34,17 @@ async def propose(bus: BusClient, who: Actor, workspace_id: str, expected: int, 
     return dict(await bus.call_raw(w.CHECKPOINT_PROPOSE, body, actor=who))
 
 
+async def derived_from_run(bus: BusClient, who: Actor, assets: AssetsStandIn, run_id: str) -> dict[str, Any]:
+    """A run's provenance: its published answer, and the one source it read (S1 v1)."""
+    pub = await bus.call_raw(p.COMMIT, {"title": "Report A", "body": "A"}, actor=who)
+    assets.put(who.scope, "S1")
+    return {
+        "run_id": run_id,
+        "publication": {"id": pub["id"], "version": 1},
+        "sources": [{"kind": "source", "id": "S1", "version": 1}],
+    }
+
+
 async def test_revisions_are_compare_and_swap_from_zero(bus: BusClient, who: Actor) -> None:
     ws = await create(bus, who)
     with pytest.raises(NotFound) as none_yet:
@@ -93,13 +104,7 @@ async def test_questions_survive_updates_that_do_not_resolve_them(
 @pytest.mark.usefixtures("publication")
 async def test_proposals_answer_applied_stale_or_invalid(assets: AssetsStandIn, bus: BusClient, who: Actor) -> None:
     ws = await create(bus, who)
-    pub = await bus.call_raw(p.COMMIT, {"title": "Report A", "body": "A"}, actor=who)
-    assets.put(who.scope, "S1")
-    derived = {
-        "run_id": "run_9",
-        "publication": {"id": pub["id"], "version": 1},
-        "sources": [{"kind": "source", "id": "S1", "version": 1}],
-    }
+    derived = await derived_from_run(bus, who, assets, "run_9")
     applied = await propose(bus, who, ws["id"], 0, summary="A still holds.", add_questions=["Q?"], derived_from=derived)
     assert applied == {"result": "applied", "revision": 1, "reason": None}
     checkpoint = await get(bus, who, ws["id"])
@@ -129,6 +134,32 @@ async def test_proposals_answer_applied_stale_or_invalid(assets: AssetsStandIn, 
     await bus.call_raw(w.DELETE, {"workspace_id": ws["id"]}, actor=who)
     gone = await propose(bus, who, ws["id"], 1, summary="after delete")
     assert gone == {"result": "invalid", "revision": None, "reason": "workspace_not_found"}
+
+
+@pytest.mark.usefixtures("publication")
+async def test_a_runs_proposal_made_again_by_a_later_attempt_answers_what_the_first_was_given(
+    assets: AssetsStandIn, bus: BusClient, who: Actor
+) -> None:
+    """A run's finishing steps are repeated from the start by a worker that takes the run over: its proposal
+    comes again with the revision the run began with, after the first attempt's made the next revision."""
+    ws = await create(bus, who)
+    derived = await derived_from_run(bus, who, assets, "run_twice")
+    first = await propose(bus, who, ws["id"], 0, summary="A holds.", derived_from=derived)
+    assert first == {"result": "applied", "revision": 1, "reason": None}
+    await put(bus, who, ws["id"], 1, summary="a person's edit after the run")
+    again = await propose(bus, who, ws["id"], 0, summary="A holds.", derived_from=derived)
+    assert again == first
+    revisions = (await bus.call_raw(w.CHECKPOINT_REVISIONS, {"workspace_id": ws["id"]}, actor=who))["items"]
+    assert [r["revision"] for r in revisions] == [1, 2]  # nothing written the second time
+
+    # Another run (or none named) with the same stale revision is stale, and so is the same run's proposal to
+    # another workspace.
+    other = await propose(bus, who, ws["id"], 0, summary="x", derived_from=derived | {"run_id": "run_other"})
+    assert other["result"] == "stale"
+    assert (await propose(bus, who, ws["id"], 0, summary="x"))["result"] == "stale"
+    elsewhere = await create(bus, who)
+    await put(bus, who, elsewhere["id"], 0, summary="base")
+    assert (await propose(bus, who, elsewhere["id"], 0, summary="x", derived_from=derived))["result"] == "stale"
 
 
 @pytest.mark.usefixtures("publication")
