@@ -13,10 +13,26 @@ from tests.support.stack import RunningStack
 FINAL = ("completed", "failed", "cancelled")
 
 
+class ReadsAgain(httpx.HTTPTransport):
+    """Asks a GET or HEAD once more when the connection closed as the request went out: the gateway closes a
+    kept-alive connection idle past its deadline, or sheds one to make room when one address holds too many
+    (services/gateway/transport/connections.py), and a request sent at that moment meets the close, as a
+    browser's would; a browser asks again on a new connection, and so does this."""
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        try:
+            return super().handle_request(request)
+        except httpx.RemoteProtocolError:
+            if request.method not in ("GET", "HEAD"):
+                raise
+            return super().handle_request(request)
+
+
 def scoped_client(stack: RunningStack, scope: str | None = None, *, timeout: float = 30) -> httpx.Client:
     """An HTTP client of the gateway holding a token of `scope` (by default a scope of its own)."""
     token = stack.token(scope or f"s{uuid.uuid4().hex[:8]}")
-    return httpx.Client(base_url=stack.url, headers={"Authorization": f"Bearer {token}"}, timeout=timeout)
+    headers = {"Authorization": f"Bearer {token}"}
+    return httpx.Client(base_url=stack.url, headers=headers, timeout=timeout, transport=ReadsAgain())
 
 
 def error_of(r: httpx.Response) -> dict[str, Any]:
@@ -80,12 +96,7 @@ class Api:
 
     def wait_run(self, run_id: str, timeout: float = 90) -> dict[str, Any]:
         def finished() -> dict[str, Any] | None:
-            try:
-                r = self.http.get(f"/v1/runs/{run_id}")
-            except httpx.RemoteProtocolError:
-                # A kept-alive connection the gateway closed as the request went out: idle past its deadline, or
-                # shed to make room (services/gateway/transport/connections.py). The poll asks again.
-                return None
+            r = self.http.get(f"/v1/runs/{run_id}")
             if r.status_code == 504:  # runhost is restarting (crash tests); keep polling
                 return None
             assert r.status_code == 200, r.text
