@@ -5,13 +5,23 @@ after it finds them. This starts the stack once to initialise a home, stops it, 
 times more on that home (the supervisor, `python -m devstack.stack`, as `make up` runs it) and reports the
 seconds from the command to its `Dossier is up` line, and each phase of the start as the supervisor's
 `--timings` lines name it. Run with `.venv/bin/python bench/start.py`; never part of the test run.
+
+`--imports` measures instead what a start's processes spend importing their code, each in a fresh
+interpreter as the stack starts it (the project's bytecode compiled first, as `make up` does): each
+process's import, and the part of it that is the libraries every service process imports alike (pydantic,
+FastStream, nats, asyncpg, the MinIO client, ...). A start imports those once per process; the sum over
+the processes is what a design that imported them once and forked each service from there would save.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import json
+import os
 import re
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -36,10 +46,79 @@ def one_start(home: Path) -> tuple[float, dict[str, float]]:
     return elapsed, {phase: float(at) for phase, at in TIMING.findall(output)}
 
 
+# What each process of a start imports before it waits for the servers (its entry point's imports).
+ENTRY_IMPORTS = {
+    "gateway": ["uvicorn", "services.gateway.app", "services.gateway.transport.protocol"],
+    **{
+        name: [f"services.{name}.app", "shared.runtime", "shared.settings"]
+        for name in ("workspace", "runhost", "publication", "artifact", "assets")
+    },
+    "outside": ["shared.consumerguard"],
+}
+IMPORT_PROBE = """
+import json, sys, time
+modules = json.loads(sys.argv[1])
+before = set(sys.modules)
+began = time.process_time()
+for name in modules:
+    __import__(name)
+spent = time.process_time() - began
+packages = sorted({m.split(".")[0] for m in set(sys.modules) - before})
+print(json.dumps({"seconds": spent, "packages": packages}))
+"""
+
+
+def import_cost(modules: list[str]) -> tuple[float, set[str]]:
+    """Processor seconds a fresh interpreter spends importing `modules` (the median of three), and the
+    top-level packages they brought in."""
+    env = os.environ | {"PYTHONDONTWRITEBYTECODE": "1"}
+    runs = []
+    for _ in range(3):
+        out = subprocess.run(
+            [sys.executable, "-c", IMPORT_PROBE, json.dumps(modules)], env=env, capture_output=True, check=True
+        )
+        runs.append(json.loads(out.stdout))
+    return statistics.median(r["seconds"] for r in runs), set(runs[0]["packages"])
+
+
+def libraries(packages: set[str]) -> list[str]:
+    """The third-party packages among `packages`: importable by name, neither the project's nor the stdlib's."""
+    ours = {"services", "shared", "devstack", "dossier_cli"}
+    names = packages - ours - set(sys.stdlib_module_names) - set(sys.builtin_module_names)
+    return sorted(n for n in names if not n.startswith("_") and n != "cython_runtime" and importlib.util.find_spec(n))
+
+
+def imports(gateway_workers: int) -> None:
+    subprocess.run(["make", "-s", "bytecode"], cwd=Path(__file__).resolve().parents[1], check=True)
+    costs = {name: import_cost(modules) for name, modules in ENTRY_IMPORTS.items()}
+    counts = {name: gateway_workers if name == "gateway" else 1 for name in costs}
+    own = {name: libraries(packages) for name, (_, packages) in costs.items()}
+    theirs = {name: import_cost(own[name])[0] for name in costs}
+    union = sorted(set().union(*own.values()))
+    once, _ = import_cost(union)
+    total = sum(costs[name][0] * n for name, n in counts.items())
+    repeated = sum(theirs[name] * n for name, n in counts.items())
+    for name, (seconds, _) in costs.items():
+        print(
+            f"import {name:<12} x{counts[name]}  {seconds:6.3f} s each, of it third-party libraries {theirs[name]:6.3f} s"
+        )
+    print(f"every process's imports at a start                      {total:6.2f} s of processor time")
+    print(f"  of it the libraries, imported by each process again   {repeated:6.2f} s")
+    print(f"  all {len(union)} of those libraries imported once            {once:6.2f} s")
+    print(
+        f"  so a start importing them once and forking the processes from there would save about {repeated - once:.2f} s"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=3, help="starts measured after the initialising one")
+    parser.add_argument("--imports", action="store_true", help="what each process imports, instead of starts")
+    parser.add_argument("--gateway-workers", type=int, default=len(os.sched_getaffinity(0)))
     args = parser.parse_args()
+    if args.imports:
+        imports(args.gateway_workers)
+        return
     with tempfile.TemporaryDirectory(prefix="dossier-bench-") as tmp:
         home = Path(tmp) / "home"
         first, _ = one_start(home)
