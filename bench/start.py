@@ -8,9 +8,9 @@ seconds from the command to its `Dossier is up` line, and each phase of the star
 
 `--imports` measures instead what a start's processes spend importing their code, each in a fresh
 interpreter as the stack starts it (the project's bytecode compiled first, as `make up` does): each
-process's import, and the part of it that is the libraries every service process imports alike (pydantic,
-FastStream, nats, asyncpg, the MinIO client, ...). A start imports those once per process; the sum over
-the processes is what a design that imported them once and forked each service from there would save.
+process's import, the part of it that is third-party libraries (pydantic, FastStream, nats, asyncpg, the
+MinIO client, ...), and all of those libraries imported once. A start imports them again in every process;
+the difference is what a design that imported them once and forked each service from there would save.
 """
 
 from __future__ import annotations
