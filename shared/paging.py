@@ -43,7 +43,9 @@ def encode_cursor(key: Sequence[Any]) -> str:
 
 def decode_cursor(cursor: str, *types: Any) -> tuple[Any, ...]:
     """The key a cursor holds, typed as `types`; anything else is `invalid` naming `cursor`."""
-    adapter = _ADAPTERS.setdefault(types, TypeAdapter(tuple[types]))  # type: ignore[valid-type]
+    adapter = _ADAPTERS.get(types)
+    if adapter is None:
+        adapter = _ADAPTERS[types] = TypeAdapter(tuple[types])  # type: ignore[valid-type]
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         key = adapter.validate_python(json.loads(raw))

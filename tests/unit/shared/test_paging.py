@@ -26,6 +26,24 @@ def test_a_cursor_round_trips_its_key() -> None:
     assert decode_cursor(encode_cursor([7, 12]), Int64, Int64) == (7, 12)
 
 
+def test_a_cursors_validator_is_built_once_for_its_types(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Building one costs about 0.2 ms: a list's every page after the first paid it again."""
+    import shared.paging
+
+    built: list[object] = []
+    adapter = shared.paging.TypeAdapter
+
+    def counting(shape: object) -> object:
+        built.append(shape)
+        return adapter(shape)
+
+    monkeypatch.setattr(shared.paging, "_ADAPTERS", {})
+    monkeypatch.setattr(shared.paging, "TypeAdapter", counting)
+    for key in ([1, "a"], [2, "b"], [3, "c"]):
+        assert decode_cursor(encode_cursor(key), Int32, str) == tuple(key)
+    assert len(built) == 1
+
+
 @pytest.mark.parametrize(
     ("cursor", "types"),
     [
