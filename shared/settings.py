@@ -21,7 +21,8 @@ def available_cores() -> int:
 class CommonSettings(BaseSettings):
     """What every service needs: where the bus, its database and the object store are."""
 
-    model_config = SettingsConfigDict(env_prefix="DOSSIER_", extra="ignore")
+    # Built when read (each process reads one of the classes below), not as each is defined.
+    model_config = SettingsConfigDict(env_prefix="DOSSIER_", extra="ignore", defer_build=True)
 
     home: Path = Path(".dossier")
     # One URL, or a comma-separated list of every node of a cluster (a client fails over among them).

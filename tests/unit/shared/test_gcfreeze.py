@@ -1,5 +1,6 @@
 """The cyclic collector around a process's start (shared/gcfreeze.py): paused while a service imports and builds
-its app, running again before the start waits for the stack or connects."""
+its app, what that built frozen, and the collector running again before the start waits for the stack or
+connects."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ def collector_on() -> Iterator[None]:
     gc.enable()
     yield
     gc.enable()
+    gc.unfreeze()  # what a test froze is this test run's, not a service's
 
 
 def test_the_collector_is_paused_inside_and_given_back_after() -> None:
@@ -32,6 +34,23 @@ def test_the_collector_is_given_back_when_the_block_raises() -> None:
     with pytest.raises(RuntimeError), collector_paused():
         raise RuntimeError("an import failed")
     assert gc.isenabled()
+
+
+def test_what_the_block_built_is_frozen_as_it_ends() -> None:
+    before = gc.get_freeze_count()
+    with collector_paused():
+        built = [[index] for index in range(1000)]
+        assert gc.get_freeze_count() == before
+    assert gc.get_freeze_count() >= before + len(built)
+
+
+def test_a_block_that_raises_freezes_nothing() -> None:
+    before = gc.get_freeze_count()
+    built: list[list[int]] = []
+    with pytest.raises(RuntimeError), collector_paused():
+        built.extend([index] for index in range(1000))
+        raise RuntimeError("an import failed")
+    assert len(built) == 1000 and gc.get_freeze_count() == before
 
 
 def test_a_collector_paused_before_stays_paused() -> None:
