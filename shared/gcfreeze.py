@@ -10,7 +10,7 @@ frees, and a start can retry for minutes.
 What the paused block built is frozen as it ends (moved out of the collector's view, unwalked): given back
 with them in its youngest generation, the collector's first pass walked all of them (the gateway's 161,000
 objects, 50-80 ms) and the start's full collection walked them again, in every process of a start, for the
-thousand or so objects of garbage an import leaves.
+thousand or so objects of garbage an import leaves (kept now, frozen with the rest).
 
 Once started, `freeze_startup_objects` moves what the start built after that (the pools, the connections)
 out of the collector's view too. Left in its generations, every full collection walks all of them again:
