@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -29,8 +30,6 @@ T = TypeVar("T")
 Int32 = Annotated[int, Field(ge=0, le=2**31 - 1)]
 Int64 = Annotated[int, Field(ge=0, le=2**63 - 1)]
 
-_ADAPTERS: dict[tuple[type, ...], TypeAdapter[Any]] = {}
-
 
 def _plain(value: Any) -> Any:
     return value.isoformat() if isinstance(value, datetime) else value
@@ -41,11 +40,15 @@ def encode_cursor(key: Sequence[Any]) -> str:
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
+@functools.cache
+def _adapter(types: tuple[Any, ...]) -> TypeAdapter[Any]:
+    """The validator of a key of `types`, built once for them (about 0.2 ms each time otherwise)."""
+    return TypeAdapter(tuple[types])  # type: ignore[valid-type]
+
+
 def decode_cursor(cursor: str, *types: Any) -> tuple[Any, ...]:
     """The key a cursor holds, typed as `types`; anything else is `invalid` naming `cursor`."""
-    adapter = _ADAPTERS.get(types)
-    if adapter is None:
-        adapter = _ADAPTERS[types] = TypeAdapter(tuple[types])  # type: ignore[valid-type]
+    adapter = _adapter(types)
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         key = adapter.validate_python(json.loads(raw))

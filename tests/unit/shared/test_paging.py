@@ -37,10 +37,13 @@ def test_a_cursors_validator_is_built_once_for_its_types(monkeypatch: pytest.Mon
         built.append(shape)
         return adapter(shape)
 
-    monkeypatch.setattr(shared.paging, "_ADAPTERS", {})
+    shared.paging._adapter.cache_clear()
     monkeypatch.setattr(shared.paging, "TypeAdapter", counting)
-    for key in ([1, "a"], [2, "b"], [3, "c"]):
-        assert decode_cursor(encode_cursor(key), Int32, str) == tuple(key)
+    try:
+        for key in ([1, "a"], [2, "b"], [3, "c"]):
+            assert decode_cursor(encode_cursor(key), Int32, str) == tuple(key)
+    finally:
+        shared.paging._adapter.cache_clear()
     assert len(built) == 1
 
 
