@@ -6,7 +6,8 @@ loaded only when a file needs it: the engine and its runtime need more address s
 other parsers, so the OCR path lifts the sandbox's soft memory, CPU and thread limits to the hard ones set
 for it (`ocr_memory_bytes`, `parse_cpu_seconds + ocr_seconds`, a few threads; services.assets.parser). One
 thread computes: the machine's cores are shared by parallel extractions, and a scanned file's pages by
-several parsers (services.assets.splitting).
+several parsers (services.assets.splitting). Each line the recognition model reads is read again against an
+English dictionary (services.assets.extract.lexicon), as Tesseract reads with its word lists.
 
 OCR is bounded by a page count and a time budget; pages beyond either are reported, never silently
 skipped. A page of dense body text costs about 1.4 CPU seconds here (bench/ocr.py).
@@ -164,6 +165,9 @@ class Ocr:
             from rapidocr_onnxruntime.ch_ppocr_det import text_detect
             from rapidocr_onnxruntime.ch_ppocr_det.utils import DetPreProcess
             from rapidocr_onnxruntime.ch_ppocr_rec import text_recognize
+            from rapidocr_onnxruntime.ch_ppocr_rec.utils import CTCLabelDecode
+
+            from services.assets.extract.lexicon import DictionaryDecode
 
             # OpenCV works on the calling thread.
             cv2.setNumThreads(0)
@@ -187,6 +191,10 @@ class Ocr:
             if not (isinstance(engine.text_det.infer, _Model) and isinstance(engine.text_rec.session, _Model)):
                 # A RapidOCR that builds its sessions otherwise would run ONNX Runtime on every core, unbounded.
                 raise RuntimeError("RapidOCR did not take OpenVINO's models (its stages changed)")
+            if not isinstance(engine.text_rec.postprocess_op, CTCLabelDecode):
+                raise RuntimeError("RapidOCR's recognition no longer decodes with CTCLabelDecode (its stages changed)")
+            # Each line read is read again against a dictionary (services.assets.extract.lexicon).
+            engine.text_rec.postprocess_op = DictionaryDecode(engine.text_rec.postprocess_op)
             # Lines are found on the page scaled to 1024 pixels at most, and read from the page as rendered.
             # RapidOCR's own choice for a page rendered at 200 dpi is its whole 2,000 pixels, where the
             # detection model splits lines and misses small print (scanned pages of 8 to 16 pt text at 200 dpi:

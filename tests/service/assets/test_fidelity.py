@@ -69,6 +69,20 @@ async def test_small_print_on_a_scanned_page_is_read(assets: AssetsUnderTest) ->
     assert sum(min(n, got[w]) for w, n in want.items()) >= 0.9 * sum(want.values())
 
 
+async def test_a_word_read_one_letter_off_is_read_as_the_dictionary_word(assets: AssetsUnderTest) -> None:
+    # The recognition model reads the second line's first "portfolio" as "porfolio" on this page (at 200 dpi
+    # here); read again against the dictionary (services/assets/extract/lexicon.py), it is "portfolio".
+    lines = [
+        "board cash approved balance interest approved interest fund credit",
+        "redemption risk market market portfolio shares liquidity investors portfolio redemption",
+    ]
+    v = await assets.upload(actor(), "dictionary-scan", fidelity.body_text_scan([lines]))
+    [(locator, text, ocr)] = await passages(assets, v["asset_id"])
+    assert (locator, ocr) == ("page:1", True)
+    read = collections.Counter(text.lower().split())
+    assert (read["portfolio"], read["porfolio"]) == (2, 0)
+
+
 async def test_a_table_pasted_as_an_image_is_read_besides_the_text_layer(assets: AssetsUnderTest) -> None:
     table = ["Quarter Outflow Gate", *[f"Q{n} {100 * n} activated" for n in range(1, 14)]]
     v = await assets.upload(actor(), "table", fidelity.pdf_with_table_image("Caption of the table below.", table))
