@@ -141,8 +141,18 @@ def correct(probabilities: numpy.ndarray, text: str, classes: dict[str, int], wo
             labels = [classes.get(c, -1) for c in reading]
             return -math.inf if -1 in labels else log_likelihood(columns, labels)
 
-        best, likeliest = max((score(r), r) for r in (_cased(c, word) for c in sorted(candidates)))
-        if best >= score(word) - _PRIOR:
+        # A reading is worth computing only if it can be likely enough: every alignment of it emits each of its
+        # letters in some column, so its likelihood is at most any letter's probability summed over the columns
+        # (most readings one edit away bring a letter the model saw nowhere there).
+        least = score(word) - _PRIOR
+        readings = [_cased(c, word) for c in sorted(candidates)]
+        letters = {x: classes.get(x, -1) for x in "".join(readings)}
+        mass = {x: float(columns[:, k].sum()) if k >= 0 else 0.0 for x, k in letters.items()}
+        possible = [r for r in readings if min(mass[x] for x in r) >= math.exp(least)]
+        if not possible:
+            continue
+        best, likeliest = max((score(r), r) for r in possible)
+        if best >= least:
             pieces += [text[kept : found.start()], likeliest]
             kept = found.end()
     return "".join([*pieces, text[kept:]]) if pieces else text

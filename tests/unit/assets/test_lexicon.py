@@ -55,6 +55,16 @@ def test_the_likelihood_is_ctcs_summed_over_every_alignment(labels: list[int]) -
     assert log_likelihood(probabilities, labels) == pytest.approx(brute_force(probabilities, labels), abs=1e-9)
 
 
+def test_a_readings_likelihood_is_at_most_any_of_its_letters_probability_summed_over_its_columns() -> None:
+    # The bound services/assets/extract/lexicon.py uses to skip readings that cannot be likely enough.
+    rng = numpy.random.default_rng(11)
+    for _ in range(300):
+        probabilities = rng.dirichlet(numpy.full(6, 0.3), size=int(rng.integers(3, 9)))
+        labels = [int(k) for k in rng.integers(1, 6, size=int(rng.integers(1, 4)))]
+        bound = min(float(probabilities[:, k].sum()) for k in labels)
+        assert log_likelihood(probabilities, labels) <= math.log(bound) + 1e-9
+
+
 def test_a_word_outside_the_dictionary_becomes_the_dictionary_word_the_model_finds_likely_enough() -> None:
     # Greedy: blank wins the column after "r" (0.6), so "porfolio"; "portfolio" has 0.4 of that column.
     probabilities = reading("porfolio", gap={"t": 0.4}, at=2)
