@@ -11,7 +11,7 @@ Words the dictionary holds are kept as read, and so are those no dictionary word
 names, codes, other languages.
 
 The dictionary is the English word list of pyspellchecker's wheel (its data only; about 128,000 words of
-letters a-z), read once per process, at the first word outside it. Measured (bench/ocr.py's six pages of
+letters a-z), read once per process, as OCR reads its first line. Measured (bench/ocr.py's six pages of
 11 pt text, and two pages each of four of the test corpus's PDFs rendered at 200 dpi and read without their
 text layer): words found 1,730 → 1,732 of 1,732 (two "porfolio" read at 0.45 and 0.31 of "portfolio"'s
 likelihood) and 2,760 → 2,761 of 2,873 ("Proteector", whose reading was less likely than "Protector"), no
