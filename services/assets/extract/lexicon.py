@@ -159,12 +159,13 @@ def correct(probabilities: numpy.ndarray, text: str, classes: dict[str, int], wo
 
 
 class DictionaryDecode:
-    """RapidOCR's CTC decoder (`decode`, its `character` list with blank first), each line it reads then
+    """RapidOCR's CTC decoder (`decode`, whose `dict` numbers its characters, blank 0), each line it reads then
     read again against the dictionary `words()` (loaded at the first line)."""
 
     def __init__(self, decode: Any, words: Callable[[], frozenset[str]] = english):
         self.decode = decode
-        self.classes: dict[str, int] = {c: i for i, c in enumerate(decode.character) if i}
+        # The decoder's own numbering: a reading's letters are looked up in it (its "blank" is no letter).
+        self.classes: dict[str, int] = decode.dict
         self.words = words
 
     def __call__(self, preds: numpy.ndarray, return_word_box: bool = False, **kwargs: Any) -> list[Any]:
