@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.support.api import error_of, scoped_client
+from tests.support.api import error_of, gateway_client, scoped_client
 from tests.support.stack import RunningStack
 
 REPORT = b"<!doctype html><html><head><title>A</title></head><body><script>alert(1)</script>A</body></html>"
@@ -77,7 +77,7 @@ def test_malformed_uploads_are_invalid(api: httpx.Client) -> None:
 def test_other_scope_gets_404(stack: RunningStack, api: httpx.Client) -> None:
     art = upload(api).json()
     other = {"Authorization": f"Bearer {stack.token(f's{uuid.uuid4().hex[:8]}')}"}
-    with httpx.Client(base_url=stack.url, headers=other, timeout=30) as stranger:
+    with gateway_client(base_url=stack.url, headers=other, timeout=30) as stranger:
         responses = [stranger.get(f"/v1/artifacts/{art['id']}"), stranger.get(f"/v1/artifacts/{art['id']}/content")]
     missing = api.get("/v1/artifacts/art_missing")
     assert [r.status_code for r in responses] == [404, 404]

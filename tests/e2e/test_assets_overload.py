@@ -12,7 +12,7 @@ import asyncpg
 import httpx
 import pytest
 
-from tests.support.api import probe
+from tests.support.api import gateway_client, probe
 from tests.support.stack import RunningStack, start_stack, stop_stack
 
 # It runs on a stack of its own: the local stack only (make test-containers deselects it).
@@ -33,7 +33,7 @@ def slow_parse_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runni
 
 def client(stack: RunningStack, scope: str) -> httpx.Client:
     token = stack.token(scope)
-    return httpx.Client(base_url=stack.url, headers={"Authorization": f"Bearer {token}"}, timeout=300)
+    return gateway_client(base_url=stack.url, headers={"Authorization": f"Bearer {token}"}, timeout=300)
 
 
 def upload(api: httpx.Client, source_id: str, text: str, **fields: str) -> httpx.Response:

@@ -17,10 +17,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
-from tests.support.api import FINAL, Api, probe
+from tests.support.api import FINAL, Api, gateway_client, probe
 from tests.support.backupdata import REPORT, look, same_caller, seed
 from tests.support.cli import dossier, no_traceback
 from tests.support.documents import QUESTION
@@ -74,7 +73,7 @@ def test_a_restored_stack_serves_everything_as_it_was(
 ) -> None:
     api = Api(original)
     seeded = seed(api, original) | {"scope": api.scope}
-    admin = httpx.Client(base_url=original.url, headers={"Authorization": f"Bearer {original.admin_token}"})
+    admin = gateway_client(base_url=original.url, headers={"Authorization": f"Bearer {original.admin_token}"})
     before = look(api.http, seeded, admin)
     assert (
         before["search"]["items"]
@@ -98,7 +97,7 @@ def test_a_restored_stack_serves_everything_as_it_was(
     with stack_running(home, extra_env=stack_env) as restored:
         assert restored.admin_token == original.admin_token
         http = same_caller(api, restored)
-        again = httpx.Client(base_url=restored.url, headers={"Authorization": f"Bearer {restored.admin_token}"})
+        again = gateway_client(base_url=restored.url, headers={"Authorization": f"Bearer {restored.admin_token}"})
         assert look(http, seeded, again) == before
         # The restored stack goes on: it takes writes, and new runs complete.
         body = {"question": QUESTION, "request_id": uuid.uuid4().hex}

@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.api import probe
+from tests.support.api import gateway_client, probe
 from tests.support.cli import cli_env, dossier, no_traceback
 from tests.support.stack import RunningStack
 
@@ -68,7 +68,7 @@ def test_create_list_revoke_with_the_admin_token_from_dossier_home(stack: Runnin
 def test_list_follows_every_page(stack: RunningStack) -> None:
     scope = f"p{uuid.uuid4().hex[:8]}"
     auth = {"Authorization": f"Bearer {stack.admin_token}"}
-    with httpx.Client(base_url=stack.url, headers=auth, timeout=30) as api:
+    with gateway_client(base_url=stack.url, headers=auth, timeout=30) as api:
         ids = [
             api.post("/v1/admin/tokens", json={"scope": scope, "principal": f"p{i}"}).json()["id"] for i in range(105)
         ]

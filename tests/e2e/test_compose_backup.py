@@ -13,11 +13,10 @@ import subprocess
 import uuid
 from pathlib import Path
 
-import httpx
 import pytest
 
 from devstack.procs import free_port
-from tests.support.api import Api, probe
+from tests.support.api import Api, gateway_client, probe
 from tests.support.backupdata import REPORT, look, same_caller, seed
 from tests.support.compose import ROOT, ComposeStack
 from tests.support.documents import QUESTION
@@ -42,7 +41,7 @@ def test_a_deployment_restored_into_a_new_project_serves_everything_as_it_was(
     api = Api(stack)
     seeded = seed(api, stack) | {"scope": api.scope}
     admin_headers = {"Authorization": f"Bearer {stack.admin_token}"}
-    before = look(api.http, seeded, httpx.Client(base_url=stack.url, headers=admin_headers))
+    before = look(api.http, seeded, gateway_client(base_url=stack.url, headers=admin_headers))
     assert before["search"]["items"] and before["revoked"] == 401
     assert before["report"] == hashlib.sha256(REPORT).hexdigest()
 
@@ -67,7 +66,7 @@ def test_a_deployment_restored_into_a_new_project_serves_everything_as_it_was(
         assert done.returncode == 0, done.stderr
         restored = external_stack(f"http://127.0.0.1:{port}", stack.admin_token)
         http = same_caller(api, restored)
-        again = httpx.Client(base_url=restored.url, headers=admin_headers)
+        again = gateway_client(base_url=restored.url, headers=admin_headers)
         assert look(http, seeded, again) == before
         # The restored deployment goes on: it takes writes, and a new run completes.
         body = {"question": QUESTION, "request_id": uuid.uuid4().hex}

@@ -16,7 +16,7 @@ from mcp_types import TextContent
 from shared.contracts import mcp as contract
 from tests.e2e.test_external_runs import setting, stages
 from tests.e2e.test_mcp import bearer, error, mcp_client, ok
-from tests.support.api import Api
+from tests.support.api import Api, gateway_client
 from tests.support.stack import RunningStack
 
 
@@ -160,7 +160,7 @@ def test_a_session_id_alone_opens_nothing_and_take_over_moves_the_run(api: Api, 
     ws, _, _ = setting(api)
     token = api.http.headers["Authorization"].removeprefix("Bearer ")
     colleague = stack.token(api.scope, principal="colleague")
-    with httpx.Client(base_url=stack.url, timeout=60) as http:
+    with gateway_client(base_url=stack.url, timeout=60) as http:
         opened = http.post("/mcp", json=INITIALIZE, headers=JSON_RPC | bearer(token))
         assert opened.status_code == 200, opened.text
         session = opened.headers["mcp-session-id"]

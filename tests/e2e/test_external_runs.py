@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from tests.support.agent import Agent
-from tests.support.api import Api, probe
+from tests.support.api import Api, gateway_client, probe
 from tests.support.citation_forms import CITED, shown_as_text, written
 from tests.support.documents import ANNOUNCEMENT, pdf
 from tests.support.gateway import sign_in
@@ -272,7 +272,7 @@ def test_a_citation_is_read_as_the_reader_reads_it_whatever_its_escape_or_headin
     assert [s[1:4] for s in stages(api, run["id"]) if s[0] == "included"] == [("publication", a["id"], 1)]
 
     # The workbench links exactly that: on the publication's page and on the run's.
-    with httpx.Client(base_url=stack.url, timeout=30) as browser:
+    with gateway_client(base_url=stack.url, timeout=30) as browser:
         sign_in(browser, api.http.headers["Authorization"].removeprefix("Bearer "))
         page = browser.get(f"/publications/{pub['id']}/versions/{pub['version']}")
         assert _cite_links(page, "pub-body") == [f"/publications/{a['id']}/versions/1"]

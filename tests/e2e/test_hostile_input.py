@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.api import Api, error_of, probe
+from tests.support.api import Api, error_of, gateway_client, probe
 from tests.support.logs import lines_with
 from tests.support.stack import RunningStack
 
@@ -137,7 +137,7 @@ def test_blank_questions_titles_and_goals_are_invalid(api: Api, ids: dict[str, A
 
 @pytest.mark.parametrize("bad", sorted(JSON_ESCAPES))
 def test_unstorable_admin_fields_are_invalid(stack: RunningStack, bad: str) -> None:
-    with httpx.Client(base_url=stack.url, headers={"Authorization": f"Bearer {stack.admin_token}"}) as admin:
+    with gateway_client(base_url=stack.url, headers={"Authorization": f"Bearer {stack.admin_token}"}) as admin:
         r = send_json(admin, "POST", "/v1/admin/tokens", {"scope": "acme", "principal": BAD}, bad)
     assert r.status_code == 422 and error_of(r)["details"]["field"] == "principal", r.text
 
@@ -232,7 +232,7 @@ def chunks(total: int, size: int = 64 * 1024) -> Iterator[bytes]:
 
 @pytest.mark.parametrize("path", ["/v1/workspaces", "/v1/assets/import", "/v1/publications"])
 def test_large_json_bodies_are_refused_before_parsing_and_auth(stack: RunningStack, path: str) -> None:
-    with httpx.Client(base_url=stack.url, timeout=30) as anonymous:
+    with gateway_client(base_url=stack.url, timeout=30) as anonymous:
         declared = b"".join(chunks(2 * MiB))
         r = anonymous.post(path, content=declared, headers={"content-type": "application/json"})
         assert r.status_code == 413, r.text[:300]
@@ -244,7 +244,7 @@ def test_large_json_bodies_are_refused_before_parsing_and_auth(stack: RunningSta
 
 
 def test_the_token_is_checked_before_a_body_is_parsed(stack: RunningStack, api: Api) -> None:
-    with httpx.Client(base_url=stack.url, timeout=30) as anonymous:
+    with gateway_client(base_url=stack.url, timeout=30) as anonymous:
         for body in (b"{not json", b'{"title": "t", "goal": "\\u0000"}', b'{"title": "t", "goal": "g"}'):
             r = anonymous.post("/v1/workspaces", content=body, headers={"content-type": "application/json"})
             assert r.status_code == 401 and error_of(r)["code"] == "unauthenticated", r.text

@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.api import Api, probe
+from tests.support.api import Api, gateway_client, probe
 from tests.support.cli import cli_env, dossier
 from tests.support.documents import ANNOUNCEMENT, pdf
 from tests.support.otlp import OtlpReceiver, ReceivedSpan, otlp_receiver
@@ -176,7 +176,7 @@ def test_follow_prints_a_line_written_after_it_started(logged: RunningStack) -> 
 def test_small_log_files_rotate_and_keep_their_backups(logged: RunningStack) -> None:
     folder = logged.local_home() / "logs"
     token = logged.token("logs-rotation")
-    client = httpx.Client(base_url=logged.url, headers={"Authorization": f"Bearer {token}"})
+    client = gateway_client(base_url=logged.url, headers={"Authorization": f"Bearer {token}"})
 
     def rotated_twice() -> bool:
         for _ in range(100):

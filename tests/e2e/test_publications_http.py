@@ -8,7 +8,7 @@ import uuid
 import httpx
 import pytest
 
-from tests.support.api import error_of, scoped_client
+from tests.support.api import error_of, gateway_client, scoped_client
 from tests.support.stack import RunningStack
 
 
@@ -80,7 +80,7 @@ def test_create_read_revise_withdraw(api: httpx.Client) -> None:
 def test_other_scope_gets_404_everywhere(stack: RunningStack, api: httpx.Client) -> None:
     pub = api.post("/v1/publications", json={"title": "T", "body": "B"}).json()
     other = {"Authorization": f"Bearer {stack.token(f's{uuid.uuid4().hex[:8]}')}"}
-    with httpx.Client(base_url=stack.url, headers=other) as stranger:
+    with gateway_client(base_url=stack.url, headers=other) as stranger:
         responses = [
             stranger.get(f"/v1/publications/{pub['id']}"),
             stranger.get(f"/v1/publications/{pub['id']}/versions/1"),
@@ -130,7 +130,7 @@ def test_the_hot_read_answers_exactly_as_the_router_does(stack: RunningStack, ap
     pub = api.post("/v1/publications", json={"title": "Hot", "body": "Fund X can meet redemptions. é"}).json()
     gone = api.post("/v1/publications", json={"title": "Gone", "body": "withdrawn"}).json()
     assert api.post(f"/v1/publications/{gone['id']}/versions/1/withdraw", json={"reason": "wrong"}).status_code == 200
-    stranger = httpx.Client(base_url=stack.url, headers={"Authorization": f"Bearer {stack.token('other-scope')}"})
+    stranger = gateway_client(base_url=stack.url, headers={"Authorization": f"Bearer {stack.token('other-scope')}"})
     cases = [
         (api, f"/v1/publications/{pub['id']}/versions/1", 200),
         (api, f"/v1/publications/{pub['id']}/versions/01", 200),

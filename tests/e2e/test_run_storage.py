@@ -19,12 +19,11 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
-import httpx
 import pytest
 
 from services.runhost.context import ARGUMENT_CHARS, RESULT_CHARS
 from services.runhost.journal import trimmed_entry
-from tests.support.api import Api, error_of, probe
+from tests.support.api import Api, error_of, gateway_client, probe
 from tests.support.fake_openai import running as fake_openai_server
 from tests.support.gateway import sign_in
 from tests.support.stack import RunningStack, start_stack, stop_stack
@@ -233,7 +232,7 @@ def test_retention_lets_go_of_ended_runs_files_and_keeps_what_they_concluded(api
     assert {name: api.ok("GET", path) for name, path in kept.items()} == before
     refused = api.http.get(f"/v1/runs/{run['id']}/files/plan.md")
     assert refused.status_code == 404 and error_of(refused)["details"]["released_at"] == listing["released_at"]
-    with httpx.Client(base_url=stack.url) as browser:
+    with gateway_client(base_url=stack.url) as browser:
         sign_in(browser, stack.token(api.scope))
         page = browser.get(f"/runs/{run['id']}")
     assert page.status_code == 200 and "The working files were let go on" in page.text

@@ -29,7 +29,7 @@ from devstack.scale import process_name
 from shared.contracts.common import ALL_PROCESSES, SERVICES, STREAM_NAME
 from shared.natsauth import workspace_durables
 from tests.support import documents
-from tests.support.api import FINAL, probe
+from tests.support.api import FINAL, gateway_client, probe
 from tests.support.stack import RunningStack, start_stack, stop_stack
 
 # It runs on a stack of its own, whose processes it kills: the local stack only (make test-containers deselects it).
@@ -68,7 +68,7 @@ class Client:
         urls = [str(u) for u in stack.state()["gateway_urls"]]  # type: ignore[attr-defined]
         assert len(urls) == 2
         self.clients = [
-            httpx.Client(base_url=u, headers={"Authorization": f"Bearer {token}"}, timeout=60) for u in urls
+            gateway_client(base_url=u, headers={"Authorization": f"Bearer {token}"}, timeout=60) for u in urls
         ]
         self._turn = itertools.count()
 

@@ -8,12 +8,12 @@ from datetime import datetime, timedelta
 import httpx
 import pytest
 
-from tests.support.api import probe
+from tests.support.api import gateway_client, probe
 from tests.support.stack import RunningStack
 
 
 def admin(stack: RunningStack) -> httpx.Client:
-    return httpx.Client(base_url=stack.url, headers={"Authorization": f"Bearer {stack.admin_token}"}, timeout=30)
+    return gateway_client(base_url=stack.url, headers={"Authorization": f"Bearer {stack.admin_token}"}, timeout=30)
 
 
 def as_user(stack: RunningStack, token: str, path: str = "/v1/workspaces") -> httpx.Response:

@@ -15,10 +15,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
-from tests.support.api import Api, probe
+from tests.support.api import Api, gateway_client, probe
 from tests.support.documents import ANNOUNCEMENT, QUESTION, pdf
 from tests.support.stack import ROOT, RunningStack, start_stack, stop_stack
 
@@ -134,7 +133,7 @@ def test_a_home_of_the_previous_release_keeps_its_data_and_its_request_ids(
     stop_stack(stacks[-1].proc)
 
     stacks.append(start_stack(home))
-    api.http = httpx.Client(base_url=stacks[-1].url, headers=api.http.headers, timeout=30)
+    api.http = gateway_client(base_url=stacks[-1].url, headers=api.http.headers, timeout=30)
     # The catalog's rules changed on purpose (issue 37): the analyst's own material comes first, and a run's
     # report is no item (which earlier pins were reports, the workspace asks the artifact service after its
     # start). The same items otherwise, each as it was.

@@ -17,7 +17,7 @@ import pytest
 
 from shared.contracts import workspace as w
 from shared.contracts.common import Event
-from tests.support.api import all_items, error_of
+from tests.support.api import all_items, error_of, gateway_client
 from tests.support.probe import probe_until
 from tests.support.stack import RunningStack
 
@@ -34,7 +34,7 @@ def token(stack: RunningStack, scope: str) -> str:
 
 @pytest.fixture
 def api(stack: RunningStack, token: str) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=stack.url, headers={"Authorization": f"Bearer {token}"}, timeout=30) as client:
+    with gateway_client(base_url=stack.url, headers={"Authorization": f"Bearer {token}"}, timeout=30) as client:
         yield client
 
 
@@ -250,7 +250,7 @@ def test_other_scope_gets_404_on_every_workspace_route(stack: RunningStack, api:
         ("DELETE", f"/v1/workspaces/{wid}", None),
     ]
     other = {"Authorization": f"Bearer {stack.token(f'x{uuid.uuid4().hex[:8]}')}"}
-    with httpx.Client(base_url=stack.url, headers=other, timeout=30) as stranger:
+    with gateway_client(base_url=stack.url, headers=other, timeout=30) as stranger:
         for method, path, body in routes:
             foreign = stranger.request(method, path, json=body)
             missing = api.request(method, path.replace(wid, "ws_missing"), json=body)

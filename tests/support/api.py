@@ -28,11 +28,17 @@ class ReadsAgain(httpx.HTTPTransport):
             return super().handle_request(request)
 
 
+def gateway_client(**options: Any) -> httpx.Client:
+    """An HTTP client of a gateway (`options` as httpx.Client takes them) that asks a read again as a browser
+    does (ReadsAgain)."""
+    return httpx.Client(transport=ReadsAgain(), **options)
+
+
 def scoped_client(stack: RunningStack, scope: str | None = None, *, timeout: float = 30) -> httpx.Client:
     """An HTTP client of the gateway holding a token of `scope` (by default a scope of its own)."""
     token = stack.token(scope or f"s{uuid.uuid4().hex[:8]}")
     headers = {"Authorization": f"Bearer {token}"}
-    return httpx.Client(base_url=stack.url, headers=headers, timeout=timeout, transport=ReadsAgain())
+    return gateway_client(base_url=stack.url, headers=headers, timeout=timeout)
 
 
 def error_of(r: httpx.Response) -> dict[str, Any]:

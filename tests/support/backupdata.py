@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-from tests.support.api import Api, all_items
+from tests.support.api import Api, all_items, gateway_client
 from tests.support.documents import ANNOUNCEMENT, QUESTION, pdf
 from tests.support.stack import RunningStack
 
@@ -17,7 +17,7 @@ REPORT = b"<!doctype html><html><body><h1>Chart of redemptions</h1></body></html
 
 def same_caller(api: Api, stack: RunningStack) -> httpx.Client:
     """The restored stack, asked with the very token `api` was issued by the backed-up one."""
-    return httpx.Client(base_url=stack.url, headers=dict(api.http.headers), timeout=30)
+    return gateway_client(base_url=stack.url, headers=dict(api.http.headers), timeout=30)
 
 
 def seed(api: Api, stack: RunningStack) -> dict[str, Any]:

@@ -7,18 +7,18 @@ axe-core runs on every page shown here (tests/e2e/web/axe.py), at 1280 px and 39
 
 from __future__ import annotations
 
-import httpx
 from playwright.sync_api import Page, expect
 
 from tests.e2e.web.axe import audit
 from tests.e2e.web.conftest import User, fund_x_workspace
+from tests.support.api import gateway_client
 from tests.support.documents import QUESTION
 
 
 def test_pages_are_gzipped_and_downloads_are_not(user: User) -> None:
     fund = fund_x_workspace(user.api, "Fund X gzip")
     cookies = {c["name"]: c["value"] for c in user.context.cookies()}
-    with httpx.Client(base_url=user.url, cookies=cookies) as client:
+    with gateway_client(base_url=user.url, cookies=cookies) as client:
         page = client.get(f"/workspaces/{fund.workspace['id']}", headers={"Accept-Encoding": "gzip"})
         assert page.status_code == 200
         assert page.headers["content-encoding"] == "gzip"

@@ -8,7 +8,7 @@ from pathlib import Path
 import httpx
 
 from shared.settings import GatewaySettings
-from tests.support.api import probe
+from tests.support.api import gateway_client, probe
 from tests.support.gateway import running_gateway, sign_in, workers_answering, workers_in_log
 from tests.support.infra import Infra
 
@@ -21,7 +21,7 @@ def test_the_default_rate_is_the_contracts() -> None:
 def test_a_token_over_its_rate_is_answered_429_with_retry_after(infra: Infra, tmp_path: Path) -> None:
     with running_gateway(infra, tmp_path, DOSSIER_RATE_PER_TOKEN="1", DOSSIER_RATE_BURST="5") as gateway:
         busy, other = gateway.token(principal="busy"), gateway.token(principal="other")
-        with httpx.Client(base_url=gateway.url, timeout=30) as client:
+        with gateway_client(base_url=gateway.url, timeout=30) as client:
 
             def ask(token: str) -> httpx.Response:
                 # limit=0 is refused by the route itself (422): a request that needs no other service.
@@ -46,7 +46,7 @@ def test_workbench_pages_count_against_their_tokens_rate(infra: Infra, tmp_path:
     # One request in a hundred seconds past the first five: nothing refills while the test runs.
     with running_gateway(infra, tmp_path, DOSSIER_RATE_PER_TOKEN="0.01", DOSSIER_RATE_BURST="5") as gateway:
         token = gateway.token()
-        with httpx.Client(base_url=gateway.url, timeout=30) as browser:
+        with gateway_client(base_url=gateway.url, timeout=30) as browser:
             sign_in(browser, token)
             pages = [browser.get("/import") for _ in range(10)]
             refused = [p for p in pages if p.status_code == 429]

@@ -10,6 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.support.api import gateway_client
 from tests.support.gateway import Gateway, csrf_of, running_gateway, sign_in
 from tests.support.infra import Infra
 
@@ -22,7 +23,7 @@ def gateway(infra: Infra, tmp_path: Path) -> Iterator[Gateway]:
 
 def test_the_cookie_is_not_the_token_and_signing_out_ends_it(gateway: Gateway) -> None:
     token = gateway.token()
-    with httpx.Client(base_url=gateway.url, timeout=30) as browser:
+    with gateway_client(base_url=gateway.url, timeout=30) as browser:
         session = sign_in(browser, token)
         assert session != token and token not in session
         page = browser.get("/import")
@@ -31,7 +32,7 @@ def test_the_cookie_is_not_the_token_and_signing_out_ends_it(gateway: Gateway) -
         assert r.status_code == 303
 
     # The cookie as it was before sign-out, kept by whoever copied it: it opens nothing now.
-    with httpx.Client(base_url=gateway.url, timeout=30, cookies={"dossier_session": session}) as thief:
+    with gateway_client(base_url=gateway.url, timeout=30, cookies={"dossier_session": session}) as thief:
         r = thief.get("/import")
         assert r.status_code == 303 and r.headers["location"].startswith("/signin")
     # Nor is it a bearer token on the API.
@@ -40,7 +41,7 @@ def test_the_cookie_is_not_the_token_and_signing_out_ends_it(gateway: Gateway) -
 
 
 def test_an_upload_without_its_csrf_token_is_refused_before_its_file_is_read(gateway: Gateway) -> None:
-    with httpx.Client(base_url=gateway.url, timeout=30) as browser:
+    with gateway_client(base_url=gateway.url, timeout=30) as browser:
         session = sign_in(browser, gateway.token())
         upload_csrf = csrf_of(browser.get("/import"))
     for address in ("/upload", "/upload?csrf=forged"):
@@ -57,6 +58,6 @@ def test_an_upload_without_its_csrf_token_is_refused_before_its_file_is_read(gat
         assert reply.startswith(b"HTTP/1.1 403"), reply[:300]
     # With its token, the same upload gets past the check (and on to the file, which is then read).
     files = {"file": ("a.txt", b"a note", "text/plain")}
-    with httpx.Client(base_url=gateway.url, timeout=30, cookies={"dossier_session": session}) as browser:
+    with gateway_client(base_url=gateway.url, timeout=30, cookies={"dossier_session": session}) as browser:
         r = browser.post(f"/upload?csrf={upload_csrf}", data={"source_id": "a"}, files=files)
     assert r.status_code != 403, r.text[:300]
