@@ -427,7 +427,9 @@ def test_a_worker_frozen_inside_a_transaction_holding_its_run_lets_the_next_take
     backend = stop_holding_the_run(slow_stack, victim, run["id"])
     try:
         with second_runhost(slow_stack):
-            probe(lambda: lease_epoch(slow_stack, run["id"]) >= 2, timeout=50)
+            # PostgreSQL ends the frozen session after 30 s; the deadline leaves the second run host room to start
+            # and claim on a loaded machine (without the session's end it would never take over, however long).
+            probe(lambda: lease_epoch(slow_stack, run["id"]) >= 2, timeout=120)
             assert not session_alive(slow_stack, backend)
             os.kill(victim, signal.SIGCONT)
             fenced_run_completed(api, ws, run)
