@@ -146,9 +146,11 @@ def correct(probabilities: numpy.ndarray, text: str, classes: dict[str, int], wo
         # (most readings one edit away bring a letter the model saw nowhere there).
         least = score(word) - _PRIOR
         readings = [_cased(c, word) for c in sorted(candidates)]
-        letters = {x: classes.get(x, -1) for x in "".join(readings)}
-        mass = {x: float(columns[:, k].sum()) if k >= 0 else 0.0 for x, k in letters.items()}
-        possible = [r for r in readings if min(mass[x] for x in r) >= math.exp(least)]
+        mass = {
+            x: float(columns[:, k].sum()) if (k := classes.get(x, -1)) >= 0 else 0.0 for x in set("".join(readings))
+        }
+        enough = math.exp(least)
+        possible = [r for r in readings if min(mass[x] for x in r) >= enough]
         if not possible:
             continue
         best, likeliest = max((score(r), r) for r in possible)

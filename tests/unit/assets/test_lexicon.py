@@ -13,14 +13,16 @@ from rapidocr_onnxruntime.ch_ppocr_rec.utils import CTCLabelDecode
 from services.assets.extract.lexicon import DictionaryDecode, correct, english, log_likelihood
 
 CHARACTERS = list("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZü")
-# As RapidOCR's decoder numbers them: blank 0, the characters, then the space.
-CLASSES = {c: i for i, c in enumerate(["blank", *CHARACTERS, " "]) if i}
+# RapidOCR's decoder over these characters (given a copy: it adds blank and space to the list it is given), and
+# its numbering of them: blank 0, the characters, then the space.
+DECODE = CTCLabelDecode(character=list(CHARACTERS))
+CLASSES: dict[str, int] = DECODE.dict
 WORDS = frozenset({"portfolio", "cash", "notice"})
 
 
 def columns(*spec: dict[str, float]) -> numpy.ndarray:
     """Probability columns: each gives some characters' probabilities, the rest of its mass to the blank."""
-    out = numpy.zeros((len(spec), len(CLASSES) + 1), dtype=numpy.float32)
+    out = numpy.zeros((len(spec), len(CLASSES)), dtype=numpy.float32)
     for row, probabilities in zip(out, spec, strict=True):
         for char, p in probabilities.items():
             row[CLASSES[char]] = p
@@ -105,13 +107,12 @@ def test_the_english_dictionary_is_the_wheels_word_list() -> None:
 
 
 def test_the_decoder_reads_again_what_rapidocrs_decoder_reads_with_its_confidence() -> None:
-    decode = CTCLabelDecode(character=list(CHARACTERS))
     line = "notice porfolio"
     probabilities = reading(line, gap={"t": 0.4}, at=9)
-    [(text, confidence)] = DictionaryDecode(decode, lambda: WORDS)(probabilities[numpy.newaxis])
+    [(text, confidence)] = DictionaryDecode(DECODE, lambda: WORDS)(probabilities[numpy.newaxis])
     assert text == "notice portfolio"
-    assert confidence == pytest.approx(decode(probabilities[numpy.newaxis])[0][1])
+    assert confidence == pytest.approx(DECODE(probabilities[numpy.newaxis])[0][1])
     # With word boxes, which follow the greedy reading's columns, the line is the decoder's own.
     kwargs = {"wh_ratio_list": [1.0], "max_wh_ratio": 1.0}
-    [boxed] = DictionaryDecode(decode, lambda: WORDS)(probabilities[numpy.newaxis], True, **kwargs)
+    [boxed] = DictionaryDecode(DECODE, lambda: WORDS)(probabilities[numpy.newaxis], True, **kwargs)
     assert boxed[0] == line
