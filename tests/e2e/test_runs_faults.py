@@ -377,11 +377,11 @@ def no_unexpected_failure(stack: RunningStack, run_id: str) -> None:
     assert not unexpected, unexpected[0]
 
 
-def stop_holding_the_run(stack: RunningStack, pid: int, run_id: str) -> int:
+def stop_holding_the_run(stack: RunningStack, pid: int, run_id: str) -> int | None:
     """SIGSTOP `pid` at a moment when one of its sessions holds the run's row inside a transaction (stop,
-    look, go on, again until so); returns that session's backend pid."""
+    look, go on, again until so); returns that session's backend pid, or None when the run ended first."""
 
-    async def catch() -> int:
+    async def catch() -> int | None:
         conn = await asyncpg.connect(stack.admin_dsn("runhost"))
         try:
             for attempt in range(3000):
@@ -395,12 +395,26 @@ def stop_holding_the_run(stack: RunningStack, pid: int, run_id: str) -> int:
                 if backend is not None:
                     return int(backend)
                 os.kill(pid, signal.SIGCONT)
+                if await conn.fetchval("SELECT status FROM runs WHERE id = $1", run_id) != "running":
+                    return None
                 await asyncio.sleep(0.001 * (attempt % 7))
             raise AssertionError("the worker was never caught inside a transaction holding its run")
         finally:
             await conn.close()
 
     return asyncio.run(catch())
+
+
+def frozen_holding_its_run(stack: RunningStack, api: Api) -> tuple[dict[str, Any], dict[str, Any], int]:
+    """A drafting run whose worker is stopped inside a transaction holding the run's row (and that session's
+    backend pid). A run gives thirty such transactions, each short: on a loaded machine all of them can pass
+    between two looks, so a run that ends uncaught is followed by another, in a workspace of its own."""
+    for _ in range(3):
+        ws, run = drafting(api, "Freeze me", "scripted:frozen-notes")
+        backend = stop_holding_the_run(stack, stack.pid("runhost"), run["id"])
+        if backend is not None:
+            return ws, run, backend
+    raise AssertionError("three runs ended before their worker was caught inside a transaction holding the run")
 
 
 def session_alive(stack: RunningStack, backend: int) -> bool:
@@ -422,9 +436,8 @@ def test_a_worker_frozen_inside_a_transaction_holding_its_run_lets_the_next_take
     """The row a frozen worker locked is let go when PostgreSQL ends its session (30 s idle inside a
     transaction): the takeover does not wait for the frozen process to die."""
     api = Api(slow_stack)
-    ws, run = drafting(api, "Freeze me", "scripted:frozen-notes")
     victim = slow_stack.pid("runhost")
-    backend = stop_holding_the_run(slow_stack, victim, run["id"])
+    ws, run, backend = frozen_holding_its_run(slow_stack, api)
     try:
         with second_runhost(slow_stack):
             # PostgreSQL ends the frozen session after 30 s; the deadline leaves the second run host room to start
