@@ -80,17 +80,23 @@ async def require_admin(request: Request, _: HTTPAuthorizationCredentials | None
 
 async def reject_unstorable(request: Request) -> None:
     """The API's error rules (docs/api.md): U+0000 or a lone surrogate in a path id, a query parameter or a JSON field is
-    `invalid`, naming it, on every route (multipart fields are checked as they are parsed)."""
+    `invalid`, naming it, on every route (multipart fields are checked as they are parsed); so is a /v1 query
+    parameter given twice."""
     for name, value in request.path_params.items():
         require_storable(value, name)
+    path = request.url.path
+    # No /v1 parameter is a list, so one given twice has no meaning to pick (the workbench's `picked` is).
+    seen: set[str] = set()
     for key, value in request.query_params.multi_items():
         if unstorable_field(key) is not None:
             raise Invalid("a query parameter's name cannot be stored", {"field": "query"})
         require_storable(value, key)
+        if key in seen and path.startswith("/v1/"):
+            raise Invalid(f"the query parameter {key[:100]!r} is given more than once; give it once", {"field": key})
+        seen.add(key)
     # A GET has no body, and parsing nothing as JSON only fails (a twentieth of the hottest read, profiled).
     # The workbench's pages read forms, never JSON: parsing a JSON body sent to one (before anyone is
     # known) would only copy it twice more.
-    path = request.url.path
     if (
         not has_body(request.scope["headers"])
         or (request.method, path) in STREAMED_ROUTES

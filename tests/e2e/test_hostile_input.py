@@ -363,3 +363,80 @@ def test_what_the_http_parser_refuses_is_answered_in_the_envelope(stack: Running
     assert json.loads(body)["error"]["code"] == "invalid"
     request_id = headers["x-request-id"]
     probe(lambda: lines_with(stack, "gateway", request_id), timeout=10)
+
+
+def exchange_with(stack: RunningStack, request_line: str, headers: list[tuple[str, str]], body: bytes = b"") -> Any:
+    """`request_line` sent with exactly these header lines (repeats kept): the status and the envelope's error."""
+    head = "".join(f"{name}: {value}\r\n" for name, value in headers)
+    framing = f"Content-Length: {len(body)}\r\n" if body else ""
+    request = f"{request_line} HTTP/1.1\r\n{head}{framing}Connection: close\r\n\r\n".encode("latin-1") + body
+    status, answer_headers, answer = raw_exchange(stack, request)
+    assert answer_headers["content-type"] == "application/json", (status, answer[:200])
+    return status, json.loads(answer).get("error")
+
+
+# A header a request carries once, with the value a request would give it: two copies could be read two ways
+# (the guard that checks the token kept the last Authorization, the MCP endpoint the first).
+SINGLE_HEADERS = {
+    "Authorization": "Bearer dsk_not-a-token",
+    "X-Run-Lease": "lease",
+    "Mcp-Session-Id": "session",
+    "Content-Type": "application/json",
+    "Cookie": "dossier_session=x",
+    "Host": "y",
+}
+
+
+@pytest.mark.parametrize("header", sorted(SINGLE_HEADERS))
+@pytest.mark.parametrize("order", ["given-first", "given-last"])
+def test_a_header_given_twice_is_invalid_whichever_copy_is_good(
+    stack: RunningStack, api: Api, ids: dict[str, Any], header: str, order: str
+) -> None:
+    good = {"Host": "x", "Authorization": str(api.http.headers["authorization"])}
+    lines = [(name, value) for name, value in good.items() if name != header]
+    copies = [(header, good.get(header, SINGLE_HEADERS[header])), (header, SINGLE_HEADERS[header])]
+    lines += copies if order == "given-first" else copies[::-1]
+    status, error = exchange_with(stack, f"GET /v1/workspaces/{ids['ws']}", lines)
+    assert (status, error["code"], error["details"]) == (422, "invalid", {"header": header}), error
+    # A write is refused before it is read: the workspace keeps its goal.
+    body = json.dumps({"text": "changed by a doubled header", "expected_version": 1}).encode()
+    status, error = exchange_with(stack, f"PUT /v1/workspaces/{ids['ws']}/goal", lines, body)
+    assert (status, error["details"]) == (422, {"header": header}), error
+    assert api.http.get(f"/v1/workspaces/{ids['ws']}").json()["goal"]["version"] == 1
+
+
+def test_two_tokens_are_refused_on_every_kind_of_route(stack: RunningStack, api: Api) -> None:
+    token = str(api.http.headers["authorization"])
+    admin = f"Bearer {stack.admin_token}"
+    mcp = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).encode()
+    for request_line, pair, body in [
+        ("POST /mcp", [token, "Bearer dsk_not-a-token"], mcp),
+        ("POST /mcp", ["Bearer dsk_not-a-token", token], mcp),
+        ("GET /v1/admin/tokens", [admin, token], b""),
+        ("GET /v1/admin/tokens", [token, admin], b""),
+        ("GET /v1/workspaces", [token, token], b""),
+    ]:
+        lines = [("Host", "x"), ("Content-Type", "application/json"), *(("Authorization", t) for t in pair)]
+        status, error = exchange_with(stack, request_line, lines, body)
+        assert (status, error["code"], error["details"]) == (422, "invalid", {"header": "Authorization"}), (
+            request_line,
+            error,
+        )
+    # Once, each is what it was.
+    assert api.http.get("/v1/workspaces").status_code == 200
+
+
+def test_a_query_parameter_given_twice_is_invalid(stack: RunningStack, api: Api) -> None:
+    admin = {"Authorization": f"Bearer {stack.admin_token}"}
+    checked = 0
+    for method, template, params in operations(stack):
+        headers = admin if template.startswith("/v1/admin") else None
+        path = template
+        for name in [p["name"] for p in params if p["in"] == "path"]:
+            path = path.replace("{" + name + "}", "x1")
+        for name in [p["name"] for p in params if p["in"] == "query"]:
+            r = api.http.request(method, path, params=[(name, "1"), (name, "2")], headers=headers)
+            assert r.status_code == 422, (method, template, name, r.status_code, r.text[:300])
+            assert error_of(r)["details"]["field"] == name, (method, template, r.text)
+            checked += 1
+    assert checked >= 10

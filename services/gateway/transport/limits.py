@@ -1,6 +1,9 @@
 """The pure-ASGI guard that runs before FastAPI sees a request: body size, bearer token, request rate.
 
 FastAPI parses a JSON body before it solves a route's dependencies, so these checks live here, outside it.
+A header a request carries once (`SINGLE_HEADERS`) given twice is refused before anything reads either
+copy (422 naming it): each layer reads one copy, and which one it takes (a dict keeps the last, Starlette's
+`headers.get` the first) must not decide who the caller is or what its body means.
 The order is the contract's: a body declared over its limit is refused first (413, before the token);
 then the token, from the headers, before a byte of the body is read, so an unauthenticated body is never
 buffered (a chunked one, whose size only its end tells, is read and dropped to tell 413 from 401); then
@@ -20,7 +23,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from services.gateway.tokens import bearer, token_digest
 from services.gateway.transport.admission import PreauthBudget, TokenBuckets
-from shared.errors import HTTP_STATUS, DomainError, Overloaded, RateLimited, TooLarge, Unsupported
+from shared.errors import HTTP_STATUS, DomainError, Invalid, Overloaded, RateLimited, TooLarge, Unsupported
 
 # The only routes whose body streams (multipart uploads, bounded per file while they stream); every other
 # body gets the JSON limit. Matched exactly: `/v1/assets/import` takes JSON like any other route.
@@ -30,6 +33,12 @@ MCP_PATH = "/mcp"
 # learns whether its body is a caller's with a valid token: the deadline the body is held to, and whether
 # the connection is among the first closed when the gateway must make room, depend on it.
 CALLER_EXTENSION = "dossier.caller"
+# Headers a request carries once: the credentials (the token, a run's lease, an MCP session, the workbench's
+# cookie, which RFC 6265 sends as one header) and the singletons that say what the request is (RFC 9110).
+SINGLE_HEADERS = {
+    name.lower().encode(): name
+    for name in ("Authorization", "X-Run-Lease", "Mcp-Session-Id", "Cookie", "Content-Type", "Host")
+}
 
 
 class BodyTooLarge(TooLarge):
@@ -70,6 +79,12 @@ class Admission:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        repeated = _repeated(scope["headers"])
+        if repeated is not None:
+            await send_envelope(
+                send, Invalid(f"the {repeated} header is given more than once; send it once", {"header": repeated})
+            )
+            return
         declared, chunked = _framing(scope["headers"])
         # No Content-Length and no Transfer-Encoding: HTTP/1.1 says there is no body to read or bound.
         body = chunked or (declared is not None and declared != b"0")
@@ -109,10 +124,7 @@ class Admission:
     async def _authenticated(
         self, scope: Scope, receive: Receive, send: Send, *, body: bool, chunked: bool, limit: int, streams: bool
     ) -> None:
-        header = None
-        for name, value in scope["headers"]:
-            if name == b"authorization":
-                header = value.decode("latin-1")  # the last one, as a dict of the headers would keep
+        header = next((value.decode("latin-1") for name, value in scope["headers"] if name == b"authorization"), None)
         try:
             actor = await self.check(scope["path"], header)
         except DomainError as exc:
@@ -186,6 +198,17 @@ def tell_connection(scope: Scope, *, authenticated: bool) -> None:
     extension = scope.get("extensions", {}).get(CALLER_EXTENSION)
     if extension is not None:
         extension["tell"](scope, authenticated)
+
+
+def _repeated(headers: list[tuple[bytes, bytes]]) -> str | None:
+    """The first of `SINGLE_HEADERS` the request gives more than once, if any."""
+    seen: set[bytes] = set()
+    for name, _ in headers:
+        if name in SINGLE_HEADERS:
+            if name in seen:
+                return SINGLE_HEADERS[name]
+            seen.add(name)
+    return None
 
 
 def _framing(headers: list[tuple[bytes, bytes]]) -> tuple[bytes | None, bool]:
