@@ -56,6 +56,12 @@ class TokenRepository:
         return revoked is not None
 
 
+async def hold_token(conn: asyncpg.Connection, *, token_hash: str) -> None:
+    """Until the transaction ends, the token's other openings of what it holds wait for this one, so each
+    counts what the one before it left."""
+    await conn.execute("SELECT 1 FROM api_tokens WHERE token_hash = $1 FOR UPDATE", token_hash)
+
+
 class SessionRepository:
     async def insert_session(
         self, conn: asyncpg.Connection, *, session_hash: str, token_hash: str, lifetime_seconds: float
@@ -80,6 +86,16 @@ class SessionRepository:
 
     async def delete_session(self, conn: asyncpg.Connection, *, session_hash: str) -> None:
         await conn.execute("DELETE FROM web_sessions WHERE session_hash = $1", session_hash)
+
+    async def end_sessions_past(self, conn: asyncpg.Connection, *, token_hash: str, keep: int) -> list[str]:
+        """Ends the token's sessions beyond its `keep` newest; returns the ended ones' hashes."""
+        rows = await conn.fetch(
+            "DELETE FROM web_sessions WHERE session_hash IN (SELECT session_hash FROM web_sessions"
+            " WHERE token_hash = $1 ORDER BY created_at DESC, session_hash DESC OFFSET $2) RETURNING session_hash",
+            token_hash,
+            keep,
+        )
+        return [str(row["session_hash"]) for row in rows]
 
 
 class HoldRepository:
@@ -155,3 +171,13 @@ class RunBindingRepository:
 
     async def delete_expired(self, conn: asyncpg.Connection) -> None:
         await conn.execute("DELETE FROM mcp_run_bindings WHERE expires_at <= now()")
+
+    async def end_bindings_past(self, conn: asyncpg.Connection, *, token_hash: str, keep: int) -> None:
+        """Ends the token's bindings beyond the `keep` that live longest: a run that renews its lease extends
+        its binding, so an ended run's binding goes first."""
+        await conn.execute(
+            "DELETE FROM mcp_run_bindings WHERE (session_hash, run_id) IN (SELECT session_hash, run_id"
+            " FROM mcp_run_bindings WHERE token_hash = $1 ORDER BY expires_at DESC, bound_at DESC OFFSET $2)",
+            token_hash,
+            keep,
+        )

@@ -7,6 +7,8 @@ stored. A binding is found by a hash of the session id and the bearer token's ha
 is sealed (XSalsa20-Poly1305) with a key made from the session id and the bearer token itself, which the
 database does not hold either. So the session id alone opens nothing, another token that learns the id
 finds no binding, and the table alone (a backup, a replica) reveals no lease. See docs/security.md.
+A token holds at most `BINDINGS_PER_TOKEN` bindings over all its sessions: binding one more ends the one that
+would expire first.
 """
 
 from __future__ import annotations
@@ -20,13 +22,16 @@ from dataclasses import dataclass
 import nacl.exceptions
 import nacl.secret
 
-from services.gateway.repository import RunBindingRepository
+from services.gateway.repository import RunBindingRepository, hold_token
 from services.gateway.tokens import token_digest
 from shared.db import Database
 
 SESSION_HEADER = "mcp-session-id"
 # Long enough for any lease: a run must renew at least hourly, and renewing extends its binding.
 BINDING_SECONDS = 24 * 3600
+# Bindings one token holds at once, over all its sessions: far more runs than one agent drives at a time, and
+# a bound on what naming new sessions (a client may name its own) and taking a run over in each can leave.
+BINDINGS_PER_TOKEN = 1000
 # Visible ASCII (the MCP spec's rule for a session id), and long enough not to be guessed.
 _SESSION_SHAPE = re.compile(r"^[\x21-\x7e]{16,200}$")
 
@@ -57,14 +62,23 @@ class McpSession:
 
 
 class RunBindings:
-    def __init__(self, db: Database, *, repo: RunBindingRepository | None = None, lifetime: float = BINDING_SECONDS):
+    def __init__(
+        self,
+        db: Database,
+        *,
+        repo: RunBindingRepository | None = None,
+        lifetime: float = BINDING_SECONDS,
+        per_token: int = BINDINGS_PER_TOKEN,
+    ):
         self._db = db
         self._repo = repo or RunBindingRepository()
         self._lifetime = lifetime
+        self._per_token = per_token
 
     async def bind(self, session: McpSession, run_id: str, lease: str) -> None:
         sealed = bytes(nacl.secret.SecretBox(session.key).encrypt(lease.encode()))
         async with self._db.transaction() as conn:
+            await hold_token(conn, token_hash=session.token_hash)
             await self._repo.delete_expired(conn)
             await self._repo.bind(
                 conn,
@@ -74,6 +88,7 @@ class RunBindings:
                 sealed_lease=sealed,
                 lifetime_seconds=self._lifetime,
             )
+            await self._repo.end_bindings_past(conn, token_hash=session.token_hash, keep=self._per_token)
 
     async def lease_of(self, session: McpSession, run_id: str | None) -> tuple[str, str] | None:
         """The run (`run_id`, or the one the session bound last) and its lease, if the session holds it."""

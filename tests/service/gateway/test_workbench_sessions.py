@@ -1,5 +1,5 @@
-"""The workbench's session cookie is not the API token, signing out ends it, and a forged upload is
-refused before its file is read; against a real gateway process."""
+"""The workbench's session cookie is not the API token, signing out ends it, a token holds a bounded number
+of sessions, and a forged upload is refused before its file is read; against a real gateway process."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from services.gateway.sessions import SESSIONS_PER_TOKEN
 from tests.support.api import gateway_client
 from tests.support.gateway import Gateway, csrf_of, running_gateway, sign_in
 from tests.support.infra import Infra
@@ -61,3 +62,22 @@ def test_an_upload_without_its_csrf_token_is_refused_before_its_file_is_read(gat
     with gateway_client(base_url=gateway.url, timeout=30, cookies={"dossier_session": session}) as browser:
         r = browser.post(f"/upload?csrf={upload_csrf}", data={"source_id": "a"}, files=files)
     assert r.status_code != 403, r.text[:300]
+
+
+def test_a_token_holds_a_bounded_number_of_sessions_the_oldest_ended_first(gateway: Gateway) -> None:
+    token, other = gateway.token(), gateway.token(principal="bob")
+    with gateway_client(base_url=gateway.url, timeout=30) as browser:
+        theirs = sign_in(browser, other)
+    sessions = []
+    for _ in range(SESSIONS_PER_TOKEN + 2):
+        with gateway_client(base_url=gateway.url, timeout=30) as browser:
+            sessions.append(sign_in(browser, token))
+
+    def opens(session: str) -> bool:
+        with gateway_client(base_url=gateway.url, timeout=30, cookies={"dossier_session": session}) as browser:
+            r = browser.get("/import")
+        assert r.status_code in (200, 303), r.text[:300]
+        return r.status_code == 200
+
+    assert [opens(s) for s in sessions] == [False, False] + [True] * SESSIONS_PER_TOKEN
+    assert opens(theirs), "another token's sessions are its own"
