@@ -382,7 +382,6 @@ SINGLE_HEADERS = {
     "X-Run-Lease": "lease",
     "Mcp-Session-Id": "session",
     "Content-Type": "application/json",
-    "Cookie": "dossier_session=x",
     "Host": "y",
 }
 

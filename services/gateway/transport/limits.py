@@ -33,11 +33,11 @@ MCP_PATH = "/mcp"
 # learns whether its body is a caller's with a valid token: the deadline the body is held to, and whether
 # the connection is among the first closed when the gateway must make room, depend on it.
 CALLER_EXTENSION = "dossier.caller"
-# Headers a request carries once: the credentials (the token, a run's lease, an MCP session, the workbench's
-# cookie, which RFC 6265 sends as one header) and the singletons that say what the request is (RFC 9110).
+# Headers a request carries once: the credentials (the token, a run's lease, an MCP session) and the
+# singletons that say what the request is (RFC 9110). Not the cookie: a browser on HTTP/2 may send it in
+# pieces, which a proxy in front can pass on as several headers (the workbench reads only the session's).
 SINGLE_HEADERS = {
-    name.lower().encode(): name
-    for name in ("Authorization", "X-Run-Lease", "Mcp-Session-Id", "Cookie", "Content-Type", "Host")
+    name.lower().encode(): name for name in ("Authorization", "X-Run-Lease", "Mcp-Session-Id", "Content-Type", "Host")
 }
 
 
