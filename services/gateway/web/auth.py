@@ -5,13 +5,14 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import RedirectResponse
 
-from services.gateway.tokens import TokenService
+from services.gateway.tokens import TokenService, token_digest
 from services.gateway.web.render import WebRoute, error_page, go, render
 from services.gateway.web.security import (
     PRESESSION_COOKIE,
     SESSION_COOKIE,
     check_csrf,
     clear_session,
+    count_against_rate,
     session_actor,
     sessions_of,
     set_session,
@@ -71,6 +72,8 @@ async def signin(request: Request) -> Response:
         await tokens.resolve(token)
     except Unauthenticated as exc:
         return render(request, "signin.html", status=401, next=target, error=_friendly(exc.message))
+    # Each sign-in opens a session: signing in again and again is held to the token's rate.
+    count_against_rate(request, token_digest(token))
     response = go(target)
     set_session(request, response, await sessions_of(request).open(token))
     return response

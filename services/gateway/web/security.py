@@ -76,13 +76,18 @@ async def session_actor(request: Request) -> Actor | None:
     if resolved is None:
         return None
     actor, token_hash = resolved
-    # A page counts against its token's rate like an API request (the same bucket: services.gateway.transport.limits).
+    count_against_rate(request, token_hash)
+    request.state.binding = session_id
+    return actor
+
+
+def count_against_rate(request: Request, token_hash: str) -> None:
+    """A page or a sign-in counts against its token's rate like an API request (the same bucket:
+    services.gateway.transport.limits); over it, `RateLimited`."""
     rates: TokenBuckets = request.app.state.rates
     retry_after = rates.take(token_hash)
     if retry_after:
         raise RateLimited("too many requests with this token; retry in a moment", retry_after=retry_after)
-    request.state.binding = session_id
-    return actor
 
 
 def presession(request: Request) -> str:

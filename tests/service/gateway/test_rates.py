@@ -9,7 +9,7 @@ import httpx
 
 from shared.settings import GatewaySettings
 from tests.support.api import gateway_client, probe
-from tests.support.gateway import running_gateway, sign_in, workers_answering, workers_in_log
+from tests.support.gateway import csrf_of, running_gateway, sign_in, workers_answering, workers_in_log
 from tests.support.infra import Infra
 
 
@@ -47,14 +47,29 @@ def test_workbench_pages_count_against_their_tokens_rate(infra: Infra, tmp_path:
     with running_gateway(infra, tmp_path, DOSSIER_RATE_PER_TOKEN="0.01", DOSSIER_RATE_BURST="5") as gateway:
         token = gateway.token()
         with gateway_client(base_url=gateway.url, timeout=30) as browser:
-            sign_in(browser, token)
+            sign_in(browser, token)  # one of the five
             pages = [browser.get("/import") for _ in range(10)]
             refused = [p for p in pages if p.status_code == 429]
-            assert len(refused) == 5, [p.status_code for p in pages]
+            assert len(refused) == 6, [p.status_code for p in pages]
             assert refused[0].headers["retry-after"].isdigit() and "Too many requests" in refused[0].text
         # The same bucket as the token's API requests.
         r = httpx.get(f"{gateway.url}/v1/workspaces?limit=0", headers={"Authorization": f"Bearer {token}"})
         assert r.status_code == 429
+
+
+def test_signing_in_counts_against_the_tokens_rate(infra: Infra, tmp_path: Path) -> None:
+    with running_gateway(infra, tmp_path, DOSSIER_RATE_PER_TOKEN="0.01", DOSSIER_RATE_BURST="3") as gateway:
+        token, other = gateway.token(), gateway.token(principal="bob")
+        for _ in range(3):
+            with gateway_client(base_url=gateway.url, timeout=30) as browser:
+                sign_in(browser, token)
+        with gateway_client(base_url=gateway.url, timeout=30) as browser:
+            form = browser.get("/signin")
+            r = browser.post("/signin", data={"csrf": csrf_of(form), "token": token, "next": "/import"})
+            assert r.status_code == 429 and r.headers["retry-after"].isdigit(), r.text[:300]
+            assert "dossier_session" not in browser.cookies, "a refused sign-in opens no session"
+        with gateway_client(base_url=gateway.url, timeout=30) as browser:
+            sign_in(browser, other)  # another token's bucket is its own
 
 
 def test_a_tokens_rate_holds_across_the_workers_of_a_port(infra: Infra, tmp_path: Path) -> None:
