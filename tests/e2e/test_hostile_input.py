@@ -376,7 +376,7 @@ def exchange_with(stack: RunningStack, request_line: str, headers: list[tuple[st
 
 
 # A header a request carries once, with the value a request would give it: two copies could be read two ways
-# (the guard that checks the token kept the last Authorization, the MCP endpoint the first).
+# (a dict of the headers keeps the last copy, Starlette's `headers.get` the first).
 SINGLE_HEADERS = {
     "Authorization": "Bearer dsk_not-a-token",
     "X-Run-Lease": "lease",
