@@ -35,7 +35,7 @@ MCP_PATH = "/mcp"
 CALLER_EXTENSION = "dossier.caller"
 # Headers a request carries once: the credentials (the token, a run's lease, an MCP session) and the
 # singletons that say what the request is (RFC 9110). Not the cookie: a browser on HTTP/2 may send it in
-# pieces, which a proxy in front can pass on as several headers (the workbench reads only the session's).
+# pieces, which a proxy in front can pass on as several headers (Starlette reads them all).
 SINGLE_HEADERS = {
     name.lower().encode(): name for name in ("Authorization", "X-Run-Lease", "Mcp-Session-Id", "Content-Type", "Host")
 }

@@ -81,3 +81,17 @@ def test_a_token_holds_a_bounded_number_of_sessions_the_oldest_ended_first(gatew
 
     assert [opens(s) for s in sessions] == [False, False] + [True] * SESSIONS_PER_TOKEN
     assert opens(theirs), "another token's sessions are its own"
+
+
+def test_a_session_cookie_in_a_later_cookie_header_is_read(gateway: Gateway) -> None:
+    """A browser on HTTP/2 may send its cookies in pieces; a proxy in front can pass them on as several
+    Cookie headers, and the session's may be any of them: they are not refused as a doubled header is
+    (services.gateway.transport.limits), and Starlette reads them all."""
+    with gateway_client(base_url=gateway.url, timeout=30) as browser:
+        session = sign_in(browser, gateway.token())
+    for pieces in (["theme=dark", f"dossier_session={session}"], [f"dossier_session={session}", "theme=dark"]):
+        cookies = "".join(f"Cookie: {piece}\r\n" for piece in pieces)
+        with socket.create_connection(("127.0.0.1", gateway.port), timeout=30) as sock:
+            sock.sendall(f"GET /import HTTP/1.1\r\nHost: x\r\n{cookies}Connection: close\r\n\r\n".encode())
+            reply = sock.recv(65536)
+        assert reply.startswith(b"HTTP/1.1 200"), reply[:300]
